@@ -1,0 +1,32 @@
+"""The base of every domain event: a frozen msgspec Struct with a stable dotted tag.
+
+An event's tag (`core.work.submitted`) is its name forever: it is stored in the log's `type`
+column and inside the JSON payload, and is never reused for another shape. Its schema
+`version` (a class variable, default 1) is stored beside it; a change that is not additive
+(a field renamed, removed or retyped) bumps it and registers an upcaster in
+`rota.domain.upcasting`, so old rows are read as the current shape and never rewritten.
+Additive changes keep the version and give the new field a default.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=False):
+    """A fact that happened. Subclasses set `tag=` and may raise `version`."""
+
+    version: ClassVar[int] = 1
+    # Documentation that docs/events.md is generated from: the stream an event is appended
+    # to, and the pattern of its delivery identity when it has one.
+    stream_pattern: ClassVar[str] = ""
+    delivery_pattern: ClassVar[str | None] = None
+
+    @classmethod
+    def tag(cls) -> str:
+        tag = cls.__struct_config__.tag
+        if not isinstance(tag, str):
+            raise TypeError(f"{cls.__name__} has no string tag")
+        return tag

@@ -1,0 +1,43 @@
+"""Events of Work and its input: what was submitted, what input was accepted for it."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from .base import Event
+
+WorkKind = Literal["run-once", "standing"]
+LostRetrySafety = Literal["undeclared", "idempotent", "deduplicated"]
+
+
+class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True):
+    """A Work was defined: its id, scope, binding, kind and lost-retry safety.
+
+    Always version 1 of the Work's stream; submitting the same definition again is a no-op.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    scope: str
+    binding: str
+    kind: WorkKind = "run-once"
+    trigger: str | None = None
+    safety: LostRetrySafety = "undeclared"
+
+
+class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True):
+    """An input was accepted for a Work, with its acceptance sequence (1, 2, ... per Work).
+
+    Its delivery identity carries the caller's key, or one derived from the payload, so a
+    caller that retries after a crash never queues the same input twice.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "input/<work>/<key>"
+
+    work_id: str
+    sequence: int
+    key: str
+    payload: Any = None
+    correlation_key: str | None = None

@@ -1,0 +1,1 @@
+"""rota's side effects: stores, codec, clock, executors, host loop, config, CLI."""

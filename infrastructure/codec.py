@@ -1,0 +1,118 @@
+"""Encoding domain events to their stored JSON form and back, with upcasting on read.
+
+One encoder and one typed decoder over the union of all event types are built once. The
+stored payload is the event's JSON object, its `type` tag included, so a row is readable in
+any SQLite client. Decoding checks the stored `type` and `type_version` first: an unknown
+tag, a version newer than this rota knows, or a payload that does not fit the schema fails
+with `CorruptRecord` naming the log position, tag and version. An older version is upcast
+through `rota.domain.upcasting` to the current shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Union
+
+import msgspec
+
+from rota.domain.events import ALL_EVENTS, Event
+from rota.domain.upcasting import UPCASTERS, Upcaster, upcast
+
+from .errors import CorruptRecord
+
+
+class Codec:
+    """Encodes and decodes one closed set of event types."""
+
+    def __init__(
+        self,
+        events: Iterable[type[Event]] = ALL_EVENTS,
+        upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS,
+    ) -> None:
+        types = tuple(events)
+        self.current: dict[str, int] = {}
+        for event_type in types:
+            tag = event_type.tag()
+            if tag in self.current:
+                raise ValueError(f"event tag {tag!r} is declared twice")
+            self.current[tag] = event_type.version
+        self._union: Any = Union[types] if len(types) > 1 else types[0]  # noqa: UP007
+        self._decoder = msgspec.json.Decoder(self._union)
+        self._encoder = msgspec.json.Encoder()
+        self._upcasters = upcasters
+
+    def encode(self, event: Event) -> tuple[str, int, bytes]:
+        """Return `(type, type_version, payload)` for an event of a known type."""
+        tag = event.tag()
+        version = self.current.get(tag)
+        if version is None:
+            raise CorruptRecord(f"cannot encode {tag!r}: not a registered event type")
+        return tag, version, self._encoder.encode(event)
+
+    def encode_payload(self, event: Event) -> bytes:
+        return self._encoder.encode(event)
+
+    def decode(
+        self, type_: str, type_version: int, data: bytes | str, position: int | None = None
+    ) -> Event:
+        """Decode one stored payload; errors name position, tag and version."""
+        current = self.current.get(type_)
+        if current == type_version:
+            try:
+                event: Event = self._decoder.decode(data)
+            except msgspec.ValidationError as exc:
+                raise _corrupt(
+                    position, type_, type_version, f"does not fit the schema: {exc}"
+                ) from exc
+            except msgspec.DecodeError as exc:
+                raise _corrupt(position, type_, type_version, f"is not valid JSON: {exc}") from exc
+            if event.tag() != type_:
+                raise _corrupt(position, type_, type_version, f"carries tag {event.tag()!r}")
+            return event
+        if current is None:
+            raise _corrupt(
+                position,
+                type_,
+                type_version,
+                "has an unknown event type",
+                code="unknown_event_type",
+            )
+        if type_version > current:
+            raise _corrupt(
+                position,
+                type_,
+                type_version,
+                f"was written by a newer rota (this one knows up to v{current}); upgrade rota",
+                code="unknown_event_version",
+            )
+        try:
+            raw = msgspec.json.decode(data)
+            if not isinstance(raw, dict):
+                raise _corrupt(position, type_, type_version, "is not a JSON object")
+            upgraded = upcast(type_, type_version, current, raw, self._upcasters)
+            result: Event = msgspec.convert(upgraded, self._union)
+        except KeyError as exc:
+            raise _corrupt(
+                position, type_, type_version, f"cannot be upcast: {exc.args[0]}"
+            ) from exc
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise _corrupt(
+                position, type_, type_version, f"does not fit after upcasting: {exc}"
+            ) from exc
+        return result
+
+
+def _corrupt(
+    position: int | None, type_: str, version: int, what: str, code: str = "corrupt_record"
+) -> CorruptRecord:
+    where = f"event at position {position}" if position is not None else "event"
+    return CorruptRecord(
+        f"{where} (type {type_!r}, version {version}) {what}",
+        position=position,
+        type_=type_,
+        type_version=version,
+        code=code,
+    )
+
+
+DEFAULT_CODEC = Codec()

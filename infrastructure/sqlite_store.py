@@ -1,0 +1,482 @@
+"""The embedded store: the log in one SQLite file through apsw.
+
+WAL journal, `synchronous=FULL` by default, every write in `BEGIN IMMEDIATE` so that two
+processes never interleave a read-then-write. Positions are assigned inside that write lock
+as head + 1, so they are gapless and commit-ordered. Readers use their own connection per
+thread and never block the writer (WAL).
+
+Durability setting (`synchronous`):
+- `full` (default): a commit that returned survives a power cut.
+- `normal`: faster; a power cut or OS crash may lose the last acknowledged commits (a process
+  crash does not). Only a checkpoint kept outside the store can reveal such a loss, so choose
+  it only where losing the last few seconds of decisions is acceptable.
+- `extra`: like full, and also syncs the directory on every commit.
+
+Never use the store in a child process after `fork()`: open it again there (executors start
+processes with fork+exec, which is safe).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import apsw
+
+from .chain import GENESIS, GENESIS_HEX, canonical_envelope, link
+from .clock import Clock, SystemClock, format_timestamp
+from .codec import DEFAULT_CODEC, Codec
+from .errors import (
+    ConcurrencyConflict,
+    DeliveryConflict,
+    ForkedConnection,
+    StoreClosed,
+    StoreError,
+    StoreIntegrityError,
+    StoreUnavailable,
+)
+from .store import AppendResult, EventStore, LogHead, NewEvent, RawRecord, RecordedEvent
+
+SCHEMA_VERSION = 1
+Synchronous = Literal["full", "normal", "extra"]
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    position     INTEGER PRIMARY KEY,
+    stream       TEXT    NOT NULL,
+    version      INTEGER NOT NULL,
+    type         TEXT    NOT NULL,
+    type_version INTEGER NOT NULL,
+    delivery_id  TEXT,
+    data         BLOB    NOT NULL,
+    recorded_at  TEXT    NOT NULL,
+    hash         TEXT    NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS events_stream_version ON events (stream, version);
+CREATE UNIQUE INDEX IF NOT EXISTS events_delivery_id ON events (delivery_id)
+    WHERE delivery_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS rota_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tracking (
+    application_name TEXT PRIMARY KEY,
+    notification_id  INTEGER NOT NULL
+);
+"""
+
+_COLUMNS = "position, stream, version, type, type_version, delivery_id, data, recorded_at, hash"
+_INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def sqlite_path(url: str) -> Path:
+    """The file a `sqlite:` URL (or a bare path) names.
+
+    `sqlite:///var/lib/rota/rota.db` is the absolute path `/var/lib/rota/rota.db`;
+    `sqlite:rota.db` and `rota.db` are relative to the working directory.
+    """
+    if url.startswith("sqlite://"):
+        path = url[len("sqlite://") :]
+    elif url.startswith("sqlite:"):
+        path = url[len("sqlite:") :]
+    else:
+        path = url
+    if not path or path == ":memory:":
+        raise StoreError(
+            f"store URL {url!r} names no file: rota's SQLite store needs a file path "
+            "(an in-memory database cannot be shared by the scheduler's connections)",
+            code="invalid_store_url",
+        )
+    return Path(path)
+
+
+class Row:
+    """One event about to be written, before its position, time and hash are known."""
+
+    __slots__ = ("data", "delivery_id", "stream", "type", "type_version", "version")
+
+    def __init__(
+        self,
+        stream: str,
+        version: int | None,
+        type_: str,
+        type_version: int,
+        delivery_id: str | None,
+        data: str | bytes,
+    ) -> None:
+        self.stream = stream
+        self.version = version
+        self.type = type_
+        self.type_version = type_version
+        self.delivery_id = delivery_id
+        self.data = data
+
+
+class SQLiteStore(EventStore):
+    """The log in one SQLite file; see the module docstring."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        codec: Codec = DEFAULT_CODEC,
+        synchronous: Synchronous = "full",
+        busy_timeout: float = 30.0,
+    ) -> None:
+        if synchronous not in ("full", "normal", "extra"):
+            raise StoreError(
+                f"synchronous={synchronous!r} is not one of full, normal, extra",
+                code="invalid_setting",
+            )
+        self.path = sqlite_path(os.fspath(path))
+        self.url = f"sqlite://{self.path}"
+        self.clock: Clock = clock or SystemClock()
+        self.codec = codec
+        self.synchronous = synchronous
+        self._busy_ms = int(busy_timeout * 1000)
+        self._pid = os.getpid()
+        self._closed = False
+        self._write_lock = threading.RLock()
+        self._commit = threading.Condition()
+        self._local = threading.local()
+        self._connections: list[apsw.Connection] = []
+        self._connections_lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = self._connect()
+        self._create_schema()
+
+    # -- connections -----------------------------------------------------------------
+
+    def _connect(self) -> apsw.Connection:
+        try:
+            conn = apsw.Connection(str(self.path))
+            conn.setbusytimeout(self._busy_ms)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+        except apsw.Error as exc:
+            raise StoreUnavailable(f"cannot open the SQLite store at {self.path}: {exc}") from exc
+        with self._connections_lock:
+            self._connections.append(conn)
+        return conn
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"the store at {self.path} is closed")
+        if os.getpid() != self._pid:
+            raise ForkedConnection(
+                "this store was opened in another process; a SQLite connection must not "
+                "cross fork(): open the store again in the child"
+            )
+
+    def _reader(self) -> apsw.Connection:
+        self._check()
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    def _create_schema(self) -> None:
+        def create(cursor: apsw.Cursor) -> None:
+            cursor.execute(SCHEMA)
+            row = cursor.execute(
+                "SELECT value FROM rota_meta WHERE key = 'schema_version'"
+            ).fetchone()
+            if row is None:
+                cursor.execute(
+                    "INSERT INTO rota_meta (key, value) VALUES ('schema_version', ?), "
+                    "('store_id', ?)",
+                    (str(SCHEMA_VERSION), str(uuid.uuid4())),
+                )
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store at {self.path} has schema version {row[0]}, newer than this "
+                    f"rota's {SCHEMA_VERSION}: upgrade rota to open it",
+                    code="schema_too_new",
+                )
+
+        self.write(create)
+
+    @property
+    def store_id(self) -> str:
+        row = self._reader().execute("SELECT value FROM rota_meta WHERE key='store_id'").fetchone()
+        return str(row[0])
+
+    # -- writing ---------------------------------------------------------------------
+
+    def write(self, body: Callable[[apsw.Cursor], T]) -> T:
+        """Run `body` in one `BEGIN IMMEDIATE` transaction on the writer connection."""
+        self._check()
+        with self._write_lock:
+            conn = self._writer
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except apsw.BusyError as exc:
+                raise StoreUnavailable(
+                    f"the store at {self.path} stayed locked for {self._busy_ms} ms: {exc}"
+                ) from exc
+            except apsw.Error as exc:
+                raise StoreUnavailable(f"cannot begin a write on {self.path}: {exc}") from exc
+            try:
+                result = body(conn.cursor())
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if not conn.getautocommit():
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, apsw.BusyError):
+                    raise StoreUnavailable(f"the store at {self.path} is busy: {exc}") from exc
+                if isinstance(exc, apsw.ConstraintError):
+                    raise StoreIntegrityError(f"the log refused a write: {exc}") from exc
+                if isinstance(exc, apsw.Error):
+                    raise StoreUnavailable(f"a write to {self.path} failed: {exc}") from exc
+                raise
+        with self._commit:
+            self._commit.notify_all()
+        return result
+
+    def append(
+        self, events: Sequence[NewEvent], expected: Mapping[str, int] | None = None
+    ) -> AppendResult:
+        expected = expected or {}
+        encode = self.codec.encode
+        prepared: list[tuple[NewEvent, Row]] = []
+        for new in events:
+            tag, version, payload = encode(new.event)
+            prepared.append(
+                (new, Row(new.stream, None, tag, version, new.delivery_id, payload.decode()))
+            )
+        if not prepared and not expected:
+            return AppendResult([], 0)
+        return self.write(lambda cursor: self._append_in(cursor, prepared, expected))
+
+    def _append_in(
+        self,
+        cursor: apsw.Cursor,
+        prepared: list[tuple[NewEvent, Row]],
+        expected: Mapping[str, int],
+    ) -> AppendResult:
+        originals: dict[int, RecordedEvent] = {}
+        aliases: dict[int, int] = {}
+        first_use: dict[str, int] = {}
+        for index, (new, row) in enumerate(prepared):
+            if row.delivery_id is None:
+                continue
+            earlier = first_use.setdefault(row.delivery_id, index)
+            if earlier != index:
+                if prepared[earlier][0] != new:
+                    raise DeliveryConflict(row.delivery_id, None)
+                aliases[index] = earlier
+                continue
+            found = cursor.execute(
+                f"SELECT {_COLUMNS} FROM events WHERE delivery_id = ?", (row.delivery_id,)
+            ).fetchone()
+            if found is None:
+                continue
+            recorded = self._recorded(found)
+            if recorded.stream != new.stream or recorded.event != new.event:
+                raise DeliveryConflict(row.delivery_id, recorded.position)
+            originals[index] = recorded
+        if prepared and len(originals) + len(aliases) == len(prepared):
+            return AppendResult([originals[aliases.get(i, i)] for i in range(len(prepared))], 0)
+
+        versions: dict[str, int] = {}
+        for stream, want in expected.items():
+            actual = self._stream_version(cursor, stream)
+            if actual != want:
+                raise ConcurrencyConflict(stream, want, actual)
+            versions[stream] = actual
+        fresh: list[Row] = []
+        for index, (_, row) in enumerate(prepared):
+            if index in originals or index in aliases:
+                continue
+            current = versions.get(row.stream)
+            if current is None:
+                current = self._stream_version(cursor, row.stream)
+            row.version = current + 1
+            versions[row.stream] = row.version
+            fresh.append(row)
+        written = self.insert_rows(cursor, fresh)
+        recorded: list[RecordedEvent] = []
+        fresh_iter = iter(written)
+        for index, (new, _) in enumerate(prepared):
+            if index in aliases:
+                recorded.append(recorded[aliases[index]])
+            elif index in originals:
+                recorded.append(originals[index])
+            else:
+                position, row, recorded_at = next(fresh_iter)
+                recorded.append(
+                    RecordedEvent(
+                        position,
+                        row.stream,
+                        row.version or 0,
+                        row.delivery_id,
+                        recorded_at,
+                        new.event,
+                    )
+                )
+        return AppendResult(recorded, len(fresh))
+
+    def insert_rows(self, cursor: apsw.Cursor, rows: Sequence[Row]) -> list[tuple[int, Row, str]]:
+        """Chain and insert rows whose versions are set; call inside `write`."""
+        if not rows:
+            return []
+        head = cursor.execute(
+            "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+        ).fetchone()
+        position, previous = (0, GENESIS) if head is None else (head[0], bytes.fromhex(head[1]))
+        recorded_at = format_timestamp(self.clock.now())
+        values: list[tuple[Any, ...]] = []
+        written: list[tuple[int, Row, str]] = []
+        for row in rows:
+            position += 1
+            assert row.version is not None
+            previous = link(
+                previous,
+                canonical_envelope(
+                    position,
+                    row.stream,
+                    row.version,
+                    row.type,
+                    row.type_version,
+                    row.delivery_id,
+                    recorded_at,
+                    row.data,
+                ),
+            )
+            values.append(
+                (
+                    position,
+                    row.stream,
+                    row.version,
+                    row.type,
+                    row.type_version,
+                    row.delivery_id,
+                    row.data,
+                    recorded_at,
+                    previous.hex(),
+                )
+            )
+            written.append((position, row, recorded_at))
+        cursor.executemany(_INSERT, values)
+        return written
+
+    @staticmethod
+    def _stream_version(cursor: apsw.Cursor, stream: str) -> int:
+        row = cursor.execute(
+            "SELECT max(version) FROM events WHERE stream = ?", (stream,)
+        ).fetchone()
+        return int(row[0]) if row is not None and row[0] is not None else 0
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _recorded(self, row: Sequence[Any]) -> RecordedEvent:
+        position, stream, version, type_, type_version, delivery_id, data, recorded_at = row[:8]
+        event = self.codec.decode(type_, type_version, data, position)
+        return RecordedEvent(position, stream, version, delivery_id, recorded_at, event)
+
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        try:
+            return self._reader().execute(sql, params).fetchall()
+        except apsw.BusyError as exc:
+            raise StoreUnavailable(f"the store at {self.path} is busy: {exc}") from exc
+
+    def read(self, after: int = 0, limit: int = 1000) -> list[RecordedEvent]:
+        rows = self._query(
+            "SELECT position, stream, version, type, type_version, delivery_id, data, "
+            "recorded_at FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            (after, limit),
+        )
+        return self._decode_rows(rows)
+
+    def _decode_rows(self, rows: list[Any]) -> list[RecordedEvent]:
+        codec = self.codec
+        current = codec.current
+        fast = codec._decoder.decode
+        decode = codec.decode
+        out: list[RecordedEvent] = []
+        append = out.append
+        for position, stream, version, type_, type_version, delivery_id, data, at in rows:
+            if current.get(type_) == type_version:
+                try:
+                    event = fast(data)
+                except Exception:
+                    event = decode(type_, type_version, data, position)
+                else:
+                    if event.__struct_config__.tag != type_:
+                        event = decode(type_, type_version, data, position)
+            else:
+                event = decode(type_, type_version, data, position)
+            append(RecordedEvent(position, stream, version, delivery_id, at, event))
+        return out
+
+    def read_stream(self, stream: str, after: int = 0) -> list[RecordedEvent]:
+        rows = self._query(
+            "SELECT position, stream, version, type, type_version, delivery_id, data, "
+            "recorded_at FROM events WHERE stream = ? AND version > ? ORDER BY version",
+            (stream, after),
+        )
+        return self._decode_rows(rows)
+
+    def stream_version(self, stream: str) -> int:
+        rows = self._query("SELECT max(version) FROM events WHERE stream = ?", (stream,))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+    def read_raw(self, after: int = 0, limit: int = 1000) -> list[RawRecord]:
+        rows = self._query(
+            f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            (after, limit),
+        )
+        return [RawRecord(*row) for row in rows]
+
+    def find_delivery(self, delivery_id: str) -> RecordedEvent | None:
+        rows = self._query(f"SELECT {_COLUMNS} FROM events WHERE delivery_id = ?", (delivery_id,))
+        return self._recorded(rows[0]) if rows else None
+
+    def head(self) -> LogHead:
+        rows = self._query("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1", ())
+        if not rows:
+            return LogHead(0, GENESIS_HEX)
+        return LogHead(int(rows[0][0]), str(rows[0][1]))
+
+    def head_position(self) -> int:
+        rows = self._query("SELECT max(position) FROM events", ())
+        return int(rows[0][0] or 0)
+
+    def wait_for_commit(self, after: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        interval = 0.002
+        while True:
+            if self.head_position() > after:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._commit:
+                self._commit.wait(min(interval, remaining))
+            interval = min(interval * 2, 0.05)
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def integrity_check(self) -> list[str]:
+        """SQLite's full `PRAGMA integrity_check`: `["ok"]` when the file is sound."""
+        return [str(row[0]) for row in self._query("PRAGMA integrity_check", ())]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        if os.getpid() != self._pid:
+            return
+        for conn in connections:
+            with contextlib.suppress(apsw.Error):
+                conn.close()

@@ -1,0 +1,1 @@
+"""rota's projections: deterministic folds over the log (scheduler, capacity, history ...)."""

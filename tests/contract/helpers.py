@@ -1,0 +1,18 @@
+"""Small builders for contract tests."""
+
+from __future__ import annotations
+
+from rota.domain.events import InputAccepted, WorkSubmitted
+from rota.infrastructure.store import NewEvent
+
+
+def submitted(work: str, binding: str = "b") -> NewEvent:
+    return NewEvent(f"work/{work}", WorkSubmitted(work_id=work, scope="root", binding=binding))
+
+
+def accepted(work: str, seq: int, payload: object = None, delivery: str | None = None) -> NewEvent:
+    return NewEvent(
+        f"work/{work}",
+        InputAccepted(work_id=work, sequence=seq, key=f"k{seq}", payload=payload),
+        delivery,
+    )

@@ -1,0 +1,169 @@
+"""Store contract: append, read, atomicity, fencing, idempotent delivery, ordering."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from rota.domain.events import InputAccepted, WorkSubmitted
+from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.errors import ConcurrencyConflict, DeliveryConflict
+from rota.infrastructure.store import EventStore, NewEvent
+from rota.replay.audit import verify_chain
+
+from .conftest import OpenStore
+from .helpers import accepted, submitted
+
+
+def test_round_trip_keeps_every_field(open_store: OpenStore) -> None:
+    clock = ManualClock(datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC))
+    store = open_store(clock)
+    result = store.append([submitted("a"), accepted("a", 1, {"n": [1, 2.5, "x"]}, "input/a/1")])
+    assert result.written == 2
+    events = store.read()
+    assert [(e.position, e.stream, e.version) for e in events] == [
+        (1, "work/a", 1),
+        (2, "work/a", 2),
+    ]
+    assert events[0].event == WorkSubmitted(work_id="a", scope="root", binding="b")
+    assert events[1].event == InputAccepted(
+        work_id="a", sequence=1, key="k1", payload={"n": [1, 2.5, "x"]}
+    )
+    assert events[1].delivery_id == "input/a/1"
+    assert events[0].recorded_at == "2026-03-04T05:06:07.890123Z"
+    assert events[0].recorded_time == clock.now()
+    assert events[1].type == "core.input.accepted"
+    assert result.recorded == events
+
+
+def test_empty_store_reads_nothing(store: EventStore) -> None:
+    assert store.read() == []
+    assert store.read_stream("work/none") == []
+    assert store.stream_version("work/none") == 0
+    assert store.head().position == 0
+    assert store.find_delivery("nope") is None
+
+
+def test_read_stream_and_pages(store: EventStore) -> None:
+    for i in range(10):
+        store.append([submitted(f"w{i}")])
+        store.append([accepted("shared", i + 1)])
+    assert [e.version for e in store.read_stream("work/shared")] == list(range(1, 11))
+    assert [e.version for e in store.read_stream("work/shared", after=7)] == [8, 9, 10]
+    assert store.stream_version("work/shared") == 10
+    pages, position = [], 0
+    while batch := store.read(position, limit=3):
+        pages.append([e.position for e in batch])
+        position = batch[-1].position
+    assert pages[0] == [1, 2, 3]
+    assert [p for page in pages for p in page] == list(range(1, 21))
+
+
+def test_multi_stream_append_is_atomic_and_versioned(store: EventStore) -> None:
+    store.append([submitted("a")])
+    result = store.append(
+        [accepted("a", 1), submitted("b"), accepted("b", 1), accepted("a", 2)],
+        expected={"work/a": 1, "work/b": 0},
+    )
+    assert [(e.stream, e.version) for e in result.recorded] == [
+        ("work/a", 2),
+        ("work/b", 1),
+        ("work/b", 2),
+        ("work/a", 3),
+    ]
+    assert [e.position for e in result.recorded] == [2, 3, 4, 5]
+
+
+def test_stale_expected_version_writes_nothing(store: EventStore) -> None:
+    store.append([submitted("a")])
+    before = store.head()
+    with pytest.raises(ConcurrencyConflict) as caught:
+        store.append([submitted("b"), accepted("a", 1)], expected={"work/b": 0, "work/a": 0})
+    assert caught.value.stream == "work/a"
+    assert (caught.value.expected, caught.value.actual) == (0, 1)
+    assert caught.value.code == "concurrency_conflict"
+    assert store.head() == before
+    assert store.read_stream("work/b") == []
+
+
+def test_a_stream_can_fence_without_receiving_an_event(store: EventStore) -> None:
+    store.append([NewEvent("pool/jobs", WorkSubmitted(work_id="p", scope="r", binding="b"))])
+    with pytest.raises(ConcurrencyConflict):
+        store.append([submitted("x")], expected={"pool/jobs": 0})
+    assert store.read_stream("work/x") == []
+    store.append([submitted("x")], expected={"pool/jobs": 1})
+    assert store.stream_version("work/x") == 1
+
+
+def test_duplicate_delivery_identity_returns_the_original(store: EventStore) -> None:
+    first = store.append([submitted("a"), accepted("a", 1, {"v": 1}, "input/a/1")])
+    head = store.head()
+    again = store.append([accepted("a", 1, {"v": 1}, "input/a/1")], expected={"work/a": 0})
+    assert again.written == 0 and again.duplicate
+    assert again.recorded == [first.recorded[1]]
+    assert store.head() == head
+    assert store.find_delivery("input/a/1") == first.recorded[1]
+
+
+def test_partial_duplicate_writes_only_the_new_events(store: EventStore) -> None:
+    store.append([accepted("a", 1, None, "d1")])
+    result = store.append([accepted("a", 1, None, "d1"), accepted("a", 2, None, "d2")])
+    assert result.written == 1
+    assert [e.position for e in result.recorded] == [1, 2]
+    assert [e.delivery_id for e in store.read()] == ["d1", "d2"]
+
+
+def test_same_identity_with_another_payload_is_refused(store: EventStore) -> None:
+    store.append([accepted("a", 1, {"v": 1}, "input/a/1")])
+    head = store.head()
+    with pytest.raises(DeliveryConflict) as caught:
+        store.append([submitted("z"), accepted("a", 1, {"v": 2}, "input/a/1")])
+    assert caught.value.position == 1
+    assert caught.value.code == "delivery_conflict"
+    with pytest.raises(DeliveryConflict):
+        store.append([NewEvent("work/other", accepted("a", 1, {"v": 1}).event, "input/a/1")])
+    assert store.head() == head
+    assert store.read_stream("work/z") == []
+
+
+def test_identity_repeated_inside_one_append(store: EventStore) -> None:
+    with pytest.raises(DeliveryConflict, match="earlier in this append"):
+        store.append([accepted("a", 1, None, "same"), accepted("a", 2, None, "same")])
+    assert store.head().position == 0
+    result = store.append([accepted("a", 1, None, "same"), accepted("a", 1, None, "same")])
+    assert result.written == 1
+    assert result.recorded[0] == result.recorded[1]
+    again = store.append([accepted("a", 1, None, "same"), accepted("a", 1, None, "same")])
+    assert again.duplicate and again.recorded == result.recorded
+
+
+def test_positions_are_gapless_across_handles(open_store: OpenStore) -> None:
+    one, two = open_store(), open_store()
+    for i in range(20):
+        (one if i % 2 else two).append([submitted(f"w{i}"), accepted(f"w{i}", 1)])
+    positions = [e.position for e in one.read(limit=1000)]
+    assert positions == list(range(1, 41))
+    assert verify_chain(two).ok
+
+
+def test_recorded_time_comes_from_the_store_clock(open_store: OpenStore) -> None:
+    clock = ManualClock(datetime(2030, 1, 1, tzinfo=UTC))
+    store = open_store(clock)
+    store.append([submitted("a")])
+    clock.advance(-3600)
+    store.append([submitted("b")])
+    assert [e.recorded_at for e in store.read()] == [
+        "2030-01-01T00:00:00.000000Z",
+        "2029-12-31T23:00:00.000000Z",
+    ]
+    assert store.now() == clock.now()
+
+
+def test_hash_chain_links_every_append(store: EventStore) -> None:
+    for i in range(5):
+        store.append([submitted(f"w{i}"), accepted(f"w{i}", 1, {"i": i})])
+    report = verify_chain(store)
+    assert report.ok, report
+    assert report.checked == 10
+    assert report.head_hash == store.head().hash

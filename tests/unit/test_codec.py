@@ -1,0 +1,123 @@
+"""The codec: one union, explicit tags, precise errors, upcasting of old versions."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rota.domain.events import ALL_EVENTS, Event, InputAccepted, WorkSubmitted
+from rota.infrastructure.codec import DEFAULT_CODEC, Codec
+from rota.infrastructure.errors import CorruptRecord
+
+
+def test_encode_gives_tag_version_and_readable_json() -> None:
+    event = WorkSubmitted(work_id="a", scope="root/team", binding="report")
+    tag, version, data = DEFAULT_CODEC.encode(event)
+    assert (tag, version) == ("core.work.submitted", 1)
+    assert msgspec.json.decode(data)["type"] == "core.work.submitted"
+    assert DEFAULT_CODEC.decode(tag, version, data.decode()) == event
+
+
+def test_every_tag_is_dotted_and_unique() -> None:
+    tags = [t.tag() for t in ALL_EVENTS]
+    assert len(tags) == len(set(tags))
+    for tag in tags:
+        assert tag.count(".") >= 2 and tag == tag.lower(), tag
+
+
+def test_unknown_tag_names_position_tag_and_version() -> None:
+    with pytest.raises(CorruptRecord) as caught:
+        DEFAULT_CODEC.decode("core.nope.happened", 1, "{}", position=42)
+    message = str(caught.value)
+    assert "position 42" in message and "'core.nope.happened'" in message
+    assert "version 1" in message
+    assert caught.value.code == "unknown_event_type"
+    assert (caught.value.position, caught.value.type, caught.value.type_version) == (
+        42,
+        "core.nope.happened",
+        1,
+    )
+
+
+def test_version_newer_than_known_is_refused() -> None:
+    with pytest.raises(CorruptRecord) as caught:
+        DEFAULT_CODEC.decode("core.work.submitted", 7, "{}", position=3)
+    assert caught.value.code == "unknown_event_version"
+    assert "newer rota" in str(caught.value) and "position 3" in str(caught.value)
+
+
+def test_payload_that_does_not_fit_names_the_field() -> None:
+    data = b'{"type":"core.work.submitted","work_id":5,"scope":"r","binding":"b"}'
+    with pytest.raises(CorruptRecord) as caught:
+        DEFAULT_CODEC.decode("core.work.submitted", 1, data, position=9)
+    assert "$.work_id" in str(caught.value) and "position 9" in str(caught.value)
+
+
+def test_payload_whose_tag_disagrees_with_the_type_column_is_refused() -> None:
+    data = DEFAULT_CODEC.encode_payload(WorkSubmitted(work_id="a", scope="r", binding="b"))
+    with pytest.raises(CorruptRecord, match="carries tag"):
+        DEFAULT_CODEC.decode("core.input.accepted", 1, data, position=1)
+
+
+def test_invalid_json_is_refused() -> None:
+    with pytest.raises(CorruptRecord, match="not valid JSON"):
+        DEFAULT_CODEC.decode("core.work.submitted", 1, b"{oops", position=1)
+
+
+class RenamedV2(Event, tag="test.thing.renamed", frozen=True, kw_only=True):
+    """A v2 event whose v1 called `name` `title` and had no `count`."""
+
+    version: ClassVar[int] = 2
+    name: str
+    count: int
+
+
+def _v1_to_v2(payload: dict[str, object]) -> dict[str, object]:
+    upgraded = dict(payload)
+    upgraded["name"] = upgraded.pop("title")
+    upgraded["count"] = 0
+    return upgraded
+
+
+def test_a_v1_fixture_is_upcast_to_the_current_shape() -> None:
+    codec = Codec([*ALL_EVENTS, RenamedV2], {("test.thing.renamed", 1): _v1_to_v2})
+    v1_fixture = b'{"type":"test.thing.renamed","title":"old"}'
+    assert codec.decode("test.thing.renamed", 1, v1_fixture, position=1) == RenamedV2(
+        name="old", count=0
+    )
+    current = codec.encode(RenamedV2(name="new", count=2))
+    assert current[:2] == ("test.thing.renamed", 2)
+
+
+def test_a_missing_upcaster_is_named() -> None:
+    codec = Codec([*ALL_EVENTS, RenamedV2], {})
+    with pytest.raises(CorruptRecord, match=r"no upcaster for test\.thing\.renamed v1 -> v2"):
+        codec.decode("test.thing.renamed", 1, b'{"type":"test.thing.renamed"}', position=5)
+
+
+def test_a_tag_declared_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="declared twice"):
+        Codec([WorkSubmitted, WorkSubmitted])
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(
+    work=st.text(min_size=1),
+    seq=st.integers(1, 2**62),
+    key=st.text(),
+    payload=json_values,
+)
+def test_round_trip_any_input(work: str, seq: int, key: str, payload: object) -> None:
+    event = InputAccepted(work_id=work, sequence=seq, key=key, payload=payload)
+    tag, version, data = DEFAULT_CODEC.encode(event)
+    assert DEFAULT_CODEC.decode(tag, version, data.decode()) == event
