@@ -39,3 +39,19 @@ class SchemaError(RotaError):
     """An event could not be encoded or decoded against the current schema."""
 
     code = "schema_error"
+
+
+class LeaseLost(Refusal):
+    """A write on behalf of an attempt named an epoch that is no longer current.
+
+    The lease expired, was released, or a newer epoch recovered the attempt; the write was
+    refused and nothing was appended. A launch running under that lease must stop.
+    """
+
+    code = "lease_lost"
+
+
+class NotEligible(Refusal):
+    """The Work cannot start now (nothing pending, running, waiting for a retry, held)."""
+
+    code = "not_eligible"

@@ -304,21 +304,19 @@ class SQLiteStore(EventStore):
         written = self.insert_rows(cursor, fresh)
         recorded: list[RecordedEvent] = []
         fresh_iter = iter(written)
-        for index, (new, _) in enumerate(prepared):
+        for index in range(len(prepared)):
             if index in aliases:
                 recorded.append(recorded[aliases[index]])
             elif index in originals:
                 recorded.append(originals[index])
             else:
+                # Return the event as the log holds it (decoded from the stored payload), so
+                # whoever applies it sees exactly what a replay will see.
                 position, row, recorded_at = next(fresh_iter)
+                event = self.codec.decode(row.type, row.type_version, row.data, position)
                 recorded.append(
                     RecordedEvent(
-                        position,
-                        row.stream,
-                        row.version or 0,
-                        row.delivery_id,
-                        recorded_at,
-                        new.event,
+                        position, row.stream, row.version or 0, row.delivery_id, recorded_at, event
                     )
                 )
         return AppendResult(recorded, len(fresh))

@@ -17,6 +17,9 @@ duplicate, the append is a no-op that returns the originals, and expected versio
 checked (a caller retrying after a lost acknowledgement gets its original answer). The same
 identity with a different stream, type or payload raises `DeliveryConflict`.
 
+The events an append returns are decoded from what was stored, exactly as a later read or
+replay will see them (an `int` given for a `float` field comes back a `float`).
+
 Errors are the store error tree in `rota.infrastructure.errors`; driver exceptions never
 escape. Stores are safe to share between threads; a store must not be used in a child
 process after `fork()` (open it again there).

@@ -1,6 +1,31 @@
-"""rota: an execution scheduler whose only source of truth is an append-only event log."""
+"""rota: an execution scheduler whose only source of truth is an append-only event log.
 
-from rota.domain.errors import InvalidCommand, Refusal, RotaError, SchemaError
+Embedding it:
+
+```python
+import rota
+
+with rota.open("app.db") as scheduler:
+    scheduler.register("greet", lambda ctx: {"hello": ctx.trigger["name"]})
+    scheduler.submit("greet-ada", binding="greet", input={"name": "Ada"})
+    scheduler.run_until_idle()
+```
+
+See docs/guide.md.
+"""
+
+from rota.domain.errors import (
+    InvalidCommand,
+    LeaseLost,
+    NotEligible,
+    Refusal,
+    RotaError,
+    SchemaError,
+)
+from rota.domain.policy import Binding, RetryPolicy, Settings
+from rota.domain.results import Result
+from rota.infrastructure.clock import Clock, ManualClock, SystemClock
+from rota.infrastructure.config import Config, ConfigError
 from rota.infrastructure.errors import (
     ConcurrencyConflict,
     CorruptRecord,
@@ -8,18 +33,38 @@ from rota.infrastructure.errors import (
     StoreError,
     StoreUnavailable,
 )
+from rota.infrastructure.executors.base import Executor, ExecutorError, LaunchContext
+from rota.infrastructure.executors.inproc import Fail
+from rota.scheduler import Scheduler, open
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Binding",
+    "Clock",
     "ConcurrencyConflict",
+    "Config",
+    "ConfigError",
     "CorruptRecord",
     "DeliveryConflict",
+    "Executor",
+    "ExecutorError",
+    "Fail",
     "InvalidCommand",
+    "LaunchContext",
+    "LeaseLost",
+    "ManualClock",
+    "NotEligible",
     "Refusal",
+    "Result",
+    "RetryPolicy",
     "RotaError",
+    "Scheduler",
     "SchemaError",
+    "Settings",
     "StoreError",
     "StoreUnavailable",
+    "SystemClock",
     "__version__",
+    "open",
 ]

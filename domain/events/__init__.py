@@ -1,17 +1,79 @@
 """Every domain event type, and the one union the codec decodes.
 
-`ALL_EVENTS` lists each type once; a tag is never reused. Add a new type here and to
-`docs/events.md` (a test checks the catalogue against this list).
+`ALL_EVENTS` lists each type once; a tag is never reused. `docs/events.md` is generated
+from this list (a test checks it is current).
 """
 
 from __future__ import annotations
 
 from .base import Event
+from .execution import (
+    OUTCOMES,
+    AttemptClaimed,
+    AttemptCompleted,
+    AttemptFailed,
+    AttemptHandedOff,
+    AttemptParked,
+    AttemptResumed,
+    AttemptTimedOut,
+    CapacityClaimed,
+    LaunchInvoked,
+    LaunchPhaseBegan,
+    LaunchPhaseEnded,
+    LeaseReleased,
+    LeaseRenewed,
+    RecoveryPersisted,
+    StopConfirmed,
+    TurnPublished,
+)
+from .retry import RetryArmed, RetryFired
 from .work import InputAccepted, WorkSubmitted
 
 ALL_EVENTS: tuple[type[Event], ...] = (
     WorkSubmitted,
     InputAccepted,
+    AttemptClaimed,
+    AttemptResumed,
+    CapacityClaimed,
+    LaunchInvoked,
+    LaunchPhaseBegan,
+    LaunchPhaseEnded,
+    RecoveryPersisted,
+    LeaseRenewed,
+    LeaseReleased,
+    AttemptCompleted,
+    AttemptFailed,
+    AttemptHandedOff,
+    AttemptParked,
+    AttemptTimedOut,
+    StopConfirmed,
+    TurnPublished,
+    RetryArmed,
+    RetryFired,
 )
 
-__all__ = ["ALL_EVENTS", "Event", "InputAccepted", "WorkSubmitted"]
+__all__ = [
+    "ALL_EVENTS",
+    "OUTCOMES",
+    "AttemptClaimed",
+    "AttemptCompleted",
+    "AttemptFailed",
+    "AttemptHandedOff",
+    "AttemptParked",
+    "AttemptResumed",
+    "AttemptTimedOut",
+    "CapacityClaimed",
+    "Event",
+    "InputAccepted",
+    "LaunchInvoked",
+    "LaunchPhaseBegan",
+    "LaunchPhaseEnded",
+    "LeaseReleased",
+    "LeaseRenewed",
+    "RecoveryPersisted",
+    "RetryArmed",
+    "RetryFired",
+    "StopConfirmed",
+    "TurnPublished",
+    "WorkSubmitted",
+]

@@ -7,13 +7,18 @@ from typing import Any, ClassVar, Literal
 from .base import Event
 
 WorkKind = Literal["run-once", "standing"]
+TriggerSelector = Literal["all", "first", "last"]
 LostRetrySafety = Literal["undeclared", "idempotent", "deduplicated"]
 
 
 class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True):
-    """A Work was defined: its id, scope, binding, kind and lost-retry safety.
+    """A Work was defined: its id, scope, binding, kind, trigger selector and lost-retry safety.
 
-    Always version 1 of the Work's stream; submitting the same definition again is a no-op.
+    Always version 1 of the Work's stream; submitting the same definition again is a no-op
+    and a different definition under the same id is refused (`work_conflict`). `trigger`
+    chooses which pending input an attempt consumes: `all` (the whole ordered batch, the
+    first triggering), `first` (only the oldest), `last` (the whole batch, the newest
+    triggering).
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
@@ -22,22 +27,22 @@ class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True)
     scope: str
     binding: str
     kind: WorkKind = "run-once"
-    trigger: str | None = None
+    trigger: TriggerSelector = "all"
     safety: LostRetrySafety = "undeclared"
 
 
 class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True):
-    """An input was accepted for a Work, with its acceptance sequence (1, 2, ... per Work).
+    """An input was accepted for a Work. Its log position is its acceptance sequence.
 
-    Its delivery identity carries the caller's key, or one derived from the payload, so a
-    caller that retries after a crash never queues the same input twice.
+    The delivery identity carries the caller's key, or one derived from the payload, so a
+    caller that retries after a crash never queues the same input twice. `correlation_key`
+    names the thread a turn published by the attempt it triggers belongs to.
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
     delivery_pattern: ClassVar[str | None] = "input/<work>/<key>"
 
     work_id: str
-    sequence: int
     key: str
     payload: Any = None
     correlation_key: str | None = None

@@ -13,6 +13,6 @@ def submitted(work: str, binding: str = "b") -> NewEvent:
 def accepted(work: str, seq: int, payload: object = None, delivery: str | None = None) -> NewEvent:
     return NewEvent(
         f"work/{work}",
-        InputAccepted(work_id=work, sequence=seq, key=f"k{seq}", payload=payload),
+        InputAccepted(work_id=work, key=f"k{seq}", payload=payload),
         delivery,
     )

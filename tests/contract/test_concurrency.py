@@ -33,10 +33,10 @@ CHILD = textwrap.dedent(
         sys.stdin.readline()
     for i in range(count):
         key = "same" if mode == "same" else f"{mode}-{i}"
-        event = InputAccepted(work_id="w", sequence=1, key="k", payload={"p": key})
+        event = InputAccepted(work_id="w", key="k", payload={"p": key})
         delivery = "input/w/same" if mode == "same" else None
         if mode == "same":
-            event = InputAccepted(work_id="w", sequence=1, key="k", payload=None)
+            event = InputAccepted(work_id="w", key="k", payload=None)
         store.append([NewEvent("work/" + key, event, delivery)])
     store.close()
     """
@@ -57,9 +57,7 @@ def test_same_delivery_identity_from_threads_and_processes_records_one_row(
     store = open_store()
     children = [_child(store_url, "same", 100) for _ in range(3)]
 
-    same = NewEvent(
-        "work/same", InputAccepted(work_id="w", sequence=1, key="k", payload=None), "input/w/same"
-    )
+    same = NewEvent("work/same", InputAccepted(work_id="w", key="k", payload=None), "input/w/same")
 
     def attempt(_: int) -> int:
         return store.append([same]).recorded[0].position

@@ -23,7 +23,7 @@ def log(tmp_path: Path) -> Path:
                     NewEvent(f"work/w{i}", WorkSubmitted(work_id=f"w{i}", scope="r", binding="b")),
                     NewEvent(
                         f"work/w{i}",
-                        InputAccepted(work_id=f"w{i}", sequence=1, key="k", payload={"i": i}),
+                        InputAccepted(work_id=f"w{i}", key="k", payload={"i": i}),
                         f"input/w{i}/k",
                     ),
                 ]

@@ -1,0 +1,230 @@
+"""Events of an attempt (an execution): claim, launch, lease, outcome, turn.
+
+Every event written on behalf of an attempt names its `work_id`, `attempt` number and lease
+`epoch`; the decision that produced it checked that the epoch was current and the lease
+unexpired (fencing). All of them live on the Work's stream, so the stream version fences
+every transition of the Work and its attempts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+from ..policy import Pinned
+from .base import Event
+
+SegmentKind = Literal["start", "resume", "recovered", "relaunched"]
+PhaseOutcome = Literal["ok", "failed", "cancelled"]
+
+
+class AttemptClaimed(Event, tag="core.execution.claimed", frozen=True, kw_only=True):
+    """Attempt N of a Work began: its lease, pinned snapshot and consumed input.
+
+    This is also the durable launch intent: it opens the first segment with its invoke
+    marker `pending`, before any executor is called. `consumed` lists the log positions of
+    the inputs the attempt took, in order; `trigger` is the one that triggered it.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    owner: str
+    lease_expires_at: datetime
+    deadline: datetime
+    consumed: list[int]
+    trigger: int | None
+    pinned: Pinned
+
+
+class AttemptResumed(Event, tag="core.execution.resumed", frozen=True, kw_only=True):
+    """A parked attempt resumed under a new epoch, opening a `resume` segment.
+
+    `wake` is the log position of the input that woke it; the deadline is now plus the
+    remaining timeout budget stored when it parked.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    owner: str
+    lease_expires_at: datetime
+    deadline: datetime
+    consumed: list[int]
+    wake: int | None
+
+
+class CapacityClaimed(Event, tag="core.capacity.claimed", frozen=True, kw_only=True):
+    """Slots of a capacity pool were taken by these executions (fences concurrent claims).
+
+    Appending it bumps the pool stream's version, so two schedulers that decided on the same
+    view of the pool cannot both commit: the limit holds when several hosts race.
+    """
+
+    stream_pattern: ClassVar[str] = "pool/<pool>"
+
+    pool: str
+    executions: list[str]
+
+
+class LaunchInvoked(Event, tag="core.execution.invoked", frozen=True, kw_only=True):
+    """The fenced write just before the executor is called: invoke marker `called`.
+
+    `isolated` records whether a sandbox or container was bound first (which holds every
+    process until it is pinned). Recovery reads this marker to choose relaunch or adoption.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    isolated: bool = False
+
+
+class LaunchPhaseBegan(Event, tag="core.execution.phase_began", frozen=True, kw_only=True):
+    """A launch phase (toolbelt, secrets, environment, sandbox, executor ...) began."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    phase: str
+
+
+class LaunchPhaseEnded(Event, tag="core.execution.phase_ended", frozen=True, kw_only=True):
+    """A launch phase ended with its outcome: ok, failed or cancelled."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    phase: str
+    outcome: PhaseOutcome
+
+
+class RecoveryPersisted(Event, tag="core.execution.recovery_persisted", frozen=True, kw_only=True):
+    """The executor persisted bounded, opaque recovery metadata through the fenced callback."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    metadata: Any
+
+
+class LeaseRenewed(Event, tag="core.execution.renewed", frozen=True, kw_only=True):
+    """The attempt's lease was renewed; the expiry never moves earlier (clock steps back)."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    lease_expires_at: datetime
+
+
+class LeaseReleased(Event, tag="core.execution.released", frozen=True, kw_only=True):
+    """The holder released the lease (a graceful stop); the attempt becomes recoverable."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    reason: str = "released"
+
+
+class _Outcome(Event, frozen=True, kw_only=True):
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    data: Any = None
+    usage: dict[str, float] = msgspec.field(default_factory=dict)
+    consumed: list[int] = msgspec.field(default_factory=list)
+
+
+class AttemptCompleted(_Outcome, tag="core.execution.completed", frozen=True, kw_only=True):
+    """The attempt finished successfully with its data and usage (a structured result)."""
+
+
+class AttemptFailed(_Outcome, tag="core.execution.failed", frozen=True, kw_only=True):
+    """The attempt failed. Only an operation error's code and message are kept.
+
+    `permanent` marks a failure retrying cannot cure; `retry_at` is the executor's retry
+    hint (a reset time) and `retry_unknown` a hint with an unknown reset. Any other error
+    text an executor produced is never stored (it may carry provider output).
+    """
+
+    error_code: str = "failed"
+    error_message: str = ""
+    permanent: bool = False
+    retry_at: datetime | None = None
+    retry_unknown: bool = False
+
+
+class AttemptHandedOff(_Outcome, tag="core.execution.handed_off", frozen=True, kw_only=True):
+    """The attempt handed the Work back; it is ready for eligible input again."""
+
+
+class AttemptParked(_Outcome, tag="core.execution.parked", frozen=True, kw_only=True):
+    """The attempt parked to wait; its open segment ended with the remaining budget kept."""
+
+    remaining_seconds: float
+
+
+class AttemptTimedOut(_Outcome, tag="core.execution.timed_out", frozen=True, kw_only=True):
+    """The persisted deadline was due under a current lease: the attempt failed by timeout.
+
+    The resource hold stays until the stop is confirmed.
+    """
+
+
+class StopConfirmed(Event, tag="core.execution.stop_confirmed", frozen=True, kw_only=True):
+    """The trusted host verified the attempt's processes stopped; its slot is free."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    evidence: str = "verified"
+
+
+class TurnPublished(Event, tag="core.execution.turn", frozen=True, kw_only=True):
+    """An outcome declared a turn (`core.turn.v1 {status, comment}`): one per correlation key.
+
+    Recorded as unmatched, never as input: it never wakes or feeds the Work that published
+    it. The delivery identity makes a repeated transition a no-op, and a resumed attempt's
+    next turn (a new epoch) a new event.
+    """
+
+    stream_pattern: ClassVar[str] = "turns/<work>"
+    delivery_pattern: ClassVar[str | None] = "turn/<execution>/<epoch>[/<key>]"
+
+    work: str
+    execution: str
+    epoch: int
+    status: str
+    comment: str = ""
+    key: str | None = None
+
+
+OUTCOMES: tuple[type[_Outcome], ...] = (
+    AttemptCompleted,
+    AttemptFailed,
+    AttemptHandedOff,
+    AttemptParked,
+    AttemptTimedOut,
+)

@@ -1,0 +1,117 @@
+"""The policies an attempt runs under: settings, bindings, retry and handoff policy.
+
+These are plain frozen values. The configuration layer validates what people write and
+builds them; the claim pins a `Pinned` snapshot of them into the attempt, so recovery,
+control and retry keep using what the attempt started with after a reload.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from .errors import InvalidCommand
+
+MAX_RETRY_DELAYS = 100
+DEFAULT_RETRY_DELAYS: tuple[float, ...] = (300.0, 600.0)
+FOUR_ATTEMPT_EXTRA_DELAY = 900.0
+POOL_AGENTS = "agents"
+POOL_JOBS = "jobs"
+
+
+class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """Bounded automatic retry: `max_attempts` failures in all, waiting `delays` between.
+
+    With no explicit delays, 3 attempts wait 5 then 10 minutes, and an explicit 4-attempt
+    policy adds 15 minutes. Up to 100 delays (101 attempts) may be configured.
+    """
+
+    max_attempts: int = 3
+    delays: tuple[float, ...] | None = None
+    terminal_on_exhaustion: bool = False
+    retry_on_lost: bool = False
+
+    def delay_after(self, failures: int) -> float | None:
+        """Seconds to wait after the `failures`-th failure; None when the budget is spent."""
+        if failures >= self.max_attempts:
+            return None
+        delays = self.effective_delays()
+        return delays[min(failures, len(delays)) - 1]
+
+    def effective_delays(self) -> tuple[float, ...]:
+        if self.delays is not None:
+            return self.delays
+        if self.max_attempts >= 4:
+            return (*DEFAULT_RETRY_DELAYS, FOUR_ATTEMPT_EXTRA_DELAY)
+        return DEFAULT_RETRY_DELAYS
+
+    def validate(self, where: str = "retry") -> None:
+        if self.max_attempts < 1:
+            raise InvalidCommand(f"{where}.max_attempts must be at least 1", code="invalid_config")
+        if self.delays is not None:
+            if len(self.delays) > MAX_RETRY_DELAYS:
+                raise InvalidCommand(
+                    f"{where}.delays has {len(self.delays)} entries; at most "
+                    f"{MAX_RETRY_DELAYS} are allowed ({MAX_RETRY_DELAYS + 1} attempts)",
+                    code="invalid_config",
+                )
+            if not self.delays and self.max_attempts > 1:
+                raise InvalidCommand(
+                    f"{where}.delays is empty but max_attempts is {self.max_attempts}",
+                    code="invalid_config",
+                )
+            if any(not d >= 0 for d in self.delays):
+                raise InvalidCommand(f"{where}.delays must be >= 0", code="invalid_config")
+
+
+HandoffPolicy = Literal["stop", "continue"]
+
+
+class Binding(msgspec.Struct, frozen=True, kw_only=True):
+    """What a Work runs on: an executor registration, its config, timeout and policies.
+
+    `config` is the executor's own configuration (a shell command, a callable's options).
+    Secrets and run environments are never part of it: they are resolved at launch and
+    never written to the log.
+    """
+
+    name: str
+    executor: str
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    timeout_seconds: float | None = None
+    retry: RetryPolicy = RetryPolicy()
+    handoff: HandoffPolicy = "stop"
+
+
+class Registration(msgspec.Struct, frozen=True, kw_only=True):
+    """An executor as registered: its name, capacity pool and capabilities."""
+
+    name: str
+    pool: str = POOL_AGENTS
+    capabilities: tuple[str, ...] = ()
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Scheduler-wide defaults (`[settings]` in rota.toml)."""
+
+    concurrency: int = 4
+    job_concurrency: int = 4
+    lease_seconds: float = 60.0
+    timeout_seconds: float = 3600.0
+    max_segments: int = 50
+    crash_loop_limit: int = 5
+
+    def pool_limit(self, pool: str) -> int:
+        return self.job_concurrency if pool == POOL_JOBS else self.concurrency
+
+
+class Pinned(msgspec.Struct, frozen=True, kw_only=True):
+    """The attempt snapshot: everything the attempt keeps using after a reload."""
+
+    generation: str
+    binding: Binding
+    registration: Registration
+    timeout_seconds: float
+    lease_seconds: float
+    max_segments: int = 50

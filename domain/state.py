@@ -1,0 +1,167 @@
+"""The state of a Work and its attempts, as the fold of its events builds it.
+
+Frozen values only; `rota.domain.evolve` returns a new `WorkState` per event. The Work's
+`state` is derived, never stored, so it cannot disagree with the facts it comes from.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+from .policy import Pinned
+
+AttemptStatus = Literal["starting", "running", "parked", "ended"]
+Invoke = Literal["pending", "called"]
+WorkStateName = Literal[
+    "idle", "ready", "running", "waiting", "retry_wait", "held", "completed", "failed", "cancelled"
+]
+
+
+class PendingInput(msgspec.Struct, frozen=True):
+    """An accepted input; its log position is its acceptance sequence."""
+
+    position: int
+    key: str
+    payload: Any = None
+    correlation_key: str | None = None
+
+
+class Phase(msgspec.Struct, frozen=True):
+    """One launch phase of a segment, written as it begins and again as it ends."""
+
+    name: str
+    began_at: datetime
+    ended_at: datetime | None = None
+    outcome: str | None = None
+
+
+class Segment(msgspec.Struct, frozen=True):
+    """A stretch of lease-held time of an attempt, with its launch phases and invoke marker."""
+
+    kind: str
+    epoch: int
+    started_at: datetime
+    ended_at: datetime | None = None
+    invoke: Invoke | None = "pending"
+    isolated: bool = False
+    phases: tuple[Phase, ...] = ()
+    wake: int | None = None
+
+    def active_seconds(self, until: datetime | None = None) -> float:
+        end = self.ended_at or until
+        return 0.0 if end is None else max(0.0, (end - self.started_at).total_seconds())
+
+
+class AttemptState(msgspec.Struct, frozen=True, kw_only=True):
+    """Attempt N of a Work: lease, pinned snapshot, segments, outcome, resource exclusion."""
+
+    work_id: str
+    number: int
+    epoch: int
+    owner: str
+    lease_expires_at: datetime
+    deadline: datetime
+    pinned: Pinned
+    consumed: tuple[PendingInput, ...]
+    trigger: PendingInput | None
+    claimed_at: datetime
+    status: AttemptStatus = "starting"
+    released: bool = False
+    outcome: str | None = None
+    ended_at: datetime | None = None
+    stop_confirmed: bool = False
+    segments: tuple[Segment, ...] = ()
+    dropped_segments: int = 0
+    dropped_active_seconds: float = 0.0
+    remaining_seconds: float | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    permanent: bool = False
+    usage: dict[str, float] = msgspec.field(default_factory=dict)
+    data: Any = None
+    recovery_metadata: Any = None
+
+    @property
+    def execution_id(self) -> str:
+        return f"{self.work_id}/{self.number}"
+
+    @property
+    def live(self) -> bool:
+        """Unfinished and not parked: the attempt is (or may be) running."""
+        return self.status in ("starting", "running")
+
+    @property
+    def holds_slot(self) -> bool:
+        """Holds a capacity slot: live, or ended with its stop not yet confirmed."""
+        return self.live or (self.status == "ended" and not self.stop_confirmed)
+
+    @property
+    def open_segment(self) -> Segment | None:
+        if self.segments and self.segments[-1].ended_at is None:
+            return self.segments[-1]
+        return None
+
+
+class RetryState(msgspec.Struct, frozen=True, kw_only=True):
+    """Failure accounting, kept apart from attempt numbers."""
+
+    failures: int = 0
+    generation: int = 0
+    next_due: datetime | None = None
+    blocked_reason: str | None = None
+
+
+class WorkState(msgspec.Struct, frozen=True, kw_only=True):
+    """A Work: its definition, pending input, attempts and retry accounting."""
+
+    work_id: str
+    scope: str
+    binding: str
+    kind: str
+    trigger: str
+    safety: str
+    version: int
+    submitted_at: datetime
+    pending: tuple[PendingInput, ...] = ()
+    attempts: tuple[AttemptState, ...] = ()
+    retry: RetryState = RetryState()
+    terminal: str | None = None
+
+    @property
+    def current(self) -> AttemptState | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def state(self) -> WorkStateName:
+        if self.terminal == "completed":
+            return "completed"
+        if self.terminal == "failed":
+            return "failed"
+        if self.terminal == "cancelled":
+            return "cancelled"
+        current = self.current
+        if current is not None and current.live:
+            return "running"
+        if current is not None and current.status == "parked":
+            return "waiting"
+        if self.retry.next_due is not None:
+            return "retry_wait"
+        if self.retry.blocked_reason is not None:
+            return "failed"
+        return "ready" if self.pending else "idle"
+
+    @property
+    def startable(self) -> bool:
+        """Eligible for a start (or a resume) now, capacity aside."""
+        if self.terminal is not None or self.retry.next_due is not None:
+            return False
+        if self.retry.blocked_reason is not None or not self.pending:
+            return False
+        current = self.current
+        if current is None or current.status == "parked":
+            return True
+        # Replacement waits until the ended attempt's processes are known to have stopped.
+        return current.status == "ended" and current.stop_confirmed

@@ -1,0 +1,169 @@
+"""The configuration file (`rota.toml`), validated by pydantic.
+
+```toml
+[store]
+url = "sqlite:///var/lib/rota/rota.db"   # or a path; postgresql://... later
+synchronous = "full"                      # full (default), normal, extra
+
+[settings]
+concurrency = 4          # agent turns and executors without a pool
+job_concurrency = 4      # the jobs pool (shell)
+lease_seconds = 60
+timeout_seconds = 3600
+
+[[bindings]]
+name = "report"
+executor = "shell"
+command = ["sh", "-c", "./report.sh"]   # executor-specific keys become the binding config
+timeout_seconds = 600
+[bindings.retry]
+max_attempts = 3
+delays = [300, 600]
+```
+
+Every error names the field path (`bindings[0].retry.delays: ...`) and what was wrong.
+Executor-specific keys of a binding (`command`, `cwd`, `environment` ...) are kept as the
+binding's config; `environment` values are passed to the process and never written to the
+log.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rota.domain.errors import RotaError
+from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy, Settings
+
+DEFAULT_CONFIG = Path("rota.toml")
+SECRET_KEYS = frozenset({"environment"})
+
+
+class ConfigError(RotaError):
+    code = "invalid_config"
+
+
+class StoreModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    url: str = "sqlite://rota.db"
+    synchronous: Literal["full", "normal", "extra"] = "full"
+
+
+class SettingsModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    concurrency: int = Field(4, ge=1, le=10_000)
+    job_concurrency: int = Field(4, ge=1, le=10_000)
+    lease_seconds: float = Field(60.0, gt=0, le=86_400)
+    timeout_seconds: float = Field(3600.0, gt=0)
+    max_segments: int = Field(50, ge=1, le=1000)
+    crash_loop_limit: int = Field(5, ge=1, le=1000)
+
+
+class RetryModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_attempts: int = Field(3, ge=1, le=MAX_RETRY_DELAYS + 1)
+    delays: list[float] | None = Field(None, max_length=MAX_RETRY_DELAYS)
+    terminal_on_exhaustion: bool = False
+    retry_on_lost: bool = False
+
+    @field_validator("delays")
+    @classmethod
+    def _non_negative(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and any(d < 0 for d in value):
+            raise ValueError("every delay must be >= 0 seconds")
+        return value
+
+
+class BindingModel(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    executor: str = Field(min_length=1)
+    timeout_seconds: float | None = Field(None, gt=0)
+    retry: RetryModel = RetryModel()
+    handoff: Literal["stop", "continue"] = "stop"
+
+    def to_binding(self) -> Binding:
+        config = dict(self.model_extra or {})
+        retry = self.retry
+        return Binding(
+            name=self.name,
+            executor=self.executor,
+            config=config,
+            timeout_seconds=self.timeout_seconds,
+            retry=RetryPolicy(
+                max_attempts=retry.max_attempts,
+                delays=tuple(retry.delays) if retry.delays is not None else None,
+                terminal_on_exhaustion=retry.terminal_on_exhaustion,
+                retry_on_lost=retry.retry_on_lost,
+            ),
+            handoff=self.handoff,
+        )
+
+
+class ConfigModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    store: StoreModel = StoreModel()
+    settings: SettingsModel = SettingsModel()
+    bindings: list[BindingModel] = []
+
+
+class Config:
+    """A validated configuration."""
+
+    def __init__(self, model: ConfigModel, source: str = "<defaults>") -> None:
+        names = [b.name for b in model.bindings]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigError(f"{source}: bindings: duplicate binding name {duplicates[0]!r}")
+        self.source = source
+        self.store_url = model.store.url
+        self.synchronous = model.store.synchronous
+        s = model.settings
+        self.settings = Settings(
+            concurrency=s.concurrency,
+            job_concurrency=s.job_concurrency,
+            lease_seconds=s.lease_seconds,
+            timeout_seconds=s.timeout_seconds,
+            max_segments=s.max_segments,
+            crash_loop_limit=s.crash_loop_limit,
+        )
+        self.bindings: dict[str, Binding] = {b.name: b.to_binding() for b in model.bindings}
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], source: str = "<config>") -> Config:
+        try:
+            model = ConfigModel.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"{source}: {describe(exc)}") from None
+        return cls(model, source)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None, *, required: bool = False) -> Config:
+        """Read `path` (default ./rota.toml); a missing default file gives the defaults."""
+        file = Path(path) if path is not None else DEFAULT_CONFIG
+        if not file.exists():
+            if required or path is not None:
+                raise ConfigError(f"config file {file} does not exist")
+            return cls(ConfigModel())
+        try:
+            data = tomllib.loads(file.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
+        return cls.parse(data, str(file))
+
+
+def describe(exc: ValidationError) -> str:
+    """Pydantic errors as `field.path: message`, first error first."""
+    parts = []
+    for error in exc.errors():
+        path = ""
+        for item in error["loc"]:
+            path += f"[{item}]" if isinstance(item, int) else (f".{item}" if path else str(item))
+        parts.append(f"{path or '(top level)'}: {error['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,1 @@
+"""Executors: plugins that launch, observe, stop (and optionally inject into) attempts."""

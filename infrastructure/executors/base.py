@@ -1,0 +1,117 @@
+"""The executor protocol: how rota launches an attempt and learns how it ended.
+
+An executor is registered under a name, belongs to a capacity pool, and declares its
+capabilities (`stop`, `interrupt`, `inject`, `recover`). The host calls it **outside any
+store transaction**; a blocked executor can never hold the store's lock.
+
+Launch
+  The host records the claim (the durable launch intent) and then the fenced invoke
+  marker, and only then calls `launch(ctx, done)`. `launch` starts the work and returns
+  promptly; when the attempt finishes or suspends, the executor calls `done(result)`
+  exactly once, from any thread. If `launch` raises, nothing was started and the host
+  records a failure (`executor_error`) with no error text from the executor.
+
+Cancellation
+  `ctx.cancel` is a `threading.Event`. The host sets it when the lease is lost (then
+  `ctx.cancel_reason` is a `rota.LeaseLost`), when the attempt is interrupted or the Work
+  cancelled, or at shutdown. A launch should stop promptly when it is set; its later fenced
+  writes are refused anyway.
+
+Fenced callbacks
+  `ctx.persist_recovery(metadata)` stores bounded opaque JSON the executor needs to find
+  its process again after a crash (it raises `LeaseLost` if the lease is gone);
+  `ctx.phase(name)` records a launch phase as it begins and ends.
+
+Stop evidence
+  `stop(execution_id, epoch, metadata)` stops whatever the attempt left running and
+  returns `"stopped"` only when it verified that nothing of it still runs, else `"unknown"`.
+  Only verified evidence frees the attempt's capacity slot.
+
+Secrets and the run environment reach the executor in `ctx.env`; they are never written to
+the log.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from rota.domain.results import Result
+
+StopEvidence = Literal["stopped", "unknown"]
+Done = Callable[[Result], None]
+CAPABILITIES = frozenset({"stop", "interrupt", "inject", "recover"})
+
+
+class ExecutorError(Exception):
+    """An executor could not launch; its text is logged by the host, never stored."""
+
+
+@dataclass
+class LaunchContext:
+    """Everything an executor needs for one launch of one attempt (one segment)."""
+
+    work_id: str
+    attempt: int
+    epoch: int
+    inputs: list[Any]
+    input_positions: list[int]
+    config: dict[str, Any]
+    deadline: datetime
+    env: dict[str, str] = field(default_factory=dict)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel_reason: BaseException | None = None
+    resume: bool = False
+    persist: Callable[[Any], None] = lambda metadata: None
+    record_phase: Callable[[str, str | None], None] = lambda name, outcome: None
+
+    @property
+    def execution_id(self) -> str:
+        return f"{self.work_id}/{self.attempt}"
+
+    @property
+    def trigger(self) -> Any:
+        return self.inputs[0] if self.inputs else None
+
+    def persist_recovery(self, metadata: Any) -> None:
+        """Fenced: store recovery metadata for this attempt; raises LeaseLost when stale."""
+        self.persist(metadata)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Record a launch phase: begun now, ended ok / failed / cancelled on exit."""
+        self.record_phase(name, None)
+        try:
+            yield
+        except BaseException:
+            self.record_phase(name, "cancelled" if self.cancel.is_set() else "failed")
+            raise
+        self.record_phase(name, "ok")
+
+
+class Executor(abc.ABC):
+    """A registered executor. Subclasses set `name`, `pool` and `capabilities`."""
+
+    name: str
+    pool: str = "agents"
+    capabilities: frozenset[str] = frozenset()
+
+    @abc.abstractmethod
+    def launch(self, ctx: LaunchContext, done: Done) -> None:
+        """Start the attempt; call `done(result)` exactly once when it ends or suspends."""
+
+    def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
+        """Stop what the attempt left running; "stopped" only when verified."""
+        return "unknown"
+
+    def interrupt(self, execution_id: str, epoch: int) -> bool:
+        """Ask a running attempt to stop; True when the request was delivered."""
+        return False
+
+    def close(self) -> None:  # noqa: B027 (optional hook with a no-op default)
+        """Release resources (threads, processes) at scheduler shutdown."""

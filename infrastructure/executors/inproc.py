@@ -1,0 +1,179 @@
+"""In-process executor: run a Python callable as an attempt (the embedded case).
+
+`fn(ctx)` receives the `LaunchContext`: `ctx.inputs` (the consumed input payloads, oldest
+first), `ctx.trigger`, `ctx.config` (the binding's config), `ctx.cancel` (a
+`threading.Event` set when the lease is lost, the attempt interrupted or the scheduler
+stops; `ctx.cancel_reason` says why), `ctx.phase(name)` and `ctx.persist_recovery(...)`.
+
+What it returns decides the outcome:
+- a `rota.Result`: used as it is (validated);
+- any other JSON-serializable value: a completed attempt whose data is that value;
+- raising `rota.Fail(code, message, permanent=..., retry_at=..., retry_unknown=...)`:
+  a failed attempt with that operation error's code and message;
+- raising anything else: a failed attempt with code `unhandled_exception` and the
+  exception's class name only (its text may carry provider output and is never stored;
+  the traceback goes to the `rota.executor` logger).
+
+Calls run on a thread pool (`max_workers`), or inline on the launching thread with
+`inline=True` for tiny callables. A running call cannot be killed: `stop()` reports
+`stopped` only once the call has returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from rota.domain.errors import InvalidCommand, RotaError
+from rota.domain.results import Result, validate_result
+
+from .base import Done, Executor, LaunchContext, StopEvidence
+
+log = logging.getLogger("rota.executor")
+
+
+class Fail(RotaError):
+    """Raise from an in-process callable to fail the attempt with an operation error."""
+
+    code = "failed"
+
+    def __init__(
+        self,
+        code: str,
+        message: str = "",
+        *,
+        permanent: bool = False,
+        retry_at: datetime | None = None,
+        retry_unknown: bool = False,
+    ) -> None:
+        super().__init__(message or code, code=code)
+        self.error_message = message
+        self.permanent = permanent
+        self.retry_at = retry_at
+        self.retry_unknown = retry_unknown
+
+
+def to_result(value: Any) -> Result:
+    """The Result a callable's return value stands for (validated)."""
+    if isinstance(value, Result):
+        result = value
+    else:
+        try:
+            msgspec.json.encode(value)
+        except (TypeError, msgspec.EncodeError) as exc:
+            return Result(
+                outcome="failed",
+                error_code="invalid_result",
+                error_message=f"return value is not JSON-serializable: {type(exc).__name__}",
+            )
+        result = Result(outcome="completed", data=value)
+    try:
+        return validate_result(result)
+    except InvalidCommand as refusal:
+        return Result(outcome="failed", error_code="invalid_result", error_message=refusal.message)
+
+
+def failure_result(exc: BaseException) -> Result:
+    if isinstance(exc, Fail):
+        return to_result(
+            Result(
+                outcome="failed",
+                error_code=exc.code,
+                error_message=exc.error_message,
+                permanent=exc.permanent,
+                retry_at=exc.retry_at,
+                retry_unknown=exc.retry_unknown,
+            )
+        )
+    return Result(
+        outcome="failed", error_code="unhandled_exception", error_message=type(exc).__name__
+    )
+
+
+class InProcessExecutor(Executor):
+    """Runs one Python callable per attempt."""
+
+    capabilities = frozenset({"stop", "interrupt"})
+
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], Any],
+        *,
+        pool: str = "agents",
+        inline: bool = False,
+        max_workers: int = 8,
+    ) -> None:
+        self.name = name
+        self.fn = fn
+        self.pool = pool
+        self.inline = inline
+        self._max_workers = max_workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._running: dict[str, tuple[int, Future[None] | None, threading.Event]] = {}
+        self._lock = threading.Lock()
+
+    def _call(self, ctx: LaunchContext, done: Done) -> None:
+        try:
+            result = to_result(self.fn(ctx))
+        except BaseException as exc:
+            if not isinstance(exc, Fail):
+                log.warning("attempt %s raised", ctx.execution_id, exc_info=True)
+            result = failure_result(exc)
+        finally:
+            with self._lock:
+                entry = self._running.get(ctx.execution_id)
+                if entry is not None and entry[0] == ctx.epoch:
+                    del self._running[ctx.execution_id]
+        done(result)
+
+    def launch(self, ctx: LaunchContext, done: Done) -> None:
+        if self.inline:
+            with self._lock:
+                self._running[ctx.execution_id] = (ctx.epoch, None, ctx.cancel)
+            self._call(ctx, done)
+            return
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self._max_workers, thread_name_prefix=f"rota-{self.name}"
+                )
+            future = self._pool.submit(self._call, ctx, done)
+            self._running[ctx.execution_id] = (ctx.epoch, future, ctx.cancel)
+
+    def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
+        with self._lock:
+            entry = self._running.get(execution_id)
+        if entry is None:
+            return "stopped"
+        _, future, cancel = entry
+        cancel.set()
+        if future is not None:
+            try:
+                future.result(timeout=5.0)
+            except Exception:
+                return "unknown"
+            return "stopped"
+        return "unknown"
+
+    def interrupt(self, execution_id: str, epoch: int) -> bool:
+        with self._lock:
+            entry = self._running.get(execution_id)
+        if entry is None or entry[0] != epoch:
+            return False
+        entry[2].set()
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            for _, _, cancel in self._running.values():
+                cancel.set()
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,444 @@
+"""The application service: read state, decide, append, apply, retry on conflict.
+
+Every command follows the same path (see DESIGN.md, "The flow of one transition"): catch
+the scheduler projection up to the log head, call a pure decision in `rota.domain`, append
+its events with the expected version of every stream it read, and apply them. A
+`ConcurrencyConflict` (another scheduler wrote first) re-reads and decides again, a bounded
+number of times. One lock serializes the projection within a process; executors and other
+blocking work never run under it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from rota.domain import lifecycle
+from rota.domain.emit import Emit, pool_stream, work_stream
+from rota.domain.errors import NotEligible, Refusal
+from rota.domain.events import CapacityClaimed
+from rota.domain.policy import Binding, Pinned, Registration, Settings
+from rota.domain.results import Result
+from rota.domain.state import AttemptState, WorkState
+from rota.projections.scheduler import SchedulerProjection
+
+from .clock import parse_timestamp
+from .errors import ConcurrencyConflict, StoreUnavailable
+from .store import AppendResult, EventStore, NewEvent, RecordedEvent
+
+log = logging.getLogger("rota.scheduler")
+MAX_CONFLICT_RETRIES = 16
+Decision = Callable[[], tuple[list[Emit], dict[str, int]]]
+
+
+class Claimed(msgspec.Struct, frozen=True):
+    """An attempt this service just claimed (or resumed), ready to launch."""
+
+    work: WorkState
+    attempt: AttemptState
+    resume: bool
+
+
+class Waiting(msgspec.Struct, frozen=True):
+    """A ready Work a start pass held back, and why (`capacity_concurrency` ...)."""
+
+    work_id: str
+    code: str
+    detail: str
+
+
+class StartPass(msgspec.Struct):
+    claimed: list[Claimed]
+    waiting: list[Waiting]
+
+
+def config_generation(bindings: dict[str, Binding], registrations: dict[str, Registration]) -> str:
+    """A content hash of the bindings and registrations: stable across restarts."""
+    blob = msgspec.json.encode(
+        [sorted(bindings.items()), sorted(registrations.items())], order="sorted"
+    )
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+class SchedulerService:
+    """Commands of the lifecycle over one store, with one in-memory scheduler projection."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        settings: Settings,
+        owner: str,
+        bindings: dict[str, Binding] | None = None,
+        registrations: dict[str, Registration] | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.owner = owner
+        self.bindings: dict[str, Binding] = dict(bindings or {})
+        self.registrations: dict[str, Registration] = dict(registrations or {})
+        self.projection = SchedulerProjection()
+        self.lock = threading.RLock()
+        self.conflicts = 0
+
+    # -- configuration --------------------------------------------------------------
+
+    @property
+    def generation(self) -> str:
+        return config_generation(self.bindings, self.registrations)
+
+    def pinned_for(self, binding_name: str) -> Pinned:
+        binding = self.bindings.get(binding_name)
+        if binding is None:
+            raise NotEligible(f"binding {binding_name!r} is not configured", code="unknown_binding")
+        registration = self.registrations.get(binding.executor)
+        if registration is None:
+            raise NotEligible(
+                f"binding {binding_name!r} names executor {binding.executor!r}, "
+                "which is not registered",
+                code="unknown_executor",
+            )
+        return Pinned(
+            generation=self.generation,
+            binding=binding,
+            registration=registration,
+            timeout_seconds=binding.timeout_seconds or self.settings.timeout_seconds,
+            lease_seconds=self.settings.lease_seconds,
+            max_segments=self.settings.max_segments,
+        )
+
+    # -- the log ----------------------------------------------------------------------
+
+    def catch_up(self) -> int:
+        """Apply every event the log holds beyond the projection; returns how many."""
+        applied = 0
+        with self.lock:
+            while True:
+                batch = self.store.read(self.projection.position, 5000)
+                if not batch:
+                    return applied
+                self._apply(batch)
+                applied += len(batch)
+
+    def _apply(self, recorded: Sequence[RecordedEvent]) -> None:
+        projection = self.projection
+        parsed: dict[str, datetime] = {}
+        for r in recorded:
+            at = parsed.get(r.recorded_at)
+            if at is None:
+                at = parsed[r.recorded_at] = parse_timestamp(r.recorded_at)
+            projection.apply(r.position, r.stream, r.version, at, r.event)
+
+    def _commit(self, emits: Sequence[Emit], expected: dict[str, int]) -> AppendResult:
+        result = self.store.append(
+            [NewEvent(e.stream, e.event, e.delivery_id) for e in emits], expected
+        )
+        # Apply what we wrote directly when it directly follows what the projection has
+        # seen; otherwise another writer came between, and the log is read in order.
+        unique = {r.position: r for r in result.recorded if r.position > self.projection.position}
+        ordered = [unique[p] for p in sorted(unique)]
+        follows = bool(ordered) and ordered[0].position == self.projection.position + 1
+        if follows and ordered[-1].position - ordered[0].position + 1 == len(ordered):
+            self._apply(ordered)
+            return result
+        self.catch_up()
+        return result
+
+    def transact(self, decide: Decision) -> AppendResult:
+        """Decide on fresh state and append; on a conflict, catch up and decide again."""
+        with self.lock:
+            for _ in range(MAX_CONFLICT_RETRIES):
+                self.catch_up()
+                emits, expected = decide()
+                if not emits:
+                    return AppendResult([], 0)
+                try:
+                    return self._commit(emits, expected)
+                except ConcurrencyConflict:
+                    self.conflicts += 1
+                    continue
+            raise StoreUnavailable(
+                f"gave up after {MAX_CONFLICT_RETRIES} conflicting writes; the store is contended"
+            )
+
+    def now(self) -> datetime:
+        return self.store.now()
+
+    def _work(self, work_id: str) -> WorkState:
+        work = self.projection.works.get(work_id)
+        if work is None:
+            raise Refusal(f"no Work {work_id!r}", code="unknown_work")
+        return work
+
+    def _execution(self, execution_id: str) -> tuple[WorkState, int]:
+        work_id, _, number = execution_id.rpartition("/")
+        if not number.isdigit():
+            raise Refusal(f"{execution_id!r} is not an execution id", code="unknown_execution")
+        return self._work(work_id), int(number)
+
+    # -- Work and input ----------------------------------------------------------------
+
+    def submit(
+        self,
+        work_id: str,
+        *,
+        binding: str,
+        scope: str = "root",
+        kind: str = "run-once",
+        trigger: str = "all",
+        safety: str = "undeclared",
+        inputs: Sequence[tuple[Any, str | None, str | None]] = (),
+    ) -> AppendResult:
+        """Define a Work (idempotently) and accept inputs `(payload, key, correlation)`."""
+        spec = {
+            "scope": scope,
+            "binding": binding,
+            "kind": kind,
+            "trigger": trigger,
+            "safety": safety,
+        }
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            return self._submit_one(work_id, spec, inputs, self.now())
+
+        return self.transact(decide)
+
+    def _submit_one(
+        self,
+        work_id: str,
+        spec: dict[str, Any],
+        inputs: Sequence[tuple[Any, str | None, str | None]],
+        now: datetime,
+    ) -> tuple[list[Emit], dict[str, int]]:
+        existing = self.projection.works.get(work_id)
+        emits = lifecycle.submit(existing, work_id=work_id, **spec)
+        state = existing
+        if state is None:
+            state = WorkState(work_id=work_id, version=0, submitted_at=now, **spec)
+        for payload, key, correlation in inputs:
+            emits.append(
+                lifecycle.accept_input(
+                    state, work_id=work_id, payload=payload, key=key, correlation_key=correlation
+                )
+            )
+        expected = {} if existing is not None else {work_stream(work_id): 0}
+        return emits, expected
+
+    def submit_many(self, works: Sequence[dict[str, Any]]) -> AppendResult:
+        """Submit several Works with one input each, in one append (bulk loading).
+
+        Each item: `work_id`, `binding`, optional `scope`, `kind`, `input`, `key`.
+        """
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            now = self.now()
+            for item in works:
+                spec = {
+                    "scope": item.get("scope", "root"),
+                    "binding": item["binding"],
+                    "kind": item.get("kind", "run-once"),
+                    "trigger": "all",
+                    "safety": "undeclared",
+                }
+                inputs = [(item.get("input"), item.get("key"), None)]
+                more, fences = self._submit_one(item["work_id"], spec, inputs, now)
+                emits.extend(more)
+                expected.update(fences)
+            return emits, expected
+
+        return self.transact(decide)
+
+    def accept(
+        self,
+        work_id: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        correlation_key: str | None = None,
+    ) -> RecordedEvent:
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            emit = lifecycle.accept_input(
+                self.projection.works.get(work_id),
+                work_id=work_id,
+                payload=payload,
+                key=key,
+                correlation_key=correlation_key,
+            )
+            return [emit], {}
+
+        return self.transact(decide).recorded[0]
+
+    # -- start ----------------------------------------------------------------------------
+
+    def start_pass(self, limit: int = 256) -> StartPass:
+        """Claim ready Work up to each pool's free slots, all in one append."""
+        waiting: list[Waiting] = []
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            waiting.clear()
+            now = self.now()
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            taken: dict[str, list[str]] = {}
+            for work in self.projection.ready_order():
+                if len(emits) >= limit:
+                    break
+                try:
+                    pinned = self._pin_for_start(work)
+                except NotEligible as refusal:
+                    waiting.append(Waiting(work.work_id, refusal.code, refusal.message))
+                    continue
+                pool = pinned.registration.pool
+                in_use = self.projection.in_use(pool) + len(taken.get(pool, ()))
+                ceiling = self.settings.pool_limit(pool)
+                if in_use >= ceiling:
+                    code = "capacity_job_concurrency" if pool == "jobs" else "capacity_concurrency"
+                    detail = f"pool {pool} is full ({in_use}/{ceiling})"
+                    waiting.append(Waiting(work.work_id, code, detail))
+                    continue
+                emit = lifecycle.claim(work, now=now, owner=self.owner, pinned=pinned)
+                emits.append(emit)
+                expected[work_stream(work.work_id)] = work.version
+                number = getattr(emit.event, "attempt", 0)
+                taken.setdefault(pool, []).append(f"{work.work_id}/{number}")
+            for pool, executions in taken.items():
+                event = CapacityClaimed(pool=pool, executions=executions)
+                emits.append(Emit(pool_stream(pool), event))
+                expected[pool_stream(pool)] = self.projection.pool_versions.get(pool, 0)
+            return emits, expected
+
+        result = self.transact(decide)
+        claimed: list[Claimed] = []
+        for recorded in result.recorded:
+            if recorded.stream.startswith("work/"):
+                work = self.projection.works[recorded.stream[5:]]
+                assert work.current is not None
+                resume = recorded.type == "core.execution.resumed"
+                claimed.append(Claimed(work, work.current, resume))
+        return StartPass(claimed, waiting)
+
+    def _pin_for_start(self, work: WorkState) -> Pinned:
+        current = work.current
+        if current is not None and current.status == "parked":
+            return current.pinned
+        return self.pinned_for(work.binding)
+
+    # -- fenced writes on behalf of an attempt ---------------------------------------------
+
+    def _fenced(
+        self, execution_id: str, decide: Callable[[WorkState, int, datetime], list[Emit]]
+    ) -> AppendResult:
+        def outer() -> tuple[list[Emit], dict[str, int]]:
+            work, number = self._execution(execution_id)
+            emits = decide(work, number, self.now())
+            return emits, {work_stream(work.work_id): work.version}
+
+        return self.transact(outer)
+
+    def _fenced_many(
+        self,
+        items: Sequence[tuple[str, int]],
+        decide: Callable[[WorkState, int, int, datetime, int], list[Emit]],
+    ) -> dict[str, Refusal]:
+        """One append for several attempts; refused ones are left out and reported."""
+        refused: dict[str, Refusal] = {}
+
+        def outer() -> tuple[list[Emit], dict[str, int]]:
+            refused.clear()
+            now = self.now()
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            for index, (execution_id, epoch) in enumerate(items):
+                try:
+                    work, number = self._execution(execution_id)
+                    emits.extend(decide(work, number, epoch, now, index))
+                    expected[work_stream(work.work_id)] = work.version
+                except Refusal as refusal:
+                    refused[execution_id] = refusal
+            return emits, expected
+
+        self.transact(outer)
+        return refused
+
+    def invoke(self, execution_id: str, epoch: int, isolated: bool = False) -> None:
+        self._fenced(execution_id, lambda w, n, now: [lifecycle.invoke(w, n, epoch, now, isolated)])
+
+    def invoke_many(self, items: Sequence[tuple[str, int]]) -> dict[str, Refusal]:
+        return self._fenced_many(
+            items, lambda w, n, epoch, now, _: [lifecycle.invoke(w, n, epoch, now, False)]
+        )
+
+    def phase(self, execution_id: str, epoch: int, name: str, outcome: str | None) -> None:
+        def decide(work: WorkState, number: int, now: datetime) -> list[Emit]:
+            if outcome is None:
+                return [lifecycle.begin_phase(work, number, epoch, now, name)]
+            return [lifecycle.end_phase(work, number, epoch, now, name, outcome)]  # type: ignore[arg-type]
+
+        self._fenced(execution_id, decide)
+
+    def persist_recovery(self, execution_id: str, epoch: int, metadata: Any) -> None:
+        self._fenced(
+            execution_id,
+            lambda w, n, now: [lifecycle.persist_recovery(w, n, epoch, now, metadata)],
+        )
+
+    def renew(self, execution_id: str, epoch: int) -> datetime:
+        self._fenced(execution_id, lambda w, n, now: [lifecycle.renew(w, n, epoch, now)])
+        work, number = self._execution(execution_id)
+        return work.attempts[number - 1].lease_expires_at
+
+    def renew_many(self, items: Sequence[tuple[str, int]]) -> dict[str, Refusal]:
+        return self._fenced_many(
+            items, lambda w, n, epoch, now, _: [lifecycle.renew(w, n, epoch, now)]
+        )
+
+    def release(self, execution_id: str, epoch: int, reason: str = "released") -> None:
+        self._fenced(execution_id, lambda w, n, now: [lifecycle.release(w, n, epoch, now, reason)])
+
+    def finish(self, execution_id: str, epoch: int, result: Result) -> AppendResult:
+        return self._fenced(
+            execution_id, lambda w, n, now: lifecycle.finish(w, n, epoch, now, result)
+        )
+
+    def finish_many(self, items: Sequence[tuple[str, int, Result]]) -> dict[str, Refusal]:
+        """Store several results in one append; returns the refusals by execution id."""
+        pairs = [(execution_id, epoch) for execution_id, epoch, _ in items]
+        return self._fenced_many(
+            pairs,
+            lambda w, n, epoch, now, index: lifecycle.finish(w, n, epoch, now, items[index][2]),
+        )
+
+    def time_out(self, execution_id: str, epoch: int) -> AppendResult:
+        return self._fenced(execution_id, lambda w, n, now: lifecycle.time_out(w, n, epoch, now))
+
+    def confirm_stopped(self, execution_id: str, expected_epoch: int) -> AppendResult:
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work, number = self._execution(execution_id)
+            emits = lifecycle.confirm_stopped(work, number, expected_epoch)
+            return emits, {work_stream(work.work_id): work.version}
+
+        return self.transact(decide)
+
+    def fire_due_timers(self) -> int:
+        """Fire every retry timer due by the store's clock; returns how many fired."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            now = self.now()
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            for work_id, due in list(self.projection.timers.items()):
+                if due <= now:
+                    work = self.projection.works[work_id]
+                    emits.append(lifecycle.fire_retry(work, now))
+                    expected[work_stream(work_id)] = work.version
+            return emits, expected
+
+        return self.transact(decide).written

@@ -1,0 +1,121 @@
+"""JSON views of the scheduler's state: the contracts `rota work show --json` prints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from rota.domain.state import AttemptState, Segment, WorkState
+
+from .clock import format_timestamp
+from .service import Waiting
+from .store import RecordedEvent
+
+
+def event_json(recorded: RecordedEvent) -> dict[str, Any]:
+    """One event: position, stream, version, type, delivery identity, time and data."""
+    return {
+        "position": recorded.position,
+        "stream": recorded.stream,
+        "version": recorded.version,
+        "type": recorded.type,
+        "delivery_id": recorded.delivery_id,
+        "recorded_at": recorded.recorded_at,
+        "data": msgspec.to_builtins(recorded.event),
+    }
+
+
+def _time(when: datetime | None) -> str | None:
+    return None if when is None else format_timestamp(when)
+
+
+def segment_view(segment: Segment) -> dict[str, Any]:
+    return {
+        "kind": segment.kind,
+        "epoch": segment.epoch,
+        "started_at": _time(segment.started_at),
+        "ended_at": _time(segment.ended_at),
+        "invoke": segment.invoke,
+        "isolated": segment.isolated,
+        "wake": segment.wake,
+        "phases": [
+            {
+                "name": p.name,
+                "began_at": _time(p.began_at),
+                "ended_at": _time(p.ended_at),
+                "outcome": p.outcome,
+            }
+            for p in segment.phases
+        ],
+    }
+
+
+def attempt_view(attempt: AttemptState) -> dict[str, Any]:
+    error = None
+    if attempt.error_code is not None:
+        error = {"code": attempt.error_code, "message": attempt.error_message or ""}
+    return {
+        "number": attempt.number,
+        "execution": attempt.execution_id,
+        "epoch": attempt.epoch,
+        "state": attempt.status,
+        "outcome": attempt.outcome,
+        "owner": attempt.owner,
+        "lease_expires_at": _time(attempt.lease_expires_at),
+        "deadline": _time(attempt.deadline),
+        "released": attempt.released,
+        "stop_confirmed": attempt.stop_confirmed,
+        "executor": attempt.pinned.registration.name,
+        "generation": attempt.pinned.generation,
+        "consumed": [p.position for p in attempt.consumed],
+        "error": error,
+        "permanent": attempt.permanent,
+        "usage": attempt.usage,
+        "data": attempt.data,
+        "remaining_seconds": attempt.remaining_seconds,
+        "segments": [segment_view(s) for s in attempt.segments],
+        "dropped_segments": attempt.dropped_segments,
+        "dropped_active_seconds": attempt.dropped_active_seconds,
+    }
+
+
+def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]:
+    budget = work.current.pinned.binding.retry.max_attempts if work.current else None
+    return {
+        "id": work.work_id,
+        "state": work.state,
+        "scope": work.scope,
+        "binding": work.binding,
+        "kind": work.kind,
+        "trigger": work.trigger,
+        "safety": work.safety,
+        "version": work.version,
+        "submitted_at": _time(work.submitted_at),
+        "pending": [
+            {"position": p.position, "key": p.key, "correlation_key": p.correlation_key}
+            for p in work.pending
+        ],
+        "attempts": [attempt_view(a) for a in work.attempts],
+        "retry": {
+            "failures": work.retry.failures,
+            "budget": budget,
+            "next_due": _time(work.retry.next_due),
+            "blocked_reason": work.retry.blocked_reason,
+        },
+        "waiting": None if waiting is None else {"code": waiting.code, "detail": waiting.detail},
+    }
+
+
+def work_summary(work: WorkState) -> dict[str, Any]:
+    current = work.current
+    return {
+        "id": work.work_id,
+        "state": work.state,
+        "scope": work.scope,
+        "binding": work.binding,
+        "kind": work.kind,
+        "attempts": len(work.attempts),
+        "last_outcome": current.outcome if current else None,
+    }

@@ -1,0 +1,118 @@
+"""The scheduler projection: every Work's state, what is ready, what holds a slot, timers.
+
+A deterministic fold of the log: `apply()` takes each recorded event in position order
+and updates the Works through `rota.domain.evolve`, plus the indices the cadence needs
+(startable Works, slot holders per pool, live leases, due timers, pool stream versions).
+It reads time only from events and never appends, so a projection rebuilt from position 0
+equals the one maintained live (`digest()` compares them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from datetime import datetime
+
+import msgspec
+
+from rota.domain.events import CapacityClaimed, Event
+from rota.domain.evolve import evolve
+from rota.domain.state import AttemptState, WorkState
+
+
+class SchedulerProjection:
+    """In-memory fold of the log; not thread-safe (the service serializes access)."""
+
+    name = "scheduler"
+    version = 1
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.works: dict[str, WorkState] = {}
+        self.startable: set[str] = set()
+        self.slots: dict[str, set[str]] = {}
+        self.live: dict[str, str] = {}
+        self.timers: dict[str, datetime] = {}
+        self.pool_versions: dict[str, int] = {}
+        self.turns = 0
+
+    def apply(self, position: int, stream: str, version: int, at: datetime, event: Event) -> None:
+        if position <= self.position:
+            return
+        self.position = position
+        if stream.startswith("work/"):
+            work_id = stream[5:]
+            before = self.works.get(work_id)
+            after = evolve(before, event, position, at)
+            if after is None:
+                return
+            self.works[work_id] = after
+            self._index(before, after)
+        elif stream.startswith("pool/"):
+            if isinstance(event, CapacityClaimed):
+                self.pool_versions[event.pool] = version
+        elif stream.startswith("turns/"):
+            self.turns += 1
+
+    def _index(self, before: WorkState | None, after: WorkState) -> None:
+        work_id = after.work_id
+        if after.startable:
+            self.startable.add(work_id)
+        else:
+            self.startable.discard(work_id)
+        if after.retry.next_due is not None:
+            self.timers[work_id] = after.retry.next_due
+        else:
+            self.timers.pop(work_id, None)
+        if before is not None and before.current is not None:
+            old = before.current
+            self.slots.get(old.pinned.registration.pool, set()).discard(old.execution_id)
+            self.live.pop(old.execution_id, None)
+        current = after.current
+        if current is not None:
+            if current.holds_slot:
+                self.slots.setdefault(current.pinned.registration.pool, set()).add(
+                    current.execution_id
+                )
+            if current.live:
+                self.live[current.execution_id] = work_id
+
+    # -- queries --------------------------------------------------------------------
+
+    def in_use(self, pool: str) -> int:
+        return len(self.slots.get(pool, ()))
+
+    def ready_order(self) -> list[WorkState]:
+        """Startable Works, oldest pending input first."""
+        works = [self.works[w] for w in self.startable]
+        works.sort(key=lambda w: w.pending[0].position if w.pending else 0)
+        return works
+
+    def attempt(self, execution_id: str) -> tuple[WorkState, AttemptState] | None:
+        work_id, _, number = execution_id.rpartition("/")
+        work = self.works.get(work_id)
+        if work is None or not number.isdigit():
+            return None
+        index = int(number) - 1
+        if index < 0 or index >= len(work.attempts):
+            return None
+        return work, work.attempts[index]
+
+    def live_attempts(self) -> Iterable[tuple[WorkState, AttemptState]]:
+        for work_id in list(self.live.values()):
+            work = self.works[work_id]
+            if work.current is not None:
+                yield work, work.current
+
+    def next_due(self) -> datetime | None:
+        return min(self.timers.values()) if self.timers else None
+
+    def digest(self) -> str:
+        """A canonical SHA-256 of the whole state: equal states, equal digests."""
+        h = hashlib.sha256()
+        for work_id in sorted(self.works):
+            h.update(msgspec.json.encode(self.works[work_id]))
+            h.update(b"\n")
+        h.update(msgspec.json.encode(sorted(self.pool_versions.items())))
+        h.update(f"|{self.turns}|{self.position}".encode())
+        return h.hexdigest()

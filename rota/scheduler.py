@@ -1,0 +1,331 @@
+"""The embedded API: `rota.open(...)` returns a `Scheduler`.
+
+```python
+import rota
+
+with rota.open("app.db") as scheduler:
+    scheduler.register("greet", lambda ctx: {"hello": ctx.trigger["name"]})
+    scheduler.submit("greet-ada", binding="greet", input={"name": "Ada"})
+    scheduler.run_until_idle()
+    print(scheduler.work("greet-ada")["state"])   # completed
+```
+
+A `Scheduler` is thread-safe. `tick()` runs one cadence pass; `run_until_idle()` runs
+passes until nothing is ready or running and no retry timer is due now; `run()` runs the
+daemon loop until stopped. Callables registered with `register()` run on a thread pool
+(see `rota.infrastructure.executors.inproc` for what they receive and return).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rota.domain.errors import RotaError
+from rota.domain.policy import POOL_AGENTS, Binding, Registration, RetryPolicy, Settings
+from rota.infrastructure.clock import Clock
+from rota.infrastructure.config import Config
+from rota.infrastructure.executors.base import Executor, LaunchContext
+from rota.infrastructure.executors.inproc import InProcessExecutor
+from rota.infrastructure.host import Environment, Host, TickReport
+from rota.infrastructure.service import SchedulerService
+from rota.infrastructure.store import EventStore
+from rota.infrastructure.stores import open_store
+from rota.infrastructure.views import attempt_view, event_json, work_summary, work_view
+
+_NO_INPUT = object()
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def builtin_executors() -> dict[str, Executor]:
+    """The executors every scheduler has: `shell`."""
+    try:  # TEMP until shell lands
+        from rota.infrastructure.executors.shell import ShellExecutor
+    except ImportError:
+        return {}
+    return {"shell": ShellExecutor()}
+
+
+class Scheduler:
+    """An embedded rota scheduler over one store."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        config: Config | None = None,
+        owner: str | None = None,
+        environment: Environment | None = None,
+    ) -> None:
+        config = config if config is not None else Config.parse({})
+        self.config = config
+        self.store = store
+        self.executors: dict[str, Executor] = builtin_executors()
+        self.service = SchedulerService(
+            store,
+            settings=config.settings,
+            owner=owner or default_owner(),
+            bindings=dict(config.bindings),
+            registrations={
+                name: Registration(
+                    name=name, pool=ex.pool, capabilities=tuple(sorted(ex.capabilities))
+                )
+                for name, ex in self.executors.items()
+            },
+        )
+        self.host = Host(self.service, self.executors, environment=environment)
+        self._closed = False
+        self.service.catch_up()
+
+    # -- configuration --------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return self.service.settings
+
+    def register(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], Any] | None = None,
+        *,
+        executor: Executor | None = None,
+        pool: str = POOL_AGENTS,
+        inline: bool = False,
+        binding: bool = True,
+        timeout_seconds: float | None = None,
+        retry: RetryPolicy | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        """Register a Python callable (or an `Executor`) under `name`.
+
+        With `binding=True` (default) a binding of the same name is defined too, so Work
+        can be submitted with `binding=name`.
+        """
+        if (fn is None) == (executor is None):
+            raise RotaError("register needs exactly one of fn or executor", code="usage")
+        if executor is None:
+            assert fn is not None
+            executor = InProcessExecutor(
+                name, fn, pool=pool, inline=inline, max_workers=max(4, self.settings.concurrency)
+            )
+        with self.service.lock:
+            self.executors[name] = executor
+            self.service.registrations[name] = Registration(
+                name=name,
+                pool=executor.pool,
+                capabilities=tuple(sorted(executor.capabilities)),
+            )
+            if binding:
+                self.bind(
+                    name, executor=name, timeout_seconds=timeout_seconds, retry=retry, config=config
+                )
+
+    def bind(
+        self,
+        name: str,
+        *,
+        executor: str,
+        config: dict[str, Any] | None = None,
+        timeout_seconds: float | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        """Define (or redefine) a binding; future attempts use it, running ones keep theirs."""
+        policy = retry or RetryPolicy()
+        policy.validate(f"bindings.{name}.retry")
+        with self.service.lock:
+            self.service.bindings[name] = Binding(
+                name=name,
+                executor=executor,
+                config=dict(config or {}),
+                timeout_seconds=timeout_seconds,
+                retry=policy,
+            )
+
+    # -- commands -----------------------------------------------------------------------
+
+    def submit(
+        self,
+        work_id: str,
+        *,
+        binding: str,
+        input: Any = _NO_INPUT,
+        input_key: str | None = None,
+        correlation_key: str | None = None,
+        scope: str = "root",
+        kind: str = "run-once",
+        trigger: str = "all",
+        safety: str = "undeclared",
+    ) -> dict[str, Any]:
+        """Define a Work and accept its input; returns the Work's view.
+
+        A run-once Work submitted without input gets an empty input (it runs once); a
+        standing Work without input stays idle until input arrives. Submitting the same
+        definition again is a no-op; the input's key (given or derived from the payload)
+        makes a retried submit queue nothing twice.
+        """
+        inputs: list[tuple[Any, str | None, str | None]] = []
+        if input is not _NO_INPUT:
+            inputs.append((input, input_key, correlation_key))
+        elif kind == "run-once":
+            inputs.append((None, input_key or "submit", correlation_key))
+        self.service.submit(
+            work_id,
+            binding=binding,
+            scope=scope,
+            kind=kind,
+            trigger=trigger,
+            safety=safety,
+            inputs=inputs,
+        )
+        self.host.wake.set()
+        return self.work(work_id) or {}
+
+    def accept(
+        self,
+        work_id: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        correlation_key: str | None = None,
+    ) -> int:
+        """Accept an input for a Work; returns its acceptance sequence (log position)."""
+        recorded = self.service.accept(work_id, payload, key=key, correlation_key=correlation_key)
+        self.host.wake.set()
+        return recorded.position
+
+    def confirm_stopped(self, execution_id: str, expected_epoch: int) -> None:
+        """Record verified stop evidence for an ended attempt, freeing its slot."""
+        self.service.confirm_stopped(execution_id, expected_epoch)
+
+    # -- the cadence --------------------------------------------------------------------
+
+    def tick(self) -> TickReport:
+        """Run one cadence pass."""
+        return self.host.tick()
+
+    def run_until_idle(self, timeout: float | None = None) -> TickReport:
+        """Run passes until nothing is ready or running and no timer is due now."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        report = self.host.tick()
+        while not self.host.idle():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise RotaError(
+                    f"still busy after {timeout} s: {len(self.host.held)} attempts running",
+                    code="timeout",
+                )
+            self.host.wake.wait(min(self.host.next_wake(0.5), 0.5))
+            self.host.wake.clear()
+            report = self.host.tick()
+        return report
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """The daemon loop: tick, then sleep until something can happen, until `stop`."""
+        stop = stop or threading.Event()
+        watcher = threading.Thread(target=self._watch_log, args=(stop,), daemon=True)
+        watcher.start()
+        try:
+            while not stop.is_set():
+                self.host.tick()
+                self.host.wake.wait(self.host.next_wake(5.0))
+                self.host.wake.clear()
+        finally:
+            stop.set()
+            self.host.release_all()
+            watcher.join(timeout=5)
+
+    def _watch_log(self, stop: threading.Event) -> None:
+        position = self.store.head().position
+        while not stop.is_set():
+            if self.store.wait_for_commit(position, 0.5):
+                position = self.store.head().position
+                self.host.wake.set()
+
+    # -- read models ----------------------------------------------------------------------
+
+    def work(self, work_id: str) -> dict[str, Any] | None:
+        """The Work's JSON view (state, attempts, segments, retry), or None."""
+        with self.service.lock:
+            self.service.catch_up()
+            work = self.service.projection.works.get(work_id)
+            if work is None:
+                return None
+            waiting = next((w for w in self.host.last_waiting if w.work_id == work_id), None)
+            return work_view(work, waiting)
+
+    def works(self) -> list[dict[str, Any]]:
+        with self.service.lock:
+            self.service.catch_up()
+            return [
+                work_summary(w)
+                for w in sorted(self.service.projection.works.values(), key=lambda w: w.work_id)
+            ]
+
+    def executions(self, work_id: str) -> list[dict[str, Any]]:
+        with self.service.lock:
+            self.service.catch_up()
+            work = self.service.projection.works.get(work_id)
+            return [] if work is None else [attempt_view(a) for a in work.attempts]
+
+    def events(self, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        return [event_json(r) for r in self.store.read(after, limit)]
+
+    def iter_events(self, after: int = 0) -> Iterator[dict[str, Any]]:
+        position = after
+        while batch := self.store.read(position, 5000):
+            for recorded in batch:
+                yield event_json(recorded)
+            position = batch[-1].position
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.host.close()
+        finally:
+            self.store.close()
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open(
+    path_or_url: str | os.PathLike[str] | None = None,
+    *,
+    config: Config | str | os.PathLike[str] | dict[str, Any] | None = None,
+    clock: Clock | None = None,
+    owner: str | None = None,
+    environment: Environment | None = None,
+) -> Scheduler:
+    """Open a scheduler on a store (a path, `sqlite:///...`; default: the config's store)."""
+    if isinstance(config, dict):
+        loaded = Config.parse(config)
+    elif isinstance(config, Config):
+        loaded = config
+    elif config is None:
+        loaded = Config.load()
+    else:
+        loaded = Config.load(config, required=True)
+    url = os.fspath(path_or_url) if path_or_url is not None else loaded.store_url
+    store = open_store(url, clock=clock, synchronous=loaded.synchronous)
+    try:
+        return Scheduler(store, config=loaded, owner=owner, environment=environment)
+    except BaseException:
+        store.close()
+        raise
+
+
+__all__ = ["Scheduler", "open"]
