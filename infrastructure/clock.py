@@ -56,7 +56,7 @@ class ManualClock:
 
 def format_timestamp(when: datetime) -> str:
     """ISO-8601 UTC with microseconds and a `Z`: the log's `recorded_at` form."""
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return when.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_timestamp(text: str) -> datetime:

@@ -85,6 +85,7 @@ class Host:
         self.stopping: dict[str, tuple[int, Executor, object]] = {}
         self.wake = threading.Event()
         self.last_waiting: list[Waiting] = []
+        self.launching: set[str] = set()
         self._tick_lock = threading.Lock()
         self._held_lock = threading.Lock()
         self._launcher = ThreadPoolExecutor(
@@ -202,6 +203,8 @@ class Host:
             if self.environment is None:
                 direct.append(claimed)
             else:
+                with self._held_lock:
+                    self.launching.add(claimed.attempt.execution_id)
                 self._launcher.submit(self._prepare_and_launch, claimed)
         if direct:
             refused = self.service.invoke_many(
@@ -213,6 +216,14 @@ class Host:
         report.started += len(start.claimed)
 
     def _prepare_and_launch(self, claimed: Claimed) -> None:
+        try:
+            self._prepare(claimed)
+        finally:
+            with self._held_lock:
+                self.launching.discard(claimed.attempt.execution_id)
+            self.wake.set()
+
+    def _prepare(self, claimed: Claimed) -> None:
         attempt = claimed.attempt
         execution_id = attempt.execution_id
         assert self.environment is not None
@@ -315,7 +326,7 @@ class Host:
 
     def idle(self) -> bool:
         """Nothing running, nothing startable, no result waiting, no timer due now."""
-        if self.held or not self.results.empty() or self.stopping:
+        if self.held or self.launching or not self.results.empty() or self.stopping:
             return False
         projection = self.service.projection
         now = self.service.now()

@@ -117,6 +117,24 @@ class Row:
         self.data = data
 
 
+class _Written:
+    """A row this append wrote; decoded into a `RecordedEvent` after the commit."""
+
+    __slots__ = ("position", "recorded_at", "row")
+
+    def __init__(self, position: int, row: Row, recorded_at: str) -> None:
+        self.position = position
+        self.row = row
+        self.recorded_at = recorded_at
+
+    def decoded(self, decode: Callable[..., Any]) -> RecordedEvent:
+        row = self.row
+        event = decode(row.type, row.type_version, row.data, self.position)
+        return RecordedEvent(
+            self.position, row.stream, row.version or 0, row.delivery_id, self.recorded_at, event
+        )
+
+
 class SQLiteStore(EventStore):
     """The log in one SQLite file; see the module docstring."""
 
@@ -145,6 +163,11 @@ class SQLiteStore(EventStore):
         self._write_lock = threading.RLock()
         self._commit = threading.Condition()
         self._local = threading.local()
+        # Writer-side caches of the log head and stream versions. They are trusted only while
+        # `PRAGMA data_version` shows no other connection committed since our last write.
+        self._data_version: int | None = None
+        self._head: tuple[int, bytes] | None = None
+        self._versions: dict[str, int] = {}
         self._connections: list[apsw.Connection] = []
         self._connections_lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -224,9 +247,15 @@ class SQLiteStore(EventStore):
             except apsw.Error as exc:
                 raise StoreUnavailable(f"cannot begin a write on {self.path}: {exc}") from exc
             try:
+                # The file's data version moves with every commit, ours included; if it is
+                # not what our last commit left, another connection wrote in between.
+                if conn.data_version() != self._data_version:
+                    self._forget()
                 result = body(conn.cursor())
                 conn.execute("COMMIT")
+                self._data_version = conn.data_version()
             except BaseException as exc:
+                self._forget()
                 if not conn.getautocommit():
                     conn.execute("ROLLBACK")
                 if isinstance(exc, apsw.BusyError):
@@ -239,6 +268,10 @@ class SQLiteStore(EventStore):
         with self._commit:
             self._commit.notify_all()
         return result
+
+    def _forget(self) -> None:
+        self._head = None
+        self._versions.clear()
 
     def append(
         self, events: Sequence[NewEvent], expected: Mapping[str, int] | None = None
@@ -253,7 +286,14 @@ class SQLiteStore(EventStore):
             )
         if not prepared and not expected:
             return AppendResult([], 0)
-        return self.write(lambda cursor: self._append_in(cursor, prepared, expected))
+        result = self.write(lambda cursor: self._append_in(cursor, prepared, expected))
+        # Decode what was written outside the write lock: the events returned are exactly
+        # what a later read or replay will see.
+        decode = self.codec.decode
+        recorded = [
+            r if isinstance(r, RecordedEvent) else r.decoded(decode) for r in result.recorded
+        ]
+        return AppendResult(recorded, result.written)
 
     def _append_in(
         self,
@@ -302,7 +342,7 @@ class SQLiteStore(EventStore):
             versions[row.stream] = row.version
             fresh.append(row)
         written = self.insert_rows(cursor, fresh)
-        recorded: list[RecordedEvent] = []
+        recorded: list[RecordedEvent | _Written] = []
         fresh_iter = iter(written)
         for index in range(len(prepared)):
             if index in aliases:
@@ -310,25 +350,23 @@ class SQLiteStore(EventStore):
             elif index in originals:
                 recorded.append(originals[index])
             else:
-                # Return the event as the log holds it (decoded from the stored payload), so
-                # whoever applies it sees exactly what a replay will see.
                 position, row, recorded_at = next(fresh_iter)
-                event = self.codec.decode(row.type, row.type_version, row.data, position)
-                recorded.append(
-                    RecordedEvent(
-                        position, row.stream, row.version or 0, row.delivery_id, recorded_at, event
-                    )
-                )
-        return AppendResult(recorded, len(fresh))
+                recorded.append(_Written(position, row, recorded_at))
+        for row in fresh:
+            assert row.version is not None
+            self._versions[row.stream] = row.version
+        return AppendResult(recorded, len(fresh))  # type: ignore[arg-type]
 
     def insert_rows(self, cursor: apsw.Cursor, rows: Sequence[Row]) -> list[tuple[int, Row, str]]:
         """Chain and insert rows whose versions are set; call inside `write`."""
         if not rows:
             return []
-        head = cursor.execute(
-            "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
-        ).fetchone()
-        position, previous = (0, GENESIS) if head is None else (head[0], bytes.fromhex(head[1]))
+        if self._head is None:
+            head = cursor.execute(
+                "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+            ).fetchone()
+            self._head = (0, GENESIS) if head is None else (head[0], bytes.fromhex(head[1]))
+        position, previous = self._head
         recorded_at = format_timestamp(self.clock.now())
         values: list[tuple[Any, ...]] = []
         written: list[tuple[int, Row, str]] = []
@@ -362,15 +400,23 @@ class SQLiteStore(EventStore):
                 )
             )
             written.append((position, row, recorded_at))
+            self._versions.pop(row.stream, None)
         cursor.executemany(_INSERT, values)
+        self._head = (position, previous)
         return written
 
-    @staticmethod
-    def _stream_version(cursor: apsw.Cursor, stream: str) -> int:
+    def _stream_version(self, cursor: apsw.Cursor, stream: str) -> int:
+        cached = self._versions.get(stream)
+        if cached is not None:
+            return cached
         row = cursor.execute(
             "SELECT max(version) FROM events WHERE stream = ?", (stream,)
         ).fetchone()
-        return int(row[0]) if row is not None and row[0] is not None else 0
+        version = int(row[0]) if row is not None and row[0] is not None else 0
+        if len(self._versions) > 100_000:
+            self._versions.clear()
+        self._versions[stream] = version
+        return version
 
     # -- reading ---------------------------------------------------------------------
 

@@ -46,7 +46,7 @@ class NewEvent(msgspec.Struct, frozen=True):
     delivery_id: str | None = None
 
 
-class RecordedEvent(msgspec.Struct, frozen=True):
+class RecordedEvent(msgspec.Struct, frozen=True, gc=False):
     """An event as the log holds it, decoded to the current schema."""
 
     position: int

@@ -32,6 +32,7 @@ from rota.infrastructure.clock import Clock
 from rota.infrastructure.config import Config
 from rota.infrastructure.executors.base import Executor, LaunchContext
 from rota.infrastructure.executors.inproc import InProcessExecutor
+from rota.infrastructure.hold import LeaseHold
 from rota.infrastructure.host import Environment, Host, TickReport
 from rota.infrastructure.service import SchedulerService
 from rota.infrastructure.store import EventStore
@@ -47,10 +48,8 @@ def default_owner() -> str:
 
 def builtin_executors() -> dict[str, Executor]:
     """The executors every scheduler has: `shell`."""
-    try:  # TEMP until shell lands
-        from rota.infrastructure.executors.shell import ShellExecutor
-    except ImportError:
-        return {}
+    from rota.infrastructure.executors.shell import ShellExecutor
+
     return {"shell": ShellExecutor()}
 
 
@@ -200,6 +199,15 @@ class Scheduler:
         recorded = self.service.accept(work_id, payload, key=key, correlation_key=correlation_key)
         self.host.wake.set()
         return recorded.position
+
+    def hold(
+        self, execution_id: str, epoch: int, *, cancel: threading.Event | None = None
+    ) -> LeaseHold:
+        """Renew an attempt's lease every third of its duration until stopped or refused.
+
+        On a lost lease, `hold.cancel` is set and `hold.reason` is the `LeaseLost`.
+        """
+        return LeaseHold(self.service, execution_id, epoch, cancel=cancel)
 
     def confirm_stopped(self, execution_id: str, expected_epoch: int) -> None:
         """Record verified stop evidence for an ended attempt, freeing its slot."""

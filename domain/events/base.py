@@ -15,8 +15,15 @@ from typing import ClassVar
 import msgspec
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=False):
-    """A fact that happened. Subclasses set `tag=` and may raise `version`."""
+class Event(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=False, gc=False
+):
+    """A fact that happened. Subclasses set `tag=` and may raise `version`.
+
+    `gc=False`: events are immutable and hold only decoded JSON, so they cannot form
+    reference cycles; keeping them out of the cyclic garbage collector makes reading and
+    replaying the log much faster.
+    """
 
     version: ClassVar[int] = 1
     # Documentation that docs/events.md is generated from: the stream an event is appended
