@@ -90,7 +90,10 @@ def test_unhandled_exception_text_never_reaches_the_log(scheduler: rota.Schedule
     scheduler.run_until_idle(timeout=10)
     work = scheduler.work("w")
     assert work is not None
-    assert work["attempts"][0]["error"] == {"code": "unhandled_exception", "message": "RuntimeError"}
+    assert work["attempts"][0]["error"] == {
+        "code": "unhandled_exception",
+        "message": "RuntimeError",
+    }
     assert canary.encode() not in log_text(scheduler)
 
 
