@@ -33,6 +33,7 @@ from .events import (
     WorkSubmitted,
 )
 from .events.execution import _Outcome
+from .events.retry import _RetryRequest
 from .state import AttemptState, PendingInput, Phase, RetryState, Segment, WorkState
 
 
@@ -62,7 +63,15 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
     if isinstance(event, AttemptResumed):
         return _resumed(work, event, at)
     if isinstance(event, _Outcome):
-        return _ended(work, event, at)
+        ended = _ended(work, event, at)
+        if isinstance(event, AttemptFailed | AttemptTimedOut):
+            ended = replace(ended, retry=replace(ended.retry, failed_at=position))
+        return ended
+    if isinstance(event, _RetryRequest):
+        if event.boundary != work.retry.failed_at or position <= work.retry.failed_at:
+            return work  # a request answers one failure; it never clears a later one
+        retry = replace(work.retry, failures=0, blocked_reason=None, next_due=None)
+        return replace(work, retry=retry)
     if isinstance(event, RetryArmed):
         retry = replace(work.retry, generation=event.generation, next_due=event.due_at)
         return replace(work, retry=retry)

@@ -31,9 +31,11 @@ from .events import (
     LaunchPhaseEnded,
     LeaseReleased,
     LeaseRenewed,
+    ManualRetry,
     RecoveryPersisted,
     RetryArmed,
     RetryFired,
+    RetryRequested,
     StopConfirmed,
     TurnPublished,
     WorkSubmitted,
@@ -378,7 +380,7 @@ def _retry_timer(
         due = hinted_due if hinted_due is not None else now + timedelta(seconds=delay)
     event = RetryArmed(
         work_id=work.work_id,
-        generation=failures,
+        generation=work.retry.generation + 1,
         attempt=attempt.number,
         due_at=due,
         ancestry=[p.position for p in attempt.consumed],
@@ -445,3 +447,40 @@ def fire_retry(work: WorkState, now: datetime) -> Emit:
     generation = work.retry.generation
     event = RetryFired(work_id=work.work_id, generation=generation)
     return Emit(work_stream(work.work_id), event, f"retry/{work.work_id}/{generation}")
+
+
+def request_retry(
+    work: WorkState | None,
+    *,
+    work_id: str,
+    alias: str = "core.manual.retry",
+    requested_by: str = "operator",
+    reason: str = "",
+) -> Emit:
+    """A manual retry of the Work's current failure (`core.manual.retry` or its alias)."""
+    if work is None:
+        raise Refusal(f"no Work {work_id!r}", code="unknown_work")
+    if work.terminal is not None:
+        raise Refusal(
+            f"Work {work_id!r} is {work.terminal}; terminal Work stays historical",
+            code="work_terminal",
+        )
+    current = work.current
+    if current is not None and (current.live or current.status == "parked"):
+        raise Refusal(
+            f"Work {work_id!r} has a live attempt or wait ({current.execution_id} is "
+            f"{current.status}); retry after it ends",
+            code="retry_live",
+        )
+    if work.retry.failed_at == 0 or (
+        work.retry.failures == 0 and work.retry.blocked_reason is None
+    ):
+        raise Refusal(f"Work {work_id!r} has no failure to retry", code="nothing_to_retry")
+    if len(reason) > 500 or len(requested_by) > 200:
+        raise InvalidCommand("retry reason or requester is too long", code="invalid_command")
+    kind = {"core.manual.retry": ManualRetry, "core.retry.requested": RetryRequested}.get(alias)
+    if kind is None:
+        raise InvalidCommand(f"unknown retry alias {alias!r}", code="invalid_command")
+    boundary = work.retry.failed_at
+    event = kind(work_id=work_id, boundary=boundary, requested_by=requested_by, reason=reason)
+    return Emit(work_stream(work_id), event, f"retry-request/{work_id}/{boundary}")

@@ -5,8 +5,6 @@ builds them; the claim pins a `Pinned` snapshot of them into the attempt, so rec
 control and retry keep using what the attempt started with after a reload.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal
 
 import msgspec

@@ -4,8 +4,6 @@ Frozen values only; `rota.domain.evolve` returns a new `WorkState` per event. Th
 `state` is derived, never stored, so it cannot disagree with the facts it comes from.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Any, Literal
 
@@ -106,10 +104,16 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RetryState(msgspec.Struct, frozen=True, kw_only=True):
-    """Failure accounting, kept apart from attempt numbers."""
+    """Failure accounting, kept apart from attempt numbers.
+
+    `failures` is the automatic failure budget spent (a manual retry resets it);
+    `generation` counts every retry timer ever armed, so timer identities never repeat;
+    `failed_at` is the log position of the latest failure (a manual retry's boundary).
+    """
 
     failures: int = 0
     generation: int = 0
+    failed_at: int = 0
     next_due: datetime | None = None
     blocked_reason: str | None = None
 

@@ -11,6 +11,7 @@ through `rota.domain.upcasting` to the current shape.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any, Union
 
 import msgspec
@@ -38,7 +39,7 @@ class Codec:
             self.current[tag] = event_type.version
         self._union: Any = Union[types] if len(types) > 1 else types[0]  # noqa: UP007
         self._decoder = msgspec.json.Decoder(self._union)
-        self._encoder = msgspec.json.Encoder()
+        self._encoder = msgspec.json.Encoder(enc_hook=_plain)
         self._upcasters = upcasters
 
     def encode(self, event: Event) -> tuple[str, int, bytes]:
@@ -100,6 +101,13 @@ class Codec:
                 position, type_, type_version, f"does not fit after upcasting: {exc}"
             ) from exc
         return result
+
+
+def _plain(obj: Any) -> Any:
+    """Encode subclasses of datetime (e.g. freezegun's) as msgspec encodes a datetime."""
+    if isinstance(obj, datetime):
+        return obj.isoformat().replace("+00:00", "Z")
+    raise TypeError(f"cannot encode objects of type {type(obj).__name__}")
 
 
 def _corrupt(

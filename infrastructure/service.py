@@ -222,13 +222,23 @@ class SchedulerService:
         if state is None:
             state = WorkState(work_id=work_id, version=0, submitted_at=now, **spec)
         for payload, key, correlation in inputs:
-            emits.append(
-                lifecycle.accept_input(
+            try:
+                emit = lifecycle.accept_input(
                     state, work_id=work_id, payload=payload, key=key, correlation_key=correlation
                 )
-            )
+            except Refusal as refusal:
+                # A caller retrying a submit whose input was accepted (and maybe already run)
+                # gets a no-op, not an error: the input's delivery identity is in the log.
+                if refusal.code == "work_terminal" and self._accepted(work_id, payload, key):
+                    continue
+                raise
+            emits.append(emit)
         expected = {} if existing is not None else {work_stream(work_id): 0}
         return emits, expected
+
+    def _accepted(self, work_id: str, payload: Any, key: str | None) -> bool:
+        key = key if key is not None else lifecycle.derived_input_key(payload)
+        return self.store.find_delivery(f"input/{work_id}/{key}") is not None
 
     def submit_many(self, works: Sequence[dict[str, Any]]) -> AppendResult:
         """Submit several Works with one input each, in one append (bulk loading).
@@ -424,6 +434,34 @@ class SchedulerService:
             work, number = self._execution(execution_id)
             emits = lifecycle.confirm_stopped(work, number, expected_epoch)
             return emits, {work_stream(work.work_id): work.version}
+
+        return self.transact(decide)
+
+    def request_retry(
+        self,
+        work_id: str,
+        *,
+        alias: str = "core.manual.retry",
+        requested_by: str = "operator",
+        reason: str = "",
+    ) -> AppendResult:
+        """A manual retry of the Work's current failure; idempotent per failure."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.projection.works.get(work_id)
+            try:
+                emit = lifecycle.request_retry(
+                    work, work_id=work_id, alias=alias, requested_by=requested_by, reason=reason
+                )
+            except Refusal as refusal:
+                # A caller repeating a request that was already applied gets its answer.
+                if refusal.code == "nothing_to_retry" and work is not None:
+                    boundary = work.retry.failed_at
+                    if self.store.find_delivery(f"retry-request/{work_id}/{boundary}"):
+                        return [], {}
+                raise
+            assert work is not None
+            return [emit], {work_stream(work_id): work.version}
 
         return self.transact(decide)
 

@@ -108,7 +108,7 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]
     }
 
 
-def work_summary(work: WorkState) -> dict[str, Any]:
+def work_summary(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]:
     current = work.current
     return {
         "id": work.work_id,
@@ -118,4 +118,5 @@ def work_summary(work: WorkState) -> dict[str, Any]:
         "kind": work.kind,
         "attempts": len(work.attempts),
         "last_outcome": current.outcome if current else None,
+        "waiting": None if waiting is None else waiting.code,
     }

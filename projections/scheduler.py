@@ -20,6 +20,16 @@ from rota.domain.evolve import evolve
 from rota.domain.state import AttemptState, WorkState
 
 
+def _plain(obj: object) -> object:
+    # A datetime subclass (freezegun's, in tests) encodes as a datetime would.
+    if isinstance(obj, datetime):
+        return obj.isoformat().replace("+00:00", "Z")
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+_digest_encoder = msgspec.json.Encoder(enc_hook=_plain)
+
+
 class SchedulerProjection:
     """In-memory fold of the log; not thread-safe (the service serializes access)."""
 
@@ -111,7 +121,7 @@ class SchedulerProjection:
         """A canonical SHA-256 of the whole state: equal states, equal digests."""
         h = hashlib.sha256()
         for work_id in sorted(self.works):
-            h.update(msgspec.json.encode(self.works[work_id]))
+            h.update(_digest_encoder.encode(self.works[work_id]))
             h.update(b"\n")
         h.update(msgspec.json.encode(sorted(self.pool_versions.items())))
         h.update(f"|{self.turns}|{self.position}".encode())

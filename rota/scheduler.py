@@ -26,15 +26,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rota.domain.errors import RotaError
+from rota.domain.errors import NotEligible, RotaError
 from rota.domain.policy import POOL_AGENTS, Binding, Registration, RetryPolicy, Settings
+from rota.domain.state import WorkState
 from rota.infrastructure.clock import Clock
 from rota.infrastructure.config import Config
 from rota.infrastructure.executors.base import Executor, LaunchContext
 from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.infrastructure.hold import LeaseHold
 from rota.infrastructure.host import Environment, Host, TickReport
-from rota.infrastructure.service import SchedulerService
+from rota.infrastructure.service import SchedulerService, Waiting
 from rota.infrastructure.store import EventStore
 from rota.infrastructure.stores import open_store
 from rota.infrastructure.views import attempt_view, event_json, work_summary, work_view
@@ -82,6 +83,7 @@ class Scheduler:
         )
         self.host = Host(self.service, self.executors, environment=environment)
         self._closed = False
+        self._stop = threading.Event()
         self.service.catch_up()
 
     # -- configuration --------------------------------------------------------------
@@ -200,6 +202,11 @@ class Scheduler:
         self.host.wake.set()
         return recorded.position
 
+    def retry(self, work_id: str, *, reason: str = "", requested_by: str = "operator") -> None:
+        """Manually retry a failed Work (`core.manual.retry`): resets its failure budget."""
+        self.service.request_retry(work_id, requested_by=requested_by, reason=reason)
+        self.host.wake.set()
+
     def hold(
         self, execution_id: str, epoch: int, *, cancel: threading.Event | None = None
     ) -> LeaseHold:
@@ -234,20 +241,38 @@ class Scheduler:
             report = self.host.tick()
         return report
 
+    def stop(self) -> None:
+        """Ask a running `run()` loop to stop (it releases the leases it holds)."""
+        self._stop.set()
+        self.host.wake.set()
+
     def run(self, stop: threading.Event | None = None) -> None:
-        """The daemon loop: tick, then sleep until something can happen, until `stop`."""
-        stop = stop or threading.Event()
+        """The daemon loop: tick, then sleep until something can happen, until stopped.
+
+        Stops when `stop` is set (the loop notices within a second) or `Scheduler.stop()`
+        is called (at once).
+        """
+        stop = stop or self._stop
+        if stop is not self._stop:
+            threading.Thread(target=self._forward_stop, args=(stop,), daemon=True).start()
         watcher = threading.Thread(target=self._watch_log, args=(stop,), daemon=True)
         watcher.start()
         try:
-            while not stop.is_set():
+            while not stop.is_set() and not self._stop.is_set():
                 self.host.tick()
                 self.host.wake.wait(self.host.next_wake(5.0))
                 self.host.wake.clear()
         finally:
             stop.set()
+            self._stop.set()
             self.host.release_all()
             watcher.join(timeout=5)
+
+    def _forward_stop(self, stop: threading.Event) -> None:
+        while not self._stop.is_set():
+            if stop.wait(1.0):
+                self.stop()
+                return
 
     def _watch_log(self, stop: threading.Event) -> None:
         position = self.store.head().position
@@ -265,14 +290,24 @@ class Scheduler:
             work = self.service.projection.works.get(work_id)
             if work is None:
                 return None
-            waiting = next((w for w in self.host.last_waiting if w.work_id == work_id), None)
-            return work_view(work, waiting)
+            return work_view(work, self._waiting(work))
+
+    def _waiting(self, work: WorkState) -> Waiting | None:
+        """Why a ready Work is not starting: the last pass's reason, or a missing binding."""
+        found = next((w for w in self.host.last_waiting if w.work_id == work.work_id), None)
+        if found is not None or work.state != "ready":
+            return found
+        try:
+            self.service.pinned_for(work.binding)
+        except NotEligible as refusal:
+            return Waiting(work.work_id, refusal.code, refusal.message)
+        return None
 
     def works(self) -> list[dict[str, Any]]:
         with self.service.lock:
             self.service.catch_up()
             return [
-                work_summary(w)
+                work_summary(w, self._waiting(w))
                 for w in sorted(self.service.projection.works.values(), key=lambda w: w.work_id)
             ]
 

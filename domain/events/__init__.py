@@ -26,7 +26,7 @@ from .execution import (
     StopConfirmed,
     TurnPublished,
 )
-from .retry import RetryArmed, RetryFired
+from .retry import ManualRetry, RetryArmed, RetryFired, RetryRequested
 from .work import InputAccepted, WorkSubmitted
 
 ALL_EVENTS: tuple[type[Event], ...] = (
@@ -50,6 +50,8 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     TurnPublished,
     RetryArmed,
     RetryFired,
+    ManualRetry,
+    RetryRequested,
 )
 
 __all__ = [
@@ -70,9 +72,11 @@ __all__ = [
     "LaunchPhaseEnded",
     "LeaseReleased",
     "LeaseRenewed",
+    "ManualRetry",
     "RecoveryPersisted",
     "RetryArmed",
     "RetryFired",
+    "RetryRequested",
     "StopConfirmed",
     "TurnPublished",
     "WorkSubmitted",

@@ -6,8 +6,6 @@ unexpired (fencing). All of them live on the Work's stream, so the stream versio
 every transition of the Work and its attempts.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 

@@ -1,7 +1,5 @@
 """Retry timers: a failure arms a durable timer; firing it is an idempotent event."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import ClassVar
 
@@ -34,3 +32,27 @@ class RetryFired(Event, tag="core.retry.fired", frozen=True, kw_only=True):
 
     work_id: str
     generation: int
+
+
+class _RetryRequest(Event, frozen=True, kw_only=True):
+    stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "retry-request/<work>/<boundary>"
+
+    work_id: str
+    boundary: int
+    requested_by: str = "operator"
+    reason: str = ""
+
+
+class ManualRetry(_RetryRequest, tag="core.manual.retry", frozen=True, kw_only=True):
+    """An operator asked to retry a failed Work (`rota retry WORK`).
+
+    `boundary` is the log position of the failure it answers: a request clears only that
+    failure, never a later one. It resets the failure budget (not attempt numbering),
+    clears `exhausted` and `permanent_failure`, and disarms a pending timer. Refused while
+    an attempt or wait is live and for terminal Work. Same meaning as `core.retry.requested`.
+    """
+
+
+class RetryRequested(_RetryRequest, tag="core.retry.requested", frozen=True, kw_only=True):
+    """Alias of `core.manual.retry` (the name other components use); handled identically."""

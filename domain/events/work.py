@@ -1,7 +1,5 @@
 """Events of Work and its input: what was submitted, what input was accepted for it."""
 
-from __future__ import annotations
-
 from typing import Any, ClassVar, Literal
 
 from .base import Event
