@@ -33,8 +33,9 @@ from .events import (
     WorkSubmitted,
 )
 from .events.execution import _Outcome
+from .events.recovery import AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
 from .events.retry import _RetryRequest
-from .state import AttemptState, PendingInput, Phase, RetryState, Segment, WorkState
+from .state import AttemptState, Hold, PendingInput, Phase, RetryState, Segment, WorkState
 
 
 def evolve(work: WorkState | None, event: Event, position: int, at: datetime) -> WorkState | None:
@@ -67,6 +68,20 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
         if isinstance(event, AttemptFailed | AttemptTimedOut):
             ended = replace(ended, retry=replace(ended.retry, failed_at=position))
         return ended
+    if isinstance(event, WorkHeld):
+        hold = Hold(event.kind, event.reason, event.holder, position)
+        return replace(work, holds=(*work.holds, hold))
+    if isinstance(event, HoldReleased):
+        holds = tuple(h for h in work.holds if h.kind != event.kind)
+        work = replace(work, holds=holds)
+        current = work.current
+        if event.kind == "crash_loop" and current is not None:
+            work = _with(work, replace(current, relaunches=0))
+        return work
+    if isinstance(event, AttemptRecovered):
+        return _recovered(work, event, at)
+    if isinstance(event, AttemptLost):
+        return _lost(work, event, position, at)
     if isinstance(event, _RetryRequest):
         if event.boundary != work.retry.failed_at or position <= work.retry.failed_at:
             return work  # a request answers one failure; it never clears a later one
@@ -99,7 +114,9 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
     if isinstance(event, LeaseReleased):
         return _with(work, replace(attempt, released=True))
     if isinstance(event, RecoveryPersisted):
-        return _with(work, replace(attempt, recovery_metadata=event.metadata))
+        return _with(
+            work, replace(attempt, recovery_metadata=event.metadata, recovery_epoch=event.epoch)
+        )
     if isinstance(event, StopConfirmed):
         return _with(work, replace(attempt, stop_confirmed=True))
     return work
@@ -278,3 +295,58 @@ def _phase_end(
             break
     segment = replace(segment, phases=tuple(phases))
     return _with(work, replace(attempt, segments=_swap_open(attempt, segment)))
+
+
+def _recovered(work: WorkState, event: AttemptRecovered, at: datetime) -> WorkState:
+    attempt = work.current
+    if attempt is None:
+        return work
+    attempt = _close_segment(attempt, at)
+    relaunch = event.mode == "relaunch"
+    segment = Segment(
+        "relaunched" if relaunch else "recovered",
+        event.epoch,
+        at,
+        invoke="pending" if relaunch else None,
+    )
+    attempt = replace(
+        attempt,
+        epoch=event.epoch,
+        owner=event.owner,
+        lease_expires_at=event.lease_expires_at,
+        released=False,
+        status="starting" if relaunch else "running",
+        relaunches=attempt.relaunches + (1 if relaunch else 0),
+    )
+    return _with(work, _append_segment(attempt, segment, attempt.pinned.max_segments))
+
+
+def _lost(work: WorkState, event: AttemptLost, position: int, at: datetime) -> WorkState:
+    attempt = work.current
+    if attempt is None:
+        return work
+    attempt = replace(
+        _close_segment(attempt, at),
+        status="ended",
+        outcome="lost",
+        ended_at=at,
+        stop_confirmed=True,
+        error_code="lost",
+        error_message=f"lease lost; {event.evidence}",
+    )
+    work = replace(work, attempts=(*work.attempts[:-1], attempt))
+    policy = attempt.pinned.binding.retry
+    failures = work.retry.failures + 1
+    retryable = (
+        work.safety in ("idempotent", "deduplicated")
+        and policy.retry_on_lost
+        and failures < policy.max_attempts
+    )
+    retry = replace(work.retry, failures=failures, failed_at=position)
+    if retryable or work.kind == "run-once":
+        requeued = tuple(sorted((*attempt.consumed, *work.pending), key=lambda p: p.position))
+        work = replace(work, pending=requeued)
+    if not retryable and work.kind == "run-once":
+        retry = replace(retry, blocked_reason="lost")
+    terminal = "failed" if retry.blocked_reason and policy.terminal_on_exhaustion else None
+    return replace(work, retry=retry, terminal=terminal or work.terminal)

@@ -351,12 +351,12 @@ def _failed(
         retry_unknown=result.retry_unknown and hinted,
     )
     emits = [Emit(work_stream(work.work_id), failed)]
-    emits.extend(_retry_timer(work, attempt, now, permanent=result.permanent, hinted_due=due))
+    emits.extend(retry_timer(work, attempt, now, permanent=result.permanent, hinted_due=due))
     emits.extend(_turns(work, attempt, result.data))
     return emits
 
 
-def _retry_timer(
+def retry_timer(
     work: WorkState,
     attempt: AttemptState,
     now: datetime,
@@ -416,7 +416,7 @@ def time_out(work: WorkState, attempt: int, epoch: int, now: datetime) -> list[E
         )
     event = AttemptTimedOut(work_id=work.work_id, attempt=attempt, epoch=epoch)
     emits = [Emit(work_stream(work.work_id), event)]
-    emits.extend(_retry_timer(work, current, now, permanent=False, hinted_due=None))
+    emits.extend(retry_timer(work, current, now, permanent=False, hinted_due=None))
     return emits
 
 

@@ -81,6 +81,8 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True):
     usage: dict[str, float] = msgspec.field(default_factory=dict)
     data: Any = None
     recovery_metadata: Any = None
+    recovery_epoch: int | None = None
+    relaunches: int = 0
 
     @property
     def execution_id(self) -> str:
@@ -101,6 +103,15 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True):
         if self.segments and self.segments[-1].ended_at is None:
             return self.segments[-1]
         return None
+
+
+class Hold(msgspec.Struct, frozen=True):
+    """A reason the Work may not start: `crash_loop`, `budget`, `gate`, `operator`."""
+
+    kind: str
+    reason: str
+    holder: str
+    position: int
 
 
 class RetryState(msgspec.Struct, frozen=True, kw_only=True):
@@ -133,6 +144,7 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True):
     attempts: tuple[AttemptState, ...] = ()
     retry: RetryState = RetryState()
     terminal: str | None = None
+    holds: tuple[Hold, ...] = ()
 
     @property
     def current(self) -> AttemptState | None:
@@ -146,6 +158,8 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True):
             return "failed"
         if self.terminal == "cancelled":
             return "cancelled"
+        if self.holds:
+            return "held"
         current = self.current
         if current is not None and current.live:
             return "running"
@@ -160,7 +174,7 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def startable(self) -> bool:
         """Eligible for a start (or a resume) now, capacity aside."""
-        if self.terminal is not None or self.retry.next_due is not None:
+        if self.terminal is not None or self.retry.next_due is not None or self.holds:
             return False
         if self.retry.blocked_reason is not None or not self.pending:
             return False

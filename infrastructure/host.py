@@ -60,6 +60,9 @@ class TickReport:
     renewed: int = 0
     lost: int = 0
     started: int = 0
+    recovered: int = 0
+    relaunched: int = 0
+    held: list[str] = field(default_factory=list)
     waiting: list[Waiting] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -75,11 +78,14 @@ class Host:
         environment: Environment | None = None,
         launch_workers: int = 8,
         start_batch: int = 256,
+        recovery_page: int = 16,
     ) -> None:
         self.service = service
         self.executors = executors
         self.environment = environment
         self.start_batch = start_batch
+        self.recovery_page = recovery_page
+        self.historical: dict[tuple[str, str], Executor] = {}
         self.held: dict[str, Held] = {}
         self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
         self.stopping: dict[str, tuple[int, Executor, object]] = {}
@@ -101,16 +107,22 @@ class Host:
         try:
             report = TickReport()
             self.service.catch_up()
-            # Slots of the fixed order: runtime recovery and lost retry come first; when
-            # either fails, this pass starts nothing new.
+            self._observe(report)
+            self._renew(report)
+            # The fixed order (seed 002): runtime recovery, lost retry (the retry timers),
+            # schedules (a later slot), then starting ready Work. When recovery or retry
+            # fails, this pass starts nothing new; the next pass tries again.
+            try:
+                self._recover(report)
+            except RotaError as exc:
+                report.errors.append(f"runtime recovery: {exc.code}: {exc}")
+                return report
             try:
                 report.fired = self.service.fire_due_timers()
             except RotaError as exc:
                 report.errors.append(f"retry timers: {exc.code}: {exc}")
                 return report
-            self._observe(report)
             self._time_out(report)
-            self._renew(report)
             self._confirm_stops(report)
             self._start(report)
             return report
@@ -166,15 +178,94 @@ class Host:
                 report.renewed += 1
             elif isinstance(refusal, LeaseLost):
                 report.lost += 1
-                self._drop(held, reason=refusal)
+                if self.service.adoptable(held.execution_id, held.epoch):
+                    # Still running and still the Work's: it belongs to recovery, which
+                    # adopts it; stopping the process here could lose finished work.
+                    self._drop(held, reason=None, cancel=False)
+                else:
+                    self._drop(held, reason=refusal)
 
-    def _drop(self, held: Held, reason: BaseException | None) -> None:
+    def _drop(self, held: Held, reason: BaseException | None, cancel: bool = True) -> None:
         with self._held_lock:
             if self.held.get(held.execution_id) is held:
                 del self.held[held.execution_id]
         if reason is not None:
             held.ctx.cancel_reason = reason
-        held.ctx.cancel.set()
+        if cancel:
+            held.ctx.cancel.set()
+
+    # -- recovery ------------------------------------------------------------------------
+
+    def executor_for(self, attempt: AttemptState) -> Executor | None:
+        """The executor of the attempt's pinned generation; None when this host has none.
+
+        A stable executor serves every generation; any other serves its own generation,
+        or an older one only when registered as that generation's historical executor.
+        A missing generation is never given to a replacement.
+        """
+        name = attempt.pinned.registration.name
+        historical = self.historical.get((attempt.pinned.generation, name))
+        if historical is not None:
+            return historical
+        executor = self.executors.get(name)
+        if executor is None:
+            return None
+        if executor.stable or attempt.pinned.generation == self.service.generation:
+            return executor
+        return None
+
+    def _recover(self, report: TickReport) -> None:
+        result = self.service.recovery_pass(
+            self.recovery_page, supported=lambda attempt: self.executor_for(attempt) is not None
+        )
+        report.held.extend(result.held)
+        for execution_id in result.unsupported:
+            report.errors.append(
+                f"unsupported_generation: {execution_id}: this host has no executor for the "
+                "attempt's pinned configuration generation; it is left for a host that has"
+            )
+        relaunch: list[Claimed] = []
+        for item in result.recovered:
+            report.recovered += 1
+            executor = self.executor_for(item.attempt)
+            assert executor is not None
+            if item.timed_out:
+                self._request_stop(item.attempt.execution_id, item.attempt.epoch, executor)
+            elif item.mode == "relaunch":
+                report.relaunched += 1
+                relaunch.append(Claimed(item.work, item.attempt, False))
+            else:
+                self._adopt(item.attempt, executor, item.previous_owner)
+        if relaunch:
+            self._launch_claimed(relaunch)
+        if result.has_more:
+            self.wake.set()
+
+    def _adopt(self, attempt: AttemptState, executor: Executor, previous_owner: str) -> None:
+        ctx = self._context(attempt, {}, resume=False)
+        ctx.previous_owner = previous_owner
+        execution_id, epoch = attempt.execution_id, attempt.epoch
+        held = self._hold(attempt, ctx, executor)
+
+        def adopt() -> None:
+            try:
+                outcome = executor.recover(ctx, attempt.recovery_metadata, self._done(held))
+            except Exception:
+                log.warning("recovery of %s failed", execution_id, exc_info=True)
+                outcome = "unknown"
+            if outcome == "attached":
+                return
+            self._drop(held, reason=None, cancel=False)
+            if outcome == "stopped":
+                try:
+                    self.service.lose(execution_id, epoch, "not_running")
+                except Refusal as refusal:
+                    log.info("losing %s refused: %s", execution_id, refusal)
+            else:
+                log.info("recovery of %s has no evidence; retrying on a later pass", execution_id)
+            self.wake.set()
+
+        self._launcher.submit(adopt)
 
     def _request_stop(self, execution_id: str, epoch: int, executor: Executor) -> None:
         found = self.service.projection.attempt(execution_id)
@@ -196,10 +287,14 @@ class Host:
         start = self.service.start_pass(self.start_batch)
         report.waiting = start.waiting
         self.last_waiting = start.waiting
-        if not start.claimed:
-            return
+        if start.claimed:
+            self._launch_claimed(start.claimed)
+        report.started += len(start.claimed)
+
+    def _launch_claimed(self, claims: list[Claimed]) -> None:
+        """Write invoke markers and launch (or resolve the environment first, off the loop)."""
         direct: list[Claimed] = []
-        for claimed in start.claimed:
+        for claimed in claims:
             if self.environment is None:
                 direct.append(claimed)
             else:
@@ -213,7 +308,6 @@ class Host:
             for claimed in direct:
                 if claimed.attempt.execution_id not in refused:
                     self._launch(claimed, {})
-        report.started += len(start.claimed)
 
     def _prepare_and_launch(self, claimed: Claimed) -> None:
         try:
@@ -256,13 +350,9 @@ class Host:
             return
         self._launch(claimed, env)
 
-    def _launch(self, claimed: Claimed, env: dict[str, str]) -> None:
-        attempt = claimed.attempt
-        execution_id = attempt.execution_id
-        executor = self.executors.get(attempt.pinned.registration.name)
-        epoch = attempt.epoch
-        service = self.service
-        ctx = LaunchContext(
+    def _context(self, attempt: AttemptState, env: dict[str, str], resume: bool) -> LaunchContext:
+        execution_id, epoch, service = attempt.execution_id, attempt.epoch, self.service
+        return LaunchContext(
             work_id=attempt.work_id,
             attempt=attempt.number,
             epoch=epoch,
@@ -271,33 +361,47 @@ class Host:
             config=dict(attempt.pinned.binding.config),
             deadline=attempt.deadline,
             env=env,
-            resume=claimed.resume,
+            resume=resume,
             persist=lambda metadata: service.persist_recovery(execution_id, epoch, metadata),
             record_phase=lambda name, outcome: service.phase(execution_id, epoch, name, outcome),
         )
-        if executor is None:
-            self.results.put(
-                (
-                    execution_id,
-                    epoch,
-                    Result(
-                        outcome="failed",
-                        error_code="unsupported_generation",
-                        error_message=f"executor {attempt.pinned.registration.name!r} "
-                        "is not registered in this process",
-                    ),
-                )
-            )
-            return
-        third = timedelta(seconds=service.settings.lease_seconds / 3)
-        held = Held(execution_id, epoch, ctx, executor, service.now() + third, attempt.deadline)
-        with self._held_lock:
-            self.held[execution_id] = held
 
+    def _hold(self, attempt: AttemptState, ctx: LaunchContext, executor: Executor) -> Held:
+        """Renew this attempt's lease on every pass from now on (until it is dropped)."""
+        third = timedelta(seconds=self.service.settings.lease_seconds / 3)
+        held = Held(
+            attempt.execution_id,
+            attempt.epoch,
+            ctx,
+            executor,
+            self.service.now() + third,
+            attempt.deadline,
+        )
+        with self._held_lock:
+            self.held[attempt.execution_id] = held
+        return held
+
+    def _done(self, held: Held) -> Callable[[Result], None]:
         def done(result: Result) -> None:
-            self.results.put((execution_id, epoch, result))
+            self.results.put((held.execution_id, held.epoch, result))
             self.wake.set()
 
+        return done
+
+    def _launch(self, claimed: Claimed, env: dict[str, str]) -> None:
+        attempt = claimed.attempt
+        executor = self.executor_for(attempt)
+        ctx = self._context(attempt, env, claimed.resume)
+        if executor is None:
+            failure = Result(
+                outcome="failed",
+                error_code="unsupported_generation",
+                error_message=f"no executor {attempt.pinned.registration.name!r} for "
+                f"configuration generation {attempt.pinned.generation} in this process",
+            )
+            self.results.put((attempt.execution_id, attempt.epoch, failure))
+            return
+        done = self._done(self._hold(attempt, ctx, executor))
         if getattr(executor, "inline", False):
             self._call_launch(executor, ctx, done)
         else:

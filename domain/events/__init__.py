@@ -26,6 +26,7 @@ from .execution import (
     StopConfirmed,
     TurnPublished,
 )
+from .recovery import AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
 from .retry import ManualRetry, RetryArmed, RetryFired, RetryRequested
 from .work import InputAccepted, WorkSubmitted
 
@@ -52,6 +53,10 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     RetryFired,
     ManualRetry,
     RetryRequested,
+    AttemptRecovered,
+    AttemptLost,
+    WorkHeld,
+    HoldReleased,
 )
 
 __all__ = [
@@ -61,11 +66,14 @@ __all__ = [
     "AttemptCompleted",
     "AttemptFailed",
     "AttemptHandedOff",
+    "AttemptLost",
     "AttemptParked",
+    "AttemptRecovered",
     "AttemptResumed",
     "AttemptTimedOut",
     "CapacityClaimed",
     "Event",
+    "HoldReleased",
     "InputAccepted",
     "LaunchInvoked",
     "LaunchPhaseBegan",
@@ -79,5 +87,6 @@ __all__ = [
     "RetryRequested",
     "StopConfirmed",
     "TurnPublished",
+    "WorkHeld",
     "WorkSubmitted",
 ]

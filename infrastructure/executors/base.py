@@ -22,6 +22,20 @@ Fenced callbacks
   its process again after a crash (it raises `LeaseLost` if the lease is gone);
   `ctx.phase(name)` records a launch phase as it begins and ends.
 
+Recovery
+  After a lost lease, recovery claims the attempt at a higher epoch and, unless it relaunches
+  it, calls `recover(ctx, metadata, done)` with the metadata the attempt persisted. The
+  executor answers `"attached"` (it found the attempt's work still running, or finished
+  with a result it can report, and will call `done(result)`), `"stopped"` (verified that
+  nothing of it runs and no result exists: the attempt is lost) or `"unknown"` (the host
+  fails closed and tries again on a later pass). Recovery never calls `launch` to replace
+  a process; only a relaunch (a launch that started nothing) does.
+
+  `stable = True` declares that the executor's behaviour is fully determined by what the
+  attempt pinned (binding config, registration), so it may serve attempts pinned under an
+  older configuration generation. Other executors serve only their own generation unless
+  registered as historical executors for an older one.
+
 Stop evidence
   `stop(execution_id, epoch, metadata)` stops whatever the attempt left running and
   returns `"stopped"` only when it verified that nothing of it still runs, else `"unknown"`.
@@ -44,6 +58,7 @@ from typing import Any, Literal
 from rota.domain.results import Result
 
 StopEvidence = Literal["stopped", "unknown"]
+Recovery = Literal["attached", "stopped", "unknown"]
 Done = Callable[[Result], None]
 CAPABILITIES = frozenset({"stop", "interrupt", "inject", "recover"})
 
@@ -67,6 +82,7 @@ class LaunchContext:
     cancel: threading.Event = field(default_factory=threading.Event)
     cancel_reason: BaseException | None = None
     resume: bool = False
+    previous_owner: str | None = None
     persist: Callable[[Any], None] = lambda metadata: None
     record_phase: Callable[[str, str | None], None] = lambda name, outcome: None
 
@@ -100,10 +116,16 @@ class Executor(abc.ABC):
     name: str
     pool: str = "agents"
     capabilities: frozenset[str] = frozenset()
+    stable: bool = False
+    isolates: bool = False
 
     @abc.abstractmethod
     def launch(self, ctx: LaunchContext, done: Done) -> None:
         """Start the attempt; call `done(result)` exactly once when it ends or suspends."""
+
+    def recover(self, ctx: LaunchContext, metadata: Any, done: Done) -> Recovery:
+        """Find the attempt's work after a lost lease; see "Recovery" above."""
+        return "unknown"
 
     def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
         """Stop what the attempt left running; "stopped" only when verified."""

@@ -22,6 +22,8 @@ Calls run on a thread pool (`max_workers`), or inline on the launching thread wi
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,7 +35,7 @@ import msgspec
 from rota.domain.errors import InvalidCommand, RotaError
 from rota.domain.results import Result, validate_result
 
-from .base import Done, Executor, LaunchContext, StopEvidence
+from .base import Done, Executor, LaunchContext, Recovery, StopEvidence
 
 log = logging.getLogger("rota.executor")
 
@@ -117,6 +119,7 @@ class InProcessExecutor(Executor):
         self._max_workers = max_workers
         self._pool: ThreadPoolExecutor | None = None
         self._running: dict[str, tuple[int, Future[None] | None, threading.Event]] = {}
+        self._adopted: dict[str, Done] = {}
         self._lock = threading.Lock()
 
     def _call(self, ctx: LaunchContext, done: Done) -> None:
@@ -128,10 +131,10 @@ class InProcessExecutor(Executor):
             result = failure_result(exc)
         finally:
             with self._lock:
-                entry = self._running.get(ctx.execution_id)
-                if entry is not None and entry[0] == ctx.epoch:
-                    del self._running[ctx.execution_id]
-        done(result)
+                self._running.pop(ctx.execution_id, None)
+                adopted = self._adopted.pop(ctx.execution_id, None)
+        # A recovery that adopted the call reports through its own callback (new epoch).
+        (adopted or done)(result)
 
     def launch(self, ctx: LaunchContext, done: Done) -> None:
         if self.inline:
@@ -147,6 +150,36 @@ class InProcessExecutor(Executor):
             future = self._pool.submit(self._call, ctx, done)
             self._running[ctx.execution_id] = (ctx.epoch, future, ctx.cancel)
 
+    def recover(self, ctx: LaunchContext, metadata: Any, done: Done) -> Recovery:
+        """A call still running in this process is adopted; one in a dead process is gone.
+
+        A callable cannot outlive its process: if the previous owner was a process on this
+        host that no longer exists, nothing of the attempt runs ("stopped"). A previous
+        owner that is alive elsewhere (or on another host) gives no evidence ("unknown").
+        """
+        with self._lock:
+            entry = self._running.get(ctx.execution_id)
+            if entry is not None:
+                _, future, cancel = entry
+                self._running[ctx.execution_id] = (ctx.epoch, future, cancel)
+                self._adopted[ctx.execution_id] = done
+                return "attached"
+        owner = ctx.previous_owner or ""
+        host, _, rest = owner.partition(":")
+        pid_text = rest.partition(":")[0]
+        if host != socket.gethostname() or not pid_text.isdigit():
+            return "unknown"
+        pid = int(pid_text)
+        if pid == os.getpid():
+            return "stopped"
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return "stopped"
+        except PermissionError:
+            return "unknown"
+        return "unknown"
+
     def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
         with self._lock:
             entry = self._running.get(execution_id)
@@ -154,11 +187,9 @@ class InProcessExecutor(Executor):
             return "stopped"
         _, future, cancel = entry
         cancel.set()
-        if future is not None:
-            try:
-                future.result(timeout=5.0)
-            except Exception:
-                return "unknown"
+        # Never block the host: a call that has not returned yet is "unknown", and the
+        # host asks again on its next pass.
+        if future is not None and future.done():
             return "stopped"
         return "unknown"
 

@@ -1,0 +1,76 @@
+"""Events of recovery: an attempt whose lease was lost is recovered, relaunched or lost,
+and Work that keeps crashing is held."""
+
+from datetime import datetime
+from typing import ClassVar, Literal
+
+from .base import Event
+
+RecoveryMode = Literal["adopt", "relaunch"]
+RecoveryReason = Literal["lease_expired", "released", "timeout"]
+
+
+class AttemptRecovered(Event, tag="core.execution.recovered", frozen=True, kw_only=True):
+    """Recovery claimed the same attempt at a higher epoch, before calling any executor.
+
+    The open segment ends and a new one begins at the same instant: `recovered` when the
+    attempt is adopted (its process may be running; recovery never runs it again), or
+    `relaunched` when its launch lost the lease before it started anything (the executor
+    was never called, or was called after isolation was bound and nothing was pinned):
+    then it runs again under the new epoch, failing nothing and spending no retry.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    previous_epoch: int
+    owner: str
+    previous_owner: str
+    lease_expires_at: datetime
+    mode: RecoveryMode
+    reason: RecoveryReason
+
+
+class AttemptLost(Event, tag="core.execution.lost", frozen=True, kw_only=True):
+    """Recovery found trusted evidence the attempt no longer runs and no result: it is lost.
+
+    Appended with the `core.execution.released` of its lease (reason `lease_expired`).
+    Losing an attempt is the host's failure, not the Work's: only Work admitted as
+    `idempotent` or `deduplicated`, with `retry_on_lost`, goes to retry wait; otherwise the
+    Work fails with blocked reason `lost`.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    evidence: str = "not_running"
+
+
+class WorkHeld(Event, tag="core.work.held", frozen=True, kw_only=True):
+    """A hold stops the Work from starting (or relaunching) until it is released.
+
+    `kind` says whose hold it is (`crash_loop`, `budget`, `gate`, `operator`), `holder`
+    who may settle it and `reason` why, in words for the operator.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    kind: str
+    reason: str
+    holder: str = "rota"
+
+
+class HoldReleased(Event, tag="core.work.released", frozen=True, kw_only=True):
+    """A hold was released; the Work may start (or relaunch) again."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    kind: str
+    released_by: str = "operator"
+    reason: str = ""

@@ -1,0 +1,178 @@
+"""Recovery decisions: relaunch versus adopt, decided from the evidence in the log.
+
+An attempt whose lease expired (judged by the store's clock) or was released is recovered
+at a higher epoch before any executor is called. The evidence is its open segment:
+
+- **relaunch** when its launch lost the lease before it started anything: the invoke
+  marker is still `pending` (the executor was never called), or it is `called` with
+  `isolated` (a sandbox or container held every process) and nothing was pinned in that
+  segment (no recovery metadata at its epoch). Losing the lease was the host's failure:
+  a relaunch fails nothing, spends no retry and waits out no backoff.
+- **adopt** everything else: an unisolated launch whose executor was called (it may have
+  started its process before recording anything), a launch that pinned metadata, and a
+  segment with no invoke marker at all (one a recovery began) prove nothing, so recovery
+  never runs them again and fails closed.
+
+A timeout that recovers authority never relaunches. After `crash_loop_limit` relaunches of
+one attempt, the Work is held (`crash_loop`) instead.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from .emit import Emit, work_stream
+from .errors import Refusal
+from .events import AttemptTimedOut, LeaseReleased
+from .events.recovery import AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
+from .lifecycle import fence, retry_timer
+from .state import AttemptState, WorkState
+
+MAX_PAGE = 64
+DEFAULT_PAGE = 16
+OPERATOR_RELEASABLE = frozenset({"crash_loop", "budget", "operator"})
+
+
+def needs_recovery(work: WorkState, now: datetime) -> bool:
+    """A live attempt whose lease expired at `now` or was released, on Work not held."""
+    attempt = work.current
+    if attempt is None or not attempt.live or work.terminal is not None:
+        return False
+    return attempt.released or now >= attempt.lease_expires_at
+
+
+def relaunchable(attempt: AttemptState) -> bool:
+    """The launch lost its lease before it started anything (see the module docstring)."""
+    segment = attempt.open_segment
+    if segment is None or segment.invoke is None:
+        return False
+    if segment.invoke == "pending":
+        return True
+    return segment.isolated and attempt.recovery_epoch != segment.epoch
+
+
+def recover(work: WorkState, *, now: datetime, owner: str, crash_loop_limit: int) -> list[Emit]:
+    """The recovery claim for one Work's expired attempt ([] when it needs none)."""
+    if not needs_recovery(work, now) or work.holds:
+        return []
+    attempt = work.current
+    assert attempt is not None
+    epoch = attempt.epoch + 1
+    lease = now + timedelta(seconds=attempt.pinned.lease_seconds)
+    reason = "released" if attempt.released else "lease_expired"
+    stream = work_stream(work.work_id)
+    if now >= attempt.deadline:
+        # A timeout recovers authority first (a zero-length recovered segment) and never
+        # relaunches; the resource hold stays until the stop is confirmed.
+        claim = _claim(work, attempt, epoch, owner, lease, "adopt", "timeout")
+        timed_out = AttemptTimedOut(work_id=work.work_id, attempt=attempt.number, epoch=epoch)
+        timer = retry_timer(work, attempt, now, permanent=False, hinted_due=None)
+        return [Emit(stream, claim), Emit(stream, timed_out), *timer]
+    if relaunchable(attempt):
+        if attempt.relaunches >= crash_loop_limit:
+            held = WorkHeld(
+                work_id=work.work_id,
+                kind="crash_loop",
+                reason=f"{attempt.execution_id} lost its lease before starting "
+                f"{attempt.relaunches} times; release to relaunch it again",
+            )
+            return [Emit(stream, held)]
+        return [Emit(stream, _claim(work, attempt, epoch, owner, lease, "relaunch", reason))]
+    return [Emit(stream, _claim(work, attempt, epoch, owner, lease, "adopt", reason))]
+
+
+def _claim(
+    work: WorkState,
+    attempt: AttemptState,
+    epoch: int,
+    owner: str,
+    lease: datetime,
+    mode: str,
+    reason: str,
+) -> AttemptRecovered:
+    return AttemptRecovered(
+        work_id=work.work_id,
+        attempt=attempt.number,
+        epoch=epoch,
+        previous_epoch=attempt.epoch,
+        owner=owner,
+        previous_owner=attempt.owner,
+        lease_expires_at=lease,
+        mode=mode,  # type: ignore[arg-type]
+        reason=reason,  # type: ignore[arg-type]
+    )
+
+
+def lose(work: WorkState, attempt: int, epoch: int, now: datetime, evidence: str) -> list[Emit]:
+    """Trusted not-running evidence and no result: the attempt is lost, its lease released.
+
+    Only Work admitted as idempotent or deduplicated, whose policy retries on lost, gets
+    a retry timer; otherwise the Work fails (blocked reason `lost`).
+    """
+    current = fence(work, attempt, epoch, now)
+    stream = work_stream(work.work_id)
+    emits = [
+        Emit(
+            stream,
+            LeaseReleased(
+                work_id=work.work_id, attempt=attempt, epoch=epoch, reason="lease_expired"
+            ),
+        ),
+        Emit(
+            stream,
+            AttemptLost(work_id=work.work_id, attempt=attempt, epoch=epoch, evidence=evidence),
+        ),
+    ]
+    policy = current.pinned.binding.retry
+    if (
+        work.safety in ("idempotent", "deduplicated")
+        and policy.retry_on_lost
+        and work.retry.failures + 1 < policy.max_attempts
+    ):
+        emits.extend(retry_timer(work, current, now, permanent=False, hinted_due=None))
+    return emits
+
+
+def adoptable(work: WorkState | None, attempt: int, epoch: int) -> bool:
+    """Whether an attempt a host lost the lease of still belongs to recovery.
+
+    True while its execution is running and its Work open, at this epoch or a newer one;
+    a host stops a process after lost authority only when this is False.
+    """
+    if work is None or work.terminal is not None or work.current is None:
+        return False
+    current = work.current
+    return current.number == attempt and current.live and current.epoch >= epoch
+
+
+def release_hold(
+    work: WorkState | None, *, work_id: str, kind: str | None, by: str = "operator"
+) -> Emit:
+    """An operator releases a hold; a gate's hold only its registration can settle."""
+    if work is None:
+        raise Refusal(f"no Work {work_id!r}", code="unknown_work")
+    holds = [h for h in work.holds if kind is None or h.kind == kind]
+    if not holds:
+        raise Refusal(f"Work {work_id!r} has no hold to release", code="not_held")
+    hold = holds[0]
+    if hold.kind not in OPERATOR_RELEASABLE:
+        raise Refusal(
+            f"Work {work_id!r} is held by {hold.holder} ({hold.kind}); only it can settle the "
+            "hold: cancel the Work instead",
+            code="gate_hold" if hold.kind == "gate" else "not_releasable",
+        )
+    event = HoldReleased(work_id=work_id, kind=hold.kind, released_by=by)
+    return Emit(work_stream(work_id), event)
+
+
+def page(works: list[WorkState], now: datetime, limit: int) -> tuple[list[WorkState], bool]:
+    """The next page of Works needing recovery, oldest expiry first; True if there is more.
+
+    Fetches limit + 1 to know whether more remain; no cursor is kept across passes.
+    """
+    if not 1 <= limit <= MAX_PAGE:
+        raise Refusal(f"recovery page size must be 1..{MAX_PAGE}, not {limit}", code="invalid_page")
+    due = [w for w in works if needs_recovery(w, now) and not w.holds]
+    due.sort(key=lambda w: (w.current.lease_expires_at if w.current else now, w.work_id))
+    fetched = due[: limit + 1]
+    return fetched[:limit], len(fetched) > limit
