@@ -207,6 +207,18 @@ class Scheduler:
         self.service.request_retry(work_id, requested_by=requested_by, reason=reason)
         self.host.wake.set()
 
+    def release(self, work_id: str, *, kind: str | None = None, by: str = "operator") -> None:
+        """Release an operator-releasable hold (crash_loop, budget, operator) of a Work.
+
+        A start gate's hold is settled only by its gate (`gate_hold`).
+        """
+        self.service.release_hold(work_id, kind, by)
+        self.host.wake.set()
+
+    def adoptable(self, execution_id: str, epoch: int) -> bool:
+        """Whether an attempt whose lease this host lost still belongs to recovery."""
+        return self.service.adoptable(execution_id, epoch)
+
     def hold(
         self, execution_id: str, epoch: int, *, cancel: threading.Event | None = None
     ) -> LeaseHold:

@@ -319,3 +319,8 @@ def test_retry_command_reruns_a_failed_work_at_once(home: Path) -> None:
     manual = [e for e in as_json(home, "events") if e["type"] == "core.manual.retry"]
     assert manual[0]["data"]["reason"] == "fixed the script"
     one_line_error(rota(home, "retry", "nobody"), "unknown_work")
+
+
+def test_release_of_a_work_without_a_hold_is_refused(home: Path) -> None:
+    ok(home, "submit", "fine", "--binding", "ok")
+    one_line_error(rota(home, "release", "fine"), "not_held")

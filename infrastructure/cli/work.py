@@ -1,92 +1,24 @@
-"""The `rota` command line: `rota [--config FILE] [--store URL] <command> ...`.
-
-The configuration is `--config FILE`, else `./rota.toml` (a missing default file means the
-defaults; a missing named file is an error). The store is `--store URL`, else `$ROTA_STORE`,
-else the config's `[store] url`. Bindings come from the config's `[[bindings]]`; the CLI
-runs shell bindings (and any executor rota registers itself). Python callables cannot be
-given here: Work bound to one stays `ready` (waiting `unknown_binding`) until a process
-that registers it runs.
-
-Each command prints its result on stdout (JSON with `--json`) and exits 0 on success. On
-failure it prints one line on stderr, `rota: <code>: <what was wrong>`, and exits 2 for a
-usage error or an invalid config, 1 otherwise (130 when interrupted).
-
-`rota run` (the daemon) prints `rota: running (...)` on stderr once its SIGTERM/SIGINT
-handlers are in place and `rota: stopped` when it has stopped, keeping stdout for its final
-summary; the first signal stops it gracefully (leases released), a second one forces it.
-"""
+"""Commands on Work: submit, accept, retry, run, work show, work list."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, get_args
+from typing import Any, get_args
 
 import msgspec
 
 from rota.domain.errors import RotaError
 from rota.domain.state import WorkStateName
 from rota.scheduler import Scheduler
-from rota.scheduler import open as open_scheduler
 
-from .config import DEFAULT_CONFIG, Config, ConfigError
-from .store import EventStore
-from .stores import open_store
-from .views import event_json
+from .common import UsageError, open_rota, parse_json, print_json
 
-Command = Callable[[argparse.Namespace], int]
-USAGE_CODES = frozenset({"usage", ConfigError.code})
 STATE_ORDER: tuple[str, ...] = get_args(WorkStateName)
-
-
-class UsageError(RotaError):
-    code = "usage"
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with rota's one-line errors (still exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"rota: usage: {message} (see '{self.prog} --help')\n")
-
-
-# -- opening the config, the store and the scheduler --------------------------------------
-
-
-def _config(args: argparse.Namespace) -> Config:
-    return Config.load(args.config)
-
-
-def _store_url(args: argparse.Namespace, config: Config) -> str:
-    return args.store or os.environ.get("ROTA_STORE") or config.store_url
-
-
-def _store(args: argparse.Namespace) -> EventStore:
-    config = _config(args)
-    return open_store(_store_url(args, config), synchronous=config.synchronous)
-
-
-def _scheduler(args: argparse.Namespace) -> Scheduler:
-    config = _config(args)
-    return open_scheduler(_store_url(args, config), config=config)
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
-
-
-def _parse_json(text: str, option: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{option} is not valid JSON: {exc}") from None
-
 
 # -- reading Work ------------------------------------------------------------------------
 
@@ -151,14 +83,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     names = ("binding", "scope", "kind", "trigger", "safety", "input_key", "correlation_key")
     options: dict[str, Any] = {name: getattr(args, name) for name in names}
     if args.input is not None:
-        options["input"] = _parse_json(args.input, "--input")
-    with _scheduler(args) as scheduler:
+        options["input"] = parse_json(args.input, "--input")
+    with open_rota(args) as scheduler:
         before = scheduler.store.head().position
         scheduler.submit(args.work, **options)
         written = scheduler.store.head().position - before
         view = work_view(scheduler, args.work)
     if args.json:
-        _print_json(view)
+        print_json(view)
         return 0
     what = "submitted" if written else "unchanged"
     line = f"{view['id']}: {what}, {view['state']} (binding {view['binding']}, "
@@ -170,42 +102,53 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    payload = _parse_json(args.input, "--input") if args.input is not None else None
-    with _scheduler(args) as scheduler:
+    payload = parse_json(args.input, "--input") if args.input is not None else None
+    with open_rota(args) as scheduler:
         position = scheduler.accept(
             args.work, payload, key=args.input_key, correlation_key=args.correlation_key
         )
         view = work_view(scheduler, args.work)
     if args.json:
-        _print_json({"position": position, "work": view})
+        print_json({"position": position, "work": view})
     else:
         print(f"{args.work}: input at position {position}; {view['state']}")
     return 0
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
-    with _scheduler(args) as scheduler:
+    with open_rota(args) as scheduler:
         scheduler.retry(args.work, reason=args.reason or "", requested_by=args.by)
         view = work_view(scheduler, args.work)
     if args.json:
-        _print_json(view)
+        print_json(view)
     else:
         retry = view["retry"]
         print(f"{args.work}: retry requested; {view['state']} (failures {retry['failures']})")
     return 0
 
 
+def cmd_release(args: argparse.Namespace) -> int:
+    with open_rota(args) as scheduler:
+        scheduler.release(args.work, kind=args.kind, by=args.by)
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json(view)
+    else:
+        print(f"{args.work}: hold released; {view['state']}")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.until_idle:
         raise UsageError("--timeout only applies with --until-idle")
-    with _scheduler(args) as scheduler:
+    with open_rota(args) as scheduler:
         if args.until_idle:
             scheduler.run_until_idle(timeout=args.timeout)
         else:
             _daemon(scheduler)
         works = scheduler.works()
     if args.json:
-        _print_json({"states": _count_states(works), "works": works})
+        print_json({"states": _count_states(works), "works": works})
     else:
         print(_state_line(works))
     return 0
@@ -258,20 +201,20 @@ def _daemon(scheduler: Scheduler) -> None:
 
 
 def cmd_work_show(args: argparse.Namespace) -> int:
-    with _scheduler(args) as scheduler:
+    with open_rota(args) as scheduler:
         view = work_view(scheduler, args.work)
     if args.json:
-        _print_json(view)
+        print_json(view)
     else:
         print("\n".join(_describe(view)))
     return 0
 
 
 def cmd_work_list(args: argparse.Namespace) -> int:
-    with _scheduler(args) as scheduler:
+    with open_rota(args) as scheduler:
         works = scheduler.works()
     if args.json:
-        _print_json(works)
+        print_json(works)
         return 0
     header = ("WORK", "STATE", "BINDING", "SCOPE", "ATTEMPTS", "LAST OUTCOME")
     rows = [
@@ -287,39 +230,7 @@ def cmd_work_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_events(args: argparse.Namespace) -> int:
-    with _store(args) as store:
-        position, rows = args.after, []
-        while batch := store.read(position, 5000):
-            rows.extend(batch)
-            position = batch[-1].position
-            if args.limit and len(rows) >= args.limit:
-                rows = rows[: args.limit]
-                break
-    if args.json:
-        _print_json([event_json(r) for r in rows])
-    else:
-        for r in rows:
-            data = msgspec.json.encode(msgspec.to_builtins(r.event)).decode()
-            print(f"{r.position:>8}  {r.recorded_at}  {r.stream}@{r.version}  {data}")
-    return 0
-
-
-def cmd_audit_verify(args: argparse.Namespace) -> int:
-    from rota.replay.audit import verify_chain
-
-    with _store(args) as store:
-        report = verify_chain(store)
-    if args.json:
-        _print_json(report)
-    elif report.ok:
-        print(f"ok: {report.checked} events, head {report.head_position} {report.head_hash}")
-    else:
-        print(f"FAILED at position {report.first_bad_position}: {report.reason}")
-    return 0 if report.ok else 1
-
-
-# -- the parser --------------------------------------------------------------------------
+# -- registration --------------------------------------------------------------------------
 
 
 def _input_options(parser: argparse.ArgumentParser) -> None:
@@ -331,16 +242,7 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="rota", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument(
-        "--config", metavar="FILE", help=f"the config file (default: ./{DEFAULT_CONFIG})"
-    )
-    parser.add_argument(
-        "--store", metavar="URL", help="store URL (default: $ROTA_STORE, else the config's)"
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def register(commands: Any) -> None:
     submit = commands.add_parser("submit", help="define a Work and give it input")
     submit.add_argument("work", metavar="WORK", help="the Work id")
     submit.add_argument("--binding", required=True, help="a binding from the config")
@@ -367,6 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--json", action="store_true")
     retry.set_defaults(handler=cmd_retry)
 
+    release = commands.add_parser(
+        "release", help="release an operator-releasable hold (crash_loop, budget, operator)"
+    )
+    release.add_argument("work", metavar="WORK")
+    release.add_argument("--kind", help="which hold (default: the first one)")
+    release.add_argument("--by", default="operator", help="who releases (recorded in the log)")
+    release.add_argument("--json", action="store_true")
+    release.set_defaults(handler=cmd_release)
+
     run = commands.add_parser("run", help="run the scheduler (the daemon loop)")
     run.add_argument(
         "--until-idle",
@@ -386,31 +297,3 @@ def build_parser() -> argparse.ArgumentParser:
     listing = work_commands.add_parser("list", help="every Work")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(handler=cmd_work_list)
-
-    events = commands.add_parser("events", help="print the log")
-    events.add_argument("--after", type=int, default=0, help="only events after this position")
-    events.add_argument("--limit", type=int, default=0, help="at most this many events")
-    events.add_argument("--json", action="store_true", help="a JSON list")
-    events.set_defaults(handler=cmd_events)
-
-    audit = commands.add_parser("audit", help="prove the log was not altered")
-    audit_commands = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
-    verify = audit_commands.add_parser("verify", help="check the hash chain and stream versions")
-    verify.add_argument("--json", action="store_true")
-    verify.set_defaults(handler=cmd_audit_verify)
-    return parser
-
-
-def run(argv: Sequence[str]) -> int:
-    parser = build_parser()
-    args = parser.parse_args(list(argv))
-    handler: Command = args.handler
-    try:
-        return handler(args)
-    except RotaError as exc:
-        message = " ".join(str(exc).split())  # one line, whatever the message holds
-        print(f"rota: {exc.code}: {message}", file=sys.stderr)
-        return 2 if exc.code in USAGE_CODES else 1
-    except KeyboardInterrupt:
-        print("rota: interrupted", file=sys.stderr)
-        return 130
