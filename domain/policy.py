@@ -18,7 +18,7 @@ POOL_AGENTS = "agents"
 POOL_JOBS = "jobs"
 
 
-class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
+class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Bounded automatic retry: `max_attempts` failures in all, waiting `delays` between.
 
     With no explicit delays, 3 attempts wait 5 then 10 minutes, and an explicit 4-attempt
@@ -66,7 +66,7 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
 HandoffPolicy = Literal["stop", "continue"]
 
 
-class Binding(msgspec.Struct, frozen=True, kw_only=True):
+class Binding(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What a Work runs on: an executor registration, its config, timeout and policies.
 
     `config` is the executor's own configuration (a shell command, a callable's options).
@@ -82,7 +82,7 @@ class Binding(msgspec.Struct, frozen=True, kw_only=True):
     handoff: HandoffPolicy = "stop"
 
 
-class Registration(msgspec.Struct, frozen=True, kw_only=True):
+class Registration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An executor as registered: its name, capacity pool and capabilities."""
 
     name: str
@@ -90,7 +90,7 @@ class Registration(msgspec.Struct, frozen=True, kw_only=True):
     capabilities: tuple[str, ...] = ()
 
 
-class Settings(msgspec.Struct, frozen=True, kw_only=True):
+class Settings(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Scheduler-wide defaults (`[settings]` in rota.toml)."""
 
     concurrency: int = 4
@@ -104,7 +104,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return self.job_concurrency if pool == POOL_JOBS else self.concurrency
 
 
-class Pinned(msgspec.Struct, frozen=True, kw_only=True):
+class Pinned(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The attempt snapshot: everything the attempt keeps using after a reload."""
 
     generation: str

@@ -1,5 +1,8 @@
 """The state of a Work and its attempts, as the fold of its events builds it.
 
+All values are frozen and acyclic, so they are kept out of the cyclic garbage collector
+(`gc=False`): with many Works in memory, collections otherwise dominate the run time.
+
 Frozen values only; `rota.domain.evolve` returns a new `WorkState` per event. The Work's
 `state` is derived, never stored, so it cannot disagree with the facts it comes from.
 """
@@ -18,7 +21,7 @@ WorkStateName = Literal[
 ]
 
 
-class PendingInput(msgspec.Struct, frozen=True):
+class PendingInput(msgspec.Struct, frozen=True, gc=False):
     """An accepted input; its log position is its acceptance sequence."""
 
     position: int
@@ -27,7 +30,7 @@ class PendingInput(msgspec.Struct, frozen=True):
     correlation_key: str | None = None
 
 
-class Phase(msgspec.Struct, frozen=True):
+class Phase(msgspec.Struct, frozen=True, gc=False):
     """One launch phase of a segment, written as it begins and again as it ends."""
 
     name: str
@@ -36,7 +39,7 @@ class Phase(msgspec.Struct, frozen=True):
     outcome: str | None = None
 
 
-class Segment(msgspec.Struct, frozen=True):
+class Segment(msgspec.Struct, frozen=True, gc=False):
     """A stretch of lease-held time of an attempt, with its launch phases and invoke marker."""
 
     kind: str
@@ -53,7 +56,7 @@ class Segment(msgspec.Struct, frozen=True):
         return 0.0 if end is None else max(0.0, (end - self.started_at).total_seconds())
 
 
-class AttemptState(msgspec.Struct, frozen=True, kw_only=True):
+class AttemptState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Attempt N of a Work: lease, pinned snapshot, segments, outcome, resource exclusion."""
 
     work_id: str
@@ -105,7 +108,7 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True):
         return None
 
 
-class Hold(msgspec.Struct, frozen=True):
+class Hold(msgspec.Struct, frozen=True, gc=False):
     """A reason the Work may not start: `crash_loop`, `budget`, `gate`, `operator`."""
 
     kind: str
@@ -114,7 +117,7 @@ class Hold(msgspec.Struct, frozen=True):
     position: int
 
 
-class RetryState(msgspec.Struct, frozen=True, kw_only=True):
+class RetryState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Failure accounting, kept apart from attempt numbers.
 
     `failures` is the automatic failure budget spent (a manual retry resets it);
@@ -129,7 +132,7 @@ class RetryState(msgspec.Struct, frozen=True, kw_only=True):
     blocked_reason: str | None = None
 
 
-class WorkState(msgspec.Struct, frozen=True, kw_only=True):
+class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A Work: its definition, pending input, attempts and retry accounting."""
 
     work_id: str

@@ -103,14 +103,40 @@ class SchedulerService:
         self.projection = SchedulerProjection()
         self.lock = threading.RLock()
         self.conflicts = 0
+        self._generation: str | None = None
+        self._pinned: dict[str, Pinned] = {}
 
     # -- configuration --------------------------------------------------------------
 
     @property
     def generation(self) -> str:
-        return config_generation(self.bindings, self.registrations)
+        if self._generation is None:
+            self._generation = config_generation(self.bindings, self.registrations)
+        return self._generation
+
+    def set_binding(self, binding: Binding) -> None:
+        """Define or redefine a binding: a new configuration generation."""
+        with self.lock:
+            self.bindings[binding.name] = binding
+            self._configured()
+
+    def set_registration(self, registration: Registration) -> None:
+        """Register an executor: a new configuration generation."""
+        with self.lock:
+            self.registrations[registration.name] = registration
+            self._configured()
+
+    def _configured(self) -> None:
+        self._generation = None
+        self._pinned.clear()
 
     def pinned_for(self, binding_name: str) -> Pinned:
+        pinned = self._pinned.get(binding_name)
+        if pinned is None:
+            pinned = self._pinned[binding_name] = self._pin(binding_name)
+        return pinned
+
+    def _pin(self, binding_name: str) -> Pinned:
         binding = self.bindings.get(binding_name)
         if binding is None:
             raise NotEligible(f"binding {binding_name!r} is not configured", code="unknown_binding")
@@ -315,9 +341,7 @@ class SchedulerService:
             emits: list[Emit] = []
             expected: dict[str, int] = {}
             taken: dict[str, list[str]] = {}
-            for work in self.projection.ready_order():
-                if len(emits) >= limit:
-                    break
+            for work in self.projection.ready_order(limit):
                 try:
                     pinned = self._pin_for_start(work)
                 except NotEligible as refusal:

@@ -10,6 +10,7 @@ equals the one maintained live (`digest()` compares them).
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -40,6 +41,7 @@ class SchedulerProjection:
         self.position = 0
         self.works: dict[str, WorkState] = {}
         self.startable: set[str] = set()
+        self._ready: list[tuple[int, str]] = []
         self.slots: dict[str, set[str]] = {}
         self.live: dict[str, str] = {}
         self.timers: dict[str, datetime] = {}
@@ -68,6 +70,9 @@ class SchedulerProjection:
         work_id = after.work_id
         if after.startable:
             self.startable.add(work_id)
+            first = after.pending[0].position
+            if before is None or not before.startable or before.pending[0].position != first:
+                heapq.heappush(self._ready, (first, work_id))
         else:
             self.startable.discard(work_id)
         if after.retry.next_due is not None:
@@ -92,11 +97,34 @@ class SchedulerProjection:
     def in_use(self, pool: str) -> int:
         return len(self.slots.get(pool, ()))
 
-    def ready_order(self) -> list[WorkState]:
-        """Startable Works, oldest pending input first."""
-        works = [self.works[w] for w in self.startable]
-        works.sort(key=lambda w: w.pending[0].position if w.pending else 0)
-        return works
+    def ready_order(self, limit: int | None = None) -> list[WorkState]:
+        """Startable Works, oldest pending input first (at most `limit` of them).
+
+        A heap of (first pending position, Work) with lazy deletion: entries whose Work is
+        no longer startable, or whose first pending input changed, are dropped when met.
+        A pass costs O(limit log n), not a sort of every ready Work.
+        """
+        if limit is None:
+            limit = len(self.startable)
+        heap, works, startable = self._ready, self.works, self.startable
+        found: list[WorkState] = []
+        seen: set[str] = set()
+        while heap and len(found) < limit:
+            position, work_id = heapq.heappop(heap)
+            work = works.get(work_id)
+            if (
+                work is None
+                or work_id not in startable
+                or work_id in seen
+                or not work.pending
+                or work.pending[0].position != position
+            ):
+                continue
+            seen.add(work_id)
+            found.append(work)
+        for work in found:
+            heapq.heappush(heap, (work.pending[0].position, work.work_id))
+        return found
 
     def attempt(self, execution_id: str) -> tuple[WorkState, AttemptState] | None:
         work_id, _, number = execution_id.rpartition("/")

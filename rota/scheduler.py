@@ -119,10 +119,12 @@ class Scheduler:
             )
         with self.service.lock:
             self.executors[name] = executor
-            self.service.registrations[name] = Registration(
-                name=name,
-                pool=executor.pool,
-                capabilities=tuple(sorted(executor.capabilities)),
+            self.service.set_registration(
+                Registration(
+                    name=name,
+                    pool=executor.pool,
+                    capabilities=tuple(sorted(executor.capabilities)),
+                )
             )
             if binding:
                 self.bind(
@@ -142,12 +144,14 @@ class Scheduler:
         policy = retry or RetryPolicy()
         policy.validate(f"bindings.{name}.retry")
         with self.service.lock:
-            self.service.bindings[name] = Binding(
-                name=name,
-                executor=executor,
-                config=dict(config or {}),
-                timeout_seconds=timeout_seconds,
-                retry=policy,
+            self.service.set_binding(
+                Binding(
+                    name=name,
+                    executor=executor,
+                    config=dict(config or {}),
+                    timeout_seconds=timeout_seconds,
+                    retry=policy,
+                )
             )
 
     # -- commands -----------------------------------------------------------------------
