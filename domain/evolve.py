@@ -32,6 +32,7 @@ from .events import (
     StopConfirmed,
     WorkSubmitted,
 )
+from .events.admission import BudgetHeld, GateHeld, GateRefused, GateReleased, WorkCancelled
 from .events.execution import _Outcome
 from .events.recovery import AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
 from .events.retry import _RetryRequest
@@ -68,12 +69,25 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
         if isinstance(event, AttemptFailed | AttemptTimedOut):
             ended = replace(ended, retry=replace(ended.retry, failed_at=position))
         return ended
+    if isinstance(event, BudgetHeld):
+        hold = Hold("budget", event.reason, f"budget:{event.budget}", position)
+        return replace(work, holds=(*work.holds, hold))
+    if isinstance(event, GateHeld):
+        hold = Hold("gate", event.reason, event.registration, position)
+        return replace(work, holds=(*work.holds, hold))
+    if isinstance(event, GateReleased):
+        holds = tuple(
+            h for h in work.holds if not (h.kind == "gate" and h.holder == event.registration)
+        )
+        return replace(work, holds=holds, gate_pass=True)
+    if isinstance(event, GateRefused | WorkCancelled):
+        return _cancelled(work, at)
     if isinstance(event, WorkHeld):
         hold = Hold(event.kind, event.reason, event.holder, position)
         return replace(work, holds=(*work.holds, hold))
     if isinstance(event, HoldReleased):
         holds = tuple(h for h in work.holds if h.kind != event.kind)
-        work = replace(work, holds=holds)
+        work = replace(work, holds=holds, budget_pass=work.budget_pass or event.kind == "budget")
         current = work.current
         if event.kind == "crash_loop" and current is not None:
             work = _with(work, replace(current, relaunches=0))
@@ -151,7 +165,40 @@ def _append_segment(attempt: AttemptState, segment: Segment, limit: int) -> Atte
     )
 
 
+def _spend(work: WorkState, passes: list[str]) -> WorkState:
+    if not passes:
+        return work
+    return replace(
+        work,
+        budget_pass=work.budget_pass and "budget" not in passes,
+        gate_pass=work.gate_pass and "gate" not in passes,
+    )
+
+
+def _cancelled(work: WorkState, at: datetime) -> WorkState:
+    """Cancellation fences the attempt, waits, timers and queue eligibility at once.
+
+    A live attempt ends `cancelled` but keeps its resource hold until its stop is
+    confirmed; physical cleanup follows the commit.
+    """
+    retry = replace(work.retry, next_due=None)
+    work = replace(work, terminal="cancelled", retry=retry, pending=(), holds=())
+    current = work.current
+    if current is not None and current.status in ("starting", "running", "parked"):
+        was_parked = current.status == "parked"
+        ended = replace(
+            _close_segment(current, at),
+            status="ended",
+            outcome="cancelled",
+            ended_at=at,
+            stop_confirmed=was_parked,
+        )
+        work = _with(work, ended)
+    return work
+
+
 def _claimed(work: WorkState, event: AttemptClaimed, at: datetime) -> WorkState:
+    work = _spend(work, event.passes)
     consumed, left = _take(work.pending, event.consumed)
     trigger = next((p for p in consumed if p.position == event.trigger), None)
     attempt = AttemptState(
@@ -174,6 +221,7 @@ def _resumed(work: WorkState, event: AttemptResumed, at: datetime) -> WorkState:
     attempt = work.current
     if attempt is None:
         return work
+    work = _spend(work, event.passes)
     consumed, left = _take(work.pending, event.consumed)
     resumed = replace(
         attempt,

@@ -99,6 +99,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     timeout_seconds: float = 3600.0
     max_segments: int = 50
     crash_loop_limit: int = 5
+    scope_limits: dict[str, int] = msgspec.field(default_factory=dict)
 
     def pool_limit(self, pool: str) -> int:
         return self.job_concurrency if pool == POOL_JOBS else self.concurrency

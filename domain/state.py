@@ -148,6 +148,8 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     retry: RetryState = RetryState()
     terminal: str | None = None
     holds: tuple[Hold, ...] = ()
+    budget_pass: bool = False
+    gate_pass: bool = False
 
     @property
     def current(self) -> AttemptState | None:

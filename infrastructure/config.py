@@ -19,6 +19,17 @@ timeout_seconds = 600
 [bindings.retry]
 max_attempts = 3
 delays = [300, 600]
+
+[[scopes]]
+path = "root/team"
+limits = { concurrency = 2 }   # this scope and its descendants, every pool counted
+
+[[budgets]]                     # at most 50 usd per Work per UTC day, warn at 80 %
+unit = "usd"
+max = 50
+per = "work"                    # work, scope or all
+period = "day"                  # lifetime, day or week
+warn_at = 0.8
 ```
 
 Every error names the field path (`bindings[0].retry.delays: ...`) and what was wrong.
@@ -34,9 +45,10 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rota.domain.errors import RotaError
+from rota.domain.events.admission import Budget
 from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy, Settings
 
 DEFAULT_CONFIG = Path("rota.toml")
@@ -104,11 +116,57 @@ class BindingModel(BaseModel):
         )
 
 
+class ScopeLimitsModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    concurrency: int | None = Field(None, ge=1)
+
+
+class ScopeModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+    limits: ScopeLimitsModel = ScopeLimitsModel()
+
+
+class BudgetModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    unit: str = Field(min_length=1)
+    max: float = Field(gt=0)
+    per: Literal["work", "scope", "all"] = "work"
+    period: Literal["lifetime", "day", "week"] = "lifetime"
+    scope: str | None = None
+    warn_at: float | None = Field(None, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _scope_on_all(self) -> BudgetModel:
+        if self.per == "all" and self.scope is not None:
+            raise ValueError(
+                'scope cannot narrow a per = "all" budget: its ledger is shared by every scope'
+            )
+        return self
+
+    def to_budget(self) -> Budget:
+        ident = self.id or f"{self.unit}-{self.per}-{self.period}-{self.max:g}" + (
+            f"-{self.scope.replace('/', '.')}" if self.scope else ""
+        )
+        return Budget(
+            id=ident,
+            unit=self.unit,
+            max=self.max,
+            per=self.per,
+            period=self.period,
+            scope=self.scope,
+            warn_at=self.warn_at,
+        )
+
+
 class ConfigModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     store: StoreModel = StoreModel()
     settings: SettingsModel = SettingsModel()
     bindings: list[BindingModel] = []
+    scopes: list[ScopeModel] = []
+    budgets: list[BudgetModel] = []
 
 
 class Config:
@@ -130,7 +188,17 @@ class Config:
             timeout_seconds=s.timeout_seconds,
             max_segments=s.max_segments,
             crash_loop_limit=s.crash_loop_limit,
+            scope_limits={
+                scope.path: scope.limits.concurrency
+                for scope in model.scopes
+                if scope.limits.concurrency is not None
+            },
         )
+        self.budgets: tuple[Budget, ...] = tuple(b.to_budget() for b in model.budgets)
+        ids = [b.id for b in self.budgets]
+        duplicate = next((i for i in ids if ids.count(i) > 1), None)
+        if duplicate is not None:
+            raise ConfigError(f"{source}: budgets: two budgets are both {duplicate!r}; give ids")
         self.bindings: dict[str, Binding] = {b.name: b.to_binding() for b in model.bindings}
 
     @classmethod

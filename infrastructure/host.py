@@ -25,16 +25,20 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from rota.domain.errors import LeaseLost, Refusal, RotaError
 from rota.domain.results import Result
 from rota.domain.state import AttemptState, WorkState
 
 from .executors.base import Executor, LaunchContext
-from .service import Claimed, SchedulerService, Waiting
+from .service import Claimed, GateDecision, SchedulerService, StartPass, Waiting
 
 log = logging.getLogger("rota.host")
 Environment = Callable[[WorkState, AttemptState], dict[str, str]]
+# A start gate: (work, binding, first input) -> None or True to let the start go on, or a
+# hold (any object with a `reason`, or a string); raising fails closed (nothing is held).
+Gate = Callable[[WorkState, Any, Any], Any]
 
 
 @dataclass
@@ -62,6 +66,7 @@ class TickReport:
     started: int = 0
     recovered: int = 0
     relaunched: int = 0
+    settled: int = 0
     held: list[str] = field(default_factory=list)
     waiting: list[Waiting] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -86,6 +91,7 @@ class Host:
         self.start_batch = start_batch
         self.recovery_page = recovery_page
         self.historical: dict[tuple[str, str], Executor] = {}
+        self.gates: dict[str, Gate] = {}
         self.held: dict[str, Held] = {}
         self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
         self.stopping: dict[str, tuple[int, Executor, object]] = {}
@@ -122,6 +128,10 @@ class Host:
             except RotaError as exc:
                 report.errors.append(f"retry timers: {exc.code}: {exc}")
                 return report
+            try:
+                report.settled = self.service.settle_pass()
+            except RotaError as exc:
+                report.errors.append(f"budget settlement: {exc.code}: {exc}")
             self._time_out(report)
             self._confirm_stops(report)
             self._start(report)
@@ -193,6 +203,26 @@ class Host:
             held.ctx.cancel_reason = reason
         if cancel:
             held.ctx.cancel.set()
+
+    # -- start gates ---------------------------------------------------------------------
+
+    def _ask_gates(self, work_id: str) -> GateDecision:
+        """Ask every registered gate in name order; the first hold or error decides."""
+        work = self.service.projection.works.get(work_id)
+        if work is None:
+            return GateDecision("error", "", "the Work disappeared")
+        binding = self.service.bindings.get(work.binding)
+        first_input = work.pending[0].payload if work.pending else None
+        for name in sorted(self.gates):
+            try:
+                verdict = self.gates[name](work, binding, first_input)
+            except Exception:
+                log.warning("start gate %s failed on %s", name, work_id, exc_info=True)
+                return GateDecision("error", name, "")
+            if verdict is not None and verdict is not True:
+                reason = getattr(verdict, "reason", None) or str(verdict)
+                return GateDecision("hold", name, reason[:500])
+        return GateDecision("let")
 
     # -- recovery ------------------------------------------------------------------------
 
@@ -284,7 +314,13 @@ class Host:
                 report.errors.append(f"confirm {execution_id}: {refusal.code}: {refusal}")
 
     def _start(self, report: TickReport) -> None:
-        start = self.service.start_pass(self.start_batch)
+        gated = bool(self.gates)
+        start = self.service.start_pass(self.start_batch, gated=gated)
+        if start.asks:
+            # Ask the gates outside any store transaction, then admit with their answers.
+            decisions = {work_id: self._ask_gates(work_id) for work_id in start.asks}
+            again = self.service.start_pass(self.start_batch, gated=gated, gates=decisions)
+            start = StartPass([*start.claimed, *again.claimed], again.waiting, again.asks)
         report.waiting = start.waiting
         self.last_waiting = start.waiting
         if start.claimed:

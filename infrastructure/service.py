@@ -19,10 +19,12 @@ from typing import Any
 
 import msgspec
 
-from rota.domain import lifecycle, recovery
-from rota.domain.emit import Emit, pool_stream, work_stream
+from rota.domain import admission, budgets, gates, lifecycle, recovery
+from rota.domain.admission import GateDecision, Waiting
+from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import NotEligible, Refusal
-from rota.domain.events import CapacityClaimed
+from rota.domain.events import BudgetCharged, BudgetsConfigured
+from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, Pinned, Registration, Settings
 from rota.domain.results import Result
 from rota.domain.state import AttemptState, WorkState
@@ -45,17 +47,10 @@ class Claimed(msgspec.Struct, frozen=True):
     resume: bool
 
 
-class Waiting(msgspec.Struct, frozen=True):
-    """A ready Work a start pass held back, and why (`capacity_concurrency` ...)."""
-
-    work_id: str
-    code: str
-    detail: str
-
-
 class StartPass(msgspec.Struct):
     claimed: list[Claimed]
     waiting: list[Waiting]
+    asks: list[str] = msgspec.field(default_factory=list)
 
 
 class Recovered(msgspec.Struct, frozen=True):
@@ -331,50 +326,66 @@ class SchedulerService:
 
     # -- start ----------------------------------------------------------------------------
 
-    def start_pass(self, limit: int = 256) -> StartPass:
-        """Claim ready Work up to each pool's free slots, all in one append."""
+    def start_pass(
+        self,
+        limit: int = 256,
+        *,
+        gated: bool = False,
+        gates: dict[str, GateDecision] | None = None,
+    ) -> StartPass:
+        """Admit ready Work (capacity, scope limits, gates, budgets) and claim it in one
+        append; see `rota.domain.admission`. `gated`: start gates are registered, and
+        `gates` holds their answers for the Work they were asked about."""
         waiting: list[Waiting] = []
+        asks: list[str] = []
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
-            waiting.clear()
-            now = self.now()
-            emits: list[Emit] = []
+            projection = self.projection
+            limits = self.settings.scope_limits
+            plan = admission.plan_starts(
+                projection.ready_order(limit),
+                now=self.now(),
+                owner=self.owner,
+                settings=self.settings,
+                pin=lambda work: self.pinned_for(work.binding),
+                pool_in_use={pool: len(h) for pool, h in projection.slots.items()},
+                scope_in_use=projection.scope_in_use(limits) if limits else {},
+                budgets=projection.budgets,
+                used=projection.used,
+                notified=projection.notified,
+                gated=gated,
+                gates=gates,
+                limit=limit,
+            )
+            waiting[:] = plan.waiting
+            asks[:] = plan.asks
             expected: dict[str, int] = {}
-            taken: dict[str, list[str]] = {}
-            for work in self.projection.ready_order(limit):
-                try:
-                    pinned = self._pin_for_start(work)
-                except NotEligible as refusal:
-                    waiting.append(Waiting(work.work_id, refusal.code, refusal.message))
-                    continue
-                pool = pinned.registration.pool
-                in_use = self.projection.in_use(pool) + len(taken.get(pool, ()))
-                ceiling = self.settings.pool_limit(pool)
-                if in_use >= ceiling:
-                    code = "capacity_job_concurrency" if pool == "jobs" else "capacity_concurrency"
-                    detail = f"pool {pool} is full ({in_use}/{ceiling})"
-                    waiting.append(Waiting(work.work_id, code, detail))
-                    continue
-                emit = lifecycle.claim(work, now=now, owner=self.owner, pinned=pinned)
-                emits.append(emit)
-                expected[work_stream(work.work_id)] = work.version
-                number = getattr(emit.event, "attempt", 0)
-                taken.setdefault(pool, []).append(f"{work.work_id}/{number}")
-            for pool, executions in taken.items():
-                event = CapacityClaimed(pool=pool, executions=executions)
-                emits.append(Emit(pool_stream(pool), event))
-                expected[pool_stream(pool)] = self.projection.pool_versions.get(pool, 0)
-            return emits, expected
+            for emit in plan.emits:
+                if emit.stream.startswith("work/"):
+                    expected[emit.stream] = projection.works[emit.stream[5:]].version
+            for fence in plan.fences:
+                expected[fence] = self._fence_version(fence)
+            return plan.emits, expected
 
         result = self.transact(decide)
         claimed: list[Claimed] = []
         for recorded in result.recorded:
-            if recorded.stream.startswith("work/"):
+            if recorded.type in ("core.execution.claimed", "core.execution.resumed"):
                 work = self.projection.works[recorded.stream[5:]]
                 assert work.current is not None
                 resume = recorded.type == "core.execution.resumed"
                 claimed.append(Claimed(work, work.current, resume))
-        return StartPass(claimed, waiting)
+        return StartPass(claimed, waiting, asks)
+
+    def _fence_version(self, stream: str) -> int:
+        projection = self.projection
+        if stream.startswith("pool/"):
+            return projection.pool_versions.get(stream[5:], 0)
+        if stream.startswith("scope/"):
+            return projection.scope_versions.get(stream[6:], 0)
+        if stream == admission.LEDGERS:
+            return projection.ledger_version
+        raise ValueError(f"no fence for stream {stream!r}")
 
     def _pin_for_start(self, work: WorkState) -> Pinned:
         current = work.current
@@ -596,6 +607,91 @@ class SchedulerService:
         def decide() -> tuple[list[Emit], dict[str, int]]:
             work = self.projection.works.get(work_id)
             emit = recovery.release_hold(work, work_id=work_id, kind=kind, by=by)
+            assert work is not None
+            return [emit], {work_stream(work_id): work.version}
+
+        return self.transact(decide)
+
+    # -- budgets, gates, cancellation ----------------------------------------------------
+
+    def configure_budgets(self, configured: Sequence[Budget]) -> bool:
+        """Record the budgets in force when they differ from the log's; True if recorded."""
+        wanted = tuple(configured)
+        budgets.validate(wanted)
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            if self.projection.budgets == wanted:
+                return [], {}
+            event = BudgetsConfigured(budgets=list(wanted))
+            return [Emit(admission.LEDGERS, event)], {
+                admission.LEDGERS: self.projection.ledger_version
+            }
+
+        return self.transact(decide).written > 0
+
+    def settle_pass(self, limit: int = 512) -> int:
+        """Charge staged usage to the ledgers (each outcome once); returns how many."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            projection = self.projection
+            if not projection.staged or not projection.budgets:
+                return [], {}
+            emits: list[Emit] = []
+            charged: dict[tuple[str, str, str], float] = {}
+            sent = set(projection.notified)
+
+            def used(budget: str, ledger: str, window: str) -> float:
+                return projection.used(budget, ledger, window) + charged.get(
+                    (budget, ledger, window), 0.0
+                )
+
+            for source in sorted(projection.staged)[:limit]:
+                work_id, execution, usage, at = projection.staged[source]
+                scope = projection.works[work_id].scope
+                charges = budgets.charges_for(projection.budgets, work_id, scope, at, usage)
+                for n in budgets.notices(projection.budgets, charges, work_id, scope, used):
+                    if n.delivery_id not in sent:
+                        sent.add(n.delivery_id or "")
+                        emits.append(n)
+                for c in charges:
+                    key = (c.budget, c.ledger, c.window)
+                    charged[key] = charged.get(key, 0.0) + c.amount
+                event = BudgetCharged(
+                    work_id=work_id, execution=execution, source=source, charges=charges
+                )
+                emits.append(Emit(admission.LEDGERS, event, f"charge/usage/{source}"))
+            return emits, {admission.LEDGERS: projection.ledger_version}
+
+        return self.transact(decide).written
+
+    def settle_gate(
+        self, work_id: str, registration: str, *, admit: bool, reason: str = ""
+    ) -> AppendResult:
+        """The holding gate admits (release, one pass) or refuses (cancels) the Work."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.projection.works.get(work_id)
+            decision = "released" if admit else "refused"
+            identity = f"gate/{work_id}/{registration}/{decision}"
+            holding = work is not None and any(
+                h.kind == "gate" and h.holder == registration for h in work.holds
+            )
+            if not holding and self.store.find_delivery(identity) is not None:
+                return [], {}  # settled before: idempotent per key
+            emit = gates.settle(
+                work, work_id=work_id, registration=registration, admit=admit, reason=reason
+            )
+            assert work is not None
+            return [emit], {work_stream(work_id): work.version}
+
+        return self.transact(decide)
+
+    def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> AppendResult:
+        """Cancel a Work: fences its attempt, waits, timers and input at once."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.projection.works.get(work_id)
+            emit = gates.cancel(work, work_id=work_id, reason=reason, by=by)
             assert work is not None
             return [emit], {work_stream(work_id): work.version}
 

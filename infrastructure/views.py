@@ -7,10 +7,13 @@ from typing import Any
 
 import msgspec
 
+from rota.domain import admission
+from rota.domain.admission import Waiting
+from rota.domain.errors import RotaError
 from rota.domain.state import AttemptState, Segment, WorkState
 
 from .clock import format_timestamp
-from .service import Waiting
+from .service import SchedulerService
 from .store import RecordedEvent
 
 
@@ -105,6 +108,62 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]
             "blocked_reason": work.retry.blocked_reason,
         },
         "waiting": None if waiting is None else {"code": waiting.code, "detail": waiting.detail},
+        "holds": [
+            {"kind": h.kind, "reason": h.reason, "holder": h.holder, "position": h.position}
+            for h in work.holds
+        ],
+        "passes": [
+            name for name, on in (("budget", work.budget_pass), ("gate", work.gate_pass)) if on
+        ],
+    }
+
+
+def capacity_view(service: SchedulerService) -> dict[str, Any]:
+    """`rota capacity --json`: per pool its limit, in_use and waiting; who waits and why.
+
+    `waiting` comes from a dry run of admission over the ready Work now (nothing is
+    written), so it is true in any process, not only in the daemon.
+    """
+    projection, settings = service.projection, service.settings
+    pools = {"agents", "jobs", *projection.slots}
+    plan = admission.plan_starts(
+        projection.ready_order(),
+        now=service.now(),
+        owner=service.owner,
+        settings=settings,
+        pin=lambda work: service.pinned_for(work.binding),
+        pool_in_use={pool: len(h) for pool, h in projection.slots.items()},
+        scope_in_use=projection.scope_in_use(settings.scope_limits),
+        budgets=projection.budgets,
+        used=projection.used,
+        notified=projection.notified,
+        gated=False,
+        limit=len(projection.startable) + 1,
+    )
+    by_pool: dict[str, int] = dict.fromkeys(pools, 0)
+    for item in plan.waiting:
+        work = projection.works.get(item.work_id)
+        if work is None or item.code not in ("capacity_concurrency", "capacity_job_concurrency"):
+            continue
+        try:
+            pool = service.pinned_for(work.binding).registration.pool
+        except RotaError:
+            continue
+        by_pool[pool] = by_pool.get(pool, 0) + 1
+    return {
+        "pools": {
+            pool: {
+                "limit": settings.pool_limit(pool),
+                "in_use": projection.in_use(pool),
+                "waiting": by_pool.get(pool, 0),
+            }
+            for pool in sorted(pools)
+        },
+        "scopes": {
+            scope: {"limit": limit, "in_use": projection.scope_in_use([scope])[scope]}
+            for scope, limit in sorted(settings.scope_limits.items())
+        },
+        "waiting": [{"work": w.work_id, "code": w.code, "detail": w.detail} for w in plan.waiting],
     }
 
 

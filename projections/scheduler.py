@@ -16,7 +16,16 @@ from datetime import datetime
 
 import msgspec
 
-from rota.domain.events import CapacityClaimed, Event
+from rota.domain.events import (
+    BudgetCharged,
+    BudgetExceeded,
+    BudgetsConfigured,
+    BudgetWarning,
+    CapacityClaimed,
+    Event,
+)
+from rota.domain.events.admission import Budget
+from rota.domain.events.execution import _Outcome
 from rota.domain.evolve import evolve
 from rota.domain.state import AttemptState, WorkState
 
@@ -47,6 +56,15 @@ class SchedulerProjection:
         self.timers: dict[str, datetime] = {}
         self.pool_versions: dict[str, int] = {}
         self.turns = 0
+        # Which scope each slot holder's Work is in (scope limits count every pool).
+        self.slot_scopes: dict[str, str] = {}
+        self.scope_versions: dict[str, int] = {}
+        # Budgets in force, ledger totals, usage staged but not yet charged, notices sent.
+        self.budgets: tuple[Budget, ...] = ()
+        self.ledgers: dict[tuple[str, str, str], float] = {}
+        self.staged: dict[int, tuple[str, str, dict[str, float], datetime]] = {}
+        self.notified: set[str] = set()
+        self.ledger_version = 0
 
     def apply(self, position: int, stream: str, version: int, at: datetime, event: Event) -> None:
         if position <= self.position:
@@ -60,11 +78,32 @@ class SchedulerProjection:
                 return
             self.works[work_id] = after
             self._index(before, after)
+            if self.budgets and isinstance(event, _Outcome) and event.usage:
+                execution = f"{work_id}/{event.attempt}"
+                self.staged[position] = (work_id, execution, dict(event.usage), at)
         elif stream.startswith("pool/"):
             if isinstance(event, CapacityClaimed):
                 self.pool_versions[event.pool] = version
         elif stream.startswith("turns/"):
             self.turns += 1
+        elif stream.startswith("scope/"):
+            self.scope_versions[stream[6:]] = version
+        elif stream == "budget/ledgers":
+            self.ledger_version = version
+            if isinstance(event, BudgetsConfigured):
+                self.budgets = tuple(event.budgets)
+                if not self.budgets:
+                    self.staged.clear()
+            elif isinstance(event, BudgetCharged):
+                for charge in event.charges:
+                    key = (charge.budget, charge.ledger, charge.window)
+                    self.ledgers[key] = self.ledgers.get(key, 0.0) + charge.amount
+                self.staged.pop(event.source, None)
+        elif stream == "budget/notices" and isinstance(event, BudgetWarning | BudgetExceeded):
+            kind = "warning" if isinstance(event, BudgetWarning) else "exceeded"
+            self.notified.add(
+                f"budget-notice/{kind}/{event.budget}/{event.ledger}/{event.window}/{event.scope}"
+            )
 
     def _index(self, before: WorkState | None, after: WorkState) -> None:
         work_id = after.work_id
@@ -83,12 +122,14 @@ class SchedulerProjection:
             old = before.current
             self.slots.get(old.pinned.registration.pool, set()).discard(old.execution_id)
             self.live.pop(old.execution_id, None)
+            self.slot_scopes.pop(old.execution_id, None)
         current = after.current
         if current is not None:
             if current.holds_slot:
                 self.slots.setdefault(current.pinned.registration.pool, set()).add(
                     current.execution_id
                 )
+                self.slot_scopes[current.execution_id] = after.scope
             if current.live:
                 self.live[current.execution_id] = work_id
 
@@ -96,6 +137,18 @@ class SchedulerProjection:
 
     def in_use(self, pool: str) -> int:
         return len(self.slots.get(pool, ()))
+
+    def scope_in_use(self, scopes: Iterable[str]) -> dict[str, int]:
+        """Slot holders (every pool) under each scope, its descendants included."""
+        counts = dict.fromkeys(scopes, 0)
+        for scope in self.slot_scopes.values():
+            for limited in counts:
+                if scope == limited or scope.startswith(limited + "/"):
+                    counts[limited] += 1
+        return counts
+
+    def used(self, budget: str, ledger: str, window: str) -> float:
+        return self.ledgers.get((budget, ledger, window), 0.0)
 
     def ready_order(self, limit: int | None = None) -> list[WorkState]:
         """Startable Works, oldest pending input first (at most `limit` of them).
@@ -151,6 +204,11 @@ class SchedulerProjection:
         for work_id in sorted(self.works):
             h.update(_digest_encoder.encode(self.works[work_id]))
             h.update(b"\n")
-        h.update(msgspec.json.encode(sorted(self.pool_versions.items())))
+        h.update(_digest_encoder.encode(sorted(self.pool_versions.items())))
+        h.update(_digest_encoder.encode(sorted(self.scope_versions.items())))
+        h.update(_digest_encoder.encode(list(self.budgets)))
+        h.update(_digest_encoder.encode(sorted(self.ledgers.items())))
+        h.update(_digest_encoder.encode(sorted(self.staged)))
+        h.update(_digest_encoder.encode(sorted(self.notified)))
         h.update(f"|{self.turns}|{self.position}".encode())
         return h.hexdigest()

@@ -18,6 +18,7 @@ daemon loop until stopped. Callables registered with `register()` run on a threa
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -26,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from rota.domain.admission import Waiting
 from rota.domain.errors import NotEligible, RotaError
 from rota.domain.policy import POOL_AGENTS, Binding, Registration, RetryPolicy, Settings
 from rota.domain.state import WorkState
@@ -34,13 +36,20 @@ from rota.infrastructure.config import Config
 from rota.infrastructure.executors.base import Executor, LaunchContext
 from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.infrastructure.hold import LeaseHold
-from rota.infrastructure.host import Environment, Host, TickReport
-from rota.infrastructure.service import SchedulerService, Waiting
+from rota.infrastructure.host import Environment, Gate, Host, TickReport
+from rota.infrastructure.service import SchedulerService
 from rota.infrastructure.store import EventStore
 from rota.infrastructure.stores import open_store
-from rota.infrastructure.views import attempt_view, event_json, work_summary, work_view
+from rota.infrastructure.views import (
+    attempt_view,
+    capacity_view,
+    event_json,
+    work_summary,
+    work_view,
+)
 
 _NO_INPUT = object()
+log = logging.getLogger("rota.scheduler")
 
 
 def default_owner() -> str:
@@ -85,6 +94,7 @@ class Scheduler:
         self._closed = False
         self._stop = threading.Event()
         self.service.catch_up()
+        self.service.configure_budgets(config.budgets)
 
     # -- configuration --------------------------------------------------------------
 
@@ -223,6 +233,37 @@ class Scheduler:
         """Whether an attempt whose lease this host lost still belongs to recovery."""
         return self.service.adoptable(execution_id, epoch)
 
+    def register_gate(self, name: str, gate: Gate) -> None:
+        """Register a start gate, asked (in name order, outside any write) before a Work's
+        first attempt, once capacity allows it.
+
+        `gate(work, binding, first_input)` returns None (or True) to let the start go on,
+        or a hold: a string, or an object with a `reason`; the Work is then held
+        (`core.gate.held`) until `settle_gate` by this same name. Raising fails closed: the
+        start is refused (`start_gate`) and nothing is held, so the next pass asks again.
+        """
+        with self.service.lock:
+            self.host.gates[name] = gate
+
+    def settle_gate(
+        self, work_id: str, registration: str, *, admit: bool, reason: str = ""
+    ) -> None:
+        """Settle a gate hold: admit (one pass that skips the gates) or refuse (cancel)."""
+        self.service.settle_gate(work_id, registration, admit=admit, reason=reason)
+        self.host.wake.set()
+
+    def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> None:
+        """Cancel a Work: its attempt, waits, timers and input are fenced at once; a running
+        process is stopped after the commit and keeps its slot until the stop is verified."""
+        self.service.cancel(work_id, reason=reason, by=by)
+        self.host.wake.set()
+
+    def capacity(self) -> dict[str, Any]:
+        """Each pool's limit, slots in use and Work waiting, and why each waits."""
+        with self.service.lock:
+            self.service.catch_up()
+            return capacity_view(self.service)
+
     def hold(
         self, execution_id: str, epoch: int, *, cancel: threading.Event | None = None
     ) -> LeaseHold:
@@ -273,9 +314,21 @@ class Scheduler:
             threading.Thread(target=self._forward_stop, args=(stop,), daemon=True).start()
         watcher = threading.Thread(target=self._watch_log, args=(stop,), daemon=True)
         watcher.start()
+        failures = 0
         try:
             while not stop.is_set() and not self._stop.is_set():
-                self.host.tick()
+                try:
+                    report = self.host.tick()
+                except Exception:
+                    # One bad pass never kills the daemon: report it, back off, go on.
+                    failures += 1
+                    log.exception("scheduler pass failed (%d in a row)", failures)
+                    self.host.wake.wait(min(5.0, 0.1 * 2**failures))
+                    self.host.wake.clear()
+                    continue
+                failures = 0
+                for error in report.errors:
+                    log.warning("scheduler pass: %s", error)
                 self.host.wake.wait(self.host.next_wake(5.0))
                 self.host.wake.clear()
         finally:

@@ -6,6 +6,18 @@ from this list (a test checks it is current).
 
 from __future__ import annotations
 
+from .admission import (
+    BudgetCharged,
+    BudgetExceeded,
+    BudgetHeld,
+    BudgetsConfigured,
+    BudgetWarning,
+    GateHeld,
+    GateRefused,
+    GateReleased,
+    ScopeCapacityClaimed,
+    WorkCancelled,
+)
 from .base import Event
 from .execution import (
     OUTCOMES,
@@ -57,6 +69,16 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     AttemptLost,
     WorkHeld,
     HoldReleased,
+    ScopeCapacityClaimed,
+    BudgetsConfigured,
+    BudgetCharged,
+    BudgetWarning,
+    BudgetExceeded,
+    BudgetHeld,
+    GateHeld,
+    GateReleased,
+    GateRefused,
+    WorkCancelled,
 )
 
 __all__ = [
@@ -71,8 +93,16 @@ __all__ = [
     "AttemptRecovered",
     "AttemptResumed",
     "AttemptTimedOut",
+    "BudgetCharged",
+    "BudgetExceeded",
+    "BudgetHeld",
+    "BudgetWarning",
+    "BudgetsConfigured",
     "CapacityClaimed",
     "Event",
+    "GateHeld",
+    "GateRefused",
+    "GateReleased",
     "HoldReleased",
     "InputAccepted",
     "LaunchInvoked",
@@ -85,8 +115,10 @@ __all__ = [
     "RetryArmed",
     "RetryFired",
     "RetryRequested",
+    "ScopeCapacityClaimed",
     "StopConfirmed",
     "TurnPublished",
+    "WorkCancelled",
     "WorkHeld",
     "WorkSubmitted",
 ]

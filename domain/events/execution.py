@@ -37,6 +37,7 @@ class AttemptClaimed(Event, tag="core.execution.claimed", frozen=True, kw_only=T
     consumed: list[int]
     trigger: int | None
     pinned: Pinned
+    passes: list[str] = msgspec.field(default_factory=list)
 
 
 class AttemptResumed(Event, tag="core.execution.resumed", frozen=True, kw_only=True):
@@ -56,6 +57,7 @@ class AttemptResumed(Event, tag="core.execution.resumed", frozen=True, kw_only=T
     deadline: datetime
     consumed: list[int]
     wake: int | None
+    passes: list[str] = msgspec.field(default_factory=list)
 
 
 class CapacityClaimed(Event, tag="core.capacity.claimed", frozen=True, kw_only=True):

@@ -138,6 +138,34 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with open_rota(args) as scheduler:
+        scheduler.cancel(args.work, reason=args.reason or "", by=args.by)
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json(view)
+    else:
+        print(f"{args.work}: cancelled")
+    return 0
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    with open_rota(args) as scheduler:
+        view = scheduler.capacity()
+    if args.json:
+        print_json(view)
+        return 0
+    for pool, numbers in view["pools"].items():
+        print(
+            f"{pool:<8} {numbers['in_use']}/{numbers['limit']} in use, {numbers['waiting']} waiting"
+        )
+    for scope, numbers in view["scopes"].items():
+        print(f"scope {scope}: {numbers['in_use']}/{numbers['limit']} in use")
+    for item in view["waiting"]:
+        print(f"  {item['work']}: {item['code']}: {item['detail']}")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.until_idle:
         raise UsageError("--timeout only applies with --until-idle")
@@ -277,6 +305,17 @@ def register(commands: Any) -> None:
     release.add_argument("--by", default="operator", help="who releases (recorded in the log)")
     release.add_argument("--json", action="store_true")
     release.set_defaults(handler=cmd_release)
+
+    cancel = commands.add_parser("cancel", help="cancel a Work (fences its attempt and timers)")
+    cancel.add_argument("work", metavar="WORK")
+    cancel.add_argument("--reason", help="why (recorded in the log)")
+    cancel.add_argument("--by", default="operator", help="who cancels (recorded in the log)")
+    cancel.add_argument("--json", action="store_true")
+    cancel.set_defaults(handler=cmd_cancel)
+
+    capacity = commands.add_parser("capacity", help="pools, scope limits and who waits why")
+    capacity.add_argument("--json", action="store_true")
+    capacity.set_defaults(handler=cmd_capacity)
 
     run = commands.add_parser("run", help="run the scheduler (the daemon loop)")
     run.add_argument(

@@ -11,17 +11,33 @@ Environment and input
   PATH, HOME, LANG and TMPDIR are inherited; then come `environment`, `ctx.env` (secrets and
   the run environment: written nowhere but the child's environment) and ROTA_WORK_ID,
   ROTA_EXECUTION_ID, ROTA_ATTEMPT, ROTA_EPOCH and ROTA_INPUT (the JSON list of input payloads).
-  The same JSON is written to stdin, then stdin is closed. ROTA_INPUT is left out above 96 KiB
-  (the kernel caps one variable at 128 KiB); stdin always carries it.
+  The same JSON is the command's stdin (the file `input.json`). ROTA_INPUT is left out above
+  96 KiB (the kernel caps one variable at 128 KiB); stdin always carries it.
+
+Run directory: nothing of a run depends on the daemon that launched it staying alive
+  Each launch gets `runs_dir/<execution id, / as _>-e<epoch>-<8 hex>/` (mode 0700; `runs_dir`
+  defaults to `<tempdir>/rota-runs-<uid>`, created 0700; it must be ours and writable by no
+  one else) holding `input.json`, `stdout` and `stderr` (files, not pipes: a dead daemon
+  cannot SIGPIPE the command) and, once the command ended, `status`: its exit code, -N when
+  killed by signal N. A tiny wrapper (`python -I -S`, see `shell_result.WRAPPER`) leads the
+  group: it starts the command with its argv and environment unchanged (a start failure, such
+  as no such program, still makes `launch` raise), holds an flock on the run directory, waits,
+  writes `status` (atomically, by absolute path) and exits. It ignores SIGTERM, SIGINT and
+  SIGHUP, which the command gets at their default, so that it records a command they stopped.
+  The directory is removed once the result was reported and the group is gone, or when
+  recovery or `stop` finds the run over. A daemon that crashed leaves its run directories
+  behind until recovery reports their result (or `stop` verifies the run stopped). On disk
+  the output files are not bounded: only what is read of them is.
 
 Process groups
-  The command starts by fork+exec in a new session, so it leads its own group (pgid == pid).
-  At once `{"pid", "pgid", "started"}` is persisted (`started`: field 22 of /proc/<pid>/stat,
-  which tells a reused pid apart); if that fenced write fails the group is killed and `launch`
-  re-raises. `ctx.cancel`, the deadline and `close()` send SIGTERM to the group, then SIGKILL
-  after `kill_grace_seconds`. When the command exits, whatever it left running in its group is
-  stopped the same way. Processes that leave the group (setsid, setpgid) are out of reach.
-  Zombies count as stopped: they run nothing, and some inits never reap orphans.
+  The wrapper starts by fork+exec in a new session, so it leads its own group (pgid == pid).
+  At once `{"pid", "pgid", "started", "run", "host", "boot", "pidns"}` is persisted (`started`:
+  field 22 of /proc/<pid>/stat, which tells a reused pid apart; host name, boot id and pid
+  namespace say where the pid means something); if that fenced write fails the group is
+  killed and `launch` re-raises. `ctx.cancel`, the deadline and `close()` send SIGTERM to the
+  group, then SIGKILL after `kill_grace_seconds`. When the command exits, whatever it left
+  running in its group is stopped the same way. Processes that leave the group (setsid,
+  setpgid) are out of reach. Zombies count as stopped: they run nothing.
 
 Outcome (usage is always {"minutes": wall-clock minutes})
   exit 0          completed; data {"exit_code", "stdout_tail", "stderr_tail"}
@@ -29,21 +45,35 @@ Outcome (usage is always {"minutes": wall-clock minutes})
                   (sysexits.h) the script says its configuration or input is wrong, so
                   retrying cannot help
   exit N          failed, error_code "exit_N" ("signal_N" when killed by signal N)
+  no status       failed, error_code "killed": the wrapper itself was killed (SIGKILL)
   ctx.cancel      failed, error_code "cancelled" (message "lease lost" or "cancelled")
   deadline        failed, error_code "timed_out"
-  If the last stdout line is a JSON object whose key "rota.result" holds an object, that object
-  may set `outcome` (completed, failed, waiting, handoff; on exit 0 only, where failed gives
-  error_code "reported_failure": a non-zero exit always fails), `data` (kept as data["result"]),
-  `permanent`, `retry_unknown` and `turn` ({"status", "comment"}, kept as data["core.turn.v1"]).
-  `validate_result` checks the result; an unsound one becomes a failed result, error_code
-  "invalid_result", with the validation message.
+  The last stdout line may hold a "rota.result" object (see `shell_result.py`): `outcome`,
+  `data`, `permanent`, `retry_unknown`, `turn`; an unsound one gives "invalid_result".
 
 Untrusted output
-  Each stream is captured in bounded memory (its last `capture_bytes`); data holds the last
-  4096 characters of each, decoded as UTF-8 with errors replaced. `ctx.env` values of 6 or more
-  characters are replaced by "[redacted]" in tails and messages, so a script that echoes a
-  secret (`set -x`, `env`) does not put it in the log; rota.result data holding one is refused
-  (invalid_result).
+  Only the last `capture_bytes` of each file are read; data holds the last 4096 characters of
+  each, decoded as UTF-8 with errors replaced. `ctx.env` values of 6 or more characters are
+  replaced by "[redacted]" in tails and messages; rota.result data holding one is refused.
+  A recovered run is redacted with the recovering `ctx.env`.
+
+Where a pid means something
+  Metadata of another host name: "unknown" (recover and stop). Of an earlier boot of this
+  host: none of it runs. Of another pid namespace (a restarted container): none of it runs
+  unless the wrapper's flock on the run directory is still held ("unknown"); only the
+  wrapper holds it, so a command whose wrapper alone was SIGKILLed there goes unseen.
+
+Recovery (`recover`)
+  Metadata None or unusable, or a group whose leader cannot be verified: "unknown". A run
+  that recorded its `status` is reported ("attached"; what it left in its group is stopped
+  first). A group still running here (leader's pid and start time match, or the leader gone
+  and its group still named by its pid) is watched ("attached"; `ctx.cancel`, the deadline,
+  `interrupt` and `stop` act on it as on a launched run; no `status` at its end gives
+  "killed"). Nothing running and no `status`: "stopped", and the directory goes. Metadata
+  without "run" (an older launch that piped to its dead owner): "unknown" while its group
+  runs, else "stopped". A run still watched by this executor (its lease was lost, not its
+  process) is handed to the new `done`. `close()` stops watching adopted runs, leaving them
+  running for the next recovery.
 
 Stop evidence
   `stop` reads the persisted metadata. A live pid with the recorded start time, or a vanished
@@ -57,9 +87,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import selectors
 import signal
+import socket
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -69,25 +100,27 @@ from typing import Any
 
 import msgspec
 
-from rota.domain.errors import InvalidCommand, LeaseLost, RotaError
-from rota.domain.results import MAX_MESSAGE, TURN_KEY, Result, validate_result
+from rota.domain.errors import LeaseLost
+from rota.domain.results import Result
 
-from .base import Done, Executor, ExecutorError, LaunchContext, StopEvidence
+from .base import Done, Executor, ExecutorError, LaunchContext, Recovery, StopEvidence
+from .shell_result import (
+    build_result,
+    make_run,
+    read_status,
+    read_tail,
+    remove_run,
+    run_of,
+    start_in_run,
+    wrapper_alive,
+)
 
-EX_CONFIG = 78
-TAIL_CHARS = 4096
-RESULT_KEY = "rota.result"
-RESULT_FIELDS = ("outcome", "data", "permanent", "retry_unknown", "turn")
-OUTCOMES = ("completed", "failed", "waiting", "handoff")
 CONFIG_KEYS = ("command", "cwd", "environment")
 INHERITED = ("PATH", "HOME", "LANG", "TMPDIR")
 MAX_ENV_INPUT = 96 * 1024
 MIN_SECRET = 6
-REDACTED = "[redacted]"
 POLL_SECONDS = 0.05
 KILL_WAIT_SECONDS = 5.0  # after SIGKILL, how long to wait for the group to vanish
-DRAIN_SECONDS = 1.0  # after the group is gone, how long an escaped holder may keep a pipe open
-CHUNK = 64 * 1024
 
 
 def _proc_stat(pid: int) -> tuple[str, int, int] | None:
@@ -114,12 +147,27 @@ def _group_running(pgid: int) -> bool:
     return any(stat and stat[1] == pgid and stat[0] not in ("Z", "X") for stat in stats)
 
 
+def _identity(pid: int, pgid: int, started: int | None) -> bool | None:
+    """Whether group `pgid` is the one `pid` led: True, False (the pid was reused) or None."""
+    stat = _proc_stat(pid)
+    if stat is None:  # gone: a group still named by its pid holds only its descendants
+        return pid == pgid and os.path.isdir("/proc/self")
+    return None if started is None else stat[2] == started
+
+
 def _signal_group(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def _kill_group(pgid: int) -> None:
+    _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + KILL_WAIT_SECONDS
+    while _group_running(pgid) and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS / 5)
 
 
 class _GroupStopper:
@@ -141,26 +189,36 @@ class _GroupStopper:
         return self.kill_at is None or now - self.kill_at < KILL_WAIT_SECONDS
 
 
-class _Tail:
-    """The last `limit` bytes of a stream: memory stays bounded whatever the child writes."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.buffer = bytearray()
-
-    def feed(self, chunk: bytes) -> None:
-        self.buffer += chunk[-self.limit :]
-        if len(self.buffer) > self.limit:
-            del self.buffer[: len(self.buffer) - self.limit]
-
-    def text(self, secrets: tuple[str, ...]) -> str:
-        return _redact(self.buffer.decode("utf-8", errors="replace"), secrets)[-TAIL_CHARS:]
+def _machine() -> dict[str, Any]:
+    """Where a pid means something: host name, boot id and pid namespace (None: unknown)."""
+    boot = pidns = None
+    with contextlib.suppress(OSError):
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    with contextlib.suppress(OSError):
+        pidns = os.stat("/proc/self/ns/pid").st_ino
+    return {"host": socket.gethostname(), "boot": boot, "pidns": pidns}
 
 
-def _redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, REDACTED)
-    return text
+def _whereabouts(metadata: dict[str, Any], here: dict[str, Any]) -> str:
+    """Where the metadata's pid lives: "here", "elsewhere" (another host), "rebooted" (an
+    earlier boot of this host: none of it runs) or "namespace" (another pid namespace)."""
+
+    def differs(key: str) -> bool:
+        return None not in (metadata.get(key), here[key]) and metadata[key] != here[key]
+
+    if differs("host"):
+        return "elsewhere"
+    if differs("boot"):
+        return "rebooted"
+    return "namespace" if differs("pidns") else "here"
+
+
+def _locate(metadata: dict[str, Any], here: dict[str, Any], directory: Path | None) -> str:
+    """ "here", "unknown" (it may run where its pid means nothing here) or "gone"."""
+    where = _whereabouts(metadata, here)
+    if where == "namespace":  # only the wrapper's lock on its run directory can tell
+        where = "unknown" if directory is None or wrapper_alive(directory) else "gone"
+    return {"elsewhere": "unknown", "rebooted": "gone"}.get(where, where)
 
 
 def _text(value: Any) -> bool:
@@ -212,6 +270,11 @@ def _environment(ctx: LaunchContext, extra: dict[str, str], payload: bytes) -> d
     return env
 
 
+def _secrets(ctx: LaunchContext) -> tuple[str, ...]:
+    values = {v for v in ctx.env.values() if isinstance(v, str) and len(v) >= MIN_SECRET}
+    return tuple(sorted(values, key=len, reverse=True))  # longest first
+
+
 def _recovery(metadata: Any) -> tuple[int, int, int | None] | None:
     if not isinstance(metadata, dict):
         return None
@@ -226,76 +289,14 @@ def _recovery(metadata: Any) -> tuple[int, int, int | None] | None:
 @dataclass
 class _Run:
     ctx: LaunchContext
-    proc: subprocess.Popen[bytes]
-    payload: bytes
+    done: Done
+    directory: Path
+    pid: int  # the wrapper: it leads the group (pgid == pid)
+    started: int | None
     secrets: tuple[str, ...]
-    out: _Tail
-    err: _Tail
-    began: float
-
-
-def _failed(code: str, message: str, data: Any, usage: dict[str, float]) -> Result:
-    return Result(outcome="failed", error_code=code, error_message=message, data=data, usage=usage)
-
-
-def _by_exit(code: int, data: dict[str, Any], usage: dict[str, float]) -> Result:
-    if code == 0:
-        return Result(outcome="completed", data=data, usage=usage)
-    if code == EX_CONFIG:
-        message = "process exited with code 78 (EX_CONFIG): its configuration or input is invalid"
-        failed = _failed("invalid_config", message, data, usage)
-        return msgspec.structs.replace(failed, permanent=True)
-    if code < 0:
-        return _failed(f"signal_{-code}", f"process was killed by signal {-code}", data, usage)
-    return _failed(f"exit_{code}", f"process exited with code {code}", data, usage)
-
-
-def _declared(stdout: bytes) -> dict[str, Any] | None:
-    """The object under "rota.result" on the last stdout line, if that line declares one."""
-    last = stdout.rstrip().rsplit(b"\n", 1)[-1].strip()
-    if not last.startswith(b"{"):
-        return None
-    try:
-        line = msgspec.json.decode(last)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-    if not isinstance(line, dict) or RESULT_KEY not in line:
-        return None
-    declared = line[RESULT_KEY]
-    if not isinstance(declared, dict):
-        raise InvalidCommand(f"{RESULT_KEY} must be an object", code="invalid_result")
-    return declared
-
-
-def _apply(base: Result, declared: dict[str, Any], code: int) -> Result:
-    unknown = sorted(str(key) for key in declared if key not in RESULT_FIELDS)
-    if unknown:
-        raise InvalidCommand(f"{RESULT_KEY} has unknown fields {unknown}; allowed: {RESULT_FIELDS}")
-    outcome = declared.get("outcome", base.outcome)
-    if outcome not in OUTCOMES:
-        raise InvalidCommand(f"{RESULT_KEY} outcome must be one of {OUTCOMES}")
-    flags = {flag: declared.get(flag, False) for flag in ("permanent", "retry_unknown")}
-    if not all(isinstance(value, bool) for value in flags.values()):
-        raise InvalidCommand(f"{RESULT_KEY} permanent and retry_unknown must be booleans")
-    data = dict(base.data)
-    if "data" in declared:
-        data["result"] = declared["data"]
-    if isinstance(turn := declared.get("turn"), dict):
-        turn = {"status": turn.get("status"), "comment": turn.get("comment", "")}
-    if "turn" in declared:
-        data[TURN_KEY] = turn
-    result = msgspec.structs.replace(
-        base, data=data, permanent=base.permanent or flags["permanent"],
-        retry_unknown=flags["retry_unknown"],
-    )  # fmt: skip
-    if code != 0:  # a non-zero exit fails whatever the line says
-        return result
-    if outcome != "failed":
-        return msgspec.structs.replace(result, outcome=outcome)
-    message = "process exited 0 and reported a failed outcome"
-    return msgspec.structs.replace(
-        result, outcome="failed", error_code="reported_failure", error_message=message
-    )
+    proc: subprocess.Popen[bytes] | None = None  # None: adopted from an earlier owner
+    began: float = 0.0  # time.monotonic() at launch
+    group: bool = True  # False: only report the status (the pid means nothing here)
 
 
 class ShellExecutor(Executor):
@@ -304,12 +305,22 @@ class ShellExecutor(Executor):
     name = "shell"
     pool = "jobs"
     capabilities = frozenset({"stop", "interrupt", "recover"})
+    stable = True
 
-    def __init__(self, capture_bytes: int = 64 * 1024, kill_grace_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        runs_dir: str | os.PathLike[str] | None = None,
+        capture_bytes: int = 64 * 1024,
+        kill_grace_seconds: float = 5.0,
+    ) -> None:
         if capture_bytes < 1 or kill_grace_seconds < 0:
             raise ValueError("capture_bytes must be positive and kill_grace_seconds not negative")
+        if runs_dir is None:
+            runs_dir = Path(tempfile.gettempdir()) / f"rota-runs-{os.getuid()}"
+        self.runs_dir = Path(os.path.abspath(runs_dir))
         self.capture_bytes = capture_bytes
         self.kill_grace_seconds = kill_grace_seconds
+        self._machine = _machine()
         self._runs: dict[str, _Run] = {}
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -328,193 +339,193 @@ class ShellExecutor(Executor):
         except (TypeError, ValueError, msgspec.EncodeError):
             raise ExecutorError("ctx.inputs cannot be encoded as JSON") from None
         env = _environment(ctx, extra, payload)
-        pipe = subprocess.PIPE
         with ctx.phase("executor"):
-            try:  # fork+exec in a new session: the child leads its own process group
-                proc = subprocess.Popen(
-                    command, cwd=cwd, env=env, stdin=pipe, stdout=pipe, stderr=pipe,
-                    start_new_session=True,
-                )  # fmt: skip
-            except OSError as error:
-                reason = error.strerror or type(error).__name__
-                raise ExecutorError(f"could not start {command[0]!r}: {reason}") from None
+            directory = make_run(self.runs_dir, ctx.execution_id, ctx.epoch)
+            try:
+                proc = start_in_run(directory, command, cwd, env, payload)
+            except BaseException:
+                remove_run(directory)
+                raise
         began = time.monotonic()
         stat = _proc_stat(proc.pid)
+        started = stat[2] if stat else None
+        metadata = {"pid": proc.pid, "pgid": proc.pid, "started": started}
         try:
-            ctx.persist_recovery(
-                {"pid": proc.pid, "pgid": proc.pid, "started": stat[2] if stat else None}
-            )
+            ctx.persist_recovery({**metadata, "run": str(directory), **self._machine})
         except BaseException:
-            _signal_group(proc.pid, signal.SIGKILL)
+            _kill_group(proc.pid)
             proc.wait()
-            _close_pipes(proc)
+            remove_run(directory)
             raise
-        secrets = sorted({v for v in ctx.env.values() if len(v) >= MIN_SECRET}, key=len)
-        tails = _Tail(self.capture_bytes), _Tail(self.capture_bytes)
-        run = _Run(ctx, proc, payload, tuple(reversed(secrets)), *tails, began)
+        self._watch(_Run(ctx, done, directory, proc.pid, started, _secrets(ctx), proc, began))
+
+    def _watch(self, run: _Run) -> None:
         thread = threading.Thread(
-            target=self._watch, args=(run, done), name=f"rota-shell-{proc.pid}", daemon=True
+            target=self._follow, args=(run,), name=f"rota-shell-{run.pid}", daemon=True
         )
         with self._lock:
-            self._runs[ctx.execution_id] = run
+            self._runs[run.ctx.execution_id] = run
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
-    def _watch(self, run: _Run, done: Done) -> None:
-        """Supervise one process to its end, then call `done` exactly once."""
+    def _follow(self, run: _Run) -> None:
+        """Supervise one run to its end, then call its `done` exactly once."""
+        result: Result | None
         try:
             result = self._supervise(run)
         except Exception:
-            _signal_group(run.proc.pid, signal.SIGKILL)
+            if run.group and _identity(run.pid, run.pid, run.started):
+                _signal_group(run.pid, signal.SIGKILL)
             message = "the shell executor failed while supervising the process"
-            result = _failed("executor_error", message, None, {})
+            result = Result(outcome="failed", error_code="executor_error", error_message=message)
         finally:
             with self._lock:
                 if self._runs.get(run.ctx.execution_id) is run:
                     del self._runs[run.ctx.execution_id]
-            _close_pipes(run.proc)
+                done = run.done  # `recover` may have handed the run a newer callback
+        if result is None:
+            return  # closed: an adopted run keeps running and is no longer watched
         done(result)
+        if not run.group or not self._group_alive(run):
+            remove_run(run.directory)
 
-    def _supervise(self, run: _Run) -> Result:
-        proc, ctx = run.proc, run.ctx
-        assert proc.stdin and proc.stdout and proc.stderr
-        tails = {proc.stdout.fileno(): run.out, proc.stderr.fileno(): run.err}
-        stdin, pending = proc.stdin.fileno(), memoryview(run.payload)
-        code: int | None = None
+    def _supervise(self, run: _Run) -> Result | None:
+        stopper = _GroupStopper(run.pid, self.kill_grace_seconds)
         reason: str | None = None
-        stopper = _GroupStopper(proc.pid, self.kill_grace_seconds)
-        drain_until: float | None = None
-        with selectors.DefaultSelector() as selector:
-            for fd in (*tails, stdin):
-                os.set_blocking(fd, False)
-                selector.register(
-                    fd, selectors.EVENT_WRITE if fd == stdin else selectors.EVENT_READ
-                )
-            while True:
-                for key, _ in selector.select(POLL_SECONDS):
-                    if key.fd == stdin:
-                        pending = _write_some(stdin, pending)
-                        if not pending:
-                            selector.unregister(stdin)
-                            proc.stdin.close()
-                    elif not _read_some(key.fd, tails[key.fd]):
-                        selector.unregister(key.fd)
-                if code is None:
-                    code = proc.poll()
-                if code is None and reason is None:
-                    reason = self._stop_reason(ctx)
-                now = time.monotonic()
-                if code is None or _group_running(proc.pid):
-                    if (reason or code is not None) and not stopper.step(now):
-                        break  # SIGKILL sent long ago and something still lingers
-                    continue
-                drain_until = drain_until or now + DRAIN_SECONDS
-                if not selector.get_map() or now >= drain_until:
-                    break
-        minutes = (time.monotonic() - run.began) / 60
-        return self._result(run, code, reason, minutes)
+        while run.group:
+            ended = not self._leader_running(run) or read_status(run.directory) is not None
+            if not ended and reason is None:
+                reason = self._stop_reason(run)
+                if reason == "closed":
+                    return None
+            if ended and not self._group_alive(run):
+                break
+            if (reason or ended) and not stopper.step(time.monotonic()):
+                break  # SIGKILL sent long ago and something still lingers
+            proc = run.proc
+            if proc is not None and proc.returncode is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(POLL_SECONDS)
+            else:
+                time.sleep(POLL_SECONDS)
+        return build_result(
+            read_status(run.directory), reason,
+            read_tail(run.directory / "stdout", self.capture_bytes),
+            read_tail(run.directory / "stderr", self.capture_bytes),
+            run.secrets, isinstance(run.ctx.cancel_reason, LeaseLost), self._minutes(run),
+        )  # fmt: skip
 
-    def _stop_reason(self, ctx: LaunchContext) -> str | None:
-        if ctx.cancel.is_set() or self._closed.is_set():
+    def _leader_running(self, run: _Run) -> bool:
+        if run.proc is not None:
+            return run.proc.poll() is None
+        stat = _proc_stat(run.pid)
+        return stat is not None and stat[0] not in ("Z", "X") and run.started in (None, stat[2])
+
+    def _group_alive(self, run: _Run) -> bool:
+        """Whether the run's group still runs; never mistakes a reused pid's group for it."""
+        stat = _proc_stat(run.pid)
+        if stat is not None and run.started is not None and stat[2] != run.started:
+            return False  # the pid names another process: our group had emptied before
+        return _group_running(run.pid)
+
+    def _stop_reason(self, run: _Run) -> str | None:
+        if run.ctx.cancel.is_set():
             return "cancelled"
-        if datetime.now(UTC) >= ctx.deadline:
+        if self._closed.is_set():
+            return "cancelled" if run.proc is not None else "closed"
+        if datetime.now(UTC) >= run.ctx.deadline:
             return "timed_out"
         return None
 
-    def _result(self, run: _Run, code: int | None, reason: str | None, minutes: float) -> Result:
-        data = {
-            "exit_code": code,
-            "stdout_tail": run.out.text(run.secrets),
-            "stderr_tail": run.err.text(run.secrets),
-        }
-        usage = {"minutes": minutes}
-        if reason == "timed_out":
-            return _failed("timed_out", "the deadline passed; the process was stopped", data, usage)
-        if reason is not None or code is None:
-            lost = isinstance(run.ctx.cancel_reason, LeaseLost)
-            return _failed("cancelled", "lease lost" if lost else "cancelled", data, usage)
-        result = _by_exit(code, data, usage)
-        try:
-            declared = _declared(bytes(run.out.buffer))
-            if declared is not None:
-                result = _apply(result, declared, code)
-            encoded = msgspec.json.encode(validate_result(result).data)
-            if any(msgspec.json.encode(secret)[1:-1] in encoded for secret in run.secrets):
-                raise InvalidCommand(f"{RESULT_KEY} data holds a value of ctx.env: not stored")
-            return result
-        except RotaError as error:
-            message = _redact(error.message, run.secrets)[:MAX_MESSAGE]
-            return _failed("invalid_result", message, data, usage)
+    def _minutes(self, run: _Run) -> float:
+        if run.proc is not None:
+            return (time.monotonic() - run.began) / 60
+        end = began = time.time()
+        with contextlib.suppress(OSError):
+            end = (run.directory / "status").stat().st_mtime
+        if run.group and run.started is not None:  # boot-relative ticks, same boot
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                ticks = os.sysconf("SC_CLK_TCK")
+                began -= time.clock_gettime(time.CLOCK_BOOTTIME) - run.started / ticks
+        else:
+            with contextlib.suppress(OSError):
+                began = (run.directory / "input.json").stat().st_mtime
+        return max(0.0, end - began) / 60
+
+    def recover(self, ctx: LaunchContext, metadata: Any, done: Done) -> Recovery:
+        if self._closed.is_set() or ctx.deadline.tzinfo is None:
+            return "unknown"
+        ids = _recovery(metadata)
+        if ids is None or ids[0] != ids[1]:
+            return "unknown"
+        pid, _, started = ids
+        directory = run_of(ctx.execution_id, metadata)
+        with self._lock:  # still watched here (the lease was lost, not the process)
+            run = self._runs.get(ctx.execution_id)
+            if run is not None and run.pid == pid and run.directory == directory:
+                run.ctx, run.done = ctx, done
+                run.secrets = tuple(sorted({*run.secrets, *_secrets(ctx)}, key=len)[::-1])
+                return "attached"
+        where = _locate(metadata, self._machine, directory)
+        if where == "unknown" or (where == "here" and pid == os.getpgrp()):
+            return "unknown"
+        ident = _identity(pid, pid, started) if where == "here" else False
+        running = ident is not False and _group_running(pid)
+        if directory is None:  # an older launch: its output went to its dead owner
+            return "unknown" if running else "stopped"
+        status = read_status(directory)  # read after the liveness check: a run that ended counts
+        if status is None and not running:
+            remove_run(directory)
+            return "stopped"
+        if status is None and ident is None:
+            return "unknown"  # something runs in the group, but is it ours?
+        self._watch(_Run(ctx, done, directory, pid, started, _secrets(ctx), group=ident is True))
+        return "attached"
 
     def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
         recovery = _recovery(metadata)
         if recovery is None:
             return "unknown"
         pid, pgid, started = recovery
-        if pgid == os.getpgrp():
+        directory = run_of(execution_id, metadata)
+        where = _locate(metadata, self._machine, directory)
+        if where == "unknown" or (where == "here" and pgid == os.getpgrp()):
             return "unknown"  # never signal the scheduler's own group
         with self._lock:
-            own = next((r.proc for r in self._runs.values() if r.proc.pid == pid), None)
+            own = next((r.proc for r in self._runs.values() if r.proc and r.pid == pid), None)
+            watched = execution_id in self._runs
         if own is not None:
             own.poll()  # reap our own zombie so that it stops counting as alive
-        stat = _proc_stat(pid)
-        if own is not None and own.returncode is None:
-            ours = True
-        elif stat is None:  # gone: a group still named by its pid holds only its descendants
-            ours = pid == pgid and os.path.isdir("/proc/self")
-        else:
-            ours = started is not None and stat[2] == started
-        if not _group_running(pgid):
-            return "stopped"
-        if not ours:
-            return "unknown"
-        stopper = _GroupStopper(pgid, self.kill_grace_seconds)
-        while stopper.step(time.monotonic()):
-            time.sleep(POLL_SECONDS)
-            if own is not None:
-                own.poll()
-            if not _group_running(pgid):
-                return "stopped"
-        return "unknown"
+        ours = (own is not None and own.returncode is None) or _identity(pid, pgid, started)
+        evidence: StopEvidence = "stopped"
+        if where == "here" and _group_running(pgid):
+            evidence = "unknown"
+            stopper = _GroupStopper(pgid, self.kill_grace_seconds)
+            while ours and stopper.step(time.monotonic()):
+                time.sleep(POLL_SECONDS)
+                if own is not None:
+                    own.poll()
+                if not _group_running(pgid):
+                    evidence = "stopped"
+                    break
+        if evidence == "stopped" and directory is not None and not watched:
+            remove_run(directory)  # nobody here will report it: the attempt is over
+        return evidence
 
     def interrupt(self, execution_id: str, epoch: int) -> bool:
         with self._lock:
             run = self._runs.get(execution_id)
-        if run is None or run.ctx.epoch != epoch or run.proc.poll() is not None:
+        if run is None or run.ctx.epoch != epoch or not run.group:
             return False
-        return _signal_group(run.proc.pid, signal.SIGTERM)
+        if not self._leader_running(run) or read_status(run.directory) is not None:
+            return False
+        return _signal_group(run.pid, signal.SIGTERM)
 
     def close(self) -> None:
-        """Stop every process still running (SIGTERM, SIGKILL after the grace) and join."""
+        """Stop every process this executor launched (SIGTERM, SIGKILL after the grace) and
+        join; adopted runs are only no longer watched (the next recovery finds them)."""
         self._closed.set()
         with self._lock:
             threads = list(self._threads)
         for thread in threads:
-            thread.join(self.kill_grace_seconds + KILL_WAIT_SECONDS + DRAIN_SECONDS + 1)
-
-
-def _write_some(fd: int, pending: memoryview) -> memoryview:
-    """Write what the pipe takes now; the rest of `pending` remains."""
-    try:
-        return pending[os.write(fd, pending[:CHUNK]) :]
-    except BlockingIOError:
-        return pending
-    except OSError:  # the child closed its stdin: it does not want the input
-        return pending[:0]
-
-
-def _read_some(fd: int, tail: _Tail) -> bool:
-    """Read what the pipe holds into `tail`; False at end of file."""
-    try:
-        chunk = os.read(fd, CHUNK)
-    except BlockingIOError:
-        return True
-    tail.feed(chunk)
-    return bool(chunk)
-
-
-def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
+            thread.join(self.kill_grace_seconds + KILL_WAIT_SECONDS + 1)

@@ -9,10 +9,14 @@ from rota.infrastructure.store import EventStore
 from rota.projections.scheduler import SchedulerProjection
 
 
-def check_log(store: EventStore, limits: dict[str, int]) -> SchedulerProjection:
+def check_log(
+    store: EventStore, limits: dict[str, int], scope_limits: dict[str, int] | None = None
+) -> SchedulerProjection:
     """Fold the log from position 0 and assert, at every position:
-    - no pool holds more slots than its limit;
+    - no pool holds more slots than its limit, no limited scope more than its limit;
     - no Work has two live attempts at once, and attempt numbers never repeat;
+    - no admission is charged to a ledger already at its max, unless the Work held a
+      budget pass (a released budget hold lets exactly one start through);
     - delivery identities are unique.
     Returns the final projection."""
     projection = SchedulerProjection()
@@ -23,6 +27,14 @@ def check_log(store: EventStore, limits: dict[str, int]) -> SchedulerProjection:
             if r.delivery_id is not None:
                 deliveries[r.delivery_id] += 1
             before = projection.works.get(r.stream[5:]) if r.stream.startswith("work/") else None
+            if r.type == "core.budget.charged" and r.event.source == 0:  # type: ignore[attr-defined]
+                budgets = {b.id: b for b in projection.budgets}
+                work = projection.works[r.event.work_id]  # type: ignore[attr-defined]
+                for charge in r.event.charges:  # type: ignore[attr-defined]
+                    total = projection.used(charge.budget, charge.ledger, charge.window)
+                    assert total < budgets[charge.budget].max or work.budget_pass, (
+                        f"position {r.position}: {charge.budget} charged past its max"
+                    )
             if r.type == "core.execution.claimed" and before is not None:
                 live = [a for a in before.attempts if a.live]
                 assert not live, f"position {r.position}: a second attempt while {live} is live"
@@ -30,6 +42,10 @@ def check_log(store: EventStore, limits: dict[str, int]) -> SchedulerProjection:
             projection.apply(
                 r.position, r.stream, r.version, parse_timestamp(r.recorded_at), r.event
             )
+            for scope, count in projection.scope_in_use(scope_limits or {}).items():
+                assert count <= (scope_limits or {})[scope], (
+                    f"position {r.position}: scope {scope} holds {count}"
+                )
             for pool, holders in projection.slots.items():
                 limit = limits.get(pool)
                 assert limit is None or len(holders) <= limit, (

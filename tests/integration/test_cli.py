@@ -324,3 +324,14 @@ def test_retry_command_reruns_a_failed_work_at_once(home: Path) -> None:
 def test_release_of_a_work_without_a_hold_is_refused(home: Path) -> None:
     ok(home, "submit", "fine", "--binding", "ok")
     one_line_error(rota(home, "release", "fine"), "not_held")
+
+
+def test_capacity_json_and_cancel(home: Path) -> None:
+    ok(home, "submit", "later", "--binding", "ok")
+    view = as_json(home, "capacity")
+    assert set(view) == {"pools", "scopes", "waiting"}
+    assert view["pools"]["jobs"] == {"limit": 4, "in_use": 0, "waiting": 0}
+    assert view["pools"]["agents"]["limit"] == 4
+    cancelled = as_json(home, "cancel", "later", "--reason", "not needed")
+    assert cancelled["state"] == "cancelled"
+    one_line_error(rota(home, "cancel", "later"), "work_terminal")

@@ -3,6 +3,7 @@ the log from position 0 (the projection reads time only from events and never ap
 
 from __future__ import annotations
 
+import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rota.domain.errors import RotaError
+from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, Registration, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.infrastructure.clock import ManualClock, parse_timestamp
@@ -27,6 +29,13 @@ RESULTS = [
     Result(outcome="handoff"),
     Result(data={"core.turn.v1": {"status": "review"}}),
     Result(outcome="failed", retry_unknown=True),
+    Result(usage={"usd": 2.5, "tokens": 100.0}),
+    Result(outcome="failed", usage={"usd": 1.0}),
+]
+BUDGETS = [
+    Budget(id="turns-per-work", unit="turns", max=3, per="work", warn_at=0.5),
+    Budget(id="usd-all", unit="usd", max=6, per="all", period="day"),
+    Budget(id="team-tokens", unit="tokens", max=250, per="scope", scope="root"),
 ]
 
 command = st.one_of(
@@ -43,18 +52,24 @@ command = st.one_of(
         st.just("fire"),
     ),
     st.tuples(st.just("release"), st.sampled_from(WORKS)),
+    st.tuples(
+        st.just("settle"),
+    ),
+    st.tuples(st.just("unhold"), st.sampled_from(WORKS)),
 )
 
 
 def _service(path: Path, clock: ManualClock) -> SchedulerService:
     store = SQLiteStore(path, clock=clock, synchronous="normal")
-    return SchedulerService(
+    service = SchedulerService(
         store,
         settings=Settings(concurrency=2, lease_seconds=60, timeout_seconds=300),
         owner="prop",
         bindings={"b": Binding(name="b", executor="x", retry=RetryPolicy(max_attempts=3))},
         registrations={"x": Registration(name="x")},
     )
+    service.configure_budgets(BUDGETS)
+    return service
 
 
 def _run(service: SchedulerService, clock: ManualClock, step: tuple[object, ...]) -> None:
@@ -78,6 +93,10 @@ def _run(service: SchedulerService, clock: ManualClock, step: tuple[object, ...]
             clock.advance(float(step[1]))  # type: ignore[arg-type]
         elif kind == "fire":
             service.fire_due_timers()
+        elif kind == "settle":
+            service.settle_pass()
+        elif kind == "unhold":
+            service.release_hold(str(step[1]))
         elif (found := current(step[1])) is not None:
             execution, epoch = found
             if kind == "invoke":
@@ -106,7 +125,11 @@ def _fold(service: SchedulerService) -> SchedulerProjection:
     return fresh
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("ROTA_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(st.lists(command, min_size=1, max_size=40))
 def test_live_projection_equals_a_fold_from_position_zero(steps: list[tuple[object, ...]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,5 +145,6 @@ def test_live_projection_equals_a_fold_from_position_zero(steps: list[tuple[obje
                 assert fresh.slots.get(pool, set()) == service.projection.slots.get(pool, set())
             for pool, holders in service.projection.slots.items():
                 assert len(holders) <= 2, f"pool {pool} over its limit: {holders}"
+            assert fresh.ledgers == service.projection.ledgers
         finally:
             service.store.close()

@@ -18,15 +18,24 @@ from rota.infrastructure.sqlite_store import SQLiteStore
 
 from .invariants import check_log
 
-CONFIG = {"settings": {"concurrency": 2, "lease_seconds": 30}}
+CONFIG = {
+    "settings": {"concurrency": 2, "lease_seconds": 30},
+    "scopes": [{"path": "root/team", "limits": {"concurrency": 1}}],
+    "budgets": [{"id": "attempts", "unit": "attempts", "max": 60, "per": "all"}],
+}
 WORKS = 80
+ADMITTED = 60
 
 CHILD = textwrap.dedent(
     """
     import signal, sys, threading, time
     import rota
     path, name = sys.argv[1], sys.argv[2]
-    config = {"settings": {"concurrency": 2, "lease_seconds": 30}}
+    config = {
+        "settings": {"concurrency": 2, "lease_seconds": 30},
+        "scopes": [{"path": "root/team", "limits": {"concurrency": 1}}],
+        "budgets": [{"id": "attempts", "unit": "attempts", "max": 60, "per": "all"}],
+    }
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     def work(ctx):
@@ -85,12 +94,13 @@ def test_racing_schedulers_never_double_claim_nor_exceed_capacity(tmp_path: Path
         with rota.open(path, config=CONFIG, owner="submitter") as submitter:
             submitter.register("race", _busy, binding=True)
             for i in range(WORKS):
-                submitter.submit(f"job-{i:03d}", binding="race", input={"i": i})
+                scope = "root/team" if i % 4 == 0 else "root"
+                submitter.submit(f"job-{i:03d}", binding="race", input={"i": i}, scope=scope)
             store = submitter.store
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
-                done = [w for w in submitter.works() if w["state"] == "completed"]
-                if len(done) == WORKS:
+                settled = [w for w in submitter.works() if w["state"] in ("completed", "held")]
+                if len(settled) == WORKS:
                     break
                 store.wait_for_commit(store.head().position, 1.0)
     finally:
@@ -104,10 +114,11 @@ def test_racing_schedulers_never_double_claim_nor_exceed_capacity(tmp_path: Path
     assert not errors, errors
 
     with SQLiteStore(path) as store:
-        projection = check_log(store, {"agents": 2})
-    states = {w.work_id: w.state for w in projection.works.values()}
-    assert set(states.values()) == {"completed"}, states
-    assert len(states) == WORKS
+        projection = check_log(store, {"agents": 2}, {"root/team": 1})
+    states = [w.state for w in projection.works.values()]
+    assert states.count("completed") == ADMITTED, states
+    assert states.count("held") == WORKS - ADMITTED
+    assert projection.used("attempts", "all", "lifetime") == ADMITTED
     owners = {w.current.owner for w in projection.works.values() if w.current is not None}
     assert len(owners) >= 2, f"only {owners} ran work: the race did not happen"
     print(f"owners: {sorted(owners)}")

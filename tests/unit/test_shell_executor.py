@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import secrets
 import select
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,7 +24,8 @@ import pytest
 from rota.domain.errors import LeaseLost
 from rota.domain.results import Result
 from rota.infrastructure.executors.base import ExecutorError, LaunchContext
-from rota.infrastructure.executors.shell import ShellExecutor, _Tail
+from rota.infrastructure.executors.shell import ShellExecutor
+from rota.infrastructure.executors.shell_result import read_tail
 
 WAIT = 10.0  # seconds: a bound for waits that normally end in milliseconds
 EXECUTION = "w-1/2"
@@ -70,8 +75,13 @@ def start(executor: ShellExecutor, command: list[str], **fields: Any) -> Launche
 
 
 @pytest.fixture
-def executor() -> Iterator[ShellExecutor]:
-    shell = ShellExecutor(kill_grace_seconds=2.0)
+def runs(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
+
+
+@pytest.fixture
+def executor(runs: Path) -> Iterator[ShellExecutor]:
+    shell = ShellExecutor(runs, kill_grace_seconds=2.0)
     yield shell
     shell.close()
 
@@ -227,13 +237,12 @@ def test_tails_hold_at_most_4096_characters(executor: ShellExecutor) -> None:
     assert result.data["stdout_tail"].endswith("ab\n")
 
 
-def test_the_tail_buffer_never_grows_beyond_its_limit() -> None:
-    tail, most = _Tail(1000), 0
-    for index in range(80):  # 5 MB in 64 KiB chunks, then one chunk larger than the limit
-        tail.feed(bytes([index]) * 65536)
-        most = max(most, len(tail.buffer))
-    tail.feed(b"a" * 5000 + b"end")
-    assert most == 1000 and bytes(tail.buffer) == b"a" * 997 + b"end"
+def test_only_the_tail_of_an_output_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "stdout"
+    path.write_bytes(b"x" * 5_000_000 + b"a" * 5000 + b"end")
+    assert read_tail(path, 1000) == b"a" * 997 + b"end"
+    assert read_tail(path, 10_000_000) == path.read_bytes()
+    assert read_tail(tmp_path / "missing", 1000) == b""
 
 
 # The rota.result line
@@ -485,3 +494,311 @@ def test_interrupt_delivers_sigterm_to_the_running_group(
     result = run.result()
     assert (result.error_code, result.data["stdout_tail"]) == ("exit_7", "got-term\n")
     assert executor.interrupt(EXECUTION, EPOCH) is False
+
+
+# Run directories
+
+
+def test_each_launch_gets_a_private_run_directory_that_goes_once_reported(
+    executor: ShellExecutor, runs: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    argv = 'import sys; print(sys.argv[1:]); open(sys.argv[1], "w").write("x"); sys.stdin.read()'
+    run = start(executor, [sys.executable, "-c", argv, str(fifo), "two words"])
+    read_fifo(fifo)
+    [metadata] = run.persisted
+    directory = Path(metadata["run"])
+    assert directory.parent == runs and directory.name.startswith("w-1_2-e7-")
+    assert len(directory.name.rsplit("-", 1)[1]) == 8 and directory.is_absolute()
+    assert oct(runs.stat().st_mode & 0o777) == oct(directory.stat().st_mode & 0o777) == "0o700"
+    assert {p.name for p in directory.iterdir()} >= {"input.json", "stdout", "stderr"}
+    assert len(msgspec.json.encode(metadata)) < 1024
+    result = run.result()
+    assert result.data["stdout_tail"] == f"[{str(fifo)!r}, 'two words']\n"  # argv unchanged
+    executor.close()  # joins the watcher, which removes the directory after reporting
+    assert not directory.exists()
+
+
+def test_the_default_runs_dir_is_private_and_a_shared_one_is_refused(tmp_path: Path) -> None:
+    shell = ShellExecutor()
+    assert shell.runs_dir == Path(tempfile.gettempdir()) / f"rota-runs-{os.getuid()}"
+    assert start(shell, ["true"]).result().outcome == "completed"
+    shell.close()
+    assert shell.runs_dir.stat().st_mode & 0o077 == 0
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    ctx, persisted, _ = make_context({"command": ["true"]})
+    with pytest.raises(ExecutorError, match="must not be writable by others"):
+        ShellExecutor(shared).launch(ctx, lambda result: None)
+    assert persisted == []
+
+
+def test_the_wrapper_leaves_the_environment_as_it_is(
+    executor: ShellExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LANG", raising=False)  # a C locale: Python would add LC_CTYPE
+    seen = start(executor, ["env"]).result().data["stdout_tail"]
+    assert "LC_CTYPE" not in seen and "LANG=" not in seen and "ROTA_EPOCH=7" in seen
+
+
+# Recovery: the launching daemon dies (SIGKILL); a new executor adopts what it left
+
+DAEMON = """
+import json, sys
+from datetime import UTC, datetime, timedelta
+from rota.infrastructure.executors.base import LaunchContext
+from rota.infrastructure.executors.shell import ShellExecutor
+
+shell = ShellExecutor(sys.argv[1])
+ctx = LaunchContext(
+    work_id="w-1", attempt=2, epoch=7, inputs=[], input_positions=[],
+    config={"command": json.loads(sys.argv[2])},
+    deadline=datetime.now(UTC) + timedelta(minutes=5),
+    persist=lambda metadata: print(json.dumps(metadata), flush=True),
+)
+shell.launch(ctx, lambda result: None)
+sys.stdin.read()  # until the test kills this daemon
+"""
+
+
+def launch_and_kill_the_daemon(runs: Path, command: list[str]) -> dict[str, Any]:
+    """Launch `command` from another process, SIGKILL that process, return the metadata."""
+    daemon = subprocess.Popen(
+        [sys.executable, "-P", "-c", DAEMON, str(runs), json.dumps(command)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert daemon.stdin is not None and daemon.stdout is not None
+    try:
+        ready, _, _ = select.select([daemon.stdout], [], [], WAIT)
+        assert ready, "the daemon never persisted recovery metadata"
+        metadata: dict[str, Any] = json.loads(daemon.stdout.readline())
+    finally:
+        daemon.kill()
+        daemon.wait(WAIT)
+        daemon.stdin.close()
+        daemon.stdout.close()
+    assert running(metadata["pid"])  # the group outlived its daemon
+    return metadata
+
+
+def gated(gate: Path, script: str) -> list[str]:
+    """A command that waits for the test to create `gate`, then runs `script`."""
+    return ["sh", "-c", f'while [ ! -e "$1" ]; do sleep 0.01; done; {script}', "sh", str(gate)]
+
+
+PRINTER = "for i in $(seq 1 2000); do echo $i; done"
+
+
+def wait_until(condition: Any) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.01)
+
+
+def group_gone(pgid: int) -> bool:
+    try:
+        assert_group_gone(pgid)
+    except AssertionError:
+        return False
+    return True
+
+
+def recovering(**fields: Any) -> tuple[LaunchContext, queue.Queue[Result]]:
+    ctx, _, _ = make_context({"command": ["unused"]}, **fields)
+    ctx.epoch = EPOCH + 1
+    return ctx, queue.Queue()
+
+
+@pytest.fixture
+def adopter(runs: Path) -> Iterator[ShellExecutor]:
+    shell = ShellExecutor(runs, kill_grace_seconds=2.0)
+    yield shell
+    shell.close()
+
+
+def test_output_after_the_daemon_died_cannot_kill_the_command(runs: Path, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    metadata = launch_and_kill_the_daemon(runs, gated(gate, PRINTER))
+    gate.touch()  # only now, with its daemon dead, does it print
+    status = Path(metadata["run"]) / "status"
+    wait_until(status.exists)
+    assert status.read_text() == "0\n"  # no SIGPIPE: it printed everything and exited 0
+    assert (status.parent / "stdout").read_text().split() == [str(i) for i in range(1, 2001)]
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_running_orphan_is_adopted_and_reports_its_real_exit(
+    adopter: ShellExecutor, runs: Path, tmp_path: Path, code: int
+) -> None:
+    gate = tmp_path / "gate"
+    metadata = launch_and_kill_the_daemon(runs, gated(gate, f"{PRINTER}; exit {code}"))
+    ctx, results = recovering()
+    assert adopter.recover(ctx, metadata, results.put) == "attached"
+    gate.touch()
+    result = results.get(timeout=WAIT)
+    expected = ("completed", None) if code == 0 else ("failed", "exit_3")
+    assert (result.outcome, result.error_code) == expected
+    assert result.data["exit_code"] == code
+    assert result.data["stdout_tail"].endswith("1999\n2000\n")
+    assert 0 < result.usage["minutes"] < 1
+    adopter.close()
+    assert not Path(metadata["run"]).exists()
+    assert_group_gone(metadata["pgid"])
+
+
+def test_a_run_that_finished_while_nobody_watched_is_reported_at_once(
+    adopter: ShellExecutor, runs: Path, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    metadata = launch_and_kill_the_daemon(runs, gated(gate, "echo finished; exit 5"))
+    gate.touch()
+    wait_until((Path(metadata["run"]) / "status").exists)
+    ctx, results = recovering()
+    assert adopter.recover(ctx, metadata, results.put) == "attached"
+    result = results.get(timeout=WAIT)
+    assert (result.error_code, result.data["stdout_tail"]) == ("exit_5", "finished\n")
+    assert results.empty()
+
+
+def test_a_run_killed_without_status_is_stopped(
+    adopter: ShellExecutor, runs: Path, tmp_path: Path
+) -> None:
+    metadata = launch_and_kill_the_daemon(runs, gated(tmp_path / "gate", "true"))
+    os.killpg(metadata["pgid"], signal.SIGKILL)
+    wait_until(lambda: group_gone(metadata["pgid"]))
+    ctx, results = recovering()
+    assert adopter.recover(ctx, metadata, results.put) == "stopped"
+    assert results.empty() and not Path(metadata["run"]).exists()
+
+
+def test_an_adopted_run_is_cancelled_interrupted_or_timed_out_like_a_launched_one(
+    adopter: ShellExecutor, runs: Path, tmp_path: Path
+) -> None:
+    script = 'trap "echo got-term; exit 7" TERM; sleep 30 & wait'
+    for action, expected in (("cancel", "cancelled"), ("interrupt", "exit_7"), ("deadline", "")):
+        metadata = launch_and_kill_the_daemon(runs, ["sh", "-c", script])
+        ctx, results = recovering(deadline_in=0.3 if action == "deadline" else 60)
+        assert adopter.recover(ctx, metadata, results.put) == "attached"
+        if action == "cancel":
+            ctx.cancel.set()
+        elif action == "interrupt":
+            assert adopter.interrupt(EXECUTION, EPOCH) is False  # the dead owner's epoch
+            assert adopter.interrupt(EXECUTION, EPOCH + 1) is True
+        result = results.get(timeout=WAIT)
+        assert result.error_code == (expected or "timed_out")
+        wait_until(lambda: group_gone(metadata["pgid"]))  # noqa: B023
+        wait_until(lambda: not Path(metadata["run"]).exists())  # noqa: B023
+
+
+def test_close_stops_watching_an_adopted_run_without_stopping_it(
+    adopter: ShellExecutor, runs: Path, tmp_path: Path
+) -> None:
+    metadata = launch_and_kill_the_daemon(runs, ["sleep", "30"])
+    ctx, results = recovering()
+    assert adopter.recover(ctx, metadata, results.put) == "attached"
+    adopter.close()
+    assert running(metadata["pid"]) and results.empty()
+    assert adopter.recover(ctx, metadata, results.put) == "unknown"  # closed
+    later = ShellExecutor(runs, kill_grace_seconds=2.0)
+    assert later.stop(EXECUTION, EPOCH, metadata) == "stopped"
+    assert_group_gone(metadata["pgid"])
+    assert not Path(metadata["run"]).exists()
+
+
+def test_recovery_within_the_same_executor_hands_the_run_to_the_new_callback(
+    executor: ShellExecutor, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    run = start(executor, gated(gate, "echo done"))
+    ctx, results = recovering()
+    assert executor.recover(ctx, run.persisted[0], results.put) == "attached"
+    gate.touch()
+    assert results.get(timeout=WAIT).data["stdout_tail"] == "done\n"
+    executor.close()
+    assert run.results.empty()  # the old epoch's callback is never called
+
+
+def fake_run(runs: Path, status: str | None, **where: Any) -> dict[str, Any]:
+    directory = runs / "w-1_2-e7-0123abcd"
+    directory.mkdir(parents=True)
+    for name, text in (
+        ("input.json", "[]"),
+        ("stdout", "out\n"),
+        ("stderr", ""),
+        ("status", status),
+    ):
+        if text is not None:
+            (directory / name).write_text(text)
+    return {"pid": 2**22 + 7, "pgid": 2**22 + 7, "started": 1, "run": str(directory), **where}
+
+
+@pytest.mark.parametrize(
+    ("status", "where", "answer"),
+    [
+        ("0\n", {"boot": "an-earlier-boot"}, "attached"),
+        (None, {"boot": "an-earlier-boot"}, "stopped"),
+        ("0\n", {"host": "another-host"}, "unknown"),
+        ("0\n", {"pidns": 1}, "attached"),  # a restarted container: its wrapper is gone
+        (None, {"pidns": 1}, "stopped"),
+        ("-9\n", {}, "attached"),
+        (None, {}, "stopped"),
+    ],
+)
+def test_recovery_from_metadata_alone(
+    adopter: ShellExecutor, runs: Path, status: str | None, where: Any, answer: str
+) -> None:
+    metadata = fake_run(runs, status, **where)
+    ctx, results = recovering()
+    assert adopter.recover(ctx, metadata, results.put) == answer
+    if answer == "attached":
+        result = results.get(timeout=WAIT)
+        assert result.data["stdout_tail"] == "out\n"
+        assert result.error_code == (None if status == "0\n" else "signal_9")
+        adopter.close()
+    assert Path(metadata["run"]).exists() is (answer == "unknown")
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [None, {}, {"pid": 12, "pgid": 13, "started": 1, "run": "/tmp/w-1_2-e7-00000000"}],
+)
+def test_recovery_without_usable_metadata_is_unknown(adopter: ShellExecutor, metadata: Any) -> None:
+    ctx, results = recovering()
+    assert adopter.recover(ctx, metadata, results.put) == "unknown"
+    assert results.empty()
+
+
+def test_an_older_launch_without_a_run_directory_is_stopped_once_its_group_is_gone(
+    adopter: ShellExecutor,
+) -> None:
+    leader = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    stat = stat_of(leader.pid)
+    assert stat is not None
+    metadata = {"pid": leader.pid, "pgid": leader.pid, "started": int(stat[19])}
+    ctx, results = recovering()
+    try:
+        assert adopter.recover(ctx, metadata, results.put) == "unknown"  # it cannot report
+    finally:
+        leader.kill()
+        leader.wait()
+    assert adopter.recover(ctx, metadata, results.put) == "stopped"
+    assert results.empty()
+
+
+def test_a_wrapper_of_another_pid_namespace_is_seen_through_its_lock(
+    adopter: ShellExecutor, runs: Path, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    metadata = launch_and_kill_the_daemon(runs, gated(gate, "echo late"))
+    elsewhere = {**metadata, "pidns": 1}  # its pid means nothing there: only the lock tells
+    ctx, results = recovering()
+    assert adopter.recover(ctx, elsewhere, results.put) == "unknown"
+    assert adopter.stop(EXECUTION, EPOCH, elsewhere) == "unknown"
+    gate.touch()
+    wait_until(lambda: group_gone(metadata["pgid"]))
+    assert adopter.recover(ctx, elsewhere, results.put) == "attached"
+    assert results.get(timeout=WAIT).data["stdout_tail"] == "late\n"

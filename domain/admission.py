@@ -1,0 +1,224 @@
+"""Admission: which ready Work may start now, and what each start records. Pure.
+
+A start pass walks ready Work oldest first and, for each, checks in order:
+1. its pool (`jobs` bounded by `job_concurrency`, everything else by `concurrency`):
+   `capacity_job_concurrency` / `capacity_concurrency`;
+2. its scope and every ancestor with a concurrency limit, counting every pool:
+   `capacity_scope`;
+3. start gates, before a Work's first attempt only and only once capacity allows it:
+   hold (`core.gate.held`, `gate_held`) or fail to decide (`start_gate`, nothing held);
+4. budgets: an applicable ledger at its max holds the Work (`core.budget.held`,
+   `over_budget`) unless a released budget hold left a pass; an admitted start is charged
+   one `turns`, and one `attempts` when it creates an execution.
+Each start then claims (or resumes) the attempt. The plan names every stream whose
+version fences it (pools, limited scopes, the budget ledgers), so racing schedulers can
+never both admit past a limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+from . import budgets as bg
+from . import lifecycle
+from .emit import Emit, pool_stream, work_stream
+from .errors import NotEligible
+from .events import CapacityClaimed
+from .events.admission import (
+    Budget,
+    BudgetCharged,
+    BudgetHeld,
+    Charge,
+    GateHeld,
+    ScopeCapacityClaimed,
+)
+from .policy import POOL_JOBS, Pinned, Settings
+from .state import WorkState
+
+GateVerdict = Literal["let", "hold", "error"]
+LEDGERS = "budget/ledgers"
+
+
+class GateDecision(msgspec.Struct, frozen=True):
+    """What the start gates said about one Work's first start (asked outside any write)."""
+
+    verdict: GateVerdict
+    registration: str = ""
+    reason: str = ""
+
+
+class Waiting(msgspec.Struct, frozen=True):
+    """A ready Work this pass held back, and why (a stable code and words)."""
+
+    work_id: str
+    code: str
+    detail: str
+
+
+class Plan(msgspec.Struct):
+    emits: list[Emit]
+    waiting: list[Waiting]
+    fences: set[str]
+    started: list[str]
+    asks: list[str]
+
+
+def ancestors(scope: str) -> list[str]:
+    """`root/team/project` -> ['root/team/project', 'root/team', 'root']."""
+    parts = scope.split("/")
+    return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def plan_starts(
+    works: list[WorkState],
+    *,
+    now: datetime,
+    owner: str,
+    settings: Settings,
+    pin: Callable[[WorkState], Pinned],
+    pool_in_use: Mapping[str, int],
+    scope_in_use: Mapping[str, int],
+    budgets: tuple[Budget, ...] = (),
+    used: bg.Used = lambda budget, ledger, window: 0.0,
+    notified: frozenset[str] | set[str] = frozenset(),
+    gated: bool = False,
+    gates: Mapping[str, GateDecision] | None = None,
+    limit: int = 256,
+) -> Plan:
+    """Plan one start pass over `works` (oldest first). See the module docstring."""
+    plan = Plan([], [], set(), [], [])
+    taken: dict[str, list[str]] = {}
+    scope_taken: dict[str, list[str]] = {}
+    charged: dict[tuple[str, str, str], float] = {}
+    sent = set(notified)  # a notice's identity is emitted at most once, in the log or here
+
+    def used_now(budget: str, ledger: str, window: str) -> float:
+        return used(budget, ledger, window) + charged.get((budget, ledger, window), 0.0)
+
+    for work in works:
+        if len(plan.started) >= limit:
+            break
+        try:
+            pinned = _pin(work, pin)
+        except NotEligible as refusal:
+            plan.waiting.append(Waiting(work.work_id, refusal.code, refusal.message))
+            continue
+        pool = pinned.registration.pool
+        in_pool = pool_in_use.get(pool, 0) + len(taken.get(pool, ()))
+        ceiling = settings.pool_limit(pool)
+        if in_pool >= ceiling:
+            code = "capacity_job_concurrency" if pool == POOL_JOBS else "capacity_concurrency"
+            detail = f"pool {pool} is full ({in_pool}/{ceiling})"
+            plan.waiting.append(Waiting(work.work_id, code, detail))
+            continue
+        limited = [s for s in ancestors(work.scope) if s in settings.scope_limits]
+        full = next(
+            (
+                s
+                for s in limited
+                if scope_in_use.get(s, 0) + len(scope_taken.get(s, ())) >= settings.scope_limits[s]
+            ),
+            None,
+        )
+        if full is not None:
+            detail = f"scope {full} is at its limit of {settings.scope_limits[full]}"
+            plan.waiting.append(Waiting(work.work_id, "capacity_scope", detail))
+            continue
+        passes: list[str] = []
+        first_start = not work.attempts
+        if gated and first_start and not work.gate_pass:
+            decision = (gates or {}).get(work.work_id)
+            if decision is None:
+                plan.asks.append(work.work_id)
+                plan.waiting.append(
+                    Waiting(work.work_id, "start_gate", "the start gates are asked")
+                )
+                continue
+            if decision.verdict == "hold":
+                held = GateHeld(
+                    work_id=work.work_id, registration=decision.registration, reason=decision.reason
+                )
+                plan.emits.append(Emit(work_stream(work.work_id), held))
+                plan.waiting.append(Waiting(work.work_id, "gate_held", decision.reason))
+                continue
+            if decision.verdict == "error":
+                detail = f"start gate {decision.registration} could not decide; nothing is held"
+                plan.waiting.append(Waiting(work.work_id, "start_gate", detail))
+                continue
+        elif work.gate_pass and first_start:
+            passes.append("gate")
+        new_execution = work.current is None or work.current.status != "parked"
+        execution = (
+            f"{work.work_id}/{len(work.attempts) + 1 if new_execution else len(work.attempts)}"
+        )
+        if budgets:
+            over = bg.reached(budgets, work.work_id, work.scope, now, used_now)
+            if over is not None and not work.budget_pass:
+                budget, ledger, window, total = over
+                reason = (
+                    f"budget {budget.id} reached: {total:g} of {budget.max:g} {budget.unit} "
+                    f"({ledger}, {window})"
+                )
+                event = BudgetHeld(
+                    work_id=work.work_id,
+                    budget=budget.id,
+                    ledger=ledger,
+                    window=window,
+                    reason=reason,
+                )
+                plan.emits.append(Emit(work_stream(work.work_id), event))
+                charge = Charge(budget.id, ledger, window, budget.unit, 0.0)
+                notice = bg.notice("exceeded", budget, charge, work.scope, work.work_id, total)
+                if notice.delivery_id not in sent:
+                    sent.add(notice.delivery_id or "")
+                    plan.emits.append(notice)
+                plan.waiting.append(Waiting(work.work_id, "over_budget", reason))
+                continue
+            if work.budget_pass:
+                passes.append("budget")
+            amounts = {"turns": 1.0, "attempts": 1.0 if new_execution else 0.0}
+            charges = bg.charges_for(budgets, work.work_id, work.scope, now, amounts)
+            if charges:
+                for n in bg.notices(budgets, charges, work.work_id, work.scope, used_now):
+                    if n.delivery_id not in sent:
+                        sent.add(n.delivery_id or "")
+                        plan.emits.append(n)
+                for c in charges:
+                    key = (c.budget, c.ledger, c.window)
+                    charged[key] = charged.get(key, 0.0) + c.amount
+                epoch = (work.current.epoch + 1) if not new_execution and work.current else 1
+                event_c = BudgetCharged(
+                    work_id=work.work_id, execution=execution, source=0, charges=charges
+                )
+                identity = f"charge/{execution}/{epoch}/admission"
+                plan.emits.append(Emit(LEDGERS, event_c, identity))
+            plan.fences.add(LEDGERS)
+        claim = lifecycle.claim(work, now=now, owner=owner, pinned=pinned)
+        if passes:
+            claim = Emit(claim.stream, msgspec.structs.replace(claim.event, passes=passes))
+        plan.emits.append(claim)
+        plan.started.append(work.work_id)
+        taken.setdefault(pool, []).append(execution)
+        for scope in limited:
+            scope_taken.setdefault(scope, []).append(execution)
+    for pool, executions in taken.items():
+        plan.emits.append(
+            Emit(pool_stream(pool), CapacityClaimed(pool=pool, executions=executions))
+        )
+        plan.fences.add(pool_stream(pool))
+    for scope, executions in scope_taken.items():
+        fence = ScopeCapacityClaimed(scope=scope, executions=executions)
+        plan.emits.append(Emit(f"scope/{scope}", fence))
+        plan.fences.add(f"scope/{scope}")
+    return plan
+
+
+def _pin(work: WorkState, pin: Callable[[WorkState], Pinned]) -> Pinned:
+    current = work.current
+    if current is not None and current.status == "parked":
+        return current.pinned
+    return pin(work)

@@ -1,0 +1,153 @@
+"""Budgets: ledgers per Work, scope or everything, windows, charges and notices. Pure.
+
+A budget caps what Work consumes in a unit (`usd`, `tokens`, `minutes`, or `turns` and
+`attempts`, which rota counts itself) per Work, per scope or across every scope, over the
+ledger's life or each UTC day or ISO week. A start is refused (and the Work held) when an
+applicable ledger has reached its max; crossing `warn_at` or `max` emits a notice once
+per ledger window, kind, limit and scope.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from .emit import Emit
+from .errors import InvalidCommand
+from .events.admission import Budget, BudgetExceeded, BudgetWarning, Charge
+from .results import UNIT_PATTERN
+
+Used = Callable[[str, str, str], float]
+CORE_UNITS = frozenset({"turns", "attempts"})
+BUDGET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def validate(budgets: Iterable[Budget], where: str = "budgets") -> None:
+    """Refuse budgets that cannot work, naming the field."""
+    seen: set[str] = set()
+    for index, budget in enumerate(budgets):
+        field = f"{where}[{index}]"
+        if not BUDGET_ID.match(budget.id):
+            raise InvalidCommand(
+                f"{field}.id {budget.id!r} is not a valid id", code="invalid_config"
+            )
+        if budget.id in seen:
+            raise InvalidCommand(f"{field}.id {budget.id!r} is used twice", code="invalid_config")
+        seen.add(budget.id)
+        if budget.unit not in CORE_UNITS and not UNIT_PATTERN.match(budget.unit):
+            raise InvalidCommand(
+                f"{field}.unit {budget.unit!r} must match {UNIT_PATTERN.pattern}",
+                code="invalid_config",
+            )
+        if not budget.max > 0:
+            raise InvalidCommand(f"{field}.max must be > 0", code="invalid_config")
+        if budget.warn_at is not None and not 0 < budget.warn_at < 1:
+            raise InvalidCommand(
+                f"{field}.warn_at is a fraction of max, between 0 and 1", code="invalid_config"
+            )
+        if budget.per == "all" and budget.scope is not None:
+            raise InvalidCommand(
+                f'{field}.scope cannot narrow a per = "all" budget: its ledger is shared by '
+                'every scope (use per = "scope" with scope = ...)',
+                code="invalid_config",
+            )
+
+
+def window(budget: Budget, at: datetime) -> str:
+    """The ledger window `at` falls in: lifetime, a UTC day, or an ISO week."""
+    if budget.period == "day":
+        return at.date().isoformat()
+    if budget.period == "week":
+        year, week, _ = at.isocalendar()
+        return f"{year}-W{week:02d}"
+    return "lifetime"
+
+
+def applies(budget: Budget, scope: str) -> bool:
+    return budget.scope is None or scope == budget.scope or scope.startswith(budget.scope + "/")
+
+
+def ledger(budget: Budget, work_id: str, scope: str) -> str:
+    if budget.per == "work":
+        return f"work:{work_id}"
+    if budget.per == "scope":
+        return f"scope:{budget.scope or scope}"
+    return "all"
+
+
+def reached(
+    budgets: Iterable[Budget], work_id: str, scope: str, at: datetime, used: Used
+) -> tuple[Budget, str, str, float] | None:
+    """The first applicable budget whose ledger has reached its max, if any."""
+    for budget in budgets:
+        if not applies(budget, scope):
+            continue
+        key, win = ledger(budget, work_id, scope), window(budget, at)
+        total = used(budget.id, key, win)
+        if total >= budget.max:
+            return budget, key, win, total
+    return None
+
+
+def charges_for(
+    budgets: Iterable[Budget],
+    work_id: str,
+    scope: str,
+    at: datetime,
+    amounts: dict[str, float],
+) -> list[Charge]:
+    """What `amounts` (unit -> amount) charges to each applicable ledger."""
+    out: list[Charge] = []
+    for budget in budgets:
+        amount = amounts.get(budget.unit)
+        if amount and applies(budget, scope):
+            out.append(
+                Charge(
+                    budget.id,
+                    ledger(budget, work_id, scope),
+                    window(budget, at),
+                    budget.unit,
+                    float(amount),
+                )
+            )
+    return out
+
+
+def notices(
+    budgets: Iterable[Budget],
+    charges: Iterable[Charge],
+    work_id: str,
+    scope: str,
+    used: Used,
+) -> list[Emit]:
+    """The warning/exceeded notices the charges cross (before < threshold <= after)."""
+    by_id = {b.id: b for b in budgets}
+    out: list[Emit] = []
+    for charge in charges:
+        budget = by_id[charge.budget]
+        before = used(charge.budget, charge.ledger, charge.window)
+        after = before + charge.amount
+        if budget.warn_at is not None and before < budget.warn_at * budget.max <= after:
+            out.append(notice("warning", budget, charge, scope, work_id, after))
+        if before < budget.max <= after:
+            out.append(notice("exceeded", budget, charge, scope, work_id, after))
+    return out
+
+
+def notice(
+    kind: str, budget: Budget, charge: Charge, scope: str, work_id: str, used: float
+) -> Emit:
+    cls = BudgetWarning if kind == "warning" else BudgetExceeded
+    event = cls(
+        budget=budget.id,
+        ledger=charge.ledger,
+        window=charge.window,
+        scope=scope,
+        work=work_id,
+        unit=budget.unit,
+        used=used,
+        limit=budget.max,
+    )
+    identity = f"budget-notice/{kind}/{budget.id}/{charge.ledger}/{charge.window}/{scope}"
+    return Emit("budget/notices", event, identity)

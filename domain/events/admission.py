@@ -1,0 +1,162 @@
+"""Events of admission: scope capacity fences, budgets and their ledgers, start gates,
+and cancelled Work."""
+
+from typing import ClassVar, Literal
+
+import msgspec
+
+from .base import Event
+
+Period = Literal["lifetime", "day", "week"]
+Per = Literal["work", "scope", "all"]
+
+
+class Budget(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """At most `max` of `unit` per Work, per scope or across all, over a period.
+
+    `id` names the budget and its limit: changing the limit makes a new budget, whose
+    ledgers (and notices) start afresh from the position it is configured at.
+    """
+
+    id: str
+    unit: str
+    max: float
+    per: Per = "work"
+    period: Period = "lifetime"
+    scope: str | None = None
+    warn_at: float | None = None
+
+
+class Charge(msgspec.Struct, frozen=True, gc=False):
+    """An amount charged to one ledger: a budget, a ledger key and a window."""
+
+    budget: str
+    ledger: str
+    window: str
+    unit: str
+    amount: float
+
+
+class ScopeCapacityClaimed(Event, tag="core.capacity.scope_claimed", frozen=True, kw_only=True):
+    """Slots under a scope's concurrency limit were taken (fences racing claims)."""
+
+    stream_pattern: ClassVar[str] = "scope/<scope>"
+
+    scope: str
+    executions: list[str]
+
+
+class BudgetsConfigured(Event, tag="core.budget.configured", frozen=True, kw_only=True):
+    """The budgets in force from this position on (recorded when the configuration changes).
+
+    A ledger counts from the position its budget is first configured; with no budgets,
+    nothing is staged or charged.
+    """
+
+    stream_pattern: ClassVar[str] = "budget/ledgers"
+
+    budgets: list[Budget]
+
+
+class BudgetCharged(Event, tag="core.budget.charged", frozen=True, kw_only=True):
+    """Amounts charged to ledgers: at admission (turns, attempts) or for staged usage.
+
+    `source` is the log position of the outcome whose usage is charged (0 at admission);
+    the delivery identity makes each staged usage charge at most once.
+    """
+
+    stream_pattern: ClassVar[str] = "budget/ledgers"
+    delivery_pattern: ClassVar[str | None] = (
+        "charge/<execution>/<epoch>/admission | charge/usage/<source>"
+    )
+
+    work_id: str
+    execution: str
+    source: int
+    charges: list[Charge]
+
+
+class _BudgetNotice(Event, frozen=True, kw_only=True):
+    stream_pattern: ClassVar[str] = "budget/notices"
+    delivery_pattern: ClassVar[str | None] = (
+        "budget-notice/<kind>/<budget>/<ledger>/<window>/<scope>"
+    )
+
+    budget: str
+    ledger: str
+    window: str
+    scope: str
+    work: str
+    unit: str
+    used: float
+    limit: float
+
+
+class BudgetWarning(_BudgetNotice, tag="core.budget.warning", frozen=True, kw_only=True):
+    """A charge crossed a budget's `warn_at` fraction (once per window, limit and scope).
+
+    It names the Work in its data but is not addressed to it: it never becomes input.
+    """
+
+
+class BudgetExceeded(_BudgetNotice, tag="core.budget.exceeded", frozen=True, kw_only=True):
+    """A charge reached a budget's `max`, or a start found it reached (once per window)."""
+
+
+class BudgetHeld(Event, tag="core.budget.held", frozen=True, kw_only=True):
+    """A start over a reached budget was refused (`over_budget`) and the Work held.
+
+    Input keeps queueing while it is held. Releasing the hold (`rota release WORK`) grants
+    exactly one admission pass; the turn after it is checked again.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    budget: str
+    ledger: str
+    window: str
+    reason: str
+
+
+class GateHeld(Event, tag="core.gate.held", frozen=True, kw_only=True):
+    """A start gate held the Work's first start (`gate_held`); only that gate settles it."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    registration: str
+    reason: str
+
+
+class GateReleased(Event, tag="core.gate.released", frozen=True, kw_only=True):
+    """The holding gate admitted the Work: the hold is gone and the next start skips the
+    gates once (the pass survives a budget hold)."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "gate/<work>/<registration>/released"
+
+    work_id: str
+    registration: str
+    reason: str = ""
+
+
+class GateRefused(Event, tag="core.gate.refused", frozen=True, kw_only=True):
+    """The holding gate refused the Work: it is cancelled."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "gate/<work>/<registration>/refused"
+
+    work_id: str
+    registration: str
+    reason: str = ""
+
+
+class WorkCancelled(Event, tag="core.work.cancelled", frozen=True, kw_only=True):
+    """The Work was cancelled: no further attempt, input or retry; terminal."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    reason: str = ""
+    by: str = "operator"

@@ -1,0 +1,267 @@
+"""Capacity pools, scope limits, budgets and start gates through the real scheduler."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rota
+from rota.infrastructure.clock import ManualClock
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(datetime(2026, 11, 2, 10, tzinfo=UTC))
+
+
+class Blocking(rota.Executor):
+    """Runs until released, so attempts hold their slots while a test looks."""
+
+    def __init__(self, name: str, pool: str) -> None:
+        self.name, self.pool = name, pool
+        self.release = threading.Event()
+
+    def launch(self, ctx: rota.LaunchContext, done: Any) -> None:
+        threading.Thread(target=lambda: (self.release.wait(30), done(rota.Result()))).start()
+
+
+def open_with(tmp_path: Path, clock: ManualClock, **config: Any) -> rota.Scheduler:
+    return rota.open(tmp_path / "adm.db", clock=clock, config=config, owner="adm")
+
+
+def states(s: rota.Scheduler) -> dict[str, str]:
+    return {w["id"]: w["state"] for w in s.works()}
+
+
+def types(s: rota.Scheduler) -> list[str]:
+    return [e["type"] for e in s.events()]
+
+
+# -- pools and scopes ------------------------------------------------------------------
+
+
+def test_jobs_and_agent_turns_never_take_each_others_slots(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    settings = {"concurrency": 1, "job_concurrency": 1}
+    with open_with(tmp_path, clock, settings=settings) as s:
+        agent, job = Blocking("agent", "agents"), Blocking("job", "jobs")
+        s.register("agent", executor=agent)
+        s.register("job", executor=job)
+        for name in ("a1", "a2"):
+            s.submit(name, binding="agent")
+        for name in ("j1", "j2"):
+            s.submit(name, binding="job")
+        s.tick()
+        assert states(s) == {"a1": "running", "a2": "ready", "j1": "running", "j2": "ready"}
+        capacity = s.capacity()
+        assert capacity["pools"]["agents"] == {"limit": 1, "in_use": 1, "waiting": 1}
+        assert capacity["pools"]["jobs"] == {"limit": 1, "in_use": 1, "waiting": 1}
+        codes = {w["work"]: w["code"] for w in capacity["waiting"]}
+        assert codes == {"a2": "capacity_concurrency", "j2": "capacity_job_concurrency"}
+        assert s.work("a2")["waiting"]["code"] == "capacity_concurrency"  # type: ignore[index]
+        agent.release.set()
+        job.release.set()
+        s.run_until_idle(timeout=10)
+        assert set(states(s).values()) == {"completed"}
+
+
+def test_scope_limits_count_the_scope_and_its_ancestors_across_pools(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    scopes = [{"path": "root/team", "limits": {"concurrency": 1}}]
+    with open_with(tmp_path, clock, scopes=scopes) as s:
+        agent, job = Blocking("agent", "agents"), Blocking("job", "jobs")
+        s.register("agent", executor=agent)
+        s.register("job", executor=job)
+        s.submit("deep", binding="agent", scope="root/team/project")
+        s.submit("sibling", binding="job", scope="root/team/other")
+        s.submit("outside", binding="job", scope="root/elsewhere")
+        s.tick()
+        assert states(s) == {"deep": "running", "sibling": "ready", "outside": "running"}
+        assert s.work("sibling")["waiting"]["code"] == "capacity_scope"  # type: ignore[index]
+        assert s.capacity()["scopes"] == {"root/team": {"limit": 1, "in_use": 1}}
+        agent.release.set()
+        job.release.set()
+        s.run_until_idle(timeout=10)
+        assert set(states(s).values()) == {"completed"}
+
+
+# -- budgets -------------------------------------------------------------------------------
+
+
+def test_budgets_are_off_by_default(tmp_path: Path, clock: ManualClock) -> None:
+    with open_with(tmp_path, clock) as s:
+        s.register("job", lambda ctx: rota.Result(usage={"usd": 5.0}), inline=True)
+        s.submit("w", binding="job")
+        s.run_until_idle(timeout=10)
+        assert not [t for t in types(s) if t.startswith("core.budget")]
+        assert s.service.projection.staged == {}
+
+
+def test_budget_warning_hold_reason_and_one_turn_release(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    budgets = [{"id": "two-turns", "unit": "turns", "max": 2, "per": "work", "warn_at": 0.5}]
+    with open_with(tmp_path, clock, budgets=budgets) as s:
+        s.register("job", lambda ctx: None, inline=True)
+        s.submit("w", binding="job", kind="standing", input=1, input_key="1")
+        s.run_until_idle(timeout=10)
+        assert "core.budget.warning" in types(s)
+        s.accept("w", 2, key="2")
+        s.run_until_idle(timeout=10)
+        assert types(s).count("core.budget.exceeded") == 1
+        s.accept("w", 3, key="3")
+        s.run_until_idle(timeout=10)
+        view = s.work("w")
+        assert view is not None and view["state"] == "held"
+        (hold,) = view["holds"]
+        assert hold["kind"] == "budget" and "2 of 2 turns" in hold["reason"]
+        assert "core.budget.held" in types(s)
+        s.accept("w", 4, key="4")  # input keeps queueing while held
+        s.release("w")
+        s.run_until_idle(timeout=10)
+        view = s.work("w")
+        assert view is not None and len(view["attempts"]) == 3  # exactly one turn let through
+        s.accept("w", 5, key="5")
+        s.run_until_idle(timeout=10)
+        assert s.work("w")["state"] == "held"  # type: ignore[index]
+        assert types(s).count("core.budget.exceeded") == 1  # once per window, kind and limit
+        s.cancel("w", reason="done with it")
+        assert s.work("w")["state"] == "cancelled"  # type: ignore[index]
+
+
+def test_usage_is_charged_once_and_a_reached_budget_holds_the_next_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    budgets = [{"id": "usd-day", "unit": "usd", "max": 5, "per": "all", "period": "day"}]
+    with open_with(tmp_path, clock, budgets=budgets) as s:
+        s.register("job", lambda ctx: rota.Result(usage={"usd": 3.0}), inline=True)
+        s.submit("a", binding="job")
+        s.run_until_idle(timeout=10)
+        s.submit("b", binding="job")
+        s.run_until_idle(timeout=10)
+        charged = [e for e in s.events() if e["type"] == "core.budget.charged"]
+        usage = [e for e in charged if e["data"]["source"] > 0]
+        assert len(usage) == 2
+        assert s.service.projection.used("usd-day", "all", "2026-11-02") == 6.0
+        s.submit("c", binding="job")
+        s.run_until_idle(timeout=10)
+        assert s.work("c")["state"] == "held"  # type: ignore[index]
+        clock.advance(86_400)  # a new UTC day: a new ledger window
+        s.release("c")
+        s.run_until_idle(timeout=10)
+        assert s.work("c")["state"] == "completed"  # type: ignore[index]
+
+
+# -- start gates -------------------------------------------------------------------------
+
+
+def test_a_gate_holds_the_first_start_only_and_only_it_settles(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    asked: list[str] = []
+
+    def approval(work: Any, binding: Any, first: Any) -> str:
+        asked.append(work.work_id)
+        return "needs a human"
+
+    with open_with(tmp_path, clock) as s:
+        s.register("job", lambda ctx: rota.Fail("x") if ctx.attempt == 1 else None, inline=True)
+        s.register_gate("approval", approval)
+        s.submit("w", binding="job")
+        s.run_until_idle(timeout=10)
+        view = s.work("w")
+        assert view is not None and view["state"] == "held"
+        assert view["holds"][0] == {
+            "kind": "gate",
+            "reason": "needs a human",
+            "holder": "approval",
+            "position": view["holds"][0]["position"],
+        }
+        s.run_until_idle(timeout=10)
+        assert asked == ["w"]  # held Work is not asked again
+        with pytest.raises(rota.Refusal) as caught:
+            s.release("w")
+        assert caught.value.code == "gate_hold"
+        with pytest.raises(rota.Refusal) as caught:
+            s.settle_gate("w", "someone-else", admit=True)
+        assert caught.value.code == "not_holder"
+        s.settle_gate("w", "approval", admit=True, reason="looks fine")
+        s.settle_gate("w", "approval", admit=True, reason="looks fine")  # idempotent
+        s.run_until_idle(timeout=10)
+        assert asked == ["w"]  # the pass skips the gates once
+        assert "core.gate.released" in types(s)
+        assert types(s).count("core.gate.released") == 1
+
+
+def test_a_refusing_gate_cancels_the_work(tmp_path: Path, clock: ManualClock) -> None:
+    with open_with(tmp_path, clock) as s:
+        s.register("job", lambda ctx: None, inline=True)
+        s.register_gate("policy", lambda work, binding, first: "not today")
+        s.submit("w", binding="job")
+        s.run_until_idle(timeout=10)
+        s.settle_gate("w", "policy", admit=False, reason="refused by policy")
+        assert s.work("w")["state"] == "cancelled"  # type: ignore[index]
+        assert "core.gate.refused" in types(s)
+
+
+def test_an_undecided_gate_fails_closed_and_ungated_work_starts(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    def broken(work: Any, binding: Any, first: Any) -> None:
+        raise RuntimeError("gate backend down")
+
+    with open_with(tmp_path, clock) as s:
+        s.register("job", lambda ctx: None, inline=True)
+        s.register_gate("broken", broken)
+        s.submit("w", binding="job")
+        s.tick()
+        view = s.work("w")
+        assert view is not None and view["state"] == "ready" and view["holds"] == []
+        assert view["waiting"]["code"] == "start_gate"
+    with rota.open(tmp_path / "control.db", clock=clock) as control:
+        control.register("job", lambda ctx: None, inline=True)
+        control.submit("w", binding="job")
+        control.run_until_idle(timeout=10)
+        assert control.work("w")["state"] == "completed"  # type: ignore[index]
+
+
+def test_gates_wait_for_capacity(tmp_path: Path, clock: ManualClock) -> None:
+    asked: list[str] = []
+    with open_with(tmp_path, clock, settings={"concurrency": 1}) as s:
+        blocker = Blocking("block", "agents")
+        s.register("block", executor=blocker)
+        s.register("job", lambda ctx: None, inline=True)
+        s.register_gate("g", lambda work, binding, first: asked.append(work.work_id))
+        s.submit("first", binding="block")
+        s.tick()  # asks for "first" (capacity allowed it) and starts it
+        s.submit("second", binding="job")
+        s.tick()
+        assert asked == ["first"]  # no slot: not asked
+        blocker.release.set()
+        s.run_until_idle(timeout=10)
+        assert asked == ["first", "second"]
+
+
+def test_the_gate_pass_survives_a_budget_hold(tmp_path: Path, clock: ManualClock) -> None:
+    budgets = [{"id": "one", "unit": "attempts", "max": 1, "per": "all"}]
+    with open_with(tmp_path, clock, budgets=budgets) as s:
+        s.register("job", lambda ctx: None, inline=True)
+        s.submit("spender", binding="job")
+        s.run_until_idle(timeout=10)  # spends the only attempt
+        s.register_gate("approval", lambda work, binding, first: "wait")
+        s.submit("w", binding="job")
+        s.run_until_idle(timeout=10)
+        s.settle_gate("w", "approval", admit=True)
+        s.run_until_idle(timeout=10)
+        view = s.work("w")
+        assert view is not None and view["state"] == "held"
+        assert view["holds"][0]["kind"] == "budget" and view["passes"] == ["gate"]
+        s.release("w")
+        s.run_until_idle(timeout=10)
+        assert s.work("w")["state"] == "completed"  # type: ignore[index]
