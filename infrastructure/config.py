@@ -24,6 +24,10 @@ delays = [300, 600]
 path = "root/team"
 limits = { concurrency = 2 }   # this scope and its descendants, every pool counted
 
+[audit]
+checkpoint_dir = "/var/lib/rota/checkpoints"   # outside the store's file; see docs/auditor.md
+key = "/etc/rota/audit-key.pem"                # optional: sign checkpoints (Ed25519)
+
 [[budgets]]                     # at most 50 usd per Work per UTC day, warn at 80 %
 unit = "usd"
 max = 50
@@ -160,8 +164,17 @@ class BudgetModel(BaseModel):
         )
 
 
+class AuditModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    checkpoint_dir: str | None = None
+    key: str | None = None
+    every_events: int = Field(1000, ge=1)
+    every_seconds: float = Field(300.0, gt=0)
+
+
 class ConfigModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    audit: AuditModel = AuditModel()
     store: StoreModel = StoreModel()
     settings: SettingsModel = SettingsModel()
     bindings: list[BindingModel] = []
@@ -179,6 +192,7 @@ class Config:
             raise ConfigError(f"{source}: bindings: duplicate binding name {duplicates[0]!r}")
         self.source = source
         self.store_url = model.store.url
+        self.audit = model.audit
         self.synchronous = model.store.synchronous
         s = model.settings
         self.settings = Settings(

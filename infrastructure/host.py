@@ -338,8 +338,11 @@ class Host:
                     self.launching.add(claimed.attempt.execution_id)
                 self._launcher.submit(self._prepare_and_launch, claimed)
         if direct:
+            # An isolating executor holds every process until its launch is pinned, so a
+            # lost lease before the pin relaunches instead of adopting (rota.domain.recovery).
             refused = self.service.invoke_many(
-                [(c.attempt.execution_id, c.attempt.epoch) for c in direct]
+                [(c.attempt.execution_id, c.attempt.epoch) for c in direct],
+                [self._isolates(c.attempt) for c in direct],
             )
             for claimed in direct:
                 if claimed.attempt.execution_id not in refused:
@@ -381,10 +384,14 @@ class Host:
             self.wake.set()
             return
         try:
-            self.service.invoke(execution_id, attempt.epoch)
+            self.service.invoke(execution_id, attempt.epoch, self._isolates(attempt))
         except Refusal:
             return
         self._launch(claimed, env)
+
+    def _isolates(self, attempt: AttemptState) -> bool:
+        executor = self.executor_for(attempt)
+        return executor is not None and executor.isolates
 
     def _context(self, attempt: AttemptState, env: dict[str, str], resume: bool) -> LaunchContext:
         execution_id, epoch, service = attempt.execution_id, attempt.epoch, self.service
@@ -465,10 +472,13 @@ class Host:
     # -- waiting ----------------------------------------------------------------------
 
     def idle(self) -> bool:
-        """Nothing running, nothing startable, no result waiting, no timer due now."""
+        """Nothing running (here or elsewhere: a live attempt of a lost host still needs
+        recovery), nothing startable, no result waiting, no timer due now."""
         if self.held or self.launching or not self.results.empty() or self.stopping:
             return False
         projection = self.service.projection
+        if projection.live:
+            return False
         now = self.service.now()
         if any(due <= now for due in projection.timers.values()):
             return False

@@ -433,9 +433,14 @@ class SchedulerService:
     def invoke(self, execution_id: str, epoch: int, isolated: bool = False) -> None:
         self._fenced(execution_id, lambda w, n, now: [lifecycle.invoke(w, n, epoch, now, isolated)])
 
-    def invoke_many(self, items: Sequence[tuple[str, int]]) -> dict[str, Refusal]:
+    def invoke_many(
+        self, items: Sequence[tuple[str, int]], isolated: Sequence[bool] = ()
+    ) -> dict[str, Refusal]:
+        """Invoke markers for several attempts in one append (`isolated` per item)."""
+        flags = list(isolated) or [False] * len(items)
         return self._fenced_many(
-            items, lambda w, n, epoch, now, _: [lifecycle.invoke(w, n, epoch, now, False)]
+            items,
+            lambda w, n, epoch, now, index: [lifecycle.invoke(w, n, epoch, now, flags[index])],
         )
 
     def phase(self, execution_id: str, epoch: int, name: str, outcome: str | None) -> None:

@@ -405,6 +405,68 @@ class SQLiteStore(EventStore):
         self._head = (position, previous)
         return written
 
+    def append_raw(self, records: Sequence[RawRecord]) -> None:
+        if records:
+            self.write(lambda cursor: self._append_raw_in(cursor, records))
+
+    def _append_raw_in(self, cursor: apsw.Cursor, records: Sequence[RawRecord]) -> None:
+        head = cursor.execute(
+            "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+        ).fetchone()
+        position, previous = (0, GENESIS) if head is None else (int(head[0]), b"")
+        if head is not None:
+            try:
+                previous = bytes.fromhex(str(head[1]))
+            except ValueError:
+                raise StoreError(
+                    f"cannot import after position {position}: its stored hash is not hex",
+                    code="import_mismatch",
+                ) from None
+        values: list[tuple[Any, ...]] = []
+        for record in records:
+            if record.position != position + 1:
+                raise StoreError(
+                    f"cannot import position {record.position}: the log's head is {position}, "
+                    f"so the next position must be {position + 1}",
+                    code="import_mismatch",
+                )
+            computed = link(
+                previous,
+                canonical_envelope(
+                    record.position,
+                    record.stream,
+                    record.version,
+                    record.type,
+                    record.type_version,
+                    record.delivery_id,
+                    record.recorded_at,
+                    record.data,
+                ),
+            )
+            if computed.hex() != record.hash:
+                raise StoreError(
+                    f"cannot import position {record.position}: its hash does not match its "
+                    "content and the previous hash (edited, or not the next row of this log)",
+                    code="import_mismatch",
+                )
+            values.append(
+                (
+                    record.position,
+                    record.stream,
+                    record.version,
+                    record.type,
+                    record.type_version,
+                    record.delivery_id,
+                    record.data,
+                    record.recorded_at,
+                    record.hash,
+                )
+            )
+            position, previous = record.position, computed
+        cursor.executemany(_INSERT, values)
+        # The writer caches (head, stream versions) do not know these rows.
+        self._forget()
+
     def _stream_version(self, cursor: apsw.Cursor, stream: str) -> int:
         cached = self._versions.get(stream)
         if cached is not None:

@@ -132,6 +132,23 @@ class EventStore(abc.ABC):
     def head(self) -> LogHead:
         """The last position and hash."""
 
+    @property
+    @abc.abstractmethod
+    def store_id(self) -> str:
+        """The random identity the store got when it was created (checkpoints name it)."""
+
+    def append_raw(self, records: Sequence[RawRecord]) -> None:
+        """Import rows exactly as they were recorded elsewhere (same positions, times, hashes).
+
+        The first record's position must be head + 1 and its hash must link to the current
+        head hash; positions must then run on without a gap, and every record's hash is
+        recomputed from its content and the previous hash and must equal the one given.
+        Anything else raises `StoreError` with code `import_mismatch`. All or nothing: one
+        transaction. This is how `rota import` moves a log between stores; never use it to
+        record new decisions (use `append`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot import raw rows yet")
+
     @abc.abstractmethod
     def wait_for_commit(self, after: int, timeout: float) -> bool:
         """Block until the log holds a position > after (from any process) or timeout."""

@@ -1,4 +1,4 @@
-"""Audit: prove the log was not altered, reordered, or cut in the middle.
+"""Audit: prove the log was not altered, reordered, cut in the middle, or cut at the end.
 
 `verify_chain` walks the log in position order and checks, for every row:
 - positions run 1, 2, 3 ... with no gap (a deleted row shows as the missing position);
@@ -7,7 +7,9 @@
 - each stream's versions run 1, 2, 3 ... in position order.
 It returns a `ChainReport` naming the first bad position and why; it never raises for a bad
 log (only for an unreadable store). Truncation of the tail is invisible to the chain
-alone; only a checkpoint (position, hash) kept outside the store reveals it.
+alone; only a checkpoint (position, hash) kept outside the store reveals it: give
+`verify_chain` the checkpoints and it also proves the log still extends each of them
+(`verify_extends` does that one checkpoint at a time, without walking the chain).
 """
 
 from __future__ import annotations
@@ -16,12 +18,21 @@ from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
-from rota.infrastructure.chain import GENESIS, canonical_envelope, link
+from rota.infrastructure.chain import GENESIS_HEX, canonical_envelope, link
 from rota.infrastructure.store import EventStore, RawRecord
+
+from .checkpoint import Checkpoint
+
+Checkpoints = Checkpoint | Iterable[Checkpoint] | None
 
 
 class ChainReport(msgspec.Struct, frozen=True):
-    """The verdict on a log: `ok`, how many rows were checked, and the first problem."""
+    """The verdict on a log: `ok`, how many rows were checked, and the first problem.
+
+    With checkpoints: `checkpoints` compared, `checkpoint_ok` (None when none was compared)
+    and `checkpoint_position` / `checkpoint_reason` for the first that failed, else the
+    highest that matched. `from_position` is where a partial export starts (0: position 1).
+    """
 
     ok: bool
     checked: int
@@ -29,6 +40,11 @@ class ChainReport(msgspec.Struct, frozen=True):
     head_hash: str
     first_bad_position: int | None = None
     reason: str | None = None
+    from_position: int = 0
+    checkpoints: int = 0
+    checkpoint_ok: bool | None = None
+    checkpoint_position: int | None = None
+    checkpoint_reason: str | None = None
 
 
 def iter_raw(store: EventStore, page: int = 5000, after: int = 0) -> Iterator[RawRecord]:
@@ -46,12 +62,25 @@ def verify_records(
     records: Iterable[RawRecord],
     *,
     progress: Callable[[int], None] | None = None,
+    after: int = 0,
+    previous_hash: str = GENESIS_HEX,
+    checkpoint: Checkpoints = None,
+    store_id: str | None = None,
 ) -> ChainReport:
-    """Verify a sequence of rows that starts at position 1."""
-    previous = GENESIS
-    expected_position = 1
+    """Verify rows that start at position `after + 1`, chained to `previous_hash`.
+
+    `after` > 0 verifies a part of a log (an export `--from N`): a stream's first version in
+    that part cannot be checked against the rows before it, only its continuity after.
+    Checkpoints are compared with the rows (their `store_id` with `store_id`, if given).
+    """
+    wanted = _normalize(checkpoint)
+    watch = {c.position for c in wanted}
+    seen: dict[int, str] = {after: previous_hash}
+    previous = bytes.fromhex(previous_hash)
+    expected_position = after + 1
     stream_versions: dict[str, int] = {}
     checked = 0
+    report: ChainReport | None = None
     for record in records:
         if record.position != expected_position:
             if record.position > expected_position:
@@ -60,7 +89,8 @@ def verify_records(
                 why = (
                     f"position {record.position} appears out of order after {expected_position - 1}"
                 )
-            return _bad(checked, expected_position - 1, previous, expected_position, why)
+            report = _bad(checked, expected_position - 1, previous, expected_position, why)
+            break
         computed = link(
             previous,
             canonical_envelope(
@@ -75,7 +105,7 @@ def verify_records(
             ),
         )
         if computed.hex() != record.hash:
-            return _bad(
+            report = _bad(
                 checked,
                 record.position - 1,
                 previous,
@@ -83,34 +113,192 @@ def verify_records(
                 "stored hash does not match the row's content and the previous hash "
                 "(the row was edited, inserted, or moved)",
             )
+            break
         last = stream_versions.get(record.stream)
         first_allowed = (0, 1) if record.type_version == 0 else (1,)
+        if last is None and after and record.version >= 1:
+            first_allowed = (record.version,)  # a partial log: its past is not here
         if (last is None and record.version not in first_allowed) or (
             last is not None and record.version != last + 1
         ):
             want = "1" if last is None else str(last + 1)
-            return _bad(
+            report = _bad(
                 checked,
                 record.position - 1,
                 previous,
                 record.position,
                 f"stream {record.stream!r} jumps to version {record.version}, expected {want}",
             )
+            break
         stream_versions[record.stream] = record.version
         previous = computed
+        if record.position in watch:
+            seen[record.position] = record.hash
         expected_position += 1
         checked += 1
         if progress is not None and checked % 10_000 == 0:
             progress(checked)
-    return ChainReport(True, checked, expected_position - 1, previous.hex())
+    if report is None:
+        report = ChainReport(True, checked, expected_position - 1, previous.hex())
+    report = msgspec.structs.replace(report, from_position=after)
+    return judge(report, wanted, seen, store_id) if wanted else report
 
 
 def verify_chain(
-    store: EventStore, *, progress: Callable[[int], None] | None = None
+    store: EventStore,
+    *,
+    progress: Callable[[int], None] | None = None,
+    checkpoint: Checkpoints = None,
 ) -> ChainReport:
-    """Verify the whole log of a store."""
-    return verify_records(iter_raw(store), progress=progress)
+    """Verify the whole log of a store, and that it extends the checkpoint(s) if given."""
+    wanted = _normalize(checkpoint)
+    store_id = store.store_id if wanted else None
+    return verify_records(iter_raw(store), progress=progress, checkpoint=wanted, store_id=store_id)
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+
+
+def _normalize(checkpoint: Checkpoints) -> list[Checkpoint]:
+    if checkpoint is None:
+        return []
+    if isinstance(checkpoint, Checkpoint):
+        return [checkpoint]
+    return sorted(checkpoint, key=lambda c: c.position)
+
+
+def _compare(
+    checkpoint: Checkpoint, store_id: str | None, head: int, stored_hash: str | None
+) -> tuple[str, str] | None:
+    """Why a log (its id, head position, stored hash at the checkpoint) does not extend it."""
+    when = f"checkpoint at position {checkpoint.position} (written {checkpoint.written_at})"
+    if store_id is not None and checkpoint.store_id != store_id:
+        return (
+            "checkpoint_other_store",
+            f"{when} is of store {checkpoint.store_id}, this log is store {store_id}: "
+            "a different store",
+        )
+    if head < checkpoint.position:
+        return (
+            "log_behind_checkpoint",
+            f"the log ends at position {head} but the {when} saw position "
+            f"{checkpoint.position}: positions {head + 1}..{checkpoint.position} were "
+            "truncated or lost",
+        )
+    if stored_hash != checkpoint.head_hash:
+        return (
+            "log_rewritten",
+            f"the stored hash at position {checkpoint.position} is not the {when}'s: the log "
+            f"up to position {checkpoint.position} was rewritten and re-chained",
+        )
+    return None
+
+
+def check_extends(
+    store_or_records: EventStore | Iterable[RawRecord],
+    checkpoint: Checkpoint,
+    *,
+    store_id: str | None = None,
+) -> tuple[str, str] | None:
+    """`(code, reason)` when the log does not extend the checkpoint, else None.
+
+    For a store, reads only its id, head and the row at the checkpoint's position. For
+    records (a log from position 1, e.g. an export), `store_id` is compared if given.
+    """
+    position = checkpoint.position
+    if isinstance(store_or_records, EventStore):
+        store = store_or_records
+        head = store.head().position
+        if position == 0:
+            stored: str | None = GENESIS_HEX
+        else:
+            rows = store.read_raw(position - 1, 1) if head >= position else []
+            stored = rows[0].hash if rows and rows[0].position == position else None
+        return _compare(checkpoint, store.store_id, head, stored)
+    head, stored = 0, GENESIS_HEX if position == 0 else None
+    for record in store_or_records:
+        head = record.position
+        if head == position:
+            stored = record.hash
+    return _compare(checkpoint, store_id, head, stored)
+
+
+def verify_extends(
+    store_or_records: EventStore | Iterable[RawRecord],
+    checkpoint: Checkpoint,
+    *,
+    store_id: str | None = None,
+) -> str | None:
+    """Why the log does not extend the checkpoint (truncated, rewritten, another store)."""
+    verdict = check_extends(store_or_records, checkpoint, store_id=store_id)
+    return None if verdict is None else verdict[1]
+
+
+def judge(
+    report: ChainReport,
+    checkpoints: list[Checkpoint],
+    seen: dict[int, str],
+    store_id: str | None,
+) -> ChainReport:
+    """Add the checkpoint verdict to a chain report (`seen`: stored hashes by position)."""
+    compared = 0
+    matched: Checkpoint | None = None
+    for checkpoint in checkpoints:
+        position = checkpoint.position
+        if position < report.from_position:
+            continue  # before a partial export: nothing to compare with
+        if not report.ok and position >= (report.first_bad_position or 0):
+            break  # past the break: the chain already failed
+        stored = GENESIS_HEX if position == 0 else seen.get(position)
+        verdict = _compare(checkpoint, store_id, report.head_position, stored)
+        compared += 1
+        if verdict is None:
+            matched = checkpoint
+            continue
+        reason = verdict[1]
+        if verdict[0] == "log_rewritten" and matched is not None:
+            reason += f" (the checkpoint at position {matched.position} still matches)"
+        if not report.ok:
+            return msgspec.structs.replace(
+                report,
+                checkpoints=compared,
+                checkpoint_ok=False,
+                checkpoint_position=position,
+                checkpoint_reason=reason,
+            )
+        bad = None
+        if verdict[0] == "log_behind_checkpoint":
+            bad = report.head_position + 1
+        elif verdict[0] == "log_rewritten":
+            bad = position
+        return msgspec.structs.replace(
+            report,
+            ok=False,
+            first_bad_position=bad,
+            reason=reason,
+            checkpoints=compared,
+            checkpoint_ok=False,
+            checkpoint_position=position,
+            checkpoint_reason=reason,
+        )
+    return msgspec.structs.replace(
+        report,
+        checkpoints=compared,
+        checkpoint_ok=True if compared else None,
+        checkpoint_position=matched.position if matched else None,
+    )
 
 
 def _bad(checked: int, head: int, previous: bytes, position: int, reason: str) -> ChainReport:
     return ChainReport(False, checked, head, previous.hex(), position, reason)
+
+
+__all__ = [
+    "ChainReport",
+    "check_extends",
+    "iter_raw",
+    "judge",
+    "verify_chain",
+    "verify_extends",
+    "verify_records",
+]

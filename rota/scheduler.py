@@ -47,6 +47,7 @@ from rota.infrastructure.views import (
     work_summary,
     work_view,
 )
+from rota.replay.checkpoint import Checkpointer
 
 _NO_INPUT = object()
 log = logging.getLogger("rota.scheduler")
@@ -95,6 +96,16 @@ class Scheduler:
         self._stop = threading.Event()
         self.service.catch_up()
         self.service.configure_budgets(config.budgets)
+        self.checkpointer: Checkpointer | None = None
+        self._checkpoint_error: str | None = None
+        if config.audit.checkpoint_dir:
+            self.checkpointer = Checkpointer(
+                store,
+                config.audit.checkpoint_dir,
+                key_path=config.audit.key,
+                every_events=config.audit.every_events,
+                every_seconds=config.audit.every_seconds,
+            )
 
     # -- configuration --------------------------------------------------------------
 
@@ -329,13 +340,33 @@ class Scheduler:
                 failures = 0
                 for error in report.errors:
                     log.warning("scheduler pass: %s", error)
+                self.checkpoint()
                 self.host.wake.wait(self.host.next_wake(5.0))
                 self.host.wake.clear()
         finally:
             stop.set()
             self._stop.set()
             self.host.release_all()
+            self.checkpoint()
             watcher.join(timeout=5)
+
+    def checkpoint(self) -> None:
+        """Write an audit checkpoint when one is due (every N events or T seconds).
+
+        A log that no longer extends the previous checkpoint (lost commits, rewrites) is
+        logged once as an error and never hidden behind a new checkpoint.
+        """
+        if self.checkpointer is None:
+            return
+        try:
+            self.checkpointer.maybe_write()
+        except (RotaError, OSError) as exc:
+            code = getattr(exc, "code", "checkpoint_io")
+            if code != self._checkpoint_error:
+                log.error("audit checkpoint not written: %s: %s", code, exc)
+            self._checkpoint_error = code
+        else:
+            self._checkpoint_error = None
 
     def _forward_stop(self, stop: threading.Event) -> None:
         while not self._stop.is_set():

@@ -254,3 +254,28 @@ def test_same_submit_twice_is_a_noop_and_another_definition_is_refused(
     with pytest.raises(rota.Refusal) as caught:
         scheduler.submit("w", binding="job", scope="root/other")
     assert caught.value.code == "work_conflict"
+
+
+def test_the_daemon_writes_audit_checkpoints_as_it_runs(tmp_path: Path) -> None:
+    from rota.replay.audit import verify_chain
+    from rota.replay.checkpoint import latest
+
+    notes = tmp_path / "checkpoints"
+    config = {"audit": {"checkpoint_dir": str(notes), "every_events": 1}}
+    with rota.open(tmp_path / "cp.db", config=config) as scheduler:
+        scheduler.register("job", lambda ctx: "ok")
+        scheduler.submit("w", binding="job")
+        stop = threading.Event()
+        runner = threading.Thread(target=scheduler.run, args=(stop,))
+        runner.start()
+        for _ in range(200):
+            view = scheduler.work("w")
+            if view is not None and view["state"] == "completed":
+                break
+            scheduler.store.wait_for_commit(scheduler.store.head().position, 0.1)
+        scheduler.stop()
+        runner.join(timeout=30)
+        checkpoint = latest(notes)
+        assert checkpoint is not None
+        assert checkpoint.position == scheduler.store.head().position
+        assert verify_chain(scheduler.store, checkpoint=checkpoint).ok
