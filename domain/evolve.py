@@ -33,10 +33,32 @@ from .events import (
     WorkSubmitted,
 )
 from .events.admission import BudgetHeld, GateHeld, GateRefused, GateReleased, WorkCancelled
+from .events.control import (
+    AttemptInterrupted,
+    ControlAcknowledged,
+    ControlDispatched,
+    ControlRequested,
+    ControlSettled,
+)
 from .events.execution import _Outcome
-from .events.recovery import AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
+from .events.recovery import (
+    AttemptAdopted,
+    AttemptLost,
+    AttemptRecovered,
+    HoldReleased,
+    WorkHeld,
+)
 from .events.retry import _RetryRequest
-from .state import AttemptState, Hold, PendingInput, Phase, RetryState, Segment, WorkState
+from .state import (
+    AttemptState,
+    Control,
+    Hold,
+    PendingInput,
+    Phase,
+    RetryState,
+    Segment,
+    WorkState,
+)
 
 
 def evolve(work: WorkState | None, event: Event, position: int, at: datetime) -> WorkState | None:
@@ -64,7 +86,14 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
         return _claimed(work, event, at)
     if isinstance(event, AttemptResumed):
         return _resumed(work, event, at)
+    if isinstance(
+        event, ControlRequested | ControlDispatched | ControlAcknowledged | ControlSettled
+    ):
+        return _control(work, event, position)
+    if isinstance(event, AttemptInterrupted):
+        return _interrupted(work, event, at)
     if isinstance(event, _Outcome):
+        work = _controls_after(work, event.attempt, event.consumed)
         ended = _ended(work, event, at)
         if isinstance(event, AttemptFailed | AttemptTimedOut):
             ended = replace(ended, retry=replace(ended.retry, failed_at=position))
@@ -81,6 +110,9 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
         )
         return replace(work, holds=holds, gate_pass=True)
     if isinstance(event, GateRefused | WorkCancelled):
+        current = work.current
+        if current is not None:
+            work = _controls_after(work, current.number, [])
         return _cancelled(work, at)
     if isinstance(event, WorkHeld):
         hold = Hold(event.kind, event.reason, event.holder, position)
@@ -93,9 +125,24 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
             work = _with(work, replace(current, relaunches=0))
         return work
     if isinstance(event, AttemptRecovered):
-        return _recovered(work, event, at)
+        # A dispatch in flight to the old epoch is void: the same intent goes out again.
+        controls = tuple(
+            replace(c, state="pending", token=None)
+            if c.attempt == event.attempt and c.state == "dispatched"
+            else c
+            for c in work.controls
+        )
+        return _recovered(replace(work, controls=controls), event, at)
+    if isinstance(event, AttemptAdopted):
+        attempt = work.current
+        segment = attempt.open_segment if attempt is not None else None
+        if attempt is None or segment is None:
+            return work
+        return _with(
+            work, replace(attempt, segments=_swap_open(attempt, replace(segment, adopted=True)))
+        )
     if isinstance(event, AttemptLost):
-        return _lost(work, event, position, at)
+        return _lost(_controls_after(work, event.attempt, []), event, position, at)
     if isinstance(event, _RetryRequest):
         if event.boundary != work.retry.failed_at or position <= work.retry.failed_at:
             return work  # a request answers one failure; it never clears a later one
@@ -398,3 +445,86 @@ def _lost(work: WorkState, event: AttemptLost, position: int, at: datetime) -> W
         retry = replace(retry, blocked_reason="lost")
     terminal = "failed" if retry.blocked_reason and policy.terminal_on_exhaustion else None
     return replace(work, retry=retry, terminal=terminal or work.terminal)
+
+
+def _control(
+    work: WorkState,
+    event: ControlRequested | ControlDispatched | ControlAcknowledged | ControlSettled,
+    position: int,
+) -> WorkState:
+    if isinstance(event, ControlRequested):
+        found = next((p for p in work.pending if p.key == event.input_key), None)
+        control = Control(
+            event.intent,
+            event.kind,
+            "pending",
+            event.attempt,
+            event.epoch,
+            position,
+            input_key=event.input_key,
+            input_position=found.position if found is not None else None,
+            fallback=event.fallback,
+        )
+        return replace(work, controls=(*work.controls, control))
+    controls = list(work.controls)
+    for index, control in enumerate(controls):
+        if control.intent != event.intent:
+            continue
+        if isinstance(event, ControlDispatched):
+            controls[index] = replace(
+                control, state="dispatched", token=event.token, dispatches=control.dispatches + 1
+            )
+        elif event.token != control.token or control.state != "dispatched":
+            return work  # a late answer to an older token changes nothing
+        elif isinstance(event, ControlAcknowledged):
+            accepted = "accepted" if control.kind == "inject" else "delivered"
+            controls[index] = replace(control, state=accepted)
+        else:
+            state = {
+                "not_accepting": "not_accepting",
+                "ambiguous": "pending",
+                "superseded": "superseded",
+                "failed": "dropped" if control.fallback == "drop" else "queued",
+            }[event.outcome]
+            controls[index] = replace(
+                control, state=state, token=None if state == "pending" else control.token
+            )
+            if state == "dropped" and control.input_position is not None:
+                pending = tuple(p for p in work.pending if p.position != control.input_position)
+                work = replace(work, pending=pending)
+        break
+    return replace(work, controls=tuple(controls))
+
+
+def _controls_after(work: WorkState, attempt: int, consumed: list[int]) -> WorkState:
+    """An attempt ended: its consumed injected input settles `consumed`, and intents still
+    waiting for it are superseded (their input stays pending for the next attempt)."""
+    if not work.controls:
+        return work
+    taken = set(consumed)
+    controls = []
+    for control in work.controls:
+        state = control.state
+        if control.input_position is not None and control.input_position in taken:
+            state = "consumed"
+        elif control.attempt == attempt and state in ("pending", "dispatched"):
+            state = "superseded"
+        controls.append(control if state == control.state else replace(control, state=state))
+    return replace(work, controls=tuple(controls))
+
+
+def _interrupted(work: WorkState, event: AttemptInterrupted, at: datetime) -> WorkState:
+    """The attempt is fenced and the Work ready again; the slot stays until the stop is
+    verified. Its input is presented to the next attempt; no failure is counted."""
+    attempt = work.current
+    if attempt is None or attempt.number != event.attempt:
+        return work
+    ended = replace(
+        _close_segment(attempt, at),
+        status="ended",
+        outcome="interrupted",
+        ended_at=at,
+        stop_confirmed=False,
+    )
+    requeued = tuple(sorted((*attempt.consumed, *work.pending), key=lambda p: p.position))
+    return replace(work, pending=requeued, attempts=(*work.attempts[:-1], ended))

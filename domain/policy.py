@@ -80,6 +80,7 @@ class Binding(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     timeout_seconds: float | None = None
     retry: RetryPolicy = RetryPolicy()
     handoff: HandoffPolicy = "stop"
+    control_fallback: Literal["queue", "drop"] = "queue"
 
 
 class Registration(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -24,7 +24,13 @@ from datetime import datetime, timedelta
 from .emit import Emit, work_stream
 from .errors import Refusal
 from .events import AttemptTimedOut, LeaseReleased
-from .events.recovery import AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
+from .events.recovery import (
+    AttemptAdopted,
+    AttemptLost,
+    AttemptRecovered,
+    HoldReleased,
+    WorkHeld,
+)
 from .lifecycle import fence, retry_timer
 from .state import AttemptState, WorkState
 
@@ -176,3 +182,10 @@ def page(works: list[WorkState], now: datetime, limit: int) -> tuple[list[WorkSt
     due.sort(key=lambda w: (w.current.lease_expires_at if w.current else now, w.work_id))
     fetched = due[: limit + 1]
     return fetched[:limit], len(fetched) > limit
+
+
+def adopted(work: WorkState, attempt: int, epoch: int, now: datetime) -> Emit:
+    """Record that the executor attached to the recovered attempt (fenced)."""
+    fence(work, attempt, epoch, now)
+    event = AttemptAdopted(work_id=work.work_id, attempt=attempt, epoch=epoch)
+    return Emit(work_stream(work.work_id), event)

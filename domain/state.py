@@ -50,6 +50,7 @@ class Segment(msgspec.Struct, frozen=True, gc=False):
     isolated: bool = False
     phases: tuple[Phase, ...] = ()
     wake: int | None = None
+    adopted: bool = False
 
     def active_seconds(self, until: datetime | None = None) -> float:
         end = self.ended_at or until
@@ -117,6 +118,28 @@ class Hold(msgspec.Struct, frozen=True, gc=False):
     position: int
 
 
+class Control(msgspec.Struct, frozen=True, gc=False):
+    """A control intent and where it stands.
+
+    States: pending (waiting, undispatched), dispatched (a token is out), accepted (inject
+    acknowledged), delivered (interrupt acknowledged), consumed (an outcome consumed the
+    injected input), not_accepting, queued / dropped (failed: the fallback applied),
+    superseded (its target ended first).
+    """
+
+    intent: str
+    kind: str
+    state: str
+    attempt: int
+    epoch: int
+    position: int
+    token: str | None = None
+    dispatches: int = 0
+    input_key: str | None = None
+    input_position: int | None = None
+    fallback: str = "queue"
+
+
 class RetryState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Failure accounting, kept apart from attempt numbers.
 
@@ -150,6 +173,7 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     holds: tuple[Hold, ...] = ()
     budget_pass: bool = False
     gate_pass: bool = False
+    controls: tuple[Control, ...] = ()
 
     @property
     def current(self) -> AttemptState | None:

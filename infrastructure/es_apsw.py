@@ -229,13 +229,15 @@ class ApswSubscription(ListenNotifySubscription[ApswApplicationRecorder]):
         self, recorder: ApswApplicationRecorder, gt: int | None = None, topics: Sequence[str] = ()
     ) -> None:
         self._watch_stop = threading.Event()
+        # Read the head before the first pull starts, so a commit in between still wakes it.
+        self._seen = recorder.datastore.store.head_position()
         super().__init__(recorder=recorder, gt=gt, topics=topics)
         self._watcher = threading.Thread(target=self._watch, daemon=True)
         self._watcher.start()
 
     def _watch(self) -> None:
         store = self._recorder.datastore.store
-        seen = store.head_position()
+        seen = self._seen
         while not self._watch_stop.is_set() and not self._has_been_stopped:
             if store.wait_for_commit(seen, 0.1):
                 seen = store.head_position()

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,8 +32,8 @@ from rota.domain.errors import LeaseLost, Refusal, RotaError
 from rota.domain.results import Result
 from rota.domain.state import AttemptState, WorkState
 
-from .executors.base import Executor, LaunchContext
-from .service import Claimed, GateDecision, SchedulerService, StartPass, Waiting
+from .executors.base import Executor, ExecutorError, LaunchContext
+from .service import Claimed, Dispatch, GateDecision, SchedulerService, StartPass, Waiting
 
 log = logging.getLogger("rota.host")
 Environment = Callable[[WorkState, AttemptState], dict[str, str]]
@@ -67,6 +68,7 @@ class TickReport:
     recovered: int = 0
     relaunched: int = 0
     settled: int = 0
+    dispatched: int = 0
     held: list[str] = field(default_factory=list)
     waiting: list[Waiting] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -95,6 +97,7 @@ class Host:
         self.held: dict[str, Held] = {}
         self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
         self.stopping: dict[str, tuple[int, Executor, object]] = {}
+        self._stop_next: dict[str, float] = {}
         self.wake = threading.Event()
         self.last_waiting: list[Waiting] = []
         self.launching: set[str] = set()
@@ -134,6 +137,7 @@ class Host:
                 report.errors.append(f"budget settlement: {exc.code}: {exc}")
             self._time_out(report)
             self._confirm_stops(report)
+            self._dispatch(report)
             self._start(report)
             return report
         finally:
@@ -284,6 +288,10 @@ class Host:
                 log.warning("recovery of %s failed", execution_id, exc_info=True)
                 outcome = "unknown"
             if outcome == "attached":
+                try:
+                    self.service.adopted(execution_id, epoch)
+                except Refusal as refusal:
+                    log.info("adoption of %s not recorded: %s", execution_id, refusal)
                 return
             self._drop(held, reason=None, cancel=False)
             if outcome == "stopped":
@@ -298,20 +306,85 @@ class Host:
         self._launcher.submit(adopt)
 
     def _request_stop(self, execution_id: str, epoch: int, executor: Executor) -> None:
-        found = self.service.projection.attempt(execution_id)
-        metadata = found[1].recovery_metadata if found else None
-        self.stopping[execution_id] = (epoch, executor, metadata)
+        """Ask for verified stop evidence now rather than on a later pass."""
+        self._stop_next.pop(execution_id, None)
 
     def _confirm_stops(self, report: TickReport) -> None:
-        for execution_id, (epoch, executor, metadata) in list(self.stopping.items()):
+        """Ask for stop evidence of every ended attempt still holding its slot.
+
+        Timed out, interrupted and cancelled attempts keep their resource hold until the
+        executor verifies nothing of them runs; the check runs off the loop (a stop may
+        wait for a process to exit) and at most every few seconds per attempt.
+        """
+        projection = self.service.projection
+        now = time.monotonic()
+        for holders in list(projection.slots.values()):
+            for execution_id in list(holders):
+                found = projection.attempt(execution_id)
+                if found is None:
+                    continue
+                _, attempt = found
+                if attempt.status != "ended" or attempt.stop_confirmed:
+                    continue
+                if execution_id in self.stopping or self._stop_next.get(execution_id, 0) > now:
+                    continue
+                executor = self.executor_for(attempt)
+                if executor is None:
+                    continue
+                self._stop_next[execution_id] = now + min(5.0, self.service.settings.lease_seconds)
+                self.stopping[execution_id] = (attempt.epoch, executor, attempt.recovery_metadata)
+                self._launcher.submit(
+                    self._stop, execution_id, attempt.epoch, executor, attempt.recovery_metadata
+                )
+
+    def _stop(self, execution_id: str, epoch: int, executor: Executor, metadata: Any) -> None:
+        try:
             evidence = executor.stop(execution_id, epoch, metadata)
-            if evidence != "stopped":
-                continue
-            del self.stopping[execution_id]
-            try:
+            if evidence == "stopped":
                 self.service.confirm_stopped(execution_id, epoch)
-            except Refusal as refusal:
-                report.errors.append(f"confirm {execution_id}: {refusal.code}: {refusal}")
+                self._stop_next.pop(execution_id, None)
+        except Refusal as refusal:
+            log.info("confirming the stop of %s refused: %s", execution_id, refusal)
+        except Exception:
+            log.warning("stopping %s failed", execution_id, exc_info=True)
+        finally:
+            self.stopping.pop(execution_id, None)
+            self.wake.set()
+
+    # -- control dispatch ------------------------------------------------------------------
+
+    def _dispatch(self, report: TickReport) -> None:
+        """Send every dispatchable control through its attempt's pinned executor."""
+        for claim in self.service.dispatch_pass():
+            executor = self.executor_for(claim.attempt)
+            if executor is None:
+                continue
+            report.dispatched += 1
+            self._launcher.submit(self._deliver, claim, executor)
+
+    def _deliver(self, claim: Dispatch, executor: Executor) -> None:
+        attempt, control = claim.attempt, claim.control
+        outcome = "ambiguous"
+        try:
+            if control.kind == "interrupt":
+                delivered = executor.interrupt(attempt.execution_id, claim.epoch)
+                outcome = "ack" if delivered else "superseded"
+            else:
+                payload = claim.payload
+                answer = executor.inject(
+                    attempt.execution_id, claim.epoch, control.input_position or 0, payload
+                )
+                outcome = "ack" if answer == "accepted" else "not_accepting"
+        except ExecutorError:
+            outcome = "failed"  # a definite error: the pinned fallback applies
+        except Exception:
+            log.warning("control %s: delivery unknown", control.intent, exc_info=True)
+            outcome = "ambiguous"  # the same intent is dispatched again later
+        try:
+            self.service.answer_control(claim.work_id, control.intent, claim.token, outcome)
+        except Refusal as refusal:
+            log.info("answer to %s refused: %s", control.intent, refusal)
+        self.wake.set()
 
     def _start(self, report: TickReport) -> None:
         gated = bool(self.gates)

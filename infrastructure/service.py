@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from rota.domain import admission, budgets, gates, lifecycle, recovery
+from rota.domain import admission, budgets, control, gates, lifecycle, recovery
 from rota.domain.admission import GateDecision, Waiting
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import NotEligible, Refusal
@@ -27,7 +27,7 @@ from rota.domain.events import BudgetCharged, BudgetsConfigured
 from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, Pinned, Registration, Settings
 from rota.domain.results import Result
-from rota.domain.state import AttemptState, WorkState
+from rota.domain.state import AttemptState, Control, WorkState
 from rota.projections.scheduler import SchedulerProjection
 
 from .clock import parse_timestamp
@@ -61,6 +61,17 @@ class Recovered(msgspec.Struct, frozen=True):
     mode: str
     timed_out: bool
     previous_owner: str
+
+
+class Dispatch(msgspec.Struct, frozen=True):
+    """A control claimed for delivery: perform it, then answer with the same token."""
+
+    work_id: str
+    attempt: AttemptState
+    control: Control
+    token: str
+    epoch: int
+    payload: Any
 
 
 class RecoveryPass(msgspec.Struct):
@@ -599,6 +610,10 @@ class SchedulerService:
             execution_id, lambda w, n, now: recovery.lose(w, n, epoch, now, evidence)
         )
 
+    def adopted(self, execution_id: str, epoch: int) -> None:
+        """The executor attached to the recovered attempt: record it (fenced)."""
+        self._fenced(execution_id, lambda w, n, now: [recovery.adopted(w, n, epoch, now)])
+
     def adoptable(self, execution_id: str, epoch: int) -> bool:
         with self.lock:
             self.catch_up()
@@ -701,3 +716,85 @@ class SchedulerService:
             return [emit], {work_stream(work_id): work.version}
 
         return self.transact(decide)
+
+    # -- control dispatch ------------------------------------------------------------------
+
+    def inject(
+        self, work_id: str, payload: Any, *, key: str | None = None, by: str = "operator"
+    ) -> AppendResult:
+        """Accept input and ask the running attempt to take it now (a durable intent)."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.projection.works.get(work_id)
+            emits = control.request_inject(
+                work, work_id=work_id, payload=payload, key=key, requested_by=by
+            )
+            assert work is not None
+            return emits, {work_stream(work_id): work.version}
+
+        return self.transact(decide)
+
+    def interrupt(self, work_id: str, *, by: str = "operator") -> AppendResult:
+        """Fence the running attempt, leave the Work ready, then send the interrupt."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.projection.works.get(work_id)
+            emits = control.request_interrupt(work, work_id=work_id, requested_by=by)
+            assert work is not None
+            return emits, {work_stream(work_id): work.version}
+
+        return self.transact(decide)
+
+    def dispatch_pass(self, limit: int = 64) -> list[Dispatch]:
+        """Claim every dispatchable control intent (one append, a fresh token each)."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            for work_id in list(self.projection.live.values()) + list(self._interrupting()):
+                work = self.projection.works[work_id]
+                for item in work.controls:
+                    if len(emits) < limit and control.dispatchable(work, item):
+                        emits.append(control.dispatch(work, item.intent))
+                        expected[work_stream(work_id)] = work.version
+            return emits, expected
+
+        dispatches: list[Dispatch] = []
+        for recorded in self.transact(decide).recorded:
+            event = recorded.event
+            work = self.projection.works[recorded.stream[5:]]
+            item = next(c for c in work.controls if c.intent == event.intent)  # type: ignore[attr-defined]
+            attempt = work.attempts[item.attempt - 1]
+            payload = next(
+                (p.payload for p in work.pending if p.position == item.input_position), None
+            )
+            dispatches.append(
+                Dispatch(work.work_id, attempt, item, event.token, event.epoch, payload)  # type: ignore[attr-defined]
+            )
+        return dispatches
+
+    def _interrupting(self) -> set[str]:
+        """Work whose fenced (interrupted) attempt still holds a slot and awaits its control."""
+        found: set[str] = set()
+        for holders in self.projection.slots.values():
+            for execution in holders:
+                located = self.projection.attempt(execution)
+                if located is None:
+                    continue
+                work = located[0]
+                if any(c.kind == "interrupt" and c.state == "pending" for c in work.controls):
+                    found.add(work.work_id)
+        return found
+
+    def answer_control(self, work_id: str, intent: str, token: str, outcome: str) -> None:
+        """Acknowledge (`ack`) or settle a dispatch, only under its same live token."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self._work(work_id)
+            if outcome == "ack":
+                emit = control.acknowledge(work, intent, token)
+            else:
+                emit = control.settle(work, intent, token, outcome)
+            return [emit], {work_stream(work_id): work.version}
+
+        self.transact(decide)

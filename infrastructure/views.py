@@ -112,6 +112,20 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]
             {"kind": h.kind, "reason": h.reason, "holder": h.holder, "position": h.position}
             for h in work.holds
         ],
+        "controls": [
+            {
+                "intent": c.intent,
+                "kind": c.kind,
+                "state": c.state,
+                "attempt": c.attempt,
+                "epoch": c.epoch,
+                "dispatches": c.dispatches,
+                "input_position": c.input_position,
+                "fallback": c.fallback,
+                "position": c.position,
+            }
+            for c in work.controls
+        ],
         "passes": [
             name for name, on in (("budget", work.budget_pass), ("gate", work.gate_pass)) if on
         ],

@@ -269,6 +269,21 @@ class Scheduler:
         self.service.cancel(work_id, reason=reason, by=by)
         self.host.wake.set()
 
+    def inject(
+        self, work_id: str, payload: Any, *, key: str | None = None, by: str = "operator"
+    ) -> None:
+        """Give the running attempt an input now (a durable intent, dispatched by the
+        cadence through the attempt's pinned executor). Acknowledged means accepted, not
+        consumed: the input stays pending until an attempt's result consumes it."""
+        self.service.inject(work_id, payload, key=key, by=by)
+        self.host.wake.set()
+
+    def interrupt(self, work_id: str, *, by: str = "operator") -> None:
+        """Fence the running attempt (the Work is ready again at once), then interrupt it;
+        its slot is held until its stop is verified."""
+        self.service.interrupt(work_id, by=by)
+        self.host.wake.set()
+
     def capacity(self) -> dict[str, Any]:
         """Each pool's limit, slots in use and Work waiting, and why each waits."""
         with self.service.lock:

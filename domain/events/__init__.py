@@ -19,6 +19,13 @@ from .admission import (
     WorkCancelled,
 )
 from .base import Event
+from .control import (
+    AttemptInterrupted,
+    ControlAcknowledged,
+    ControlDispatched,
+    ControlRequested,
+    ControlSettled,
+)
 from .execution import (
     OUTCOMES,
     AttemptClaimed,
@@ -38,7 +45,7 @@ from .execution import (
     StopConfirmed,
     TurnPublished,
 )
-from .recovery import AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
+from .recovery import AttemptAdopted, AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
 from .retry import ManualRetry, RetryArmed, RetryFired, RetryRequested
 from .work import InputAccepted, WorkSubmitted
 
@@ -66,6 +73,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     ManualRetry,
     RetryRequested,
     AttemptRecovered,
+    AttemptAdopted,
     AttemptLost,
     WorkHeld,
     HoldReleased,
@@ -79,15 +87,22 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     GateReleased,
     GateRefused,
     WorkCancelled,
+    ControlRequested,
+    AttemptInterrupted,
+    ControlDispatched,
+    ControlAcknowledged,
+    ControlSettled,
 )
 
 __all__ = [
     "ALL_EVENTS",
     "OUTCOMES",
+    "AttemptAdopted",
     "AttemptClaimed",
     "AttemptCompleted",
     "AttemptFailed",
     "AttemptHandedOff",
+    "AttemptInterrupted",
     "AttemptLost",
     "AttemptParked",
     "AttemptRecovered",
@@ -99,6 +114,10 @@ __all__ = [
     "BudgetWarning",
     "BudgetsConfigured",
     "CapacityClaimed",
+    "ControlAcknowledged",
+    "ControlDispatched",
+    "ControlRequested",
+    "ControlSettled",
     "Event",
     "GateHeld",
     "GateRefused",

@@ -33,6 +33,19 @@ class AttemptRecovered(Event, tag="core.execution.recovered", frozen=True, kw_on
     reason: RecoveryReason
 
 
+class AttemptAdopted(Event, tag="core.execution.adopted", frozen=True, kw_only=True):
+    """The executor's recover found the attempt's work and attached to it (fenced write).
+
+    From here the recovered segment counts as launched: controls may be dispatched to it.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+
+
 class AttemptLost(Event, tag="core.execution.lost", frozen=True, kw_only=True):
     """Recovery found trusted evidence the attempt no longer runs and no result: it is lost.
 

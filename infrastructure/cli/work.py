@@ -149,6 +149,29 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inject(args: argparse.Namespace) -> int:
+    payload = parse_json(args.input, "--input")
+    with open_rota(args) as scheduler:
+        scheduler.inject(args.work, payload, key=args.input_key, by=args.by)
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json(view)
+    else:
+        print(f"{args.work}: inject requested; it is delivered by the running daemon")
+    return 0
+
+
+def cmd_interrupt(args: argparse.Namespace) -> int:
+    with open_rota(args) as scheduler:
+        scheduler.interrupt(args.work, by=args.by)
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json(view)
+    else:
+        print(f"{args.work}: attempt fenced, Work {view['state']}; the interrupt follows")
+    return 0
+
+
 def cmd_capacity(args: argparse.Namespace) -> int:
     with open_rota(args) as scheduler:
         view = scheduler.capacity()
@@ -312,6 +335,20 @@ def register(commands: Any) -> None:
     cancel.add_argument("--by", default="operator", help="who cancels (recorded in the log)")
     cancel.add_argument("--json", action="store_true")
     cancel.set_defaults(handler=cmd_cancel)
+
+    inject = commands.add_parser("inject", help="give the running attempt an input now")
+    inject.add_argument("work", metavar="WORK")
+    inject.add_argument("--input", required=True, metavar="JSON", help="the input, as JSON")
+    inject.add_argument("--input-key", metavar="KEY", help="idempotency key (default: derived)")
+    inject.add_argument("--by", default="operator", help="who asks (recorded in the log)")
+    inject.add_argument("--json", action="store_true")
+    inject.set_defaults(handler=cmd_inject)
+
+    interrupt = commands.add_parser("interrupt", help="fence and interrupt the running attempt")
+    interrupt.add_argument("work", metavar="WORK")
+    interrupt.add_argument("--by", default="operator", help="who asks (recorded in the log)")
+    interrupt.add_argument("--json", action="store_true")
+    interrupt.set_defaults(handler=cmd_interrupt)
 
     capacity = commands.add_parser("capacity", help="pools, scope limits and who waits why")
     capacity.add_argument("--json", action="store_true")

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -83,6 +84,7 @@ class LaunchContext:
     cancel_reason: BaseException | None = None
     resume: bool = False
     previous_owner: str | None = None
+    injected: queue.SimpleQueue[tuple[int, Any]] = field(default_factory=queue.SimpleQueue)
     persist: Callable[[Any], None] = lambda metadata: None
     record_phase: Callable[[str, str | None], None] = lambda name, outcome: None
 
@@ -93,6 +95,14 @@ class LaunchContext:
     @property
     def trigger(self) -> Any:
         return self.inputs[0] if self.inputs else None
+
+    def take_injected(self) -> list[tuple[int, Any]]:
+        """Inputs injected while running, as (log position, payload); list the positions
+        you consumed in the Result (`Result(consumed=[...])`)."""
+        taken: list[tuple[int, Any]] = []
+        while not self.injected.empty():
+            taken.append(self.injected.get_nowait())
+        return taken
 
     def persist_recovery(self, metadata: Any) -> None:
         """Fenced: store recovery metadata for this attempt; raises LeaseLost when stale."""
@@ -134,6 +144,16 @@ class Executor(abc.ABC):
     def interrupt(self, execution_id: str, epoch: int) -> bool:
         """Ask a running attempt to stop; True when the request was delivered."""
         return False
+
+    def inject(self, execution_id: str, epoch: int, position: int, payload: Any) -> str:
+        """Offer an input (log position, payload) to a running attempt.
+
+        Return "accepted" (taken for the attempt; consumed only when its result lists the
+        position) or "not_accepting". Raise `ExecutorError` for a definite failure (the
+        binding's pinned fallback applies); any other exception counts as an ambiguous
+        delivery, retried later under the same intent.
+        """
+        return "not_accepting"
 
     def close(self) -> None:  # noqa: B027 (optional hook with a no-op default)
         """Release resources (threads, processes) at scheduler shutdown."""

@@ -101,7 +101,7 @@ def failure_result(exc: BaseException) -> Result:
 class InProcessExecutor(Executor):
     """Runs one Python callable per attempt."""
 
-    capabilities = frozenset({"stop", "interrupt"})
+    capabilities = frozenset({"stop", "interrupt", "inject"})
 
     def __init__(
         self,
@@ -120,6 +120,7 @@ class InProcessExecutor(Executor):
         self._pool: ThreadPoolExecutor | None = None
         self._running: dict[str, tuple[int, Future[None] | None, threading.Event]] = {}
         self._adopted: dict[str, Done] = {}
+        self._contexts: dict[str, LaunchContext] = {}
         self._lock = threading.Lock()
 
     def _call(self, ctx: LaunchContext, done: Done) -> None:
@@ -132,11 +133,14 @@ class InProcessExecutor(Executor):
         finally:
             with self._lock:
                 self._running.pop(ctx.execution_id, None)
+                self._contexts.pop(ctx.execution_id, None)
                 adopted = self._adopted.pop(ctx.execution_id, None)
         # A recovery that adopted the call reports through its own callback (new epoch).
         (adopted or done)(result)
 
     def launch(self, ctx: LaunchContext, done: Done) -> None:
+        with self._lock:
+            self._contexts[ctx.execution_id] = ctx
         if self.inline:
             with self._lock:
                 self._running[ctx.execution_id] = (ctx.epoch, None, ctx.cancel)
@@ -194,12 +198,26 @@ class InProcessExecutor(Executor):
         return "unknown"
 
     def interrupt(self, execution_id: str, epoch: int) -> bool:
+        """Set the call's `ctx.cancel` (reason: interrupted); True when it was running."""
         with self._lock:
             entry = self._running.get(execution_id)
+            ctx = self._contexts.get(execution_id)
         if entry is None or entry[0] != epoch:
             return False
+        if ctx is not None:
+            ctx.cancel_reason = RotaError("the attempt was interrupted", code="interrupted")
         entry[2].set()
         return True
+
+    def inject(self, execution_id: str, epoch: int, position: int, payload: Any) -> str:
+        """Queue the input on the running call's `ctx.injected` (see `take_injected`)."""
+        with self._lock:
+            entry = self._running.get(execution_id)
+            ctx = self._contexts.get(execution_id)
+        if entry is None or ctx is None or entry[0] != epoch:
+            return "not_accepting"
+        ctx.injected.put((position, payload))
+        return "accepted"
 
     def close(self) -> None:
         with self._lock:

@@ -335,3 +335,10 @@ def test_capacity_json_and_cancel(home: Path) -> None:
     cancelled = as_json(home, "cancel", "later", "--reason", "not needed")
     assert cancelled["state"] == "cancelled"
     one_line_error(rota(home, "cancel", "later"), "work_terminal")
+
+
+def test_inject_and_interrupt_need_a_running_attempt(home: Path) -> None:
+    ok(home, "submit", "idle-job", "--binding", "ok")
+    one_line_error(rota(home, "inject", "idle-job", "--input", '"x"'), "no_live_attempt")
+    one_line_error(rota(home, "interrupt", "idle-job"), "no_live_attempt")
+    one_line_error(rota(home, "inject", "idle-job", "--input", "{bad"), "usage")
