@@ -180,6 +180,8 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
             work, replace(attempt, recovery_metadata=event.metadata, recovery_epoch=event.epoch)
         )
     if isinstance(event, StopConfirmed):
+        # Once stopped there is nothing left to interrupt: open intents are superseded.
+        work = controls_after(work, attempt.number, [])
         return with_current(work, replace(attempt, stop_confirmed=True))
     return work
 

@@ -58,7 +58,7 @@ class ControlCommands(LifecycleService):
         def decide() -> tuple[list[Emit], dict[str, int]]:
             emits: list[Emit] = []
             expected: dict[str, int] = {}
-            for work_id in list(self.projection.live.values()) + list(self._interrupting()):
+            for work_id in sorted({*self.projection.live.values(), *self._interrupting()}):
                 work = self.projection.works[work_id]
                 for item in work.controls:
                     if len(emits) < limit and control.dispatchable(work, item):
