@@ -189,3 +189,24 @@ def adopted(work: WorkState, attempt: int, epoch: int, now: datetime) -> Emit:
     fence(work, attempt, epoch, now)
     event = AttemptAdopted(work_id=work.work_id, attempt=attempt, epoch=epoch)
     return Emit(work_stream(work.work_id), event)
+
+
+def relaunch_unstarted(
+    work: WorkState, attempt: int, epoch: int, now: datetime, owner: str, crash_loop_limit: int
+) -> list[Emit]:
+    """The executor's recover proved the adopted launch never started (and never will):
+    relaunch it under a new epoch, failing nothing (reason `not_started`); the crash-loop
+    ceiling still applies."""
+    current = fence(work, attempt, epoch, now)
+    stream = work_stream(work.work_id)
+    if current.relaunches >= crash_loop_limit:
+        held = WorkHeld(
+            work_id=work.work_id,
+            kind="crash_loop",
+            reason=f"{current.execution_id} lost its launch before starting "
+            f"{current.relaunches} times; release to relaunch it again",
+        )
+        return [Emit(stream, held)]
+    lease = now + timedelta(seconds=current.pinned.lease_seconds)
+    claim = _claim(work, current, epoch + 1, owner, lease, "relaunch", "not_started")
+    return [Emit(stream, claim)]

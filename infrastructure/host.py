@@ -162,6 +162,14 @@ class Host(HostOperations):
                 log.info("result of %s refused: %s", execution_id, refused[execution_id])
             else:
                 report.finished += 1
+                self._forget(execution_id, epoch)
+
+    def _forget(self, execution_id: str, epoch: int) -> None:
+        """The outcome is durable: let the executor drop what it kept for recovery."""
+        found = self.service.projection.attempt(execution_id)
+        executor = self.executor_for(found[1]) if found is not None else None
+        if executor is not None:
+            self._launcher.submit(executor.forget, execution_id, epoch)
 
     def _time_out(self, report: TickReport) -> None:
         now = self.service.now()

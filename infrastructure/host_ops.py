@@ -114,6 +114,16 @@ class HostOperations(_Base):
                     log.info("adoption of %s not recorded: %s", execution_id, refusal)
                 return
             self._drop(held, reason=None, cancel=False)
+            if outcome == "not_started":
+                try:
+                    again = self.service.relaunch_unstarted(execution_id, epoch)
+                except Refusal as refusal:
+                    log.info("relaunching %s refused: %s", execution_id, refusal)
+                else:
+                    if again is not None:
+                        self._launch_claimed([Claimed(again.work, again.attempt, False)])
+                self.wake.set()
+                return
             if outcome == "stopped":
                 try:
                     self.service.lose(execution_id, epoch, "not_running")

@@ -91,6 +91,21 @@ class RecoveryCommands(LifecycleService):
             execution_id, lambda w, n, now: recovery.lose(w, n, epoch, now, evidence)
         )
 
+    def relaunch_unstarted(self, execution_id: str, epoch: int) -> Recovered | None:
+        """Relaunch an adopted attempt whose executor proved it never started."""
+        result = self._fenced(
+            execution_id,
+            lambda w, n, now: recovery.relaunch_unstarted(
+                w, n, epoch, now, self.owner, self.settings.crash_loop_limit
+            ),
+        )
+        for recorded in result.recorded:
+            if recorded.type == "core.execution.recovered":
+                work = self.projection.works[recorded.stream[5:]]
+                assert work.current is not None
+                return Recovered(work, work.current, "relaunch", False, self.owner)
+        return None
+
     def adopted(self, execution_id: str, epoch: int) -> None:
         """The executor attached to the recovered attempt: record it (fenced)."""
         self._fenced(execution_id, lambda w, n, now: [recovery.adopted(w, n, epoch, now)])

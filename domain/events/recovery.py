@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from .base import Event
 
 RecoveryMode = Literal["adopt", "relaunch"]
-RecoveryReason = Literal["lease_expired", "released", "timeout"]
+RecoveryReason = Literal["lease_expired", "released", "timeout", "not_started"]
 
 
 class AttemptRecovered(Event, tag="core.execution.recovered", frozen=True, kw_only=True):

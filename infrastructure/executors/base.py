@@ -27,9 +27,10 @@ Recovery
   it, calls `recover(ctx, metadata, done)` with the metadata the attempt persisted. The
   executor answers `"attached"` (it found the attempt's work still running, or finished
   with a result it can report, and will call `done(result)`), `"stopped"` (verified that
-  nothing of it runs and no result exists: the attempt is lost) or `"unknown"` (the host
-  fails closed and tries again on a later pass). Recovery never calls `launch` to replace
-  a process; only a relaunch (a launch that started nothing) does.
+  nothing of it runs and no result exists: the attempt is lost), `"not_started"` (verified
+  that the work never started and never will: the attempt is relaunched, failing nothing)
+  or `"unknown"` (the host fails closed and tries again on a later pass). Recovery never
+  calls `launch` to replace a process; only a relaunch (a launch that started nothing) does.
 
   `stable = True` declares that the executor's behaviour is fully determined by what the
   attempt pinned (binding config, registration), so it may serve attempts pinned under an
@@ -59,7 +60,7 @@ from typing import Any, Literal
 from rota.domain.results import Result
 
 StopEvidence = Literal["stopped", "unknown"]
-Recovery = Literal["attached", "stopped", "unknown"]
+Recovery = Literal["attached", "stopped", "not_started", "unknown"]
 Done = Callable[[Result], None]
 CAPABILITIES = frozenset({"stop", "interrupt", "inject", "recover"})
 
@@ -140,6 +141,10 @@ class Executor(abc.ABC):
     def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
         """Stop what the attempt left running; "stopped" only when verified."""
         return "unknown"
+
+    def forget(self, execution_id: str, epoch: int) -> None:  # noqa: B027 (optional hook)
+        """The attempt's outcome is now durable in the log: drop what was kept to report it
+        after a crash (a run directory ...)."""
 
     def interrupt(self, execution_id: str, epoch: int) -> bool:
         """Ask a running attempt to stop; True when the request was delivered."""

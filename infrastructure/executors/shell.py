@@ -20,21 +20,35 @@ Run directory: nothing of a run depends on the daemon that launched it staying a
   one else) holding `input.json`, `stdout` and `stderr` (files, not pipes: a dead daemon
   cannot SIGPIPE the command) and, once the command ended, `status`: its exit code, -N when
   killed by signal N. A tiny wrapper (`python -I -S`, see `shell_result.WRAPPER`) leads the
-  group: it starts the command with its argv and environment unchanged (a start failure, such
-  as no such program, still makes `launch` raise), holds an flock on the run directory, waits,
-  writes `status` (atomically, by absolute path) and exits. It ignores SIGTERM, SIGINT and
-  SIGHUP, which the command gets at their default, so that it records a command they stopped.
+  group: it holds an flock on the run directory, holds the command back until the launch is
+  pinned (below), starts it with its argv, environment, cwd and standard streams unchanged (a
+  start failure, such as no such program, still makes `launch` raise), waits, writes `status`
+  (atomically, by absolute path) and exits. It ignores SIGTERM, SIGINT and SIGHUP, which the
+  command gets at their default, so that it records a command they stopped.
   The directory is removed once the result was reported and the group is gone, or when
   recovery or `stop` finds the run over. A daemon that crashed leaves its run directories
   behind until recovery reports their result (or `stop` verifies the run stopped). On disk
   the output files are not bounded: only what is read of them is.
 
+Isolation: nothing runs until the launch is pinned (`isolates = True`)
+  The host marks the invoke `isolated`, so an attempt whose launch lost its lease before it
+  pinned anything is relaunched, not adopted (rota.domain.recovery). That holds because the
+  wrapper starts nothing until the file `go` appears in its run directory, and `launch`
+  creates `go` (atomically) only after `ctx.persist_recovery` succeeded. A wrapper whose
+  launching process dies first (its parent pid changes, polled every 20 ms at most, or the
+  wake pipe from the launcher reaches its end) or that waited `hold_seconds` (default 30)
+  creates `abandoned` and exits (code 125) without starting the command or writing `status`.
+  The `executor` launch phase covers all of it: run directory, wrapper, persist, `go` and the
+  wrapper's report that the command started.
+
 Process groups
   The wrapper starts by fork+exec in a new session, so it leads its own group (pgid == pid).
-  At once `{"pid", "pgid", "started", "run", "host", "boot", "pidns"}` is persisted (`started`:
-  field 22 of /proc/<pid>/stat, which tells a reused pid apart; host name, boot id and pid
-  namespace say where the pid means something); if that fenced write fails the group is
-  killed and `launch` re-raises. `ctx.cancel`, the deadline and `close()` send SIGTERM to the
+  Once it holds its lock, `{"pid", "pgid", "started", "run", "hold", "host", "boot", "pidns"}`
+  is persisted (`started`: field 22 of /proc/<pid>/stat, which tells a reused pid apart;
+  `hold`: true, the wrapper waits for `go`; host name, boot id and pid namespace say where the
+  pid means something); if that fenced write fails, `go` is never created, the group is
+  killed, the run directory removed and `launch` re-raises: nothing of the command ran.
+  `ctx.cancel`, the deadline and `close()` send SIGTERM to the
   group, then SIGKILL after `kill_grace_seconds`. When the command exits, whatever it left
   running in its group is stopped the same way. Processes that leave the group (setsid,
   setpgid) are out of reach. Zombies count as stopped: they run nothing.
@@ -65,15 +79,20 @@ Where a pid means something
 
 Recovery (`recover`)
   Metadata None or unusable, or a group whose leader cannot be verified: "unknown". A run
-  that recorded its `status` is reported ("attached"; what it left in its group is stopped
-  first). A group still running here (leader's pid and start time match, or the leader gone
-  and its group still named by its pid) is watched ("attached"; `ctx.cancel`, the deadline,
-  `interrupt` and `stop` act on it as on a launched run; no `status` at its end gives
-  "killed"). Nothing running and no `status`: "stopped", and the directory goes. Metadata
-  without "run" (an older launch that piped to its dead owner): "unknown" while its group
-  runs, else "stopped". A run still watched by this executor (its lease was lost, not its
-  process) is handed to the new `done`. `close()` stops watching adopted runs, leaving them
-  running for the next recovery.
+  whose metadata says `hold` and whose directory has no `go` (its launcher stopped between
+  pinning the metadata and creating `go`): "unknown" while its wrapper still waits; once it
+  gave up (`abandoned`) or is gone, the command never ran and never will: "stopped", and the
+  directory goes. An `abandoned` run is "stopped" even if `go` came late. (A launch that
+  pinned nothing is relaunched without asking `recover`.) A run that recorded its `status`
+  is reported ("attached"; what it left in its group is stopped first). A group still
+  running here (leader's pid and start time match, or the leader gone and its group still
+  named by its pid) is watched ("attached"; `ctx.cancel`, the deadline, `interrupt` and
+  `stop` act on it as on a launched run; no `status` at its end gives "killed"). Nothing
+  running and no `status`: "stopped", and the directory goes. Metadata without "run" (an
+  older launch that piped to its dead owner): "unknown" while its group runs, else
+  "stopped". A run still watched by this executor (its lease was lost, not its process) is
+  handed to the new `done`. `close()` stops watching adopted runs, leaving them running for
+  the next recovery.
 
 Stop evidence
   `stop` reads the persisted metadata. A live pid with the recorded start time, or a vanished
@@ -105,13 +124,16 @@ from rota.domain.results import Result
 
 from .base import Done, Executor, ExecutorError, LaunchContext, Recovery, StopEvidence
 from .shell_result import (
+    HOLD_SECONDS,
     build_result,
+    held_back,
     make_run,
     read_status,
     read_tail,
     remove_run,
     run_of,
-    start_in_run,
+    run_prefix,
+    start_wrapper,
     wrapper_alive,
 )
 
@@ -306,20 +328,25 @@ class ShellExecutor(Executor):
     pool = "jobs"
     capabilities = frozenset({"stop", "interrupt", "recover"})
     stable = True
+    isolates = True  # the wrapper starts nothing until the launch is pinned (`go`)
 
     def __init__(
         self,
         runs_dir: str | os.PathLike[str] | None = None,
         capture_bytes: int = 64 * 1024,
         kill_grace_seconds: float = 5.0,
+        hold_seconds: float = HOLD_SECONDS,
     ) -> None:
         if capture_bytes < 1 or kill_grace_seconds < 0:
             raise ValueError("capture_bytes must be positive and kill_grace_seconds not negative")
+        if not hold_seconds > 0:
+            raise ValueError("hold_seconds must be positive")
         if runs_dir is None:
             runs_dir = Path(tempfile.gettempdir()) / f"rota-runs-{os.getuid()}"
         self.runs_dir = Path(os.path.abspath(runs_dir))
         self.capture_bytes = capture_bytes
         self.kill_grace_seconds = kill_grace_seconds
+        self.hold_seconds = float(hold_seconds)
         self._machine = _machine()
         self._runs: dict[str, _Run] = {}
         self._threads: list[threading.Thread] = []
@@ -342,22 +369,27 @@ class ShellExecutor(Executor):
         with ctx.phase("executor"):
             directory = make_run(self.runs_dir, ctx.execution_id, ctx.epoch)
             try:
-                proc = start_in_run(directory, command, cwd, env, payload)
+                wrapper = start_wrapper(directory, command, cwd, env, payload, self.hold_seconds)
             except BaseException:
                 remove_run(directory)
                 raise
+            pid = wrapper.pid
+            try:
+                stat = _proc_stat(pid)
+                started = stat[2] if stat else None
+                metadata = {"pid": pid, "pgid": pid, "started": started, "run": str(directory)}
+                ctx.persist_recovery({**metadata, "hold": True, **self._machine})
+                wrapper.release()  # pinned: only now may the command start
+            except BaseException:
+                wrapper.close()  # no `go`: the wrapper started nothing (or failed to)
+                _kill_group(pid)
+                wrapper.proc.wait()
+                remove_run(directory)
+                raise
+            finally:
+                wrapper.close()
         began = time.monotonic()
-        stat = _proc_stat(proc.pid)
-        started = stat[2] if stat else None
-        metadata = {"pid": proc.pid, "pgid": proc.pid, "started": started}
-        try:
-            ctx.persist_recovery({**metadata, "run": str(directory), **self._machine})
-        except BaseException:
-            _kill_group(proc.pid)
-            proc.wait()
-            remove_run(directory)
-            raise
-        self._watch(_Run(ctx, done, directory, proc.pid, started, _secrets(ctx), proc, began))
+        self._watch(_Run(ctx, done, directory, pid, started, _secrets(ctx), wrapper.proc, began))
 
     def _watch(self, run: _Run) -> None:
         thread = threading.Thread(
@@ -386,8 +418,8 @@ class ShellExecutor(Executor):
         if result is None:
             return  # closed: an adopted run keeps running and is no longer watched
         done(result)
-        if not run.group or not self._group_alive(run):
-            remove_run(run.directory)
+        # The run directory stays until `forget`: the host has only queued the result in
+        # memory, and if it dies before the outcome is appended, recovery reads it here.
 
     def _supervise(self, run: _Run) -> Result | None:
         stopper = _GroupStopper(run.pid, self.kill_grace_seconds)
@@ -469,6 +501,13 @@ class ShellExecutor(Executor):
         where = _locate(metadata, self._machine, directory)
         if where == "unknown" or (where == "here" and pid == os.getpgrp()):
             return "unknown"
+        if metadata.get("hold") is True and directory is not None and directory.is_dir():
+            never = held_back(directory)  # None: its wrapper still waits for `go`
+            if never is None:
+                return "unknown"
+            if never:
+                remove_run(directory)
+                return "not_started"
         ident = _identity(pid, pid, started) if where == "here" else False
         running = ident is not False and _group_running(pid)
         if directory is None:  # an older launch: its output went to its dead owner
@@ -481,6 +520,20 @@ class ShellExecutor(Executor):
             return "unknown"  # something runs in the group, but is it ours?
         self._watch(_Run(ctx, done, directory, pid, started, _secrets(ctx), group=ident is True))
         return "attached"
+
+    def forget(self, execution_id: str, epoch: int) -> None:
+        """The outcome is in the log: remove the attempt's finished run directories."""
+        prefix = run_prefix(execution_id)
+        try:
+            entries = list(self.runs_dir.iterdir())
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.startswith(prefix) and read_status(entry) is not None:
+                with self._lock:
+                    watched = any(r.directory == entry for r in self._runs.values())
+                if not watched:
+                    remove_run(entry)
 
     def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
         recovery = _recovery(metadata)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import queue
@@ -110,6 +111,12 @@ def running(pid: int) -> bool:
     return fields is not None and fields[0] not in ("Z", "X")
 
 
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is `pid`."""
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    return [p for p in pids if (stat_of(p) or ["", ""])[1] == str(pid) and running(p)]
+
+
 def assert_group_gone(pgid: int) -> None:
     try:
         os.killpg(pgid, 0)
@@ -136,6 +143,71 @@ def test_exit_zero_completes_with_tails_minutes_and_recovery_metadata(
     assert run.phases == [("executor", None), ("executor", "ok")]
     [metadata] = run.persisted
     assert metadata["pgid"] == metadata["pid"] and isinstance(metadata["started"], int)
+    assert metadata["hold"] is True
+
+
+# Isolation: the command is held back until its launch is pinned
+
+
+def test_the_shell_executor_isolates() -> None:
+    assert ShellExecutor.isolates is True
+
+
+def test_nothing_of_the_command_runs_before_the_launch_is_pinned(
+    executor: ShellExecutor, tmp_path: Path
+) -> None:
+    side = tmp_path / "ran"
+    seen: list[tuple[bool, bool, list[int], bool]] = []
+
+    def persist(metadata: Any) -> None:
+        directory, pid = Path(metadata["run"]), metadata["pid"]
+        seen.append((running(pid), (directory / "go").exists(), children(pid), side.exists()))
+
+    run = start(executor, ["sh", "-c", 'echo ran > "$1"', "sh", str(side)], persist=persist)
+    assert seen == [(True, False, [], False)]  # the wrapper waits and has started nothing
+    assert run.result().outcome == "completed" and side.read_text() == "ran\n"
+
+
+def test_a_refused_persist_never_lets_the_command_start(
+    executor: ShellExecutor, runs: Path, tmp_path: Path
+) -> None:
+    side = tmp_path / "ran"
+    seen: list[Any] = []
+
+    def refuse(metadata: Any) -> None:
+        seen.append(metadata)
+        raise LeaseLost("the lease is gone")
+
+    config = {"command": ["sh", "-c", 'echo ran > "$1"', "sh", str(side)]}
+    ctx, _, phases = make_context(config, persist=refuse)
+    with pytest.raises(LeaseLost):
+        ShellExecutor(runs).launch(ctx, lambda result: None)
+    [metadata] = seen
+    assert not running(metadata["pid"])  # the wrapper is gone: nothing can start it now
+    assert not side.exists() and not Path(metadata["run"]).exists()
+    assert phases == [("executor", None), ("executor", "failed")]
+
+
+def test_a_wrapper_that_waited_too_long_gives_up_and_launch_raises(
+    runs: Path, tmp_path: Path
+) -> None:
+    side = tmp_path / "ran"
+    seen: list[Any] = []
+
+    def slow(metadata: Any) -> None:  # the pin comes only after the wrapper gave up
+        seen.append(metadata)
+        wait_until((Path(metadata["run"]) / "abandoned").exists)
+
+    shell = ShellExecutor(runs, hold_seconds=0.2)
+    config = {"command": ["sh", "-c", 'echo ran > "$1"', "sh", str(side)]}
+    ctx, _, phases = make_context(config, persist=slow)
+    with pytest.raises(ExecutorError, match="gave up waiting for the launch to be pinned"):
+        shell.launch(ctx, lambda result: None)
+    shell.close()
+    [metadata] = seen
+    assert not running(metadata["pid"]) and not side.exists()
+    assert not Path(metadata["run"]).exists()
+    assert phases == [("executor", None), ("executor", "failed")]
 
 
 @pytest.mark.parametrize(
@@ -401,9 +473,11 @@ def test_config_errors_name_the_field_before_anything_starts(
 
 def test_a_missing_program_fails_the_executor_phase(executor: ShellExecutor) -> None:
     ctx, persisted, phases = make_context({"command": ["/nonexistent/rota-program"]})
-    with pytest.raises(ExecutorError, match="could not start"):
+    with pytest.raises(ExecutorError, match=r"could not start.*No such file or directory"):
         executor.launch(ctx, lambda result: None)
-    assert persisted == [] and phases == [("executor", None), ("executor", "failed")]
+    assert phases == [("executor", None), ("executor", "failed")]
+    [metadata] = persisted  # pinned first: the wrapper learns only then that it cannot start
+    assert not running(metadata["pid"]) and not Path(metadata["run"]).exists()
 
 
 # Stop evidence and interrupt
@@ -516,7 +590,9 @@ def test_each_launch_gets_a_private_run_directory_that_goes_once_reported(
     assert len(msgspec.json.encode(metadata)) < 1024
     result = run.result()
     assert result.data["stdout_tail"] == f"[{str(fifo)!r}, 'two words']\n"  # argv unchanged
-    executor.close()  # joins the watcher, which removes the directory after reporting
+    executor.close()
+    assert directory.exists()  # kept until the host says the outcome is in the log
+    executor.forget("w-1/2", 7)
     assert not directory.exists()
 
 
@@ -546,27 +622,39 @@ def test_the_wrapper_leaves_the_environment_as_it_is(
 # Recovery: the launching daemon dies (SIGKILL); a new executor adopts what it left
 
 DAEMON = """
-import json, sys
+import json, sys, threading
 from datetime import UTC, datetime, timedelta
 from rota.infrastructure.executors.base import LaunchContext
 from rota.infrastructure.executors.shell import ShellExecutor
+
+pinned = []
+
+def persist(metadata):
+    pinned.append(metadata)
+    if sys.argv[3] == "unpinned":  # the daemon dies while it persists: no `go` ever
+        print(json.dumps(metadata), flush=True)
+        threading.Event().wait()
 
 shell = ShellExecutor(sys.argv[1])
 ctx = LaunchContext(
     work_id="w-1", attempt=2, epoch=7, inputs=[], input_positions=[],
     config={"command": json.loads(sys.argv[2])},
-    deadline=datetime.now(UTC) + timedelta(minutes=5),
-    persist=lambda metadata: print(json.dumps(metadata), flush=True),
+    deadline=datetime.now(UTC) + timedelta(minutes=5), persist=persist,
 )
 shell.launch(ctx, lambda result: None)
+print(json.dumps(pinned[0]), flush=True)  # launched: pinned and let go
 sys.stdin.read()  # until the test kills this daemon
 """
 
 
-def launch_and_kill_the_daemon(runs: Path, command: list[str]) -> dict[str, Any]:
-    """Launch `command` from another process, SIGKILL that process, return the metadata."""
+def launch_and_kill_the_daemon(
+    runs: Path, command: list[str], pinned: bool = True
+) -> dict[str, Any]:
+    """Launch `command` from another process, SIGKILL that process once `launch` returned (or,
+    not `pinned`, while it persists the metadata), return the metadata."""
+    mode = "pinned" if pinned else "unpinned"
     daemon = subprocess.Popen(
-        [sys.executable, "-P", "-c", DAEMON, str(runs), json.dumps(command)],
+        [sys.executable, "-P", "-c", DAEMON, str(runs), json.dumps(command), mode],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
@@ -575,12 +663,15 @@ def launch_and_kill_the_daemon(runs: Path, command: list[str]) -> dict[str, Any]
         ready, _, _ = select.select([daemon.stdout], [], [], WAIT)
         assert ready, "the daemon never persisted recovery metadata"
         metadata: dict[str, Any] = json.loads(daemon.stdout.readline())
+        if not pinned:  # the wrapper holds the command back
+            assert running(metadata["pid"]) and children(metadata["pid"]) == []
     finally:
         daemon.kill()
         daemon.wait(WAIT)
         daemon.stdin.close()
         daemon.stdout.close()
-    assert running(metadata["pid"])  # the group outlived its daemon
+    if pinned:
+        assert running(metadata["pid"])  # the group outlived its daemon
     return metadata
 
 
@@ -646,6 +737,8 @@ def test_a_running_orphan_is_adopted_and_reports_its_real_exit(
     assert result.data["stdout_tail"].endswith("1999\n2000\n")
     assert 0 < result.usage["minutes"] < 1
     adopter.close()
+    assert Path(metadata["run"]).exists()  # until the outcome is in the log
+    adopter.forget(EXECUTION, EPOCH)
     assert not Path(metadata["run"]).exists()
     assert_group_gone(metadata["pgid"])
 
@@ -691,7 +784,8 @@ def test_an_adopted_run_is_cancelled_interrupted_or_timed_out_like_a_launched_on
         result = results.get(timeout=WAIT)
         assert result.error_code == (expected or "timed_out")
         wait_until(lambda: group_gone(metadata["pgid"]))  # noqa: B023
-        wait_until(lambda: not Path(metadata["run"]).exists())  # noqa: B023
+        adopter.forget(EXECUTION, EPOCH)  # the host, once the outcome is in the log
+        assert not Path(metadata["run"]).exists()
 
 
 def test_close_stops_watching_an_adopted_run_without_stopping_it(
@@ -707,6 +801,69 @@ def test_close_stops_watching_an_adopted_run_without_stopping_it(
     assert later.stop(EXECUTION, EPOCH, metadata) == "stopped"
     assert_group_gone(metadata["pgid"])
     assert not Path(metadata["run"]).exists()
+
+
+def test_a_wrapper_whose_daemon_dies_before_the_pin_never_starts_the_command(
+    adopter: ShellExecutor, runs: Path, tmp_path: Path
+) -> None:
+    side = tmp_path / "ran"
+    command = ["sh", "-c", 'echo ran > "$1"', "sh", str(side)]
+    metadata = launch_and_kill_the_daemon(runs, command, pinned=False)
+    directory = Path(metadata["run"])
+    wait_until(lambda: not running(metadata["pid"]))  # it notices and exits at once
+    assert not side.exists()  # and nothing else could start the command
+    assert (directory / "abandoned").exists()
+    assert not (directory / "go").exists() and not (directory / "status").exists()
+    ctx, results = recovering()
+    assert adopter.recover(ctx, metadata, results.put) == "not_started"  # relaunch it
+    assert results.empty() and not directory.exists()
+
+
+LAUNCHER = """
+import os, subprocess, sys
+from rota.infrastructure.executors.shell_result import WRAPPER
+run, report, wake, argv = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+held = [run, report, wake, str(os.getpid()), "30"]
+subprocess.Popen(
+    [sys.executable, "-I", "-S", "-c", WRAPPER, *held, *argv],
+    pass_fds=(int(report), int(wake)), start_new_session=True,
+)
+sys.stdin.read()  # until the test kills this launcher
+"""
+
+
+def test_a_waiting_wrapper_notices_its_launcher_died_by_its_parent_pid(
+    runs: Path, tmp_path: Path
+) -> None:
+    """The wake pipe stays open elsewhere (here: in the test), so only the parent pid tells."""
+    side, directory = tmp_path / "ran", runs / "w-1_2-e7-0123abcd"
+    directory.mkdir(parents=True)
+    report, writer = os.pipe()
+    listener, wake = os.pipe()
+    argv = [str(directory), str(writer), str(listener), "sh", "-c", 'echo ran > "$1"', "sh"]
+    launcher = subprocess.Popen(
+        [sys.executable, "-P", "-c", LAUNCHER, *argv, str(side)],
+        stdin=subprocess.PIPE, pass_fds=(writer, listener),
+    )  # fmt: skip
+    os.close(writer)
+    os.close(listener)
+    try:
+        assert select.select([report], [], [], WAIT)[0] and os.read(report, 1) == b"h"
+        [pid] = children(launcher.pid)
+        assert children(pid) == []  # it holds the command back
+    finally:
+        launcher.kill()
+        launcher.wait(WAIT)
+        assert launcher.stdin is not None
+        launcher.stdin.close()
+    try:
+        wait_until(lambda: not running(pid))
+        assert os.read(report, 64) == b""  # it said nothing more: it started nothing
+    finally:
+        os.close(report)
+        os.close(wake)
+    assert not side.exists() and (directory / "abandoned").exists()
+    assert not (directory / "status").exists()
 
 
 def test_recovery_within_the_same_executor_hands_the_run_to_the_new_callback(
@@ -759,7 +916,41 @@ def test_recovery_from_metadata_alone(
         assert result.data["stdout_tail"] == "out\n"
         assert result.error_code == (None if status == "0\n" else "signal_9")
         adopter.close()
-    assert Path(metadata["run"]).exists() is (answer == "unknown")
+    # Kept while unknown, and after a reported result until the host calls `forget`.
+    assert Path(metadata["run"]).exists() is (answer in ("unknown", "attached"))
+
+
+@pytest.mark.parametrize(
+    ("files", "locked", "answer"),
+    [
+        ((), False, "not_started"),  # its wrapper is gone and `go` never came
+        (("abandoned",), True, "not_started"),  # it gave up: a final decision
+        (("abandoned", "go"), False, "not_started"),  # `go` came too late
+        ((), True, "unknown"),  # its wrapper still waits for `go`
+        (("go", "status"), False, "attached"),  # let go: as any other run
+    ],
+)
+def test_recovery_of_a_run_that_waits_for_go(
+    adopter: ShellExecutor, runs: Path, files: tuple[str, ...], locked: bool, answer: str
+) -> None:
+    metadata = {**fake_run(runs, None), "hold": True}
+    directory = Path(metadata["run"])
+    for name in files:
+        (directory / name).write_text("0\n")
+    lock = os.open(directory, os.O_RDONLY)  # as the waiting wrapper holds it
+    try:
+        if locked:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        ctx, results = recovering()
+        assert adopter.recover(ctx, metadata, results.put) == answer
+    finally:
+        os.close(lock)
+    if answer == "attached":
+        assert results.get(timeout=WAIT).outcome == "completed"
+        adopter.close()
+    else:
+        assert results.empty()
+    assert directory.exists() is (answer in ("unknown", "attached"))
 
 
 @pytest.mark.parametrize(
