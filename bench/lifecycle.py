@@ -3,6 +3,7 @@
     python -m bench.lifecycle              # 20,000 jobs (2,000 for the slow cases)
     python -m bench.lifecycle --quick      # 2,000 jobs (500 for the slow cases)
     python -m bench.lifecycle --profile    # cProfile of one rota run instead
+    python -m bench.lifecycle --store 'postgresql://...?schema=rota_bench'   # 1 and 3 hosts
 
 rota: `Scheduler.service.submit_many` in batches of 500 (one input per Work), then
 `run_until_idle()` (claim, invoke, complete) with an inline no-op callable; concurrency 512
@@ -12,6 +13,10 @@ Reference: the stock `eventsourcing.sqlite` recorder (WAL, synchronous FULL) wri
 or 256 claims then 256 completions per `insert_events`; and an `Application` saving a `Job`
 aggregate after each of its two events (its creation event is the claim). Runs interleaved,
 best of 3 per figure.
+
+With `--store postgresql://...?schema=rota_bench...` it measures rota on PostgreSQL instead,
+with 1 host and with 3 host processes sharing the schema (`bench.lifecycle_pg`; the schema
+is dropped and recreated for every run, and dropped at the end).
 """
 
 from __future__ import annotations
@@ -274,7 +279,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="2,000 jobs, 500 for slow cases")
     parser.add_argument("--profile", action="store_true", help="cProfile one rota run")
     parser.add_argument("--dir", default=None, help="where the temporary files go")
+    parser.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help="postgresql://...?schema=rota_bench: run rota on PostgreSQL (bench.lifecycle_pg)",
+    )
+    parser.add_argument("--hosts", default="1,3", help="with --store: host counts (default 1,3)")
     args = parser.parse_args(argv)
+    if args.store is not None:
+        if not args.store.startswith(("postgresql://", "postgres://")):
+            parser.error("--store takes a postgresql:// URL (SQLite is this tool's default)")
+        from bench import lifecycle_pg
+
+        forwarded = [args.store, "--hosts", args.hosts, "--repeats", str(args.repeats)]
+        forwarded += ["--jobs", str(args.jobs)]
+        forwarded += [
+            flag for flag, on in (("--quick", args.quick), ("--profile", args.profile)) if on
+        ]
+        lifecycle_pg.main(forwarded)
+        return
     if args.quick:
         args.jobs, args.small = 2_000, 500
     runners: dict[str, Callable[[Path], Outcome]] = {

@@ -211,7 +211,7 @@ def _claimed(work: WorkState, event: AttemptClaimed, at: datetime) -> WorkState:
         consumed=consumed,
         trigger=trigger,
         claimed_at=at,
-        segments=(Segment("start", event.epoch, at),),
+        segments=(Segment("start", event.epoch, at, owner=event.owner),),
     )
     return replace(work, pending=left, attempts=(*work.attempts, attempt))
 
@@ -235,7 +235,7 @@ def _resumed(work: WorkState, event: AttemptResumed, at: datetime) -> WorkState:
     )
     resumed = append_segment(
         resumed,
-        Segment("resume", event.epoch, at, wake=event.wake),
+        Segment("resume", event.epoch, at, wake=event.wake, owner=event.owner),
         attempt.pinned.max_segments,
     )
     return replace(work, pending=left, attempts=(*work.attempts[:-1], resumed))

@@ -51,6 +51,7 @@ def recovered(work: WorkState, event: AttemptRecovered, at: datetime) -> WorkSta
         event.epoch,
         at,
         invoke="pending" if relaunch else None,
+        owner=event.owner,
     )
     attempt = replace(
         attempt,

@@ -51,6 +51,7 @@ class Segment(msgspec.Struct, frozen=True, gc=False):
     phases: tuple[Phase, ...] = ()
     wake: int | None = None
     adopted: bool = False
+    owner: str = ""
 
     def active_seconds(self, until: datetime | None = None) -> float:
         end = self.ended_at or until
@@ -101,6 +102,15 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def holds_slot(self) -> bool:
         """Holds a capacity slot: live, or ended with its stop not yet confirmed."""
         return self.live or (self.status == "ended" and not self.stop_confirmed)
+
+    @property
+    def launch_owner(self) -> str:
+        """The owner that actually started the attempt's work: the holder of the last
+        segment whose executor was called (or that adopted it); the claimant otherwise."""
+        for segment in reversed(self.segments):
+            if (segment.invoke == "called" or segment.adopted) and segment.owner:
+                return segment.owner
+        return self.owner
 
     @property
     def open_segment(self) -> Segment | None:

@@ -399,6 +399,11 @@ class Host(HostOperations):
         due = self.service.projection.next_due()
         if due is not None:
             candidates.append((due - now).total_seconds())
+        # Another host's lease expiring is a moment to recover its attempt.
+        # (Only future expiries: one that recovery cannot act on must not make us spin.)
+        for _, attempt in self.service.projection.live_attempts():
+            if attempt.execution_id not in self.held and attempt.lease_expires_at > now:
+                candidates.append((attempt.lease_expires_at - now).total_seconds())
         return max(0.0, min(candidates))
 
     def release_all(self) -> None:

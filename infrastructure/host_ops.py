@@ -89,7 +89,9 @@ class HostOperations(_Base):
                 report.relaunched += 1
                 relaunch.append(Claimed(item.work, item.attempt, False))
             else:
-                self._adopt(item.attempt, executor, item.previous_owner)
+                # Evidence about the process comes from whoever started it, not from
+                # whoever recovered the attempt last (a recovery that found nothing).
+                self._adopt(item.attempt, executor, item.attempt.launch_owner)
         if relaunch:
             self._launch_claimed(relaunch)
         if result.has_more:

@@ -15,12 +15,22 @@ session-wide equivalent of `SET LOCAL` in each transaction), so a waiting writer
 `StoreUnavailable` (after the retries below), never as a hang; and with
 `idle_in_transaction_session_timeout` at twice that (at least 1 s), so a writer paused
 mid-transaction (a stopped process) loses its session and releases the lock instead of
-stalling every host.
+stalling every host. An append takes two round trips: `BEGIN`, the lock and the reads it
+decides on (stream versions, recorded delivery identities; run after the lock is granted, so
+they see every earlier commit) in one simple-protocol query; then INSERT and COMMIT,
+pipelined (see `Tx` for why the first is never a pipeline).
 
 Time: `now()` and `recorded_at` are the DATABASE's clock (`clock_timestamp()`, read after the
 head lock is taken, so times follow positions). The `clock` argument is ignored: lease expiry
 and due timers, which the scheduler judges by `store.now()`, are judged by one clock for every
-host, so hosts with skewed clocks agree.
+host, so hosts with skewed clocks agree. `now()` does not ask the server every time (a
+scheduler pass asks for the time once per attempt it launches): it samples the server's clock
+at most `clock_refresh` seconds (default 0.5) apart, and on every locked write, and advances
+the last sample by the local boot-time clock (`CLOCK_BOOTTIME`: never stepped, counts
+suspended time); the host's wall clock is never read. Dated at its receipt, a sample lags the
+server by at most the reply's trip, so `now()` never runs ahead of the database (beyond the
+two clocks' rate difference over `clock_refresh`, microseconds). `clock_refresh=0` asks every
+time.
 
 Retries: serialization failures, deadlocks, lock timeouts and dropped connections are retried
 up to `max_retries` times (10 ms doubling, with jitter), each counted in
@@ -32,6 +42,13 @@ which turn the duplicate into `ConcurrencyConflict`; with neither it would be wr
 (and in a partly duplicate append, only the events with an identity are deduplicated), so give
 every transition that can be retried a delivery identity. Tests simulate a lost acknowledgement
 with the `_fault_after_commit` hook (called with the connection right after COMMIT).
+
+Import: `append_raw` (what `rota import` uses) takes the same head lock, checks that the rows
+continue the log (first position head + 1, every hash recomputed from the row and the
+previous hash), inserts them with their own positions, times and hashes, and moves the head
+row, all in one transaction. Imported times are the source store's: if its clock ran ahead
+of the database's, the first events appended afterwards carry earlier times than the last
+imported ones (positions, not times, order the log).
 
 Wake-ups: appends `pg_notify` the schema's channel in their transaction; `wait_for_commit`
 LISTENs on a dedicated connection (started on first use), and also polls `max(position)` every
@@ -56,12 +73,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import msgspec
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import sql as pg_sql
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
@@ -99,6 +118,29 @@ _INSERT = (  # the rows (as binary arrays), the new head and the wake-up, in one
     "AS u(p, st, v, t, tv, d, x, xb, h)), "
     'upd AS (UPDATE "{s}".head SET position = %s, hash = %s) SELECT pg_notify(%s, %s)'
 )
+_IMPORT = (  # append_raw: the same, with each row's own recorded_at
+    'WITH ins AS (INSERT INTO "{s}".events (' + _RAW + ") "
+    "SELECT p, st, v, t, tv, d, x, xb, at, h FROM unnest(%b::bigint[], %b::text[], "
+    "%b::bigint[], %b::text[], %b::integer[], %b::text[], %b::text[], %b::bytea[], %b::text[], "
+    "%b::text[]) AS u(p, st, v, t, tv, d, x, xb, at, h)), "
+    'upd AS (UPDATE "{s}".head SET position = %s, hash = %s) SELECT pg_notify(%s, %s)'
+)
+
+
+def _json_literal(values: list[str]) -> str:
+    """Strings as one SQL string literal holding their JSON array (quoted and escaped)."""
+    return pg_sql.Literal(_JSON.encode(values).decode()).as_string(None)
+
+
+_JSON = msgspec.json.Encoder()
+
+
+def _ticks() -> float:
+    """Seconds on a clock that never steps and (on Linux) counts suspended time too."""
+    return time.clock_gettime(_TICKS)
+
+
+_TICKS = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
 
 def split_schema(url: str) -> tuple[str, str | None]:
@@ -140,27 +182,66 @@ CREATE TABLE IF NOT EXISTS "{s}".tracking (
 """
 
 
+Query = tuple[str, Sequence[Any]]
+
+
 class Tx:
-    """One write transaction: its cursor, the log head once locked, whether it wrote."""
+    """One write transaction: its cursor, the log head once locked, whether it wrote.
+
+    `prefetched` holds the rows of the queries `write(..., with_lock=...)` ran right after
+    taking the lock (in the same round trip); `deferred` statements are sent with COMMIT.
+
+    The lock's round trip is one simple-protocol query (`BEGIN; lock; reads`), never
+    pipeline mode: after a pipeline, the server does not re-arm
+    `idle_in_transaction_session_timeout` (seen on PostgreSQL 15 with psycopg 3.3), so a
+    writer paused while holding the lock would keep it. Only INSERT + COMMIT, which end the
+    transaction, are pipelined.
+    """
 
     def __init__(self, store: PostgresStore, cursor: psycopg.Cursor[Any], retrying: bool) -> None:
         self.store = store
         self.cursor = cursor
         self.retrying = retrying  # an earlier attempt may have committed (ack lost)
         self.wrote = False
+        self.prefetched: list[list[Any]] = []
+        self.deferred: list[Query] = []
         self._head: tuple[int, str, datetime] | None = None
 
-    def head(self, begin: bool = False) -> tuple[int, str, datetime]:
-        """Lock the head row (once) and return (position, hash, database time after locking)."""
+    def head(self, begin: bool = False, also: Sequence[str] = ()) -> tuple[int, str, datetime]:
+        """Lock the head row (once) and return (position, hash, database time after locking).
+
+        With `begin`, the transaction begins first; `also` (statements without parameters:
+        values inlined as literals) run after the lock is held, so each reads a snapshot
+        taken after the lock was granted; their rows are kept in `prefetched`. All in one
+        round trip.
+        """
         if self._head is None:
-            sql = self.store._sql_lock
-            self.cursor.execute(f"BEGIN; {sql}" if begin else sql)
+            statements = ["BEGIN"] if begin else []
+            statements += [self.store._sql_lock, *also]
+            cursor = self.cursor
+            cursor.execute("; ".join(statements))
             if begin:
-                self.cursor.nextset()
-            row = self.cursor.fetchone()
+                cursor.nextset()
+            row = cursor.fetchone()
             assert row is not None
             self._head = (int(row[0]), str(row[1]), row[2])
+            self.store._observe_clock(row[2])
+            self.prefetched = []
+            for _ in also:
+                cursor.nextset()
+                self.prefetched.append(cursor.fetchall())
         return self._head
+
+    def commit(self) -> None:
+        """Send the deferred statements and COMMIT (one round trip)."""
+        conn = self.cursor.connection
+        if not self.deferred:
+            conn.execute("COMMIT")
+            return
+        with conn.pipeline():
+            for sql, params in self.deferred:
+                self.cursor.execute(sql, params)
+            self.cursor.execute("COMMIT")
 
 
 class PostgresStore(EventStore):
@@ -179,6 +260,7 @@ class PostgresStore(EventStore):
         max_retries: int = 5,
         connect_timeout: float = 5.0,
         poll_interval: float = 1.0,
+        clock_refresh: float = 0.5,
         synchronous: str | None = None,
     ) -> None:
         conninfo, url_schema = split_schema(url)
@@ -192,6 +274,8 @@ class PostgresStore(EventStore):
         self.clock = clock  # not used: the database's clock is the store's clock
         self.codec, self.lock_timeout, self.max_retries = codec, lock_timeout, max_retries
         self.connect_timeout, self.poll_interval = connect_timeout, poll_interval
+        self.clock_refresh = clock_refresh
+        self._clock_sample: tuple[float, datetime] | None = None  # (_ticks() at receipt, time)
         self.metrics: dict[str, int] = {"retries": 0, "conflicts": 0, "delivery_conflicts": 0}
         self._fault_after_commit: Callable[[psycopg.Connection[Any]], None] | None = None  # tests
         self._conninfo, self._synchronous = conninfo, _SYNC.get(synchronous or "")
@@ -203,6 +287,16 @@ class PostgresStore(EventStore):
         self.events_table = f'"{s}".events'
         self._sql_lock = _LOCK.format(s=s)
         self._sql_insert = _INSERT.format(s=s)
+        self._sql_import = _IMPORT.format(s=s)
+        # Read right after the lock, in its round trip: the values are one JSON literal.
+        self._sql_versions = (  # each stream's last version (NULL: none), by the unique index
+            f'SELECT u.s, (SELECT version FROM "{s}".events e WHERE e.stream = u.s '
+            "ORDER BY version DESC LIMIT 1) FROM json_array_elements_text({}::json) AS u(s)"
+        )
+        self._sql_deliveries = (
+            f'SELECT {_EVENT} FROM "{s}".events '
+            "WHERE delivery_id = ANY(ARRAY(SELECT json_array_elements_text({}::json)))"
+        )
         timeout = max(2, round(connect_timeout))
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             conninfo, min_size=pool_min, max_size=pool_max, configure=self._configure,
@@ -322,10 +416,13 @@ class PostgresStore(EventStore):
 
     # -- writing ---------------------------------------------------------------------
 
-    def write(self, body: Callable[[Tx], T], *, lock: bool = False) -> T:
+    def write(
+        self, body: Callable[[Tx], T], *, lock: bool = False, with_lock: Sequence[str] = ()
+    ) -> T:
         """Run `body` in one transaction, retried on transient failures (see the docstring).
 
-        With `lock`, the head row is locked as the transaction begins (`Tx.head`).
+        With `lock`, the head row is locked as the transaction begins (`Tx.head`), and the
+        `with_lock` queries run right after it, in the same round trip (`Tx.prefetched`).
         """
         attempt, retrying = 0, False
         while True:
@@ -334,12 +431,12 @@ class PostgresStore(EventStore):
                 with self._connection() as conn:
                     tx = Tx(self, conn.cursor(), retrying)
                     if lock:
-                        tx.head(begin=True)
+                        tx.head(begin=True, also=with_lock)
                     else:
                         conn.execute("BEGIN")
                     result = body(tx)
                     committing = True
-                    conn.execute("COMMIT")
+                    tx.commit()
                     if self._fault_after_commit is not None:
                         self._fault_after_commit(conn)
             except _TRANSIENT as exc:
@@ -367,24 +464,43 @@ class PostgresStore(EventStore):
             )
         if not prepared and not wanted:
             return AppendResult([], 0)
+        # Read under the lock, in the round trip that takes it: the recorded delivery
+        # identities and the version of every stream the append may touch.
+        ids = list({row.delivery_id for _, row in prepared if row.delivery_id is not None})
+        streams = list(set(wanted) | {row.stream for _, row in prepared})
+        reads = [self._sql_versions.format(_json_literal(streams))]
+        if ids:
+            reads.append(self._sql_deliveries.format(_json_literal(ids)))
         try:
-            return self.write(lambda tx: self._append_in(tx, prepared, wanted), lock=True)
+            recorded, written = self.write(
+                lambda tx: self._append_in(tx, prepared, wanted), lock=True, with_lock=reads
+            )
         except ConcurrencyConflict:
             self._count("conflicts")
             raise
         except DeliveryConflict:
             self._count("delivery_conflicts")
             raise
+        # New events come back decoded from what was stored; decoded after the commit, so
+        # the log's lock is not held for it.
+        decode = self.codec.decode
+        out: list[RecordedEvent] = []
+        for entry in recorded:
+            if isinstance(entry, RecordedEvent):
+                out.append(entry)
+                continue
+            position, row, at = entry
+            event = decode(row.type, row.type_version, row.data, position)
+            out.append(
+                RecordedEvent(position, row.stream, row.version or 0, row.delivery_id, at, event)
+            )
+        return AppendResult(out, written)
 
     def _append_in(
         self, tx: Tx, prepared: list[tuple[NewEvent, Row]], expected: dict[str, int]
-    ) -> AppendResult:
-        cursor, s = tx.cursor, self.schema
-        ids = list({row.delivery_id for _, row in prepared if row.delivery_id is not None})
-        found: dict[str, Any] = {}
-        if ids:
-            sql = f'SELECT {_EVENT} FROM "{s}".events WHERE delivery_id = ANY(%b::text[])'
-            found = {r[5]: r for r in cursor.execute(sql, (ids,)).fetchall()}
+    ) -> tuple[list[RecordedEvent | tuple[int, Row, str]], int]:
+        versions = {str(stream): int(version or 0) for stream, version in tx.prefetched[0]}
+        found = {r[5]: r for r in tx.prefetched[1]} if len(tx.prefetched) > 1 else {}
         originals: dict[int, RecordedEvent] = {}
         aliases: dict[int, int] = {}
         first_use: dict[str, int] = {}
@@ -397,44 +513,35 @@ class PostgresStore(EventStore):
                     raise DeliveryConflict(row.delivery_id, None)
                 aliases[index] = earlier
             elif row.delivery_id in found:
-                recorded = self._decode_rows([found[row.delivery_id]])[0]
-                if recorded.stream != new.stream or recorded.event != new.event:
-                    raise DeliveryConflict(row.delivery_id, recorded.position)
-                originals[index] = recorded
+                original = self._decode_rows([found[row.delivery_id]])[0]
+                if original.stream != new.stream or original.event != new.event:
+                    raise DeliveryConflict(row.delivery_id, original.position)
+                originals[index] = original
         if prepared and len(originals) + len(aliases) == len(prepared):
-            return AppendResult([originals[aliases.get(i, i)] for i in range(len(prepared))], 0)
+            return [originals[aliases.get(i, i)] for i in range(len(prepared))], 0
 
-        fresh = [r for i, (_, r) in enumerate(prepared) if i not in originals and i not in aliases]
-        versions = self._stream_versions(cursor, set(expected) | {r.stream for r in fresh})
         for stream, want in expected.items():
             if versions[stream] != want:
                 raise ConcurrencyConflict(stream, want, versions[stream])
+        fresh = [r for i, (_, r) in enumerate(prepared) if i not in originals and i not in aliases]
         for row in fresh:
             row.version = versions[row.stream] = versions[row.stream] + 1
-        decode = self.codec.decode  # new events come back decoded from what was stored
-        new_events = iter(
-            RecordedEvent(p, r.stream, r.version or 0, r.delivery_id, at,
-                          decode(r.type, r.type_version, r.data, p))
-            for p, r, at in self.insert_rows(tx, fresh)
-        )  # fmt: skip
-        recorded_list: list[RecordedEvent] = []
+        written = iter(self.insert_rows(tx, fresh, defer=True))
+        recorded: list[RecordedEvent | tuple[int, Row, str]] = []
         for index in range(len(prepared)):
             if index in aliases:
-                recorded_list.append(recorded_list[aliases[index]])
+                recorded.append(recorded[aliases[index]])
             else:
-                recorded_list.append(originals.get(index) or next(new_events))
-        return AppendResult(recorded_list, len(fresh))
+                recorded.append(originals.get(index) or next(written))
+        return recorded, len(fresh)
 
-    def _stream_versions(self, cursor: psycopg.Cursor[Any], streams: set[str]) -> dict[str, int]:
-        sql = (
-            f'SELECT u.s, (SELECT version FROM "{self.schema}".events e WHERE e.stream = u.s '
-            "ORDER BY version DESC LIMIT 1) FROM unnest(%b::text[]) AS u(s)"
-        )
-        rows = cursor.execute(sql, (list(streams),)).fetchall()
-        return {str(stream): int(version or 0) for stream, version in rows}
+    def insert_rows(
+        self, tx: Tx, rows: Sequence[Row], *, defer: bool = False
+    ) -> list[tuple[int, Row, str]]:
+        """Chain and insert rows whose versions are set, under the head lock; inside `write`.
 
-    def insert_rows(self, tx: Tx, rows: Sequence[Row]) -> list[tuple[int, Row, str]]:
-        """Chain and insert rows whose versions are set, under the head lock; inside `write`."""
+        With `defer`, the INSERT is sent with the COMMIT (one round trip less).
+        """
         if not rows:
             return []
         position, head_hash, when = tx.head()
@@ -451,13 +558,72 @@ class PostgresStore(EventStore):
             for column, value in zip(columns, (*key, text, blob, previous.hex()), strict=True):
                 column.append(value)
             written.append((position, row, recorded_at))
-        tx.cursor.execute(
-            self._sql_insert,
-            (recorded_at, *columns, position, previous.hex(), self._channel, str(position)),
-        )
+        params = (recorded_at, *columns, position, previous.hex(), self._channel, str(position))
+        if defer:
+            tx.deferred.append((self._sql_insert, params))
+        else:
+            tx.cursor.execute(self._sql_insert, params)
         tx._head = (position, previous.hex(), when)
         tx.wrote = True
         return written
+
+    def append_raw(self, records: Sequence[RawRecord]) -> None:
+        """Import rows exactly as recorded elsewhere; see `EventStore.append_raw`.
+
+        Under the head lock, like `append`: the first position must be head + 1 and its hash
+        must link to the head's hash; every hash is recomputed; one transaction, which also
+        moves the head row and wakes waiters. A retry after a lost commit acknowledgement
+        that finds these very rows recorded (the head is the last record) is a no-op.
+        """
+        if records:
+            rows = list(records)
+            self.write(lambda tx: self._append_raw_in(tx, rows), lock=True)
+
+    def _append_raw_in(self, tx: Tx, records: list[RawRecord]) -> None:
+        position, head_hash, when = tx.head()
+        last = records[-1]
+        if tx.retrying and (position, head_hash) == (last.position, last.hash):
+            return  # an earlier attempt committed these rows; its acknowledgement was lost
+        try:
+            previous = bytes.fromhex(head_hash)
+        except ValueError:
+            raise StoreError(
+                f"cannot import after position {position}: its stored hash is not hex",
+                code="import_mismatch",
+            ) from None
+        columns: list[list[Any]] = [[] for _ in range(10)]
+        for record in records:
+            if record.position != position + 1:
+                raise StoreError(
+                    f"cannot import position {record.position}: the log's head is {position}, "
+                    f"so the next position must be {position + 1}",
+                    code="import_mismatch",
+                )
+            key = (
+                record.position,
+                record.stream,
+                record.version,
+                record.type,
+                record.type_version,
+                record.delivery_id,
+            )
+            computed = link(previous, canonical_envelope(*key, record.recorded_at, record.data))
+            if computed.hex() != record.hash:
+                raise StoreError(
+                    f"cannot import position {record.position}: its hash does not match its "
+                    "content and the previous hash (edited, or not the next row of this log)",
+                    code="import_mismatch",
+                )
+            data = record.data
+            text, blob = (data, None) if isinstance(data, str) else (None, bytes(data))
+            values = (*key, text, blob, record.recorded_at, record.hash)
+            for column, value in zip(columns, values, strict=True):
+                column.append(value)
+            position, previous = record.position, computed
+        params = (*columns, position, last.hash, self._channel, str(position))
+        tx.deferred.append((self._sql_import, params))  # sent with the COMMIT
+        tx._head = (position, last.hash, when)
+        tx.wrote = True
 
     # -- reading ---------------------------------------------------------------------
 
@@ -474,11 +640,25 @@ class PostgresStore(EventStore):
                 raise StoreError(f"a read of schema {self.schema!r} failed: {exc}") from exc
 
     def _decode_rows(self, rows: list[Any]) -> list[RecordedEvent]:
-        decode = self.codec.decode
-        return [
-            RecordedEvent(p, s, v, d, at, decode(t, tv, x if x is not None else bytes(xb), p))
-            for p, s, v, t, tv, d, x, xb, at in rows
-        ]
+        codec = self.codec
+        current, fast, decode = codec.current, codec._decoder.decode, codec.decode
+        out: list[RecordedEvent] = []
+        append = out.append
+        for p, s, v, t, tv, d, x, xb, at in rows:
+            data = x if x is not None else bytes(xb)
+            event: Any = None
+            if current.get(t) == tv:  # the current schema: one typed decode (as SQLite's)
+                try:
+                    event = fast(data)
+                except Exception:
+                    event = None  # let `decode` name the position and the error
+                else:
+                    if event.__struct_config__.tag != t:
+                        event = None
+            if event is None:
+                event = decode(t, tv, data, p)
+            append(RecordedEvent(p, s, v, d, at, event))
+        return out
 
     def _events(self, where: str, params: Sequence[Any]) -> list[RecordedEvent]:
         sql = f"SELECT {_EVENT} FROM {self.events_table} WHERE {where}"
@@ -514,8 +694,21 @@ class PostgresStore(EventStore):
         return int(self._query(f"SELECT max(position) FROM {self.events_table}")[0][0] or 0)
 
     def now(self) -> datetime:
-        when: datetime = self._query("SELECT clock_timestamp()")[0][0]
-        return when.astimezone(UTC)
+        """The database's clock: sampled at most `clock_refresh` seconds ago (every locked
+        write samples it too), advanced since by this machine's boot-time clock."""
+        sample = self._clock_sample
+        ticks = _ticks()
+        if sample is None or ticks - sample[0] >= self.clock_refresh:
+            when: datetime = self._query("SELECT clock_timestamp()")[0][0]
+            return self._observe_clock(when)
+        return sample[1] + timedelta(seconds=ticks - sample[0])
+
+    def _observe_clock(self, when: datetime) -> datetime:
+        """Take a database time just received as the clock's new sample."""
+        when = when.astimezone(UTC)
+        # Dated at receipt, the estimate lags the server by at most the reply's trip.
+        self._clock_sample = (_ticks(), when)
+        return when
 
     # -- waiting for commits ---------------------------------------------------------
 

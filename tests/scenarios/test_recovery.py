@@ -228,3 +228,16 @@ def test_pages_fetch_one_more_to_know_there_is_more() -> None:
     for bad in (0, 65):
         with pytest.raises(lc.Refusal):
             rc.page(works, now, bad)
+
+
+def test_evidence_comes_from_the_owner_that_started_the_work_not_the_last_recoverer() -> None:
+    story = launched()  # host-a called the executor
+    recover(story)  # host-b recovers, finds no evidence
+    story.at(200)
+    story.when(lambda w: rc.recover(w, now=story.now, owner="host-c", crash_loop_limit=5))
+    attempt = story.state.current
+    assert attempt is not None
+    assert attempt.owner == "host-c"
+    assert attempt.launch_owner == "host-a"
+    story.when(lambda w: rc.adopted(w, 1, 3, story.now))
+    assert story.state.current.launch_owner == "host-c"  # type: ignore[union-attr]
