@@ -30,6 +30,8 @@ from rota.projections.scheduler import SchedulerProjection
 
 from .clock import parse_timestamp
 from .errors import ConcurrencyConflict, StoreUnavailable
+from .live_projections import LiveProjections
+from .projection_store import ProjectionStore
 from .store import AppendResult, EventStore, NewEvent, RecordedEvent
 
 log = logging.getLogger("rota.scheduler")
@@ -74,6 +76,8 @@ class LifecycleService:
         owner: str,
         bindings: dict[str, Binding] | None = None,
         registrations: dict[str, Registration] | None = None,
+        projections: ProjectionStore | None = None,
+        save_every: int = 5000,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -85,6 +89,12 @@ class LifecycleService:
         self.conflicts = 0
         self._generation: str | None = None
         self._pinned: dict[str, Pinned] = {}
+        # The projections stored beside the log: loaded at open (no replay when current),
+        # saved every `save_every` events and at close.
+        self.stored: LiveProjections | None = None
+        if projections is not None:
+            self.stored = LiveProjections(projections, store, save_every=save_every)
+            self.projection = self.stored.open()
 
     # -- configuration --------------------------------------------------------------
 
@@ -150,13 +160,28 @@ class LifecycleService:
                 applied += len(batch)
 
     def _apply(self, recorded: Sequence[RecordedEvent]) -> None:
-        projection = self.projection
+        projection, stored = self.projection, self.stored
         parsed: dict[str, datetime] = {}
         for r in recorded:
             at = parsed.get(r.recorded_at)
             if at is None:
                 at = parsed[r.recorded_at] = parse_timestamp(r.recorded_at)
             projection.apply(r.position, r.stream, r.version, at, r.event)
+            if stored is not None:
+                stored.apply(r.position, r.stream, r.version, at, r.event)
+        if stored is not None:
+            stored.applied(projection, len(recorded))
+
+    def save_projections(self) -> bool:
+        """Save the stored projections now (they are saved every N events anyway)."""
+        with self.lock:
+            return self.stored is not None and self.stored.save(self.projection)
+
+    def close_projections(self) -> None:
+        with self.lock:
+            stored, self.stored = self.stored, None
+            if stored is not None:
+                stored.close(self.projection)
 
     def _commit(self, emits: Sequence[Emit], expected: dict[str, int]) -> AppendResult:
         result = self.store.append(

@@ -5,14 +5,22 @@ and updates the Works through `rota.domain.evolve`, plus the indices the cadence
 (startable Works, slot holders per pool, live leases, due timers, pool stream versions).
 It reads time only from events and never appends, so a projection rebuilt from position 0
 equals the one maintained live (`digest()` compares them).
+
+Persistence hooks (used by `rota.infrastructure.projection_store`): the state splits into
+rows, one per Work (`work/<id>`), one per ledger (`ledger/<json key>`) and per budget notice
+sent (`notified/<identity>`), and a few singletons (`SINGLETONS`). `apply` records the keys
+of the rows it changed in `dirty`, so a save writes only those; `from_rows` rebuilds the
+object from rows, deriving every index with the same `_index` code the fold uses. None of
+this takes part in the fold or in `digest()`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -38,6 +46,29 @@ def _plain(obj: object) -> object:
 
 
 _digest_encoder = msgspec.json.Encoder(enc_hook=_plain)
+
+# Row keys of the persisted form (see the module docstring).
+WORK_ROW = "work/"
+LEDGER_ROW = "ledger/"
+NOTIFIED_ROW = "notified/"
+Staged = dict[int, tuple[str, str, dict[str, float], datetime]]
+SINGLETONS: dict[str, Any] = {
+    "pool_versions": dict[str, int],
+    "scope_versions": dict[str, int],
+    "budgets": tuple[Budget, ...],
+    "staged": Staged,
+    "ledger_version": int,
+    "turns": int,
+}
+_work_decoder = msgspec.json.Decoder(WorkState)
+_ledger_key_decoder = msgspec.json.Decoder(tuple[str, str, str])
+_float_decoder = msgspec.json.Decoder(float)
+_singleton_decoders = {name: msgspec.json.Decoder(kind) for name, kind in SINGLETONS.items()}
+
+
+def ledger_row(key: tuple[str, str, str]) -> str:
+    """The row key of one ledger: `ledger/["budget","ledger","window"]`."""
+    return LEDGER_ROW + _digest_encoder.encode(list(key)).decode()
 
 
 class SchedulerProjection:
@@ -65,6 +96,8 @@ class SchedulerProjection:
         self.staged: dict[int, tuple[str, str, dict[str, float], datetime]] = {}
         self.notified: set[str] = set()
         self.ledger_version = 0
+        # Persisted row keys changed since the last save (not part of the state or digest).
+        self.dirty: set[str] = set()
 
     def apply(self, position: int, stream: str, version: int, at: datetime, event: Event) -> None:
         if position <= self.position:
@@ -77,33 +110,44 @@ class SchedulerProjection:
             if after is None:
                 return
             self.works[work_id] = after
+            self.dirty.add(stream)
             self._index(before, after)
             if self.budgets and isinstance(event, _Outcome) and event.usage:
                 execution = f"{work_id}/{event.attempt}"
                 self.staged[position] = (work_id, execution, dict(event.usage), at)
+                self.dirty.add("staged")
         elif stream.startswith("pool/"):
             if isinstance(event, CapacityClaimed):
                 self.pool_versions[event.pool] = version
+                self.dirty.add("pool_versions")
         elif stream.startswith("turns/"):
             self.turns += 1
+            self.dirty.add("turns")
         elif stream.startswith("scope/"):
             self.scope_versions[stream[6:]] = version
+            self.dirty.add("scope_versions")
         elif stream == "budget/ledgers":
             self.ledger_version = version
+            self.dirty.add("ledger_version")
             if isinstance(event, BudgetsConfigured):
                 self.budgets = tuple(event.budgets)
+                self.dirty.update(("budgets", "staged"))
                 if not self.budgets:
                     self.staged.clear()
             elif isinstance(event, BudgetCharged):
                 for charge in event.charges:
                     key = (charge.budget, charge.ledger, charge.window)
                     self.ledgers[key] = self.ledgers.get(key, 0.0) + charge.amount
+                    self.dirty.add(ledger_row(key))
                 self.staged.pop(event.source, None)
+                self.dirty.add("staged")
         elif stream == "budget/notices" and isinstance(event, BudgetWarning | BudgetExceeded):
             kind = "warning" if isinstance(event, BudgetWarning) else "exceeded"
-            self.notified.add(
+            notice = (
                 f"budget-notice/{kind}/{event.budget}/{event.ledger}/{event.window}/{event.scope}"
             )
+            self.notified.add(notice)
+            self.dirty.add(NOTIFIED_ROW + notice)
 
     def _index(self, before: WorkState | None, after: WorkState) -> None:
         work_id = after.work_id
@@ -212,3 +256,75 @@ class SchedulerProjection:
         h.update(_digest_encoder.encode(sorted(self.notified)))
         h.update(f"|{self.turns}|{self.position}".encode())
         return h.hexdigest()
+
+    # -- persistence hooks (not part of the fold) ------------------------------------
+
+    def row(self, key: str) -> bytes | None:
+        """The encoded value of one persisted row (None: the row does not exist)."""
+        if key.startswith(WORK_ROW):
+            work = self.works.get(key[len(WORK_ROW) :])
+            return None if work is None else _digest_encoder.encode(work)
+        if key.startswith(LEDGER_ROW):
+            ledger = _ledger_key_decoder.decode(key[len(LEDGER_ROW) :])
+            amount = self.ledgers.get(ledger)
+            return None if amount is None else _digest_encoder.encode(amount)
+        if key.startswith(NOTIFIED_ROW):
+            return b"true" if key[len(NOTIFIED_ROW) :] in self.notified else None
+        if key in SINGLETONS:
+            return _digest_encoder.encode(getattr(self, key))
+        raise KeyError(f"no row {key!r} in the scheduler projection")
+
+    def row_keys(self) -> Iterator[str]:
+        """Every persisted row key, in no particular order."""
+        yield from SINGLETONS
+        for work_id in self.works:
+            yield WORK_ROW + work_id
+        for ledger in self.ledgers:
+            yield ledger_row(ledger)
+        for notice in self.notified:
+            yield NOTIFIED_ROW + notice
+
+    @classmethod
+    def restore(
+        cls, position: int, works: Iterable[WorkState], fields: dict[str, Any]
+    ) -> SchedulerProjection:
+        """A projection at `position` holding `works` and the other fields given, with every
+        index derived by the fold's own `_index` (as if each Work had just been applied)."""
+        self = cls()
+        self.position = position
+        for name, value in fields.items():
+            if name not in (*SINGLETONS, "ledgers", "notified"):
+                raise KeyError(f"no field {name!r} in the scheduler projection")
+            setattr(self, name, value)
+        for work in works:
+            self.works[work.work_id] = work
+            self._index(None, work)
+        # The live fold keeps a pool's (possibly empty) slot set once a slot was taken in
+        # it; every such pool has had a capacity claim, so `pool_versions` names it.
+        for pool in self.pool_versions:
+            self.slots.setdefault(pool, set())
+        return self
+
+    @classmethod
+    def from_rows(cls, position: int, rows: Iterable[tuple[str, bytes]]) -> SchedulerProjection:
+        """Decode persisted rows (as `row()` encodes them) into a projection at `position`."""
+        works: list[WorkState] = []
+        ledgers: dict[tuple[str, str, str], float] = {}
+        notified: set[str] = set()
+        fields: dict[str, Any] = {}
+        decode_work = _work_decoder.decode
+        for key, value in rows:
+            if key.startswith(WORK_ROW):
+                works.append(decode_work(value))
+            elif key.startswith(LEDGER_ROW):
+                ledger = _ledger_key_decoder.decode(key[len(LEDGER_ROW) :])
+                ledgers[ledger] = _float_decoder.decode(value)
+            elif key.startswith(NOTIFIED_ROW):
+                notified.add(key[len(NOTIFIED_ROW) :])
+            elif key in _singleton_decoders:
+                fields[key] = _singleton_decoders[key].decode(value)
+            else:
+                raise KeyError(f"no row {key!r} in the scheduler projection")
+        fields["ledgers"] = ledgers
+        fields["notified"] = notified
+        return cls.restore(position, works, fields)

@@ -37,6 +37,11 @@ from rota.infrastructure.executors.base import Executor, LaunchContext
 from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.infrastructure.hold import LeaseHold
 from rota.infrastructure.host import Environment, Gate, Host, TickReport
+from rota.infrastructure.projection_store import (
+    ProjectionStore,
+    ProjectionStoreError,
+    default_path,
+)
 from rota.infrastructure.service import SchedulerService
 from rota.infrastructure.store import EventStore
 from rota.infrastructure.stores import open_store
@@ -74,6 +79,7 @@ class Scheduler:
         config: Config | None = None,
         owner: str | None = None,
         environment: Environment | None = None,
+        projections: ProjectionStore | None = None,
     ) -> None:
         config = config if config is not None else Config.parse({})
         self.config = config
@@ -83,6 +89,7 @@ class Scheduler:
             store,
             settings=config.settings,
             owner=owner or default_owner(),
+            projections=projections,
             bindings=dict(config.bindings),
             registrations={
                 name: Registration(
@@ -451,7 +458,10 @@ class Scheduler:
         try:
             self.host.close()
         finally:
-            self.store.close()
+            try:
+                self.service.close_projections()
+            finally:
+                self.store.close()
 
     def __enter__(self) -> Scheduler:
         return self
@@ -467,8 +477,13 @@ def open(
     clock: Clock | None = None,
     owner: str | None = None,
     environment: Environment | None = None,
+    projections: str | os.PathLike[str] | bool = True,
 ) -> Scheduler:
-    """Open a scheduler on a store (a path, `sqlite:///...`; default: the config's store)."""
+    """Open a scheduler on a store (a path, `sqlite:///...`; default: the config's store).
+
+    `projections`: the projection file beside the log (default `<log>.projections`) that
+    lets a scheduler open without replaying the log; a path, or False to fold from 0.
+    """
     if isinstance(config, dict):
         loaded = Config.parse(config)
     elif isinstance(config, Config):
@@ -479,9 +494,20 @@ def open(
         loaded = Config.load(config, required=True)
     url = os.fspath(path_or_url) if path_or_url is not None else loaded.store_url
     store = open_store(url, clock=clock, synchronous=loaded.synchronous)
+    stored: ProjectionStore | None = None
     try:
-        return Scheduler(store, config=loaded, owner=owner, environment=environment)
+        path = default_path(store) if projections is True else projections or None
+        if path is not None:
+            try:
+                stored = ProjectionStore(path)
+            except ProjectionStoreError as exc:  # derived data: run without it
+                log.warning("%s; folding the log from position 0 instead", exc)
+        return Scheduler(
+            store, config=loaded, owner=owner, environment=environment, projections=stored
+        )
     except BaseException:
+        if stored is not None:
+            stored.close()
         store.close()
         raise
 

@@ -1,0 +1,203 @@
+"""Commands on projections: replay verify, replay rebuild, replay at, explain.
+
+The projection store is `--projections FILE`, else `<log file>.projections` beside an
+SQLite log (a PostgreSQL log needs `--projections`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from rota.domain.errors import RotaError
+from rota.domain.policy import Registration
+
+from ..clock import parse_timestamp
+from ..projection_store import ProjectionStore, default_path
+from ..service import SchedulerService
+from ..store import EventStore
+from .common import UsageError, load_config, open_log, print_json, store_url
+
+
+def _projection_path(args: argparse.Namespace, *, must_exist: bool) -> Path | None:
+    if args.projections:
+        path: Path | None = Path(args.projections)
+    else:
+        path = default_path(store_url(args, load_config(args)))
+        if path is None:
+            raise UsageError("this store is not a file: name the projection store (--projections)")
+    if must_exist and path is not None and not path.exists():
+        raise RotaError(
+            f"no projection store at {path} ('rota replay rebuild' creates one)",
+            code="no_projection_store",
+        )
+    return path
+
+
+def _service(args: argparse.Namespace, store: EventStore) -> SchedulerService:
+    """A read-only service with the config's settings and bindings (as `rota run` has)."""
+    from rota.scheduler import builtin_executors
+
+    config = load_config(args)
+    registrations = {
+        name: Registration(name=name, pool=ex.pool, capabilities=tuple(sorted(ex.capabilities)))
+        for name, ex in builtin_executors().items()
+    }
+    return SchedulerService(
+        store,
+        settings=config.settings,
+        owner="explain",
+        bindings=dict(config.bindings),
+        registrations=registrations,
+    )
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from rota.replay.progress import factory
+    from rota.replay.rebuild import verify
+
+    path = _projection_path(args, must_exist=True)
+    assert path is not None
+    with open_log(args) as store, ProjectionStore(path) as projections:
+        report = verify(store, projections, progress=factory(json=args.json))
+    if args.json:
+        print_json({**msgspec.to_builtins(report), "path": str(path)})
+        return 0 if report.ok else 1
+    for v in report.projections:
+        at = f" at position {v.position}" if v.position is not None else ""
+        line = f"{v.name}: {v.status}{at}"
+        if v.first_key:
+            line += f", first differing key {v.first_key}"
+        if v.detail:
+            line += f" ({v.detail})"
+        print(line)
+    drift = report.drift
+    if drift is not None:
+        print(f"DRIFT in {drift.name}: 'rota replay rebuild' rebuilds it from the log")
+    return 0 if report.ok else 1
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    from rota.replay.progress import factory
+    from rota.replay.rebuild import rebuild
+
+    path = _projection_path(args, must_exist=False)
+    assert path is not None
+    with open_log(args) as store, ProjectionStore(path) as projections:
+        try:
+            report = rebuild(store, projections, args.projection, progress=factory(json=args.json))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if args.json:
+        print_json({**msgspec.to_builtins(report), "path": str(path)})
+    else:
+        names = ", ".join(report.projections)
+        print(f"rebuilt {names} at position {report.position} in {report.seconds:.3f} s: {path}")
+    return 0
+
+
+def cmd_at(args: argparse.Namespace) -> int:
+    from rota.replay.timetravel import state_at
+
+    when = None
+    if args.time is not None:
+        try:
+            when = parse_timestamp(args.time)
+        except ValueError as exc:
+            raise UsageError(f"--time {args.time!r}: {exc} (e.g. 2026-07-01T12:00:00Z)") from None
+    config = load_config(args)
+    with open_log(args) as store:
+        state = state_at(store, position=args.position, time=when, settings=config.settings)
+    if args.json:
+        print_json(state)
+    else:
+        _print_state(state)
+    return 0
+
+
+def _print_state(state: dict[str, Any]) -> None:
+    print(f"position {state['position']} (recorded {state['recorded_at'] or '-'})")
+    works = state["scheduler"]["works"]
+    print(f"{len(works)} Work")
+    for work_id, view in works.items():
+        print(f"  {work_id}: {view['state']} ({len(view['attempts'])} attempts)")
+    for pool, cap in state["capacity"]["pools"].items():
+        limit = cap["limit"] if cap["limit"] is not None else "?"
+        holders = ", ".join(cap["holders"])
+        print(f"pool {pool}: {cap['in_use']}/{limit}" + (f" ({holders})" if holders else ""))
+    for hold in state["holds"]:
+        print(
+            f"held {hold['work']}: {hold['kind']} by {hold['holder']} at position "
+            f"{hold['position']}: {hold['reason']}"
+        )
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from rota.replay.explain import explain
+
+    path = args.projections and Path(args.projections)
+    if not path:
+        path = default_path(store_url(args, load_config(args)))
+    with open_log(args) as store:
+        service = _service(args, store)
+        projections = ProjectionStore(path) if path is not None and path.exists() else None
+        try:
+            found = explain(store, args.work, service=service, projections=projections)
+        finally:
+            if projections is not None:
+                projections.close()
+    if args.json:
+        print_json(found)
+    else:
+        print("\n".join(found.lines()))
+    return 0
+
+
+def register(commands: Any) -> None:
+    replay = commands.add_parser("replay", help="verify, rebuild and travel through projections")
+    sub = replay.add_subparsers(dest="replay_command", required=True, metavar="COMMAND")
+
+    def projections_option(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--projections", metavar="FILE", help="the projection store (default: LOG.projections)"
+        )
+
+    verify = sub.add_parser(
+        "verify",
+        help="compare stored projections with a rebuild (exit 1 on drift)",
+        description="Fold the log from position 0 into scratch projections and compare their "
+        "digests with the stored ones; on drift name the projection and the first key.",
+    )
+    projections_option(verify)
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.set_defaults(handler=cmd_verify)
+
+    rebuild = sub.add_parser(
+        "rebuild", help="rebuild stored projections from the log and swap them in atomically"
+    )
+    rebuild.add_argument("--projection", metavar="NAME", help="only this projection")
+    projections_option(rebuild)
+    rebuild.add_argument("--json", action="store_true", help="print the report as JSON")
+    rebuild.set_defaults(handler=cmd_rebuild)
+
+    at = sub.add_parser(
+        "at", help="the scheduler, capacity and holds state as of a position or a time"
+    )
+    when = at.add_mutually_exclusive_group(required=True)
+    when.add_argument("--position", type=int, metavar="N", help="as of log position N")
+    when.add_argument(
+        "--time", metavar="ISO8601", help="as of the last event recorded at or before then"
+    )
+    at.add_argument("--json", action="store_true", help="print the state as JSON")
+    at.set_defaults(handler=cmd_at)
+
+    explain = commands.add_parser(
+        "explain", help="why a Work is waiting, held, retrying or failed, citing positions"
+    )
+    explain.add_argument("work", metavar="WORK")
+    projections_option(explain)
+    explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    explain.set_defaults(handler=cmd_explain)

@@ -1,0 +1,166 @@
+"""Keeping the stored projections current while a scheduler runs.
+
+The scheduler service owns the in-memory `SchedulerProjection` and applies every event to
+it. `LiveProjections` adds what a projection store needs around that:
+- `open()`: the stored scheduler projection when it is usable (else a fresh one, which the
+  service folds from position 0), and the history projection brought to the same position
+  (its own catch-up reads the log in pages and commits per page);
+- `apply(...)` per event: the history projection, store-backed (it reads the rows an event
+  touches on demand and forgets them after each save, so it never holds every Work's
+  history in memory);
+- `applied(scheduler, n)` after each batch: saves both every `save_every` events, in one
+  transaction at the same position; `save()` on demand and `close()` at shutdown.
+The projection store is derived data: a failure to save is logged and retried at the next
+save, never raised into the scheduler (the log alone is the authority).
+
+One process keeps a projection store current: `open()` takes an exclusive advisory lock
+(`<store>.lock`). Another scheduler on the same log (racing schedulers) still starts from
+the stored projection but keeps it in memory only, so two writers never thrash the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import datetime
+from typing import IO
+
+from rota.domain.events import Event
+from rota.projections.history import HistoryProjection
+from rota.projections.scheduler import SchedulerProjection
+
+from .clock import parse_timestamp
+from .errors import StoreError
+from .projection_store import ProjectionStore
+from .store import EventStore
+
+log = logging.getLogger("rota.projections")
+SAVE_EVERY = 5000
+PAGE = 10_000
+
+
+class LiveProjections:
+    """The stored projections a running scheduler keeps current; see the module docstring."""
+
+    def __init__(
+        self,
+        store: ProjectionStore,
+        log_store: EventStore,
+        *,
+        save_every: int = SAVE_EVERY,
+        history: bool = True,
+    ) -> None:
+        self.store = store
+        self.log = log_store
+        self.save_every = save_every
+        self.keep_history = history
+        self.history: HistoryProjection | None = None
+        self.unsaved = 0
+        self.failed: str | None = None
+        self.writer = False
+        self._lock_file: IO[bytes] | None = None
+
+    def _lock(self) -> bool:
+        """Take the store's writer lock (False: another process keeps it current)."""
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks here: assume a single writer
+            return True
+        handle = open(f"{self.store.path}.lock", "ab")  # noqa: SIM115 (held until close)
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._lock_file = handle
+        return True
+
+    def open(self) -> SchedulerProjection:
+        """The scheduler projection to start from (stored, else empty), history alongside."""
+        self.writer = self._lock()
+        if not self.writer:
+            log.info("%s is kept by another process: not saving to it", self.store.path)
+        try:
+            scheduler = self.store.load_scheduler(self.log)
+        except StoreError as exc:
+            scheduler, self.store.last_refusal = None, f"scheduler projection not loaded: {exc}"
+        if scheduler is None:
+            log.info("%s; folding the log from position 0", self.store.last_refusal)
+            scheduler = SchedulerProjection()
+        if self.keep_history and self.writer:
+            self.history = self._open_history(scheduler.position)
+        return scheduler
+
+    def _open_history(self, position: int) -> HistoryProjection | None:
+        """A store-backed history at exactly `position` (caught up page by page)."""
+        try:
+            meta = self.store.meta(HistoryProjection.name)
+            reason = self.store.refusal(meta, HistoryProjection.version, self.log)
+            history = HistoryProjection(loader=self.store.history_loader())
+            if reason is None and meta is not None:
+                # Usable as stored, even ahead of the scheduler: `apply` skips what it has.
+                history.position = meta.position
+                self.store.attach(meta)
+            elif meta is not None:
+                self.store.drop(HistoryProjection.name)
+            while history.position < position:
+                batch = self.log.read(history.position, min(PAGE, position - history.position))
+                if not batch:
+                    break
+                parsed: dict[str, datetime] = {}
+                for r in batch:
+                    at = parsed.get(r.recorded_at) or parsed.setdefault(
+                        r.recorded_at, parse_timestamp(r.recorded_at)
+                    )
+                    history.apply(r.position, r.stream, r.version, at, r.event)
+                self.store.save(history, self.log)
+                history.evict()
+            return history
+        except StoreError as exc:
+            log.warning("history projection not kept: %s", exc)
+            return None
+
+    def apply(self, position: int, stream: str, version: int, at: datetime, event: Event) -> None:
+        if self.history is not None:
+            self.history.apply(position, stream, version, at, event)
+
+    def applied(self, scheduler: SchedulerProjection, count: int) -> None:
+        """Count applied events; save when `save_every` have accumulated."""
+        self.unsaved += count
+        if self.unsaved >= self.save_every and self.writer:
+            self.save(scheduler)
+
+    def save(self, scheduler: SchedulerProjection) -> bool:
+        """Save the scheduler (and history) projections now; False if not saved."""
+        if not self.writer:
+            return False
+        history = self.history
+        together = [scheduler] if history is None else [scheduler, history]
+        try:
+            self.store.save(together, self.log)  # type: ignore[arg-type]
+        except StoreError as exc:
+            if exc.code == "projection_moved" and history is not None:
+                # Another writer rebuilt the history: start again from what it stored.
+                self.history = self._open_history(scheduler.position)
+                return self.save(scheduler)
+            if str(exc) != self.failed:
+                log.warning("projections not saved (the log is unaffected): %s", exc)
+            self.failed = str(exc)
+            return False
+        self.failed = None
+        self.unsaved = 0
+        if history is not None:
+            history.evict()
+        return True
+
+    def close(self, scheduler: SchedulerProjection) -> None:
+        """Save a last time and close the projection store."""
+        try:
+            if self.unsaved or scheduler.dirty:
+                self.save(scheduler)
+        finally:
+            self.store.close()
+            if self._lock_file is not None:
+                with contextlib.suppress(OSError):
+                    self._lock_file.close()  # releases the lock
+                self._lock_file = None

@@ -1,0 +1,170 @@
+"""The projection store's tables and the SQL on them (see `projection_store`).
+
+Identifiers come only from `ROW_TABLES`, a fixed allowlist; every value is bound.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+import apsw
+import msgspec
+
+from rota.projections import PERSISTED
+
+from .chain import GENESIS_HEX
+from .errors import StoreError
+from .store import EventStore, LogHead
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS projection_meta (
+    name       TEXT PRIMARY KEY,
+    version    INTEGER NOT NULL,
+    position   INTEGER NOT NULL,
+    log_hash   TEXT    NOT NULL,
+    digest     TEXT,
+    rebuilt_at TEXT,
+    saved_at   TEXT    NOT NULL,
+    generation INTEGER NOT NULL
+);
+"""
+ROW_TABLES = {kind.name: f"rows_{kind.name}" for kind in PERSISTED}
+META_COLUMNS = "name, version, position, log_hash, digest, rebuilt_at, saved_at, generation"
+
+
+class ProjectionStoreError(StoreError):
+    code = "projection_store"
+
+
+class Persisted(Protocol):
+    """What the store needs of a projection: its identity, position, rows and dirty keys."""
+
+    name: str
+    version: int
+    position: int
+    dirty: set[str]
+
+    def row(self, key: str) -> bytes | None: ...
+
+    def row_keys(self) -> Iterator[str]: ...
+
+
+class ProjectionMeta(msgspec.Struct, frozen=True):
+    """One projection's tracking row."""
+
+    name: str
+    version: int
+    position: int
+    log_hash: str
+    digest: str | None
+    rebuilt_at: str | None
+    saved_at: str
+    generation: int
+
+
+def default_path(log: str | os.PathLike[str] | EventStore) -> Path | None:
+    """`rota.db` -> `rota.db.projections`; None for a store that is not a file (PostgreSQL)."""
+    if isinstance(log, EventStore):
+        path = getattr(log, "path", None)
+        return None if path is None else Path(f"{path}.projections")
+    text = os.fspath(log)
+    if text.startswith(("postgresql://", "postgres://")):
+        return None
+    from .sqlite_store import sqlite_path
+
+    return Path(f"{sqlite_path(text)}.projections")
+
+
+def log_hash_at(log: EventStore, position: int) -> str | None:
+    """The log's stored hash at `position` (the genesis hash at 0; None past the head)."""
+    if position == 0:
+        return GENESIS_HEX
+    rows = log.read_raw(position - 1, 1)
+    return rows[0].hash if rows and rows[0].position == position else None
+
+
+def read_meta(conn: apsw.Connection, name: str) -> ProjectionMeta | None:
+    row = conn.execute(
+        f"SELECT {META_COLUMNS} FROM projection_meta WHERE name = ?", (name,)
+    ).fetchone()
+    return None if row is None else ProjectionMeta(*row)
+
+
+def row_table(name: str) -> str:
+    table = ROW_TABLES.get(name)
+    if table is None:
+        raise ProjectionStoreError(f"no stored projection is named {name!r}", code="usage")
+    return table
+
+
+def hash_for(log: EventStore | LogHead, position: int) -> str:
+    if isinstance(log, LogHead):
+        if log.position != position:
+            raise ValueError(
+                f"the log head given is at {log.position}, the projection at {position}"
+            )
+        return log.hash
+    found = log_hash_at(log, position)
+    if found is None:
+        raise ProjectionStoreError(
+            f"the log has no position {position}: a projection cannot be ahead of its log",
+            code="projection_ahead",
+        )
+    return found
+
+
+def write_rows(conn: apsw.Connection, projection: Persisted, keys: Iterable[str]) -> int:
+    """Upsert each key's row (deleting the rows that no longer exist), encoding lazily."""
+    table = row_table(projection.name)
+    deletes: list[tuple[str]] = []
+    count = 0
+
+    def upserts() -> Iterator[tuple[str, bytes]]:
+        nonlocal count
+        for key in keys:
+            count += 1
+            value = projection.row(key)
+            if value is None:
+                deletes.append((key,))
+            else:
+                yield key, value
+
+    conn.executemany(
+        f"INSERT INTO {table} (key, value) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        upserts(),
+    )
+    if deletes:
+        conn.executemany(f"DELETE FROM {table} WHERE key = ?", deletes)
+    return count
+
+
+def put_meta(
+    conn: apsw.Connection,
+    projection: Persisted,
+    log_hash: str,
+    digest: str | None,
+    now: str,
+    previous: ProjectionMeta | None,
+    *,
+    rebuilt: bool,
+) -> int:
+    generation = (previous.generation if previous else 0) + 1
+    rebuilt_at = now if rebuilt else (previous.rebuilt_at if previous else None)
+    conn.execute(
+        f"INSERT OR REPLACE INTO projection_meta ({META_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            projection.name,
+            projection.version,
+            projection.position,
+            log_hash,
+            digest,
+            rebuilt_at,
+            now,
+            generation,
+        ),
+    )
+    return generation

@@ -1,0 +1,428 @@
+"""The history projection: what happened to each Work and attempt, and at which positions.
+
+Where the scheduler projection keeps the *current* state of a Work, this one keeps its
+story, every fact with the log position (and recorded time) of the event that caused it:
+per attempt its segments with their launch phases and invoke marker, renewals, releases,
+recoveries, outcomes and stop evidence; per Work its holds (held and released), failures,
+retry timers (armed, due, fired), manual retry requests and cancellation. `rota explain`
+cites these positions.
+
+A deterministic fold like the scheduler's: time only from events, nothing appended, so a
+rebuild equals the live one (`digest()`). Persisted as rows `work/<id>` (a `WorkHistory`)
+and `attempt/<id>/<n>` (an `AttemptHistory`); `apply` records the keys it changed in
+`dirty`. With a `loader` (a function from a row key to its stored bytes) the projection
+reads the rows an event touches on demand, so it can be kept current from a projection
+store without holding every Work's history in memory (`evict()` after a save).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from rota.domain.events import (
+    AttemptClaimed,
+    AttemptFailed,
+    AttemptResumed,
+    AttemptTimedOut,
+    Event,
+    InputAccepted,
+    LaunchInvoked,
+    LaunchPhaseBegan,
+    LaunchPhaseEnded,
+    LeaseReleased,
+    LeaseRenewed,
+    RetryArmed,
+    RetryFired,
+    StopConfirmed,
+    WorkSubmitted,
+)
+from rota.domain.events.admission import (
+    BudgetHeld,
+    GateHeld,
+    GateRefused,
+    GateReleased,
+    WorkCancelled,
+)
+from rota.domain.events.execution import _Outcome
+from rota.domain.events.recovery import AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
+from rota.domain.events.retry import _RetryRequest
+
+from .records import (
+    INTERRUPTED,
+    AttemptHistory,
+    FailureRecord,
+    HoldRecord,
+    Mark,
+    OutcomeRecord,
+    PhaseRecord,
+    RecoveryRecord,
+    RequestRecord,
+    RetryRecord,
+    SegmentRecord,
+    WorkHistory,
+    close_segment,
+    encoder,
+    outcome_kind,
+)
+
+Loader = Callable[[str], bytes | None]
+_work_decoder = msgspec.json.Decoder(WorkHistory)
+_attempt_decoder = msgspec.json.Decoder(AttemptHistory)
+WORK_ROW = "work/"
+ATTEMPT_ROW = "attempt/"
+
+
+def attempt_row(work_id: str, number: int) -> str:
+    return f"{ATTEMPT_ROW}{work_id}/{number}"
+
+
+class HistoryProjection:
+    """Per Work and attempt, every fact with its log position; see the module docstring."""
+
+    name = "history"
+    version = 1
+
+    def __init__(self, loader: Loader | None = None) -> None:
+        self.position = 0
+        self.works: dict[str, WorkHistory] = {}
+        self.attempts: dict[tuple[str, int], AttemptHistory] = {}
+        self.dirty: set[str] = set()
+        self.loader = loader
+
+    # -- reading rows (from memory, else from the loader) -----------------------------
+
+    def work(self, work_id: str) -> WorkHistory | None:
+        found = self.works.get(work_id)
+        if found is None and self.loader is not None:
+            raw = self.loader(WORK_ROW + work_id)
+            if raw is not None:
+                found = self.works[work_id] = _work_decoder.decode(raw)
+        return found
+
+    def attempt(self, work_id: str, number: int) -> AttemptHistory | None:
+        found = self.attempts.get((work_id, number))
+        if found is None and self.loader is not None:
+            raw = self.loader(attempt_row(work_id, number))
+            if raw is not None:
+                found = self.attempts[(work_id, number)] = _attempt_decoder.decode(raw)
+        return found
+
+    def attempts_of(self, work_id: str) -> list[AttemptHistory]:
+        work = self.work(work_id)
+        count = work.attempts if work is not None else 0
+        return [a for n in range(1, count + 1) if (a := self.attempt(work_id, n)) is not None]
+
+    def evict(self) -> None:
+        """Forget the rows held in memory (after they were saved); needs a loader."""
+        if self.loader is None:
+            raise ValueError("evict() would lose rows: this history has no loader")
+        self.works.clear()
+        self.attempts.clear()
+
+    # -- the fold ---------------------------------------------------------------------
+
+    def apply(self, position: int, stream: str, version: int, at: datetime, event: Event) -> None:
+        if position <= self.position:
+            return
+        self.position = position
+        if stream.startswith("turns/"):
+            work_id, _, number = str(getattr(event, "execution", "")).rpartition("/")
+            if number.isdigit() and (found := self.attempt(work_id, int(number))) is not None:
+                found.marks.append(Mark(event.tag(), position, at))
+                self.dirty.add(attempt_row(work_id, int(number)))
+            return
+        if not stream.startswith(WORK_ROW):
+            return
+        work_id = stream[len(WORK_ROW) :]
+        work = self.work(work_id)
+        if isinstance(event, WorkSubmitted):
+            if work is None:
+                self.works[work_id] = WorkHistory(
+                    work_id=work_id, submitted=position, submitted_at=at
+                )
+                self.dirty.add(stream)
+            return
+        if work is None:
+            return
+        self.dirty.add(stream)
+        self._apply(work, position, at, event)
+
+    def _apply(self, work: WorkHistory, position: int, at: datetime, event: Event) -> None:
+        if isinstance(event, InputAccepted):
+            work.inputs += 1
+            work.last_input = position
+        elif isinstance(event, AttemptClaimed):
+            self._claimed(work, position, at, event)
+        elif isinstance(event, RetryArmed):
+            failure = work.failures[-1].position if work.failures else None
+            work.retries.append(
+                RetryRecord(
+                    generation=event.generation,
+                    armed=position,
+                    armed_at=at,
+                    due_at=event.due_at,
+                    attempt=event.attempt,
+                    failure=failure,
+                    hinted=event.hinted,
+                )
+            )
+        elif isinstance(event, RetryFired):
+            for retry in work.retries:
+                if retry.generation == event.generation and retry.fired is None:
+                    retry.fired, retry.fired_at = position, at
+        elif isinstance(event, _RetryRequest):
+            work.requests.append(
+                RequestRecord(
+                    type=event.tag(),
+                    position=position,
+                    at=at,
+                    boundary=event.boundary,
+                    requested_by=event.requested_by,
+                    reason=event.reason,
+                )
+            )
+        elif isinstance(event, WorkHeld | BudgetHeld | GateHeld):
+            self._held(work, position, at, event)
+        elif isinstance(event, HoldReleased):
+            self._release(work, position, at, event.released_by, lambda h: h.kind == event.kind)
+        elif isinstance(event, GateReleased):
+            holder = event.registration
+            self._release(
+                work, position, at, holder, lambda h: h.kind == "gate" and h.holder == holder
+            )
+        elif isinstance(event, GateRefused | WorkCancelled):
+            self._cancelled(work, position, at, event)
+        else:
+            number = getattr(event, "attempt", None)
+            attempt = self.attempt(work.work_id, number) if isinstance(number, int) else None
+            if attempt is None:
+                work.marks.append(Mark(event.tag(), position, at))
+                return
+            self.dirty.add(attempt_row(work.work_id, attempt.number))
+            self._attempt_event(work, attempt, position, at, event)
+
+    def _claimed(
+        self, work: WorkHistory, position: int, at: datetime, event: AttemptClaimed
+    ) -> None:
+        work.attempts = max(work.attempts, event.attempt)
+        key = attempt_row(work.work_id, event.attempt)
+        self.attempts[(work.work_id, event.attempt)] = AttemptHistory(
+            work_id=work.work_id,
+            number=event.attempt,
+            claimed=position,
+            claimed_at=at,
+            owner=event.owner,
+            epoch=event.epoch,
+            lease_expires_at=event.lease_expires_at,
+            deadline=event.deadline,
+            consumed=list(event.consumed),
+            trigger=event.trigger,
+            segments=[
+                SegmentRecord(kind="start", epoch=event.epoch, started=position, started_at=at)
+            ],
+        )
+        self.dirty.add(key)
+
+    def _held(
+        self,
+        work: WorkHistory,
+        position: int,
+        at: datetime,
+        event: WorkHeld | BudgetHeld | GateHeld,
+    ) -> None:
+        if isinstance(event, BudgetHeld):
+            kind, holder = "budget", f"budget:{event.budget}"
+        elif isinstance(event, GateHeld):
+            kind, holder = "gate", event.registration
+        else:
+            kind, holder = event.kind, event.holder
+        work.holds.append(
+            HoldRecord(kind=kind, reason=event.reason, holder=holder, held=position, held_at=at)
+        )
+
+    @staticmethod
+    def _release(
+        work: WorkHistory,
+        position: int,
+        at: datetime,
+        by: str,
+        which: Callable[[HoldRecord], bool],
+    ) -> None:
+        for hold in work.holds:
+            if hold.released is None and which(hold):
+                hold.released, hold.released_at, hold.released_by = position, at, by
+
+    def _cancelled(
+        self, work: WorkHistory, position: int, at: datetime, event: GateRefused | WorkCancelled
+    ) -> None:
+        work.cancelled, work.cancelled_at, work.cancel_reason = position, at, event.reason
+        by = event.registration if isinstance(event, GateRefused) else event.by
+        self._release(work, position, at, f"cancelled by {by}", lambda h: True)
+        current = self.attempt(work.work_id, work.attempts) if work.attempts else None
+        if current is None:
+            return
+        last = current.outcome
+        if last is None or last.kind == "waiting":
+            # A live or parked attempt ends `cancelled` with the Work (see evolve).
+            close_segment(current, position, at)
+            current.outcomes.append(
+                OutcomeRecord(kind="cancelled", position=position, at=at, epoch=current.epoch)
+            )
+            self.dirty.add(attempt_row(work.work_id, current.number))
+
+    def _attempt_event(
+        self,
+        work: WorkHistory,
+        attempt: AttemptHistory,
+        position: int,
+        at: datetime,
+        event: Event,
+    ) -> None:
+        segment = attempt.segments[-1] if attempt.segments else None
+        open_segment = segment if segment is not None and segment.ended is None else None
+        if isinstance(event, LaunchInvoked):
+            if open_segment is not None:
+                open_segment.invoked, open_segment.isolated = position, event.isolated
+        elif isinstance(event, LaunchPhaseBegan):
+            if open_segment is not None:
+                open_segment.phases.append(
+                    PhaseRecord(name=event.phase, began=position, began_at=at)
+                )
+        elif isinstance(event, LaunchPhaseEnded):
+            if open_segment is not None:
+                for phase in reversed(open_segment.phases):
+                    if phase.name == event.phase and phase.ended is None:
+                        phase.ended, phase.ended_at, phase.outcome = position, at, event.outcome
+                        break
+        elif isinstance(event, LeaseRenewed):
+            attempt.renewals += 1
+            attempt.renewed = position
+            attempt.lease_expires_at = event.lease_expires_at
+        elif isinstance(event, LeaseReleased):
+            attempt.released, attempt.release_reason = position, event.reason
+        elif isinstance(event, StopConfirmed):
+            attempt.stop_confirmed = position
+        elif isinstance(event, AttemptResumed):
+            attempt.epoch, attempt.owner = event.epoch, event.owner
+            attempt.lease_expires_at, attempt.deadline = event.lease_expires_at, event.deadline
+            attempt.released = attempt.release_reason = None
+            attempt.consumed.extend(event.consumed)
+            attempt.segments.append(
+                SegmentRecord(
+                    kind="resume",
+                    epoch=event.epoch,
+                    started=position,
+                    started_at=at,
+                    wake=event.wake,
+                )
+            )
+        elif isinstance(event, AttemptRecovered):
+            close_segment(attempt, position, at)
+            relaunch = event.mode == "relaunch"
+            attempt.recoveries.append(
+                RecoveryRecord(
+                    position=position,
+                    at=at,
+                    mode=event.mode,
+                    reason=event.reason,
+                    epoch=event.epoch,
+                    previous_owner=event.previous_owner,
+                )
+            )
+            attempt.epoch, attempt.owner = event.epoch, event.owner
+            attempt.lease_expires_at = event.lease_expires_at
+            attempt.released = attempt.release_reason = None
+            attempt.segments.append(
+                SegmentRecord(
+                    kind="relaunched" if relaunch else "recovered",
+                    epoch=event.epoch,
+                    started=position,
+                    started_at=at,
+                )
+            )
+        elif isinstance(event, _Outcome | AttemptLost) or event.tag() == INTERRUPTED:
+            self._ended(work, attempt, position, at, event)
+        else:
+            attempt.marks.append(Mark(event.tag(), position, at))
+
+    @staticmethod
+    def _ended(
+        work: WorkHistory, attempt: AttemptHistory, position: int, at: datetime, event: Event
+    ) -> None:
+        close_segment(attempt, position, at)
+        record = OutcomeRecord(
+            kind=outcome_kind(event), position=position, at=at, epoch=attempt.epoch
+        )
+        if isinstance(event, AttemptFailed):
+            record.error_code, record.error_message = event.error_code, event.error_message
+            record.permanent, record.retry_at = event.permanent, event.retry_at
+            record.retry_unknown = event.retry_unknown
+        elif isinstance(event, AttemptTimedOut):
+            record.error_code, record.error_message = "timed_out", "execution timeout"
+        elif isinstance(event, AttemptLost):
+            record.error_code, record.error_message = "lost", f"lease lost; {event.evidence}"
+        attempt.outcomes.append(record)
+        if record.kind in ("failed", "timed_out", "lost"):
+            work.failures.append(
+                FailureRecord(
+                    kind=record.kind,
+                    position=position,
+                    at=at,
+                    attempt=attempt.number,
+                    code=record.error_code or record.kind,
+                    message=record.error_message or "",
+                    permanent=record.permanent,
+                )
+            )
+
+    # -- digest and persistence ---------------------------------------------------------
+
+    def row(self, key: str) -> bytes | None:
+        """The encoded value of one row (None: no such row)."""
+        if key.startswith(WORK_ROW):
+            found: Any = self.work(key[len(WORK_ROW) :])
+        elif key.startswith(ATTEMPT_ROW):
+            work_id, _, number = key[len(ATTEMPT_ROW) :].rpartition("/")
+            found = self.attempt(work_id, int(number)) if number.isdigit() else None
+        else:
+            raise KeyError(f"no row {key!r} in the history projection")
+        return None if found is None else encoder.encode(found)
+
+    def row_keys(self) -> Iterator[str]:
+        """The keys of the rows held in memory."""
+        for work_id in self.works:
+            yield WORK_ROW + work_id
+        for work_id, number in self.attempts:
+            yield attempt_row(work_id, number)
+
+    def digest(self) -> str:
+        """A canonical SHA-256 of every row (in memory) and the position."""
+        h = hashlib.sha256()
+        for key in sorted(self.row_keys()):
+            h.update(key.encode() + b"\n")
+            h.update(self.row(key) or b"")
+            h.update(b"\n")
+        h.update(f"|{self.position}".encode())
+        return h.hexdigest()
+
+    @classmethod
+    def from_rows(
+        cls, position: int, rows: Iterable[tuple[str, bytes]], loader: Loader | None = None
+    ) -> HistoryProjection:
+        self = cls(loader)
+        self.position = position
+        for key, value in rows:
+            if key.startswith(WORK_ROW):
+                work = _work_decoder.decode(value)
+                self.works[work.work_id] = work
+            elif key.startswith(ATTEMPT_ROW):
+                attempt = _attempt_decoder.decode(value)
+                self.attempts[(attempt.work_id, attempt.number)] = attempt
+            else:
+                raise KeyError(f"no row {key!r} in the history projection")
+        return self
