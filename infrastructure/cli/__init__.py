@@ -25,12 +25,12 @@ from collections.abc import Callable, Sequence
 from rota.domain.errors import RotaError
 
 from ..config import DEFAULT_CONFIG
-from . import log, replay, work
+from . import log, ops, replay, work
 from .common import USAGE_CODES, Parser, UsageError
 
 Command = Callable[[argparse.Namespace], int]
 # Each module adds its commands to the parser; a new command group is a new module here.
-COMMAND_MODULES = (work, log, replay)
+COMMAND_MODULES = (work, log, replay, ops)
 
 __all__ = ["UsageError", "build_parser", "run"]
 

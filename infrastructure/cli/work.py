@@ -17,6 +17,7 @@ from rota.domain.state import WorkStateName
 from rota.scheduler import Scheduler
 
 from .common import UsageError, open_rota, parse_json, print_json
+from .ops import daemon_lock
 
 STATE_ORDER: tuple[str, ...] = get_args(WorkStateName)
 
@@ -192,7 +193,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.until_idle:
         raise UsageError("--timeout only applies with --until-idle")
-    with open_rota(args) as scheduler:
+    with daemon_lock(args), open_rota(args) as scheduler:
         if args.until_idle:
             scheduler.run_until_idle(timeout=args.timeout)
         else:

@@ -1,0 +1,290 @@
+"""Rebuilding every projection from a long log, and opening a store whose projections are
+current.
+
+    python -m bench.replay                    # logs of 100,000 and 1,000,000 events
+    python -m bench.replay --events 300000    # one size (repeatable)
+    python -m bench.replay --quick            # 20,000 and 100,000 events
+    python -m bench.replay --profile          # also cProfile the rebuild of the largest log
+
+Each log is written by `SchedulerService` on a `ManualClock`: `--works` Works submitted,
+claimed, invoked and completed (500 per append), `--running` more claimed and invoked and
+left running, then lease renewals of the running attempts (`core.execution.renewed`,
+exactly what `renew_many` writes, appended 20,000 per transaction) until the log holds
+`--events` events. Every size has the same Works, so the projections' size is the same
+and only the log's length differs.
+
+Measured, each in a fresh child process (so the builder's memory is not counted):
+- rebuild: `rota.replay.rebuild.rebuild` of every persisted projection from position 0
+  into a fresh projection file (what `rota replay rebuild` and `recover-corrupt` run):
+  events/s over the whole call, the fold and the swap-in separately, and the child's
+  peak RSS (with the interpreter's own after imports, for reference).
+  Targets: >= 300,000 events/s, peak RSS <= 200 MiB.
+- open: what a scheduler pays at start on a current projection file:
+  `SchedulerService(..., projections=ProjectionStore(path))` as `rota.open` wires it
+  (load the scheduler projection, open the stored history by its meta) and `catch_up()`
+  (applies nothing); first and best of `--repeats`. Target: <= 100 ms whatever the log's length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from rota.domain.emit import work_stream
+from rota.domain.events import LeaseRenewed
+from rota.domain.policy import Binding, Registration, Settings
+from rota.domain.results import Result
+from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.projection_store import ProjectionStore, default_path
+from rota.infrastructure.service import SchedulerService
+from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.store import NewEvent
+from rota.replay.progress import Progress
+from rota.replay.rebuild import rebuild
+
+from .common import command_line, progress, remove_db, workdir
+
+BATCH = 500
+RENEW_BATCH = 20_000
+LEASE = 600.0
+REBUILD_TARGET, RSS_TARGET, OPEN_TARGET = 300_000, 200.0, 100.0
+
+
+def build(path: Path, events: int, works: int, running: int) -> dict[str, int]:
+    """Write the log (see the module docstring); its counts."""
+    clock = ManualClock(datetime(2026, 11, 29, tzinfo=UTC))
+    log = SQLiteStore(path, clock=clock, synchronous="normal")
+    service = SchedulerService(
+        log,
+        settings=Settings(concurrency=works + running + 1, lease_seconds=LEASE),
+        owner="bench",
+        bindings={"noop": Binding(name="noop", executor="x", config={"command": ["true"]})},
+        registrations={"x": Registration(name="x")},
+    )
+
+    def start(prefix: str, count: int) -> list[tuple[str, int]]:
+        items = [
+            {"work_id": f"{prefix}-{k:07d}", "binding": "noop", "input": {"row": k}}
+            for k in range(count)
+        ]
+        for first in range(0, count, BATCH):
+            service.submit_many(items[first : first + BATCH])
+        claimed: list[tuple[str, int]] = []
+        while service.projection.startable:
+            found = service.start_pass(limit=BATCH).claimed
+            claimed += [(c.attempt.execution_id, c.attempt.epoch) for c in found]
+            service.invoke_many(claimed[-len(found) :])
+        return claimed
+
+    done = start("done", works)
+    for first in range(0, len(done), BATCH):
+        service.finish_many(
+            [(e, epoch, Result(data={"rows": 1})) for e, epoch in done[first : first + BATCH]]
+        )
+    alive = start("live", running)
+    attempts = [(e.rpartition("/")[0], int(e.rpartition("/")[2]), epoch) for e, epoch in alive]
+    head = log.head().position
+    turn = 0
+    while head < events and attempts:
+        clock.advance(1)
+        expiry = clock.now() + timedelta(seconds=LEASE)
+        batch = []
+        for _ in range(min(RENEW_BATCH, events - head)):
+            work, number, epoch = attempts[turn % len(attempts)]
+            turn += 1
+            renewed = LeaseRenewed(
+                work_id=work, attempt=number, epoch=epoch, lease_expires_at=expiry
+            )
+            batch.append(NewEvent(work_stream(work), renewed))
+        head += log.append(batch).written
+    counts = {"events": log.head().position, "works": works + running, "running": running}
+    log.close()
+    return counts
+
+
+def peak_rss_mib() -> float:
+    """This process's peak RSS (`VmHWM`, kept per address space, so unlike `ru_maxrss` it
+    does not include the parent's at the time of the fork)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class _Timed(Progress):
+    """A silent bar that notes when the fold (its context) ends."""
+
+    ended: float | None = None
+
+    def __init__(self, total: int | None, label: str) -> None:
+        super().__init__(total, label, enabled=False)
+
+    def close(self) -> None:
+        _Timed.ended = time.perf_counter()
+        super().close()
+
+
+def measure_rebuild(path: Path, profile: bool) -> dict[str, Any]:
+    base = peak_rss_mib()
+    log = SQLiteStore(path)
+    target = default_path(log)
+    assert target is not None
+    remove_db(target)
+    started, cpu = time.perf_counter(), time.process_time()
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        profiler.enable()
+    with ProjectionStore(target) as store:
+        report = rebuild(log, store, progress=_Timed)
+    if profiler is not None:
+        profiler.disable()
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    assert _Timed.ended is not None
+    events = log.head().position
+    log.close()
+    if profiler is not None:
+        stats = pstats.Stats(profiler, stream=sys.stderr)
+        stats.sort_stats("tottime").print_stats(20)
+    return {
+        "events": events,
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "fold_seconds": _Timed.ended - started,
+        "swap_seconds": started + wall - _Timed.ended,
+        "rate": events / wall,
+        "peak_rss_mib": peak_rss_mib(),
+        "base_rss_mib": base,
+        "rows": report.rows,
+        "file_mib": target.stat().st_size / 2**20,
+    }
+
+
+def measure_open(path: Path, repeats: int, profile: bool) -> dict[str, Any]:
+    log = SQLiteStore(path)
+    target = default_path(log)
+    assert target is not None
+    times = []
+    profiler = cProfile.Profile() if profile else None
+    for _ in range(repeats):
+        if profiler is not None:
+            profiler.enable()
+        started = time.perf_counter()
+        service = SchedulerService(
+            log, settings=Settings(), owner="bench", projections=ProjectionStore(target)
+        )  # as `rota.open` wires it: loads the stored projections
+        applied = service.catch_up()
+        times.append((time.perf_counter() - started) * 1000)
+        if profiler is not None:
+            profiler.disable()
+        assert applied == 0 and service.projection.position == log.head().position
+        assert service.stored is not None and service.stored.store.last_refusal is None
+        service.close_projections()
+    log.close()
+    if profiler is not None:
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumtime").print_stats(25)
+    return {"first_ms": times[0], "best_ms": min(times), "all_ms": times}  # first: new process
+
+
+def child(kind: str, path: Path, *extra: str) -> dict[str, Any]:
+    """Run one measurement in a fresh interpreter; its JSON result."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.replay", "--measure", kind, str(path), *extra],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"bench.replay --measure {kind} failed:\n{done.stderr}")
+    if done.stderr.strip():
+        print(done.stderr, file=sys.stderr)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def verdict(ok: bool) -> str:
+    return "MET" if ok else "MISSED"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--events", type=int, action="append", help="log length (repeatable)")
+    parser.add_argument("--works", type=int, default=10_000, help="completed Works")
+    parser.add_argument("--running", type=int, default=1_000, help="Works left running")
+    parser.add_argument("--repeats", type=int, default=5, help="opens per log")
+    parser.add_argument("--quick", action="store_true", help="20,000 and 100,000 events")
+    parser.add_argument("--profile", action="store_true", help="cProfile the largest rebuild")
+    parser.add_argument("--dir", help="where to put the temporary files")
+    parser.add_argument("--measure", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:
+        kind, path = args.measure[0], Path(args.measure[1])
+        if kind == "open":
+            result = measure_open(path, args.repeats, profile=args.profile)
+        else:
+            result = measure_rebuild(path, profile=args.profile)
+        print(json.dumps(result))
+        return
+    sizes = args.events or ([20_000, 100_000] if args.quick else [100_000, 1_000_000])
+    if args.quick:
+        args.works, args.running = min(args.works, 2_000), min(args.running, 200)
+    print(f"command: {command_line()}")
+    print(
+        f"{args.works:,} completed Works and {args.running:,} running ones (renewing their "
+        "leases) in every log"
+    )
+    print()
+    print(
+        "| events | build | rebuild: events/s (wall) | fold + swap | CPU | peak RSS (at start) "
+        "| rows (file) | open: first / best |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    met = {"rate": True, "rss": True, "open": True}
+    with workdir(args.dir) as directory:
+        for events in sizes:
+            path = directory / f"log-{events}.db"
+            progress(f"building a log of {events:,} events ...")
+            started = time.perf_counter()
+            counts = build(path, events, args.works, args.running)
+            built = time.perf_counter() - started
+            progress("rebuilding ...")
+            r = child("rebuild", path)
+            progress("opening ...")
+            o = child("open", path, "--repeats", str(args.repeats))
+            if args.profile and events == max(sizes):  # apart: cProfile slows them down
+                progress("profiling the rebuild and the open (on stderr) ...")
+                child("rebuild", path, "--profile")
+                child("open", path, "--repeats", "1", "--profile")
+            met["rate"] &= r["rate"] >= REBUILD_TARGET
+            met["rss"] &= r["peak_rss_mib"] <= RSS_TARGET
+            met["open"] &= o["best_ms"] <= OPEN_TARGET
+            rows = sum(r["rows"].values())
+            print(
+                f"| {counts['events']:,} | {built:.1f} s | {r['rate']:,.0f} "
+                f"({r['seconds']:.2f} s) | {r['fold_seconds']:.2f} + {r['swap_seconds']:.2f} s "
+                f"| {r['cpu_seconds']:.2f} s | {r['peak_rss_mib']:.0f} MiB "
+                f"({r['base_rss_mib']:.0f}) | {rows:,} ({r['file_mib']:.1f} MiB) "
+                f"| {o['first_ms']:.0f} / {o['best_ms']:.0f} ms |",
+                flush=True,
+            )
+            remove_db(path)
+            remove_db(Path(f"{path}.projections"))
+    print()
+    print(f"rebuild >= {REBUILD_TARGET:,} events/s: {verdict(met['rate'])}")
+    print(f"rebuild peak RSS <= {RSS_TARGET:.0f} MiB: {verdict(met['rss'])}")
+    print(f"open a current store <= {OPEN_TARGET:.0f} ms: {verdict(met['open'])}")
+
+
+if __name__ == "__main__":
+    main()
