@@ -258,7 +258,7 @@ def _ended(work: WorkState, event: _Outcome, at: datetime) -> WorkState:
     if isinstance(event, AttemptParked):
         attempt = replace(attempt, status="parked", remaining_seconds=event.remaining_seconds)
         return with_current(work, attempt)
-    attempt = replace(attempt, status="ended", ended_at=at, outcome=_outcome_name(event))
+    attempt = replace(attempt, status="ended", ended_at=at, outcome=event.outcome_name)
     retry = work.retry
     terminal = work.terminal
     if isinstance(event, AttemptCompleted | AttemptHandedOff):
@@ -300,18 +300,6 @@ def _after_failure(
         blocked = "exhausted"
     terminal = "failed" if blocked is not None and policy.terminal_on_exhaustion else None
     return replace(work.retry, failures=failures, blocked_reason=blocked), terminal, work
-
-
-def _outcome_name(event: _Outcome) -> str:
-    if isinstance(event, AttemptCompleted):
-        return "completed"
-    if isinstance(event, AttemptFailed):
-        return "failed"
-    if isinstance(event, AttemptHandedOff):
-        return "handoff"
-    if isinstance(event, AttemptTimedOut):
-        return "timed_out"
-    return "waiting"
 
 
 def _phase(work: WorkState, attempt: AttemptState, phase: Phase) -> WorkState:

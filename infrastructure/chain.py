@@ -11,8 +11,12 @@ truncating the tail is caught only against a checkpoint kept outside the store.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from typing import Protocol
 
 import msgspec
+
+from .errors import StoreError
 
 GENESIS = bytes(32)
 GENESIS_HEX = GENESIS.hex()
@@ -41,3 +45,67 @@ def canonical_envelope(
 def link(previous: bytes, envelope: bytes) -> bytes:
     """The next hash of the chain."""
     return hashlib.sha256(previous + envelope).digest()
+
+
+class Row(Protocol):
+    """Anything shaped like a stored row (`RawRecord`, an export line)."""
+
+    position: int
+    stream: str
+    version: int
+    type: str
+    type_version: int
+    delivery_id: str | None
+    recorded_at: str
+    data: bytes | str
+
+
+def link_row(previous: bytes, row: Row) -> bytes:
+    """The hash a stored row must carry, given the previous row's hash."""
+    return link(
+        previous,
+        canonical_envelope(
+            row.position,
+            row.stream,
+            row.version,
+            row.type,
+            row.type_version,
+            row.delivery_id,
+            row.recorded_at,
+            row.data,
+        ),
+    )
+
+
+class StoredRow(Row, Protocol):
+    hash: str
+
+
+def check_continuation(position: int, head_hash: str | None, rows: Sequence[StoredRow]) -> None:
+    """Refuse (`import_mismatch`) rows that do not continue a log whose head is `position`
+    with hash `head_hash` (None: an empty log): positions must follow on and every hash must
+    link. Stores call it before importing anything, so an import writes all or nothing."""
+    previous = GENESIS
+    if head_hash is not None:
+        try:
+            previous = bytes.fromhex(head_hash)
+        except ValueError:
+            raise StoreError(
+                f"cannot import after position {position}: its stored hash is not hex",
+                code="import_mismatch",
+            ) from None
+    for row in rows:
+        if row.position != position + 1:
+            raise StoreError(
+                f"cannot import position {row.position}: the log's head is {position}, "
+                f"so the next position must be {position + 1}",
+                code="import_mismatch",
+            )
+        computed = link_row(previous, row)
+        if computed.hex() != row.hash:
+            raise StoreError(
+                f"cannot import position {row.position}: its hash does not match its "
+                "content and the previous hash (edited, or not the next row of this log)",
+                code="import_mismatch",
+            )
+        position, previous = row.position, computed

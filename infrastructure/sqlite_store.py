@@ -30,7 +30,7 @@ from typing import Any, Literal, TypeVar
 
 import apsw
 
-from .chain import GENESIS, GENESIS_HEX, canonical_envelope, link
+from .chain import GENESIS, GENESIS_HEX, canonical_envelope, check_continuation, link
 from .clock import Clock, SystemClock, format_timestamp
 from .codec import DEFAULT_CODEC, Codec
 from .errors import (
@@ -413,56 +413,25 @@ class SQLiteStore(EventStore):
         head = cursor.execute(
             "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
         ).fetchone()
-        position, previous = (0, GENESIS) if head is None else (int(head[0]), b"")
-        if head is not None:
-            try:
-                previous = bytes.fromhex(str(head[1]))
-            except ValueError:
-                raise StoreError(
-                    f"cannot import after position {position}: its stored hash is not hex",
-                    code="import_mismatch",
-                ) from None
-        values: list[tuple[Any, ...]] = []
-        for record in records:
-            if record.position != position + 1:
-                raise StoreError(
-                    f"cannot import position {record.position}: the log's head is {position}, "
-                    f"so the next position must be {position + 1}",
-                    code="import_mismatch",
-                )
-            computed = link(
-                previous,
-                canonical_envelope(
-                    record.position,
-                    record.stream,
-                    record.version,
-                    record.type,
-                    record.type_version,
-                    record.delivery_id,
-                    record.recorded_at,
-                    record.data,
-                ),
+        check_continuation(
+            0 if head is None else int(head[0]),
+            None if head is None else str(head[1]),
+            records,
+        )
+        values = [
+            (
+                r.position,
+                r.stream,
+                r.version,
+                r.type,
+                r.type_version,
+                r.delivery_id,
+                r.data,
+                r.recorded_at,
+                r.hash,
             )
-            if computed.hex() != record.hash:
-                raise StoreError(
-                    f"cannot import position {record.position}: its hash does not match its "
-                    "content and the previous hash (edited, or not the next row of this log)",
-                    code="import_mismatch",
-                )
-            values.append(
-                (
-                    record.position,
-                    record.stream,
-                    record.version,
-                    record.type,
-                    record.type_version,
-                    record.delivery_id,
-                    record.data,
-                    record.recorded_at,
-                    record.hash,
-                )
-            )
-            position, previous = record.position, computed
+            for r in records
+        ]
         cursor.executemany(_INSERT, values)
         # The writer caches (head, stream versions) do not know these rows.
         self._forget()

@@ -10,13 +10,9 @@ from datetime import datetime
 import msgspec
 
 from rota.domain.events import (
-    AttemptCompleted,
-    AttemptFailed,
-    AttemptHandedOff,
-    AttemptParked,
-    AttemptTimedOut,
     Event,
 )
+from rota.domain.events.execution import _Outcome
 from rota.domain.events.recovery import AttemptLost
 
 INTERRUPTED = "core.execution.interrupted"
@@ -188,16 +184,8 @@ def close_segment(attempt: AttemptHistory, position: int, at: datetime) -> None:
 
 
 def outcome_kind(event: Event) -> str:
-    if isinstance(event, AttemptCompleted):
-        return "completed"
-    if isinstance(event, AttemptFailed):
-        return "failed"
-    if isinstance(event, AttemptHandedOff):
-        return "handoff"
-    if isinstance(event, AttemptTimedOut):
-        return "timed_out"
-    if isinstance(event, AttemptParked):
-        return "waiting"
+    if isinstance(event, _Outcome):
+        return event.outcome_name
     if isinstance(event, AttemptLost):
         return "lost"
     return "interrupted" if event.tag() == INTERRUPTED else "ended"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
-from rota.infrastructure.chain import GENESIS_HEX, canonical_envelope, link
+from rota.infrastructure.chain import GENESIS_HEX, link_row
 from rota.infrastructure.store import EventStore, RawRecord
 
 from .checkpoint import Checkpoint
@@ -91,19 +91,7 @@ def verify_records(
                 )
             report = _bad(checked, expected_position - 1, previous, expected_position, why)
             break
-        computed = link(
-            previous,
-            canonical_envelope(
-                record.position,
-                record.stream,
-                record.version,
-                record.type,
-                record.type_version,
-                record.delivery_id,
-                record.recorded_at,
-                record.data,
-            ),
-        )
+        computed = link_row(previous, record)
         if computed.hex() != record.hash:
             report = _bad(
                 checked,

@@ -146,6 +146,8 @@ class LeaseReleased(Event, tag="core.execution.released", frozen=True, kw_only=T
 
 class _Outcome(Event, frozen=True, kw_only=True):
     stream_pattern: ClassVar[str] = "work/<work>"
+    # The attempt outcome this event records, as work show and the history name it.
+    outcome_name: ClassVar[str] = "ended"
 
     work_id: str
     attempt: int
@@ -158,6 +160,8 @@ class _Outcome(Event, frozen=True, kw_only=True):
 class AttemptCompleted(_Outcome, tag="core.execution.completed", frozen=True, kw_only=True):
     """The attempt finished successfully with its data and usage (a structured result)."""
 
+    outcome_name: ClassVar[str] = "completed"
+
 
 class AttemptFailed(_Outcome, tag="core.execution.failed", frozen=True, kw_only=True):
     """The attempt failed. Only an operation error's code and message are kept.
@@ -166,6 +170,8 @@ class AttemptFailed(_Outcome, tag="core.execution.failed", frozen=True, kw_only=
     hint (a reset time) and `retry_unknown` a hint with an unknown reset. Any other error
     text an executor produced is never stored (it may carry provider output).
     """
+
+    outcome_name: ClassVar[str] = "failed"
 
     error_code: str = "failed"
     error_message: str = ""
@@ -177,9 +183,13 @@ class AttemptFailed(_Outcome, tag="core.execution.failed", frozen=True, kw_only=
 class AttemptHandedOff(_Outcome, tag="core.execution.handed_off", frozen=True, kw_only=True):
     """The attempt handed the Work back; it is ready for eligible input again."""
 
+    outcome_name: ClassVar[str] = "handoff"
+
 
 class AttemptParked(_Outcome, tag="core.execution.parked", frozen=True, kw_only=True):
     """The attempt parked to wait; its open segment ended with the remaining budget kept."""
+
+    outcome_name: ClassVar[str] = "waiting"
 
     remaining_seconds: float
 
@@ -189,6 +199,8 @@ class AttemptTimedOut(_Outcome, tag="core.execution.timed_out", frozen=True, kw_
 
     The resource hold stays until the stop is confirmed.
     """
+
+    outcome_name: ClassVar[str] = "timed_out"
 
 
 class StopConfirmed(Event, tag="core.execution.stop_confirmed", frozen=True, kw_only=True):

@@ -588,7 +588,7 @@ def test_racing_processes_with_one_paused_keep_every_guarantee(pg_url: str) -> N
         for child in children:
             assert child.stdout is not None
             owners.append(json.loads(child.stdout.readline())["owner"])
-        paused = children[0]
+        paused, paused_owner, tries = children[0], owners[0], 0
         with rota.open(pg_url, config=RACE_CONFIG, owner="submitter") as submitter:
             submitter.register("race", lambda ctx: None)
             service = submitter.service
@@ -607,16 +607,18 @@ def test_racing_processes_with_one_paused_keep_every_guarantee(pg_url: str) -> N
                 submitted += 1
                 now = time.monotonic()
                 if paused_at is None and now >= pause_from:
-                    # Pause the process while (by the log) it holds a lease, and not in the
+                    # Pause a process while (by the log) it holds a lease, and not in the
                     # middle of an append (holding the log's lock, it would stop every host
-                    # instead of losing its leases); else resume it and try again shortly.
+                    # instead of losing its leases); else resume it and try the next one.
+                    paused, paused_owner = children[tries % 3], owners[tries % 3]
+                    tries += 1
                     paused.send_signal(signal.SIGSTOP)
                     if _head_lock_free(pg_url):
                         service.catch_up()  # after the probe: its appends are all visible
                         if any(
                             w.current is not None
                             and w.current.live
-                            and w.current.owner == owners[0]
+                            and w.current.owner == paused_owner
                             for w in service.projection.works.values()
                         ):
                             paused_at = now
@@ -672,7 +674,7 @@ def test_racing_processes_with_one_paused_keep_every_guarantee(pg_url: str) -> N
         w.attempts[-1].owner for w in projection.works.values() if w.attempts
     )  # the last (completing) attempt's owner
     assert set(by_owner) <= set(owners) and len(by_owner) == 3, by_owner
-    from_paused = [r for r in recovered if r.event.previous_owner == owners[0]]  # type: ignore[attr-defined]
+    from_paused = [r for r in recovered if r.event.previous_owner == paused_owner]  # type: ignore[attr-defined]
     assert from_paused, "nobody recovered the paused process's leases"
     # (d) retries are counted by every store (serialization failures, deadlocks, lock
     # timeouts, dropped connections), as are stale expected versions (conflicts).
