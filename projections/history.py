@@ -18,7 +18,7 @@ store without holding every Work's history in memory (`evict()` after a save).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -152,59 +152,96 @@ class HistoryProjection:
         self.dirty.add(stream)
         self._apply(work, position, at, event)
 
+    def fold_page(self, records: Sequence[Any], times: Sequence[datetime], stop: int) -> None:
+        """Apply a page of recorded events (position order, each with its parsed recorded
+        time) up to position `stop`: `apply` for each, with the common case (an event of a
+        Work already known) inlined for a bulk fold from the log."""
+        works, dirty, routes = self.works, self.dirty, _ROUTES
+        for record, at in zip(records, times, strict=True):
+            position = record.position
+            if position > stop:
+                break
+            stream, event = record.stream, record.event
+            work = works.get(stream[5:]) if stream.startswith(WORK_ROW) else None
+            if work is None or position <= self.position or type(event) is WorkSubmitted:
+                self.apply(position, stream, record.version, at, event)
+                continue
+            self.position = position
+            dirty.add(stream)
+            route = routes.get(type(event))
+            if route is None:
+                route = _route(type(event))
+            route(self, work, position, at, event)
+
+    def settle(self) -> None:
+        """Nothing to derive after `fold_page` (the history keeps no indices)."""
+
     def _apply(self, work: WorkHistory, position: int, at: datetime, event: Event) -> None:
-        if isinstance(event, InputAccepted):
-            work.inputs += 1
-            work.last_input = position
-        elif isinstance(event, AttemptClaimed):
-            self._claimed(work, position, at, event)
-        elif isinstance(event, RetryArmed):
-            failure = work.failures[-1].position if work.failures else None
-            work.retries.append(
-                RetryRecord(
-                    generation=event.generation,
-                    armed=position,
-                    armed_at=at,
-                    due_at=event.due_at,
-                    attempt=event.attempt,
-                    failure=failure,
-                    hinted=event.hinted,
-                )
+        kind = type(event)
+        route = _ROUTES.get(kind)
+        if route is None:
+            route = _route(kind)
+        route(self, work, position, at, event)
+
+    def _input(self, work: WorkHistory, position: int, at: datetime, event: InputAccepted) -> None:
+        work.inputs += 1
+        work.last_input = position
+
+    def _armed(self, work: WorkHistory, position: int, at: datetime, event: RetryArmed) -> None:
+        failure = work.failures[-1].position if work.failures else None
+        work.retries.append(
+            RetryRecord(
+                generation=event.generation,
+                armed=position,
+                armed_at=at,
+                due_at=event.due_at,
+                attempt=event.attempt,
+                failure=failure,
+                hinted=event.hinted,
             )
-        elif isinstance(event, RetryFired):
-            for retry in work.retries:
-                if retry.generation == event.generation and retry.fired is None:
-                    retry.fired, retry.fired_at = position, at
-        elif isinstance(event, _RetryRequest):
-            work.requests.append(
-                RequestRecord(
-                    type=event.tag(),
-                    position=position,
-                    at=at,
-                    boundary=event.boundary,
-                    requested_by=event.requested_by,
-                    reason=event.reason,
-                )
+        )
+
+    def _fired(self, work: WorkHistory, position: int, at: datetime, event: RetryFired) -> None:
+        for retry in work.retries:
+            if retry.generation == event.generation and retry.fired is None:
+                retry.fired, retry.fired_at = position, at
+
+    def _requested(
+        self, work: WorkHistory, position: int, at: datetime, event: _RetryRequest
+    ) -> None:
+        work.requests.append(
+            RequestRecord(
+                type=event.tag(),
+                position=position,
+                at=at,
+                boundary=event.boundary,
+                requested_by=event.requested_by,
+                reason=event.reason,
             )
-        elif isinstance(event, WorkHeld | BudgetHeld | GateHeld):
-            self._held(work, position, at, event)
-        elif isinstance(event, HoldReleased):
-            self._release(work, position, at, event.released_by, lambda h: h.kind == event.kind)
-        elif isinstance(event, GateReleased):
-            holder = event.registration
-            self._release(
-                work, position, at, holder, lambda h: h.kind == "gate" and h.holder == holder
-            )
-        elif isinstance(event, GateRefused | WorkCancelled):
-            self._cancelled(work, position, at, event)
-        else:
-            number = getattr(event, "attempt", None)
-            attempt = self.attempt(work.work_id, number) if isinstance(number, int) else None
-            if attempt is None:
-                work.marks.append(Mark(event.tag(), position, at))
-                return
-            self.dirty.add(attempt_row(work.work_id, attempt.number))
-            self._attempt_event(work, attempt, position, at, event)
+        )
+
+    def _hold_released(
+        self, work: WorkHistory, position: int, at: datetime, event: HoldReleased
+    ) -> None:
+        self._release(work, position, at, event.released_by, lambda h: h.kind == event.kind)
+
+    def _gate_released(
+        self, work: WorkHistory, position: int, at: datetime, event: GateReleased
+    ) -> None:
+        holder = event.registration
+        self._release(work, position, at, holder, lambda h: h.kind == "gate" and h.holder == holder)
+
+    def _about_attempt(self, work: WorkHistory, position: int, at: datetime, event: Event) -> None:
+        number = getattr(event, "attempt", None)
+        attempt = self.attempt(work.work_id, number) if isinstance(number, int) else None
+        if attempt is None:
+            work.marks.append(Mark(event.tag(), position, at))
+            return
+        self.dirty.add(attempt_row(work.work_id, attempt.number))
+        step = _ATTEMPT_STEPS.get(type(event))
+        if step is None:
+            step = _attempt_step(type(event))
+        step(self, work, attempt, position, at, event)
 
     def _claimed(
         self, work: WorkHistory, position: int, at: datetime, event: AttemptClaimed
@@ -274,81 +311,6 @@ class HistoryProjection:
                 OutcomeRecord(kind="cancelled", position=position, at=at, epoch=current.epoch)
             )
             self.dirty.add(attempt_row(work.work_id, current.number))
-
-    def _attempt_event(
-        self,
-        work: WorkHistory,
-        attempt: AttemptHistory,
-        position: int,
-        at: datetime,
-        event: Event,
-    ) -> None:
-        segment = attempt.segments[-1] if attempt.segments else None
-        open_segment = segment if segment is not None and segment.ended is None else None
-        if isinstance(event, LaunchInvoked):
-            if open_segment is not None:
-                open_segment.invoked, open_segment.isolated = position, event.isolated
-        elif isinstance(event, LaunchPhaseBegan):
-            if open_segment is not None:
-                open_segment.phases.append(
-                    PhaseRecord(name=event.phase, began=position, began_at=at)
-                )
-        elif isinstance(event, LaunchPhaseEnded):
-            if open_segment is not None:
-                for phase in reversed(open_segment.phases):
-                    if phase.name == event.phase and phase.ended is None:
-                        phase.ended, phase.ended_at, phase.outcome = position, at, event.outcome
-                        break
-        elif isinstance(event, LeaseRenewed):
-            attempt.renewals += 1
-            attempt.renewed = position
-            attempt.lease_expires_at = event.lease_expires_at
-        elif isinstance(event, LeaseReleased):
-            attempt.released, attempt.release_reason = position, event.reason
-        elif isinstance(event, StopConfirmed):
-            attempt.stop_confirmed = position
-        elif isinstance(event, AttemptResumed):
-            attempt.epoch, attempt.owner = event.epoch, event.owner
-            attempt.lease_expires_at, attempt.deadline = event.lease_expires_at, event.deadline
-            attempt.released = attempt.release_reason = None
-            attempt.consumed.extend(event.consumed)
-            attempt.segments.append(
-                SegmentRecord(
-                    kind="resume",
-                    epoch=event.epoch,
-                    started=position,
-                    started_at=at,
-                    wake=event.wake,
-                )
-            )
-        elif isinstance(event, AttemptRecovered):
-            close_segment(attempt, position, at)
-            relaunch = event.mode == "relaunch"
-            attempt.recoveries.append(
-                RecoveryRecord(
-                    position=position,
-                    at=at,
-                    mode=event.mode,
-                    reason=event.reason,
-                    epoch=event.epoch,
-                    previous_owner=event.previous_owner,
-                )
-            )
-            attempt.epoch, attempt.owner = event.epoch, event.owner
-            attempt.lease_expires_at = event.lease_expires_at
-            attempt.released = attempt.release_reason = None
-            attempt.segments.append(
-                SegmentRecord(
-                    kind="relaunched" if relaunch else "recovered",
-                    epoch=event.epoch,
-                    started=position,
-                    started_at=at,
-                )
-            )
-        elif isinstance(event, _Outcome | AttemptLost) or event.tag() == INTERRUPTED:
-            self._ended(work, attempt, position, at, event)
-        else:
-            attempt.marks.append(Mark(event.tag(), position, at))
 
     @staticmethod
     def _ended(
@@ -426,3 +388,216 @@ class HistoryProjection:
             else:
                 raise KeyError(f"no row {key!r} in the history projection")
         return self
+
+
+# -- routing: the step for each kind of event, resolved once per event type -------------
+#
+# `_ROUTES` maps an event type to what it does to a Work's history; `_ATTEMPT_STEPS`, for an
+# event about one attempt, to what it does to that attempt. Both are resolved from ordered
+# rules (the first whose types match wins, as an isinstance chain would) and cached, so a
+# long fold pays a dict lookup per event.
+
+Route = Callable[[HistoryProjection, WorkHistory, int, datetime, Any], None]
+Step = Callable[[HistoryProjection, WorkHistory, AttemptHistory, int, datetime, Any], None]
+
+
+def _open_segment(attempt: AttemptHistory) -> SegmentRecord | None:
+    segment = attempt.segments[-1] if attempt.segments else None
+    return segment if segment is not None and segment.ended is None else None
+
+
+def _invoked(
+    _: HistoryProjection,
+    w: WorkHistory,
+    attempt: AttemptHistory,
+    position: int,
+    at: datetime,
+    event: LaunchInvoked,
+) -> None:
+    if (segment := _open_segment(attempt)) is not None:
+        segment.invoked, segment.isolated = position, event.isolated
+
+
+def _phase_began(
+    _: HistoryProjection,
+    w: WorkHistory,
+    attempt: AttemptHistory,
+    position: int,
+    at: datetime,
+    event: LaunchPhaseBegan,
+) -> None:
+    if (segment := _open_segment(attempt)) is not None:
+        segment.phases.append(PhaseRecord(name=event.phase, began=position, began_at=at))
+
+
+def _phase_ended(
+    _: HistoryProjection,
+    w: WorkHistory,
+    attempt: AttemptHistory,
+    position: int,
+    at: datetime,
+    event: LaunchPhaseEnded,
+) -> None:
+    if (segment := _open_segment(attempt)) is None:
+        return
+    for phase in reversed(segment.phases):
+        if phase.name == event.phase and phase.ended is None:
+            phase.ended, phase.ended_at, phase.outcome = position, at, event.outcome
+            break
+
+
+def _renewed(
+    _: HistoryProjection,
+    w: WorkHistory,
+    attempt: AttemptHistory,
+    position: int,
+    at: datetime,
+    event: LeaseRenewed,
+) -> None:
+    attempt.renewals += 1
+    attempt.renewed = position
+    attempt.lease_expires_at = event.lease_expires_at
+
+
+def _released(
+    _: HistoryProjection,
+    w: WorkHistory,
+    attempt: AttemptHistory,
+    position: int,
+    at: datetime,
+    event: LeaseReleased,
+) -> None:
+    attempt.released, attempt.release_reason = position, event.reason
+
+
+def _stop_confirmed(
+    _: HistoryProjection,
+    w: WorkHistory,
+    attempt: AttemptHistory,
+    position: int,
+    at: datetime,
+    event: StopConfirmed,
+) -> None:
+    attempt.stop_confirmed = position
+
+
+def _resumed(
+    _: HistoryProjection,
+    w: WorkHistory,
+    attempt: AttemptHistory,
+    position: int,
+    at: datetime,
+    event: AttemptResumed,
+) -> None:
+    attempt.epoch, attempt.owner = event.epoch, event.owner
+    attempt.lease_expires_at, attempt.deadline = event.lease_expires_at, event.deadline
+    attempt.released = attempt.release_reason = None
+    attempt.consumed.extend(event.consumed)
+    attempt.segments.append(
+        SegmentRecord(
+            kind="resume", epoch=event.epoch, started=position, started_at=at, wake=event.wake
+        )
+    )
+
+
+def _recovered(
+    _: HistoryProjection,
+    w: WorkHistory,
+    attempt: AttemptHistory,
+    position: int,
+    at: datetime,
+    event: AttemptRecovered,
+) -> None:
+    close_segment(attempt, position, at)
+    relaunch = event.mode == "relaunch"
+    attempt.recoveries.append(
+        RecoveryRecord(
+            position=position,
+            at=at,
+            mode=event.mode,
+            reason=event.reason,
+            epoch=event.epoch,
+            previous_owner=event.previous_owner,
+        )
+    )
+    attempt.epoch, attempt.owner = event.epoch, event.owner
+    attempt.lease_expires_at = event.lease_expires_at
+    attempt.released = attempt.release_reason = None
+    attempt.segments.append(
+        SegmentRecord(
+            kind="relaunched" if relaunch else "recovered",
+            epoch=event.epoch,
+            started=position,
+            started_at=at,
+        )
+    )
+
+
+def _ended(
+    _: HistoryProjection,
+    work: WorkHistory,
+    attempt: AttemptHistory,
+    position: int,
+    at: datetime,
+    event: Event,
+) -> None:
+    HistoryProjection._ended(work, attempt, position, at, event)
+
+
+def _marked(
+    _: HistoryProjection,
+    w: WorkHistory,
+    attempt: AttemptHistory,
+    position: int,
+    at: datetime,
+    event: Event,
+) -> None:
+    attempt.marks.append(Mark(event.tag(), position, at))
+
+
+_ATTEMPT_RULES: tuple[tuple[type | tuple[type, ...], Step], ...] = (
+    (LaunchInvoked, _invoked),
+    (LaunchPhaseBegan, _phase_began),
+    (LaunchPhaseEnded, _phase_ended),
+    (LeaseRenewed, _renewed),
+    (LeaseReleased, _released),
+    (StopConfirmed, _stop_confirmed),
+    (AttemptResumed, _resumed),
+    (AttemptRecovered, _recovered),
+    ((_Outcome, AttemptLost), _ended),
+)
+_ATTEMPT_STEPS: dict[type, Step] = {}
+
+
+def _attempt_step(kind: type) -> Step:
+    """The step for an attempt event of type `kind` (cached); an interruption ends it."""
+    step = next((step for types, step in _ATTEMPT_RULES if issubclass(kind, types)), None)
+    if step is None:
+        tag = getattr(getattr(kind, "__struct_config__", None), "tag", None)
+        step = _ended if tag == INTERRUPTED else _marked
+    _ATTEMPT_STEPS[kind] = step
+    return step
+
+
+_RULES: tuple[tuple[type | tuple[type, ...], Route], ...] = (
+    (InputAccepted, HistoryProjection._input),
+    (AttemptClaimed, lambda h, work, position, at, event: h._claimed(work, position, at, event)),
+    (RetryArmed, HistoryProjection._armed),
+    (RetryFired, HistoryProjection._fired),
+    (_RetryRequest, HistoryProjection._requested),
+    ((WorkHeld, BudgetHeld, GateHeld), lambda h, w, position, at, e: h._held(w, position, at, e)),
+    (HoldReleased, HistoryProjection._hold_released),
+    (GateReleased, HistoryProjection._gate_released),
+    (
+        (GateRefused, WorkCancelled),
+        lambda h, work, position, at, event: h._cancelled(work, position, at, event),
+    ),
+)
+_ROUTES: dict[type, Route] = {}
+
+
+def _route(kind: type) -> Route:
+    """What an event of type `kind` does to a Work's history (cached)."""
+    route = next((route for types, route in _RULES if issubclass(kind, types)), None)
+    _ROUTES[kind] = route or HistoryProjection._about_attempt
+    return _ROUTES[kind]

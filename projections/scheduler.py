@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -98,6 +98,7 @@ class SchedulerProjection:
         self.ledger_version = 0
         # Persisted row keys changed since the last save (not part of the state or digest).
         self.dirty: set[str] = set()
+        self._unsettled = False
 
     def apply(self, position: int, stream: str, version: int, at: datetime, event: Event) -> None:
         if position <= self.position:
@@ -113,10 +114,61 @@ class SchedulerProjection:
             self.dirty.add(stream)
             self._index(before, after)
             if self.budgets and isinstance(event, _Outcome) and event.usage:
-                execution = f"{work_id}/{event.attempt}"
-                self.staged[position] = (work_id, execution, dict(event.usage), at)
-                self.dirty.add("staged")
-        elif stream.startswith("pool/"):
+                self._stage(work_id, position, at, event)
+        else:
+            self._apply_other(stream, version, event)
+
+    def fold_page(self, records: Sequence[Any], times: Sequence[datetime], stop: int) -> None:
+        """Apply a page of recorded events (position order, each with its parsed recorded
+        time) up to position `stop`, as `apply` would, but without keeping the indices: a
+        bulk fold from the log derives them once at the end (`settle()`), which leaves the
+        same projection (the indices are a function of the Works; `restore` relies on it)."""
+        works, dirty = self.works, self.dirty
+        for record, at in zip(records, times, strict=True):
+            position = record.position
+            if position > stop:
+                break
+            if position <= self.position:
+                continue
+            self.position = position
+            stream, event = record.stream, record.event
+            if stream.startswith("work/"):
+                work_id = stream[5:]
+                after = evolve(works.get(work_id), event, position, at)
+                if after is None:
+                    continue
+                works[work_id] = after
+                dirty.add(stream)
+                if self.budgets and isinstance(event, _Outcome) and event.usage:
+                    self._stage(work_id, position, at, event)
+            else:
+                self._apply_other(stream, record.version, event)
+        self._unsettled = True
+
+    def settle(self) -> None:
+        """Derive the indices after `fold_page` (a no-op when they are current)."""
+        if self._unsettled:
+            self._reindex()
+
+    def _reindex(self) -> None:
+        self.startable, self._ready, self.slots = set(), [], {}
+        self.live, self.timers, self.slot_scopes = {}, {}, {}
+        for work in self.works.values():
+            self._index(None, work)
+        # The live fold keeps a pool's (possibly empty) slot set once a slot was taken in
+        # it; every such pool has had a capacity claim, so `pool_versions` names it.
+        for pool in self.pool_versions:
+            self.slots.setdefault(pool, set())
+        self._unsettled = False
+
+    def _stage(self, work_id: str, position: int, at: datetime, event: _Outcome) -> None:
+        execution = f"{work_id}/{event.attempt}"
+        self.staged[position] = (work_id, execution, dict(event.usage), at)
+        self.dirty.add("staged")
+
+    def _apply_other(self, stream: str, version: int, event: Event) -> None:
+        """An event outside the Works' streams: pools, turns, scopes, budgets."""
+        if stream.startswith("pool/"):
             if isinstance(event, CapacityClaimed):
                 self.pool_versions[event.pool] = version
                 self.dirty.add("pool_versions")
@@ -298,11 +350,7 @@ class SchedulerProjection:
             setattr(self, name, value)
         for work in works:
             self.works[work.work_id] = work
-            self._index(None, work)
-        # The live fold keeps a pool's (possibly empty) slot set once a slot was taken in
-        # it; every such pool has had a capacity claim, so `pool_versions` names it.
-        for pool in self.pool_versions:
-            self.slots.setdefault(pool, set())
+        self._reindex()
         return self
 
     @classmethod

@@ -96,24 +96,42 @@ def fold(
     end = max(stops, default=0)
     position = min((p.position for p in projections), default=end)
     parsed: dict[str, datetime] = {}
+    parse = parse_timestamp
     with progress(end, label) as bar:
         bar.advance(position)
         while position < end:
             batch = store.read(position, min(PAGE, end - position))
             if not batch:
                 break
+            times = []
             for r in batch:
                 at = parsed.get(r.recorded_at)
                 if at is None:
                     if len(parsed) > 100_000:
                         parsed.clear()
-                    at = parsed[r.recorded_at] = parse_timestamp(r.recorded_at)
-                for projection, stop in zip(projections, stops, strict=True):
-                    if r.position <= stop:
-                        projection.apply(r.position, r.stream, r.version, at, r.event)
+                    at = parsed[r.recorded_at] = parse(r.recorded_at)
+                times.append(at)
+            for projection, stop in zip(projections, stops, strict=True):
+                _apply_page(projection, batch, times, stop)
             position = batch[-1].position
             bar.advance(len(batch))
+    for projection in projections:
+        if hasattr(projection, "settle"):
+            projection.settle()
     return position
+
+
+def _apply_page(projection: Any, batch: Sequence[Any], times: list[datetime], stop: int) -> None:
+    """One page into one projection: its bulk `fold_page` when it has one (the persisted
+    projections; `settle()` finishes them), else `apply` per event."""
+    fold_page = getattr(projection, "fold_page", None)
+    if fold_page is not None:
+        fold_page(batch, times, stop)
+        return
+    for r, at in zip(batch, times, strict=True):
+        if r.position > stop:
+            break
+        projection.apply(r.position, r.stream, r.version, at, r.event)
 
 
 def rebuild(
