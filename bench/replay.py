@@ -16,8 +16,11 @@ and only the log's length differs.
 Measured, each in a fresh child process (so the builder's memory is not counted):
 - rebuild: `rota.replay.rebuild.rebuild` of every persisted projection from position 0
   into a fresh projection file (what `rota replay rebuild` and `recover-corrupt` run):
-  events/s over the whole call, the fold and the swap-in separately, and the child's
-  peak RSS (with the interpreter's own after imports, for reference).
+  events/s over the whole call, the fold and the swap-in separately, and the peak RSS:
+  the measuring process's plus that of the process the rebuild forks to fold the
+  history projection side by side (`rota.replay.side_by_side`), summed, though the
+  fork's figure also counts the pages it shares with its parent; the interpreter's own
+  after imports in brackets, for reference. CPU is the measuring process's only.
   Targets: >= 300,000 events/s, peak RSS <= 200 MiB.
 - open: what a scheduler pays at start on a current projection file:
   `SchedulerService(..., projections=ProjectionStore(path))` as `rota.open` wires it
@@ -31,6 +34,7 @@ import argparse
 import cProfile
 import json
 import pstats
+import resource
 import subprocess
 import sys
 import time
@@ -164,6 +168,7 @@ def measure_rebuild(path: Path, profile: bool) -> dict[str, Any]:
         "swap_seconds": started + wall - _Timed.ended,
         "rate": events / wall,
         "peak_rss_mib": peak_rss_mib(),
+        "child_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "base_rss_mib": base,
         "rows": report.rows,
         "file_mib": target.stat().st_size / 2**20,
@@ -246,7 +251,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print()
     print(
-        "| events | build | rebuild: events/s (wall) | fold + swap | CPU | peak RSS (at start) "
+        "| events | build | rebuild: events/s (wall) | fold + swap | CPU | peak RSS: sum = this + "
+        "fork (at start) "
         "| rows (file) | open: first / best |"
     )
     print("|---|---|---|---|---|---|---|---|")
@@ -267,14 +273,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                 child("rebuild", path, "--profile")
                 child("open", path, "--repeats", "1", "--profile")
             met["rate"] &= r["rate"] >= REBUILD_TARGET
-            met["rss"] &= r["peak_rss_mib"] <= RSS_TARGET
+            rss = r["peak_rss_mib"] + r["child_peak_rss_mib"]  # both processes, summed
+            met["rss"] &= rss <= RSS_TARGET
             met["open"] &= o["best_ms"] <= OPEN_TARGET
             rows = sum(r["rows"].values())
             print(
                 f"| {counts['events']:,} | {built:.1f} s | {r['rate']:,.0f} "
                 f"({r['seconds']:.2f} s) | {r['fold_seconds']:.2f} + {r['swap_seconds']:.2f} s "
-                f"| {r['cpu_seconds']:.2f} s | {r['peak_rss_mib']:.0f} MiB "
-                f"({r['base_rss_mib']:.0f}) | {rows:,} ({r['file_mib']:.1f} MiB) "
+                f"| {r['cpu_seconds']:.2f} s | {rss:.0f} MiB = {r['peak_rss_mib']:.0f} + "
+                f"{r['child_peak_rss_mib']:.0f} ({r['base_rss_mib']:.0f}) "
+                f"| {rows:,} ({r['file_mib']:.1f} MiB) "
                 f"| {o['first_ms']:.0f} / {o['best_ms']:.0f} ms |",
                 flush=True,
             )

@@ -364,12 +364,19 @@ class HistoryProjection:
 
     def digest(self) -> str:
         """A canonical SHA-256 of every row (in memory) and the position."""
+        rows = ((key, self.row(key) or b"") for key in sorted(self.row_keys()))
+        return self.digest_rows(rows, self.position)
+
+    @staticmethod
+    def digest_rows(rows: Iterable[tuple[str, bytes]], position: int) -> str:
+        """The digest of a history projection at `position` whose encoded rows are `rows`
+        (key and value, in key order)."""
         h = hashlib.sha256()
-        for key in sorted(self.row_keys()):
+        for key, value in rows:
             h.update(key.encode() + b"\n")
-            h.update(self.row(key) or b"")
+            h.update(value)
             h.update(b"\n")
-        h.update(f"|{self.position}".encode())
+        h.update(f"|{position}".encode())
         return h.hexdigest()
 
     @classmethod

@@ -25,6 +25,7 @@ from rota.infrastructure.store import EventStore
 from rota.projections import DERIVED, PERSISTED, HistoryProjection, SchedulerProjection
 
 from .progress import ProgressFactory, silent
+from .side_by_side import fold_side_by_side
 
 PAGE = 10_000
 Persisted = SchedulerProjection | HistoryProjection
@@ -144,13 +145,15 @@ def rebuild(
     projection it is a view of) to the head and swap them in atomically."""
     started = time.monotonic()
     kinds = list(PERSISTED) if name is None else [_kind(name)]
-    fresh: list[Persisted] = [kind() for kind in kinds]
-    position = fold(store, fresh, progress=progress, label="rebuild")
+    fresh, position = fold_side_by_side(
+        store, kinds, [None] * len(kinds), progress=progress, label="rebuild"
+    )
     projection_store.replace(fresh, store)
+    stored = projection_store.metas()  # the digests `replace` computed, not computed again
     return RebuildReport(
         position=position,
         projections=[p.name for p in fresh],
-        digests={p.name: p.digest() for p in fresh},
+        digests={p.name: stored[p.name].digest or p.digest() for p in fresh},
         rows={p.name: sum(1 for _ in p.row_keys()) for p in fresh},
         seconds=round(time.monotonic() - started, 3),
     )
@@ -203,11 +206,10 @@ def verify(
             continue
         stored[kind.name] = loaded
     kinds = [kind for kind in PERSISTED if kind.name in stored]
-    fresh = [kind() for kind in kinds]
-    fold(
+    fresh, _ = fold_side_by_side(
         store,
-        fresh,
-        upto=[stored[kind.name].position for kind in kinds],
+        kinds,
+        [stored[kind.name].position for kind in kinds],
         progress=progress,
         label="verify",
     )
