@@ -13,17 +13,17 @@ it. `LiveProjections` adds what a projection store needs around that:
 The projection store is derived data: a failure to save is logged and retried at the next
 save, never raised into the scheduler (the log alone is the authority).
 
-One process keeps a projection store current: `open()` takes an exclusive advisory lock
-(`<store>.lock`). Another scheduler on the same log (racing schedulers) still starts from
-the stored projection but keeps it in memory only, so two writers never thrash the file.
+One process keeps a projection store current: `open()` takes the store's writer lock
+(`store.writer_lock()`: an flock on `<file>.lock` beside an SQLite projection file, a
+PostgreSQL advisory lock for projections in the log's schema). Another scheduler on the
+same log (racing schedulers) still starts from the stored projection but keeps it in
+memory only, so two writers never thrash the store.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from datetime import datetime
-from typing import IO
 
 from rota.domain.events import Event
 from rota.projections.history import HistoryProjection
@@ -31,6 +31,7 @@ from rota.projections.scheduler import SchedulerProjection
 
 from .clock import parse_timestamp
 from .errors import StoreError
+from .projection_locks import WriterLock
 from .projection_store import ProjectionStore
 from .store import EventStore
 
@@ -58,28 +59,25 @@ class LiveProjections:
         self.unsaved = 0
         self.failed: str | None = None
         self.writer = False
-        self._lock_file: IO[bytes] | None = None
+        self._writer_lock: WriterLock | None = None
 
     def _lock(self) -> bool:
         """Take the store's writer lock (False: another process keeps it current)."""
+        lock = self.store.writer_lock()
         try:
-            import fcntl
-        except ImportError:  # no advisory locks here: assume a single writer
-            return True
-        handle = open(f"{self.store.path}.lock", "ab")  # noqa: SIM115 (held until close)
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
+            taken = lock.acquire()
+        except (StoreError, OSError) as exc:  # the store cannot lock: do not write to it
+            log.warning("cannot take the writer lock of %s: %s", self.store.where, exc)
             return False
-        self._lock_file = handle
-        return True
+        if taken:
+            self._writer_lock = lock
+        return taken
 
     def open(self) -> SchedulerProjection:
         """The scheduler projection to start from (stored, else empty), history alongside."""
         self.writer = self._lock()
         if not self.writer:
-            log.info("%s is kept by another process: not saving to it", self.store.path)
+            log.info("%s is kept by another process: not saving to it", self.store.where)
         try:
             scheduler = self.store.load_scheduler(self.log)
         except StoreError as exc:
@@ -160,7 +158,6 @@ class LiveProjections:
                 self.save(scheduler)
         finally:
             self.store.close()
-            if self._lock_file is not None:
-                with contextlib.suppress(OSError):
-                    self._lock_file.close()  # releases the lock
-                self._lock_file = None
+            if self._writer_lock is not None:
+                self._writer_lock.release()  # (a database lock went with the store's session)
+                self._writer_lock = None

@@ -24,6 +24,12 @@ replays the rest from the log. FULL would buy nothing but fsyncs.
 One writer at a time is assumed per file (the scheduler that owns it). Another process
 that wrote meanwhile (a `rota replay rebuild`) is detected by the generation counter: the
 next save then writes the whole projection instead of its changed rows.
+
+A PostgreSQL log keeps the same tables in its own schema (`projection_store_pg`): that
+store inherits this class and overrides only the connection (`_read`, `_write`, `row`,
+`rows`, `metas`), the SQL hooks (`_read_meta`, `_clear`, `_write_rows`, `_put_meta`,
+`_delete_meta`) and `writer_lock`. Loading, refusals and generations are shared, so the
+code here reaches the database only through those.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from rota.projections.history import HistoryProjection
 from rota.projections.scheduler import SchedulerProjection
 
 from .clock import Clock, SystemClock, format_timestamp
+from .projection_locks import FileWriterLock, WriterLock
 from .projection_tables import (
     META_COLUMNS,
     ROW_TABLES,
@@ -147,8 +154,13 @@ class ProjectionStore:
 
     # -- reading ---------------------------------------------------------------------------
 
+    @property
+    def where(self) -> str:
+        """Where the projections are kept, for messages (a path, or a PostgreSQL schema)."""
+        return str(self.path)
+
     def meta(self, name: str) -> ProjectionMeta | None:
-        return self._read(lambda conn: read_meta(conn, name))
+        return self._read(lambda conn: self._read_meta(conn, name))
 
     def metas(self) -> dict[str, ProjectionMeta]:
         def body(conn: apsw.Connection) -> dict[str, ProjectionMeta]:
@@ -259,10 +271,10 @@ class ProjectionStore:
         digests = {p.name: p.digest() for p in todo} if digest else {}  # type: ignore[attr-defined]
         now = format_timestamp(self.clock.now())
 
-        def body(conn: apsw.Connection) -> tuple[int, dict[str, int]]:
+        def body(conn: Any) -> tuple[int, dict[str, int]]:
             written, generations = 0, {}
             for projection in todo:
-                meta = read_meta(conn, projection.name)
+                meta = self._read_meta(conn, projection.name)
                 whole = (
                     meta is None
                     or meta.generation != self._generations.get(projection.name)
@@ -270,15 +282,15 @@ class ProjectionStore:
                 )
                 if whole and meta is not None and getattr(projection, "loader", None):
                     raise ProjectionStoreError(
-                        f"the {projection.name} projection in {self.path} was rewritten by "
+                        f"the {projection.name} projection in {self.where} was rewritten by "
                         "another writer; reopen it",
                         code="projection_moved",
                     )
                 if whole:
-                    conn.execute(f"DELETE FROM {row_table(projection.name)}")
+                    self._clear(conn, projection.name)
                 keys = projection.row_keys() if whole else sorted(projection.dirty)
-                written += write_rows(conn, projection, keys)
-                generations[projection.name] = put_meta(
+                written += self._write_rows(conn, projection, keys, cleared=whole)
+                generations[projection.name] = self._put_meta(
                     conn,
                     projection,
                     hashes[projection.name],
@@ -300,13 +312,13 @@ class ProjectionStore:
         digests = {p.name: p.digest() for p in projections}  # type: ignore[attr-defined]
         now = format_timestamp(self.clock.now())
 
-        def body(conn: apsw.Connection) -> dict[str, int]:
+        def body(conn: Any) -> dict[str, int]:
             generations = {}
             for projection in projections:
-                meta = read_meta(conn, projection.name)
-                conn.execute(f"DELETE FROM {row_table(projection.name)}")
-                write_rows(conn, projection, projection.row_keys())
-                generations[projection.name] = put_meta(
+                meta = self._read_meta(conn, projection.name)
+                self._clear(conn, projection.name)
+                self._write_rows(conn, projection, projection.row_keys(), cleared=True)
+                generations[projection.name] = self._put_meta(
                     conn,
                     projection,
                     hashes[projection.name],
@@ -322,12 +334,42 @@ class ProjectionStore:
     def drop(self, name: str) -> None:
         """Forget a projection (rows and meta) in one transaction."""
 
-        def body(conn: apsw.Connection) -> None:
-            conn.execute(f"DELETE FROM {row_table(name)}")
-            conn.execute("DELETE FROM projection_meta WHERE name = ?", (name,))
+        def body(conn: Any) -> None:
+            self._clear(conn, name)
+            self._delete_meta(conn, name)
 
         self._write(body)
         self._generations.pop(name, None)
+
+    # -- the SQL of one backend (overridden by `PostgresProjectionStore`) -------------------
+
+    def _read_meta(self, conn: Any, name: str) -> ProjectionMeta | None:
+        return read_meta(conn, name)
+
+    def _clear(self, conn: Any, name: str) -> None:
+        conn.execute(f"DELETE FROM {row_table(name)}")
+
+    def _write_rows(
+        self, conn: Any, projection: Persisted, keys: Iterable[str], *, cleared: bool
+    ) -> int:
+        """Write `keys`' rows; `cleared`: the table was emptied in this transaction."""
+        return write_rows(conn, projection, keys)
+
+    def _put_meta(
+        self,
+        conn: Any,
+        projection: Persisted,
+        log_hash: str,
+        digest: str | None,
+        now: str,
+        previous: ProjectionMeta | None,
+        *,
+        rebuilt: bool,
+    ) -> int:
+        return put_meta(conn, projection, log_hash, digest, now, previous, rebuilt=rebuilt)
+
+    def _delete_meta(self, conn: Any, name: str) -> None:
+        conn.execute("DELETE FROM projection_meta WHERE name = ?", (name,))
 
     def _saved(self, projections: Iterable[Persisted], generations: dict[str, int]) -> None:
         for projection in projections:
@@ -342,6 +384,10 @@ class ProjectionStore:
     def history_loader(self) -> Callable[[str], bytes | None]:
         """A loader reading history rows on demand (for a store-backed `HistoryProjection`)."""
         return partial(self.row, HistoryProjection.name)
+
+    def writer_lock(self) -> WriterLock:
+        """The lock the one process keeping this store current holds: `<file>.lock`."""
+        return FileWriterLock(f"{self.path}.lock")
 
     def close(self) -> None:
         with self._lock:

@@ -142,6 +142,28 @@ def write_rows(conn: apsw.Connection, projection: Persisted, keys: Iterable[str]
     return count
 
 
+def next_meta(
+    projection: Persisted,
+    log_hash: str,
+    digest: str | None,
+    now: str,
+    previous: ProjectionMeta | None,
+    *,
+    rebuilt: bool,
+) -> ProjectionMeta:
+    """The meta row a write stores: the next generation, `rebuilt_at` kept unless rebuilt."""
+    return ProjectionMeta(
+        name=projection.name,
+        version=projection.version,
+        position=projection.position,
+        log_hash=log_hash,
+        digest=digest,
+        rebuilt_at=now if rebuilt else (previous.rebuilt_at if previous else None),
+        saved_at=now,
+        generation=(previous.generation if previous else 0) + 1,
+    )
+
+
 def put_meta(
     conn: apsw.Connection,
     projection: Persisted,
@@ -152,19 +174,9 @@ def put_meta(
     *,
     rebuilt: bool,
 ) -> int:
-    generation = (previous.generation if previous else 0) + 1
-    rebuilt_at = now if rebuilt else (previous.rebuilt_at if previous else None)
+    meta = next_meta(projection, log_hash, digest, now, previous, rebuilt=rebuilt)
     conn.execute(
         f"INSERT OR REPLACE INTO projection_meta ({META_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            projection.name,
-            projection.version,
-            projection.position,
-            log_hash,
-            digest,
-            rebuilt_at,
-            now,
-            generation,
-        ),
+        msgspec.structs.astuple(meta),
     )
-    return generation
+    return meta.generation

@@ -16,6 +16,12 @@ limit and the Work the limit holds back; warn when over), `budgets` and `crash_l
 (warn: held Work with the reason). Any fail of the first three means the log itself is
 damaged: the advice is a full restore, never recover-corrupt.
 
+On PostgreSQL the projections are tables in the log's schema: `log_integrity` has no file
+to check (ok, "not applicable"; `hash_chain` reads every event), `projection_integrity`
+checks that the tables are there and reads every row of them (the server checks its own
+pages), and every other check is the same. The projection tables are read in a session
+whose transactions are read-only (`default_transaction_read_only`).
+
 Read-only: the log and the projection file are opened with `SQLITE_OPEN_READONLY`, never
 through a writer. A file with no `-wal`/`-shm` beside it is open nowhere (a WAL connection
 always keeps its `-shm`), so it is read with `immutable=1`, which creates no companion
@@ -44,6 +50,7 @@ from rota.infrastructure.clock import Clock, SystemClock, format_timestamp
 from rota.infrastructure.codec import DEFAULT_CODEC
 from rota.infrastructure.errors import StoreError
 from rota.infrastructure.projection_store import ProjectionStore, default_path
+from rota.infrastructure.projection_stores import is_postgres, open_projection_store
 from rota.infrastructure.projection_tables import ROW_TABLES
 from rota.infrastructure.sqlite_store import SQLiteStore, sqlite_path
 from rota.infrastructure.store import EventStore
@@ -231,10 +238,23 @@ def check_checkpoint(log: EventStore, directory: str | os.PathLike[str] | None) 
 # -- the projection file ---------------------------------------------------------------
 
 
-def check_projection_integrity(path: Path | None, immutable: bool) -> Check:
+def check_projection_tables(store: Any) -> Check:
+    """The PostgreSQL equivalent of the file's integrity check: the tables are there and
+    every row of them reads (PostgreSQL checks its own pages, and its checksums if on)."""
     name = "projection_integrity"
+    if not store.exists():
+        return Check(name, "ok", f"no projection tables in {store.where}: schedulers fold the log")
+    counts = store.table_counts()
+    shown = ", ".join(f"{table} {n} rows" for table, n in counts.items())
+    return Check(name, "ok", f"{store.where}: every row read ({shown}); no file to check")
+
+
+def check_projection_integrity(path: Path | ProjectionStore | None, immutable: bool) -> Check:
+    name = "projection_integrity"
+    if isinstance(path, ProjectionStore):
+        return check_projection_tables(path)
     if path is None:
-        return Check(name, "ok", "no projection file is named (a PostgreSQL log: --projections)")
+        return Check(name, "ok", "no projection store is named: schedulers fold the log")
     if not path.exists():
         return Check(name, "ok", f"no projection file at {path}: schedulers fold the log")
     lines = integrity(path, immutable=immutable)
@@ -287,7 +307,7 @@ def check_drift(
     log: EventStore, ro: ProjectionStore | None, fresh: dict[str, Any], stored: dict[str, Any]
 ) -> Check:
     if ro is None:
-        return Check("projection_drift", "ok", "no projection file: nothing to compare")
+        return Check("projection_drift", "ok", "no projection store: nothing to compare")
     problems, notes, warn = [], [], False
     for kind in PERSISTED:
         meta, rows, reason = stored[kind.name]
@@ -419,7 +439,16 @@ def guarded(name: str, body: Callable[[], Check]) -> Check:
 
 
 @contextmanager
-def _opened(path: Path | None, immutable: bool) -> Iterator[ReadOnlyProjections | None]:
+def _opened(
+    path: Path | ProjectionStore | None, immutable: bool
+) -> Iterator[ProjectionStore | None]:
+    if isinstance(path, ProjectionStore):  # PostgreSQL tables: the caller closes the store
+        try:
+            there = bool(path.exists())  # type: ignore[attr-defined]
+        except StoreError:  # projection_integrity has said why
+            there = False
+        yield path if there else None
+        return
     ro = None
     if path is not None and path.exists():
         try:
@@ -446,7 +475,7 @@ READ_ERRORS = (apsw.Error, StoreError, msgspec.MsgspecError, KeyError, ValueErro
 
 
 def _projection_checks(
-    log: EventStore, path: Path | None, immutable: bool, lag_threshold: int
+    log: EventStore, path: Path | ProjectionStore | None, immutable: bool, lag_threshold: int
 ) -> tuple[list[Check], SchedulerProjection]:
     """Drift and lag of the projection file, and the scheduler state at the head: the log
     is folded once, each fresh projection up to its stored copy's position."""
@@ -476,7 +505,7 @@ def _projection_checks(
 
 def examine(
     log: EventStore,
-    projections: Path | None,
+    projections: Path | ProjectionStore | None,
     *,
     log_file: Path | None,
     immutable: bool,
@@ -494,7 +523,14 @@ def examine(
     if log_file is not None:
         checks.append(guarded("log_integrity", lambda: check_log_integrity(log_file, immutable)))
     else:
-        checks.append(Check("log_integrity", "ok", "not a file: PostgreSQL checks its pages"))
+        checks.append(
+            Check(
+                "log_integrity",
+                "ok",
+                "not applicable on PostgreSQL: no log file to check (the server checks its own "
+                "pages; hash_chain reads every event)",
+            )
+        )
     checks.append(guarded("hash_chain", lambda: check_chain(log)))
     checks.append(guarded("checkpoint", lambda: check_checkpoint(log, checkpoint_dir)))
     checks.append(
@@ -539,18 +575,15 @@ def doctor(
     lag_threshold: int = LAG_WARN,
 ) -> DoctorReport:
     """The doctor's report on the store `url` names (read-only; see the module docstring)."""
-    proj = Path(projections) if projections is not None else default_path(url)
     options: dict[str, Any] = {
         "checkpoint_dir": checkpoint_dir,
         "settings": settings or Settings(),
         "bindings": bindings or {},
         "lag_threshold": lag_threshold,
     }
-    if url.startswith(("postgresql://", "postgres://")):
-        from rota.infrastructure.stores import open_store
-
-        with open_store(url, clock=clock) as store:
-            return examine(store, proj, log_file=None, immutable=False, **options)
+    if is_postgres(url):
+        return _doctor_postgres(url, projections, clock, options)
+    proj = Path(projections) if projections is not None else default_path(url)
     path = sqlite_path(url)
     if not path.is_file():
         missing = Check("log_integrity", "fail", f"no log file at {path}", "check --store")
@@ -565,6 +598,27 @@ def doctor(
             return report
         # A writer opened a file while it was read as immutable: read again, shared.
     return report
+
+
+def _doctor_postgres(
+    url: str,
+    projections: str | os.PathLike[str] | None,
+    clock: Clock | None,
+    options: dict[str, Any],
+) -> DoctorReport:
+    """The report on a PostgreSQL log; its projections are its schema's tables (read in a
+    read-only session) unless `--projections` names a file."""
+    from rota.infrastructure.stores import open_store
+
+    with open_store(url, clock=clock) as store:
+        if projections is not None and not is_postgres(projections):
+            return examine(store, Path(projections), log_file=None, immutable=False, **options)
+        tables = open_projection_store(store, projections, read_only=True)
+        try:
+            return examine(store, tables, log_file=None, immutable=False, **options)
+        finally:
+            if tables is not None:
+                tables.close()
 
 
 __all__ = [

@@ -5,8 +5,8 @@ The projection file is derived: everything in it is a fold of the log. When it i
 
 1. validate `--backup-name` (the raw value, before any path is built from it) against
    `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`;
-2. resolve the store: an SQLite log file (a PostgreSQL store is refused: its projections
-   are not a file beside it);
+2. resolve the store: an SQLite log file (a PostgreSQL store keeps its projections in its
+   own schema: `recover_corrupt_pg` isolates their rows instead of a file);
 3. refuse while a daemon holds the store: `<log>.lock` (`rota run` holds it shared for its
    lifetime, see `DaemonLock`) or `<projections>.lock` (the scheduler that keeps the file);
 4. verify the log read-only (`PRAGMA integrity_check`, the hash chain, the newest
@@ -192,7 +192,9 @@ class RecoveryReport(msgspec.Struct):
             out.append(f"  projection file: {'; '.join(self.projection_integrity)}")
             out.append(f"  would create {self.backup} and move into it:")
         else:
-            out = [f"isolated {len(self.files)} file(s) into {self.backup} (manifest.json):"]
+            manifest = self.manifest or "manifest.json"
+            shown = "manifest.json" if manifest.endswith("manifest.json") else manifest
+            out = [f"isolated {len(self.files)} file(s) into {self.backup} ({shown}):"]
         out += [f"    {f.name}  {f.size} bytes  sha256 {f.sha256}" for f in self.files]
         if self.dry_run or self.rebuilt is None:
             out.append(
@@ -355,10 +357,17 @@ def recover_corrupt(
     it from the log (see the module docstring); raises `RecoveryRefused` or `StoreBusy`."""
     backup_name = validate_name(name)
     if url.startswith(("postgresql://", "postgres://")):
-        raise RecoveryRefused(
-            "recover-corrupt works on an SQLite store: a PostgreSQL store's projections are "
-            "not a file beside it ('rota replay rebuild --projections FILE' rebuilds one)",
-            code="not_sqlite",
+        if projections is not None:
+            raise RecoveryRefused(
+                "--projections names a file, but the log is PostgreSQL: recover-corrupt "
+                "isolates the projections in the log's schema; rebuild a file with "
+                "'rota replay rebuild --projections FILE'",
+                code="not_sqlite",
+            )
+        from .recover_corrupt_pg import recover_corrupt_postgres
+
+        return recover_corrupt_postgres(
+            url, backup_name, checkpoint_dir=checkpoint_dir, dry_run=dry_run, clock=clock
         )
     log = sqlite_path(url).absolute()
     if not log.is_file():

@@ -37,11 +37,8 @@ from rota.infrastructure.executors.base import Executor, LaunchContext
 from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.infrastructure.hold import LeaseHold
 from rota.infrastructure.host import Environment, Gate, Host, TickReport
-from rota.infrastructure.projection_store import (
-    ProjectionStore,
-    ProjectionStoreError,
-    default_path,
-)
+from rota.infrastructure.projection_store import ProjectionStore, ProjectionStoreError
+from rota.infrastructure.projection_stores import open_projection_store
 from rota.infrastructure.service import SchedulerService
 from rota.infrastructure.store import EventStore
 from rota.infrastructure.stores import open_store
@@ -481,8 +478,9 @@ def open(
 ) -> Scheduler:
     """Open a scheduler on a store (a path, `sqlite:///...`; default: the config's store).
 
-    `projections`: the projection file beside the log (default `<log>.projections`) that
-    lets a scheduler open without replaying the log; a path, or False to fold from 0.
+    `projections`: where the projections that let a scheduler open without replaying the
+    log are kept: by default the file `<log>.projections` beside an SQLite log, or the
+    PostgreSQL log's own schema; a file path, or False to fold from 0 at every open.
     """
     if isinstance(config, dict):
         loaded = Config.parse(config)
@@ -496,10 +494,10 @@ def open(
     store = open_store(url, clock=clock, synchronous=loaded.synchronous)
     stored: ProjectionStore | None = None
     try:
-        path = default_path(store) if projections is True else projections or None
-        if path is not None:
+        if projections is not False:
+            named = None if projections is True else projections
             try:
-                stored = ProjectionStore(path)
+                stored = open_projection_store(store, named)
             except ProjectionStoreError as exc:  # derived data: run without it
                 log.warning("%s; folding the log from position 0 instead", exc)
         return Scheduler(

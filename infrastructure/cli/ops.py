@@ -1,8 +1,9 @@
 """Operations commands: `rota doctor` (read-only diagnosis) and `rota recover-corrupt`.
 
 `doctor` exits 0 when no check fails (warnings allowed), 1 otherwise. `recover-corrupt`
-isolates the projection file and rebuilds it from the log; every refusal is one line on
-stderr (`rota: <code>: ...`, exit 1) and comes before anything on disk changes.
+isolates the projection file (on PostgreSQL: the projection rows, into a backup table) and
+rebuilds it from the log; every refusal is one line on stderr (`rota: <code>: ...`, exit 1)
+and comes before anything changes.
 """
 
 from __future__ import annotations
@@ -74,11 +75,15 @@ def register(commands: Any) -> None:
         "doctor",
         help="read-only health report of the log, checkpoint and projections (exit 1 on FAIL)",
         description="Check the log file, hash chain and newest checkpoint, the projection "
-        "file's integrity, drift against a replay and lag, expired leases, overdue timers, "
-        "capacity, budget and crash-loop holds. Opens every file read-only.",
+        "store's integrity, drift against a replay and lag, expired leases, overdue timers, "
+        "capacity, budget and crash-loop holds. Opens every file read-only (on PostgreSQL: "
+        "read-only transactions; the projections are the log schema's tables).",
     )
     doctor.add_argument(
-        "--projections", metavar="FILE", help="the projection store (default: LOG.projections)"
+        "--projections",
+        metavar="FILE",
+        help="the projection store (default: LOG.projections beside an SQLite log, the "
+        "log's own schema on PostgreSQL)",
     )
     doctor.add_argument("--json", action="store_true", help='{"ok": ..., "checks": [...]}')
     doctor.set_defaults(handler=cmd_doctor)
@@ -89,7 +94,9 @@ def register(commands: Any) -> None:
         description="With no daemon running and a log that verifies: create "
         "diagnostics/scheduler-recovery/NAME beside the store, move the projection file "
         "there (with a SHA-256 manifest), rebuild every projection from the log and verify "
-        "it against a replay. Appends nothing to the log. See docs/runbook-corruption.md.",
+        "it against a replay. On PostgreSQL the projection rows move into the backup table "
+        "rota_projection_recovery under NAME instead. Appends nothing to the log. See "
+        "docs/runbook-corruption.md.",
     )
     recover.add_argument(
         "--backup-name",
@@ -98,7 +105,10 @@ def register(commands: Any) -> None:
         help="a new directory name: [A-Za-z0-9][A-Za-z0-9._-]{0,127}",
     )
     recover.add_argument(
-        "--projections", metavar="FILE", help="the projection store (default: LOG.projections)"
+        "--projections",
+        metavar="FILE",
+        help="the projection store (default: LOG.projections beside an SQLite log, the "
+        "log's own schema on PostgreSQL)",
     )
     recover.add_argument("--dry-run", action="store_true", help="check and print the plan only")
     recover.add_argument("--json", action="store_true", help="print the report as JSON")

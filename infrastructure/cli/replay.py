@@ -1,13 +1,12 @@
 """Commands on projections: replay verify, replay rebuild, replay at, explain.
 
 The projection store is `--projections FILE`, else `<log file>.projections` beside an
-SQLite log (a PostgreSQL log needs `--projections`).
+SQLite log, or the PostgreSQL log's own schema (`projection_stores.open_projection_store`).
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -16,25 +15,21 @@ from rota.domain.errors import RotaError
 from rota.domain.policy import Registration
 
 from ..clock import parse_timestamp
-from ..projection_store import ProjectionStore, default_path
+from ..projection_store import ProjectionStore
+from ..projection_stores import open_projection_store
 from ..service import SchedulerService
 from ..store import EventStore
-from .common import UsageError, load_config, open_log, print_json, store_url
+from .common import UsageError, load_config, open_log, print_json
 
 
-def _projection_path(args: argparse.Namespace, *, must_exist: bool) -> Path | None:
-    if args.projections:
-        path: Path | None = Path(args.projections)
-    else:
-        path = default_path(store_url(args, load_config(args)))
-        if path is None:
-            raise UsageError("this store is not a file: name the projection store (--projections)")
-    if must_exist and path is not None and not path.exists():
-        raise RotaError(
-            f"no projection store at {path} ('rota replay rebuild' creates one)",
-            code="no_projection_store",
-        )
-    return path
+def _projections(
+    args: argparse.Namespace, store: EventStore, *, must_exist: bool
+) -> ProjectionStore:
+    """The projection store of `store` (`--projections` overrides; see the docstring)."""
+    found = open_projection_store(store, args.projections or None, must_exist=must_exist)
+    if found is None:
+        raise UsageError("this store keeps no projections: name a file (--projections)")
+    return found
 
 
 def _service(args: argparse.Namespace, store: EventStore) -> SchedulerService:
@@ -59,12 +54,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from rota.replay.progress import factory
     from rota.replay.rebuild import verify
 
-    path = _projection_path(args, must_exist=True)
-    assert path is not None
-    with open_log(args) as store, ProjectionStore(path) as projections:
+    with open_log(args) as store, _projections(args, store, must_exist=True) as projections:
         report = verify(store, projections, progress=factory(json=args.json))
+        where = projections.where
     if args.json:
-        print_json({**msgspec.to_builtins(report), "path": str(path)})
+        print_json({**msgspec.to_builtins(report), "path": where})
         return 0 if report.ok else 1
     for v in report.projections:
         at = f" at position {v.position}" if v.position is not None else ""
@@ -84,18 +78,17 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     from rota.replay.progress import factory
     from rota.replay.rebuild import rebuild
 
-    path = _projection_path(args, must_exist=False)
-    assert path is not None
-    with open_log(args) as store, ProjectionStore(path) as projections:
+    with open_log(args) as store, _projections(args, store, must_exist=False) as projections:
         try:
             report = rebuild(store, projections, args.projection, progress=factory(json=args.json))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        where = projections.where
     if args.json:
-        print_json({**msgspec.to_builtins(report), "path": str(path)})
+        print_json({**msgspec.to_builtins(report), "path": where})
     else:
         names = ", ".join(report.projections)
-        print(f"rebuilt {names} at position {report.position} in {report.seconds:.3f} s: {path}")
+        print(f"rebuilt {names} at position {report.position} in {report.seconds:.3f} s: {where}")
     return 0
 
 
@@ -138,12 +131,14 @@ def _print_state(state: dict[str, Any]) -> None:
 def cmd_explain(args: argparse.Namespace) -> int:
     from rota.replay.explain import explain
 
-    path = args.projections and Path(args.projections)
-    if not path:
-        path = default_path(store_url(args, load_config(args)))
     with open_log(args) as store:
         service = _service(args, store)
-        projections = ProjectionStore(path) if path is not None and path.exists() else None
+        try:
+            projections: ProjectionStore | None = _projections(args, store, must_exist=True)
+        except RotaError as exc:
+            if exc.code != "no_projection_store":
+                raise
+            projections = None  # explain folds the log instead
         try:
             found = explain(store, args.work, service=service, projections=projections)
         finally:
@@ -162,7 +157,10 @@ def register(commands: Any) -> None:
 
     def projections_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--projections", metavar="FILE", help="the projection store (default: LOG.projections)"
+            "--projections",
+            metavar="FILE",
+            help="the projection store (default: LOG.projections beside an SQLite log, the "
+            "log's own schema on PostgreSQL)",
         )
 
     verify = sub.add_parser(

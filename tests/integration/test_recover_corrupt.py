@@ -305,9 +305,11 @@ def test_a_damaged_log_is_refused_with_full_restore_advice(
     assert snapshot(store.parent) == before
 
 
-def test_postgresql_and_missing_files_are_refused(store: Path, tmp_path: Path) -> None:
-    with pytest.raises(RecoveryRefused) as refused:
-        recover_corrupt("postgresql://localhost/rota", "n")
+def test_a_projection_file_for_postgresql_and_missing_files_are_refused(
+    store: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(RecoveryRefused) as refused:  # before connecting to anything
+        recover_corrupt("postgresql://localhost/rota", "n", projections=tmp_path / "p")
     assert refused.value.code == "not_sqlite"
     with pytest.raises(RecoveryRefused) as refused:
         recover_corrupt(str(tmp_path / "absent.db"), "n")
