@@ -123,14 +123,14 @@ class SchedulerProjection:
         time) up to position `stop`, as `apply` would, but without keeping the indices: a
         bulk fold from the log derives them once at the end (`settle()`), which leaves the
         same projection (the indices are a function of the Works; `restore` relies on it)."""
-        works, dirty = self.works, self.dirty
+        works, dirty, last = self.works, self.dirty, self.position
         for record, at in zip(records, times, strict=True):
             position = record.position
             if position > stop:
                 break
-            if position <= self.position:
+            if position <= last:
                 continue
-            self.position = position
+            self.position = last = position
             stream, event = record.stream, record.event
             if stream.startswith("work/"):
                 work_id = stream[5:]
