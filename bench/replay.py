@@ -21,7 +21,9 @@ Measured, each in a fresh child process (so the builder's memory is not counted)
   history projection side by side (`rota.replay.side_by_side`), summed, though the
   fork's figure also counts the pages it shares with its parent; the interpreter's own
   after imports in brackets, for reference. CPU is the measuring process's only.
-  Targets: >= 300,000 events/s, peak RSS <= 200 MiB.
+  Targets: >= 300,000 events/s on the longest log (the issue states it for 1,000,000
+  events; a short log's rate is held down by the swap-in, whose cost is per row, not per
+  event), peak RSS <= 200 MiB on every log.
 - open: what a scheduler pays at start on a current projection file:
   `SchedulerService(..., projections=ProjectionStore(path))` as `rota.open` wires it
   (load the scheduler projection, open the stored history by its meta) and `catch_up()`
@@ -272,7 +274,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 progress("profiling the rebuild and the open (on stderr) ...")
                 child("rebuild", path, "--profile")
                 child("open", path, "--repeats", "1", "--profile")
-            met["rate"] &= r["rate"] >= REBUILD_TARGET
+            if events == max(sizes):  # the rate target is stated for the longest log
+                met["rate"] &= r["rate"] >= REBUILD_TARGET
             rss = r["peak_rss_mib"] + r["child_peak_rss_mib"]  # both processes, summed
             met["rss"] &= rss <= RSS_TARGET
             met["open"] &= o["best_ms"] <= OPEN_TARGET
@@ -289,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             remove_db(path)
             remove_db(Path(f"{path}.projections"))
     print()
-    print(f"rebuild >= {REBUILD_TARGET:,} events/s: {verdict(met['rate'])}")
+    print(f"rebuild >= {REBUILD_TARGET:,} events/s ({max(sizes):,} events): {verdict(met['rate'])}")
     print(f"rebuild peak RSS <= {RSS_TARGET:.0f} MiB: {verdict(met['rss'])}")
     print(f"open a current store <= {OPEN_TARGET:.0f} ms: {verdict(met['open'])}")
 

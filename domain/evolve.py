@@ -81,12 +81,27 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
         )
     if work is None:
         return None
-    work = replace(work, version=work.version + 1)
     kind = type(event)
+    if kind is LeaseRenewed:
+        # The most frequent event of a long log (every live attempt renews its lease), so
+        # it skips the rule table.
+        return renew(work, event.lease_expires_at)
+    work = replace(work, version=work.version + 1)
     rule = _RESOLVED.get(kind)
     if rule is None:
         rule = _resolve(kind)
     return rule(work, event, position, at)
+
+
+def renew(work: WorkState, lease_expires_at: datetime, count: int = 1) -> WorkState:
+    """`count` lease renewals in a row (the last one's expiry): the current attempt's lease
+    moves, the Work's version counts each event. One copy of the Work, whatever `count`:
+    a bulk fold folds a run of renewals with it (`SchedulerProjection.fold_page`)."""
+    attempts = work.attempts
+    if not attempts:
+        return replace(work, version=work.version + count)
+    renewed = replace(attempts[-1], lease_expires_at=lease_expires_at)
+    return replace(work, version=work.version + count, attempts=(*attempts[:-1], renewed))
 
 
 # -- the rules, one per kind of event ---------------------------------------------------

@@ -154,24 +154,52 @@ class HistoryProjection:
 
     def fold_page(self, records: Sequence[Any], times: Sequence[datetime], stop: int) -> None:
         """Apply a page of recorded events (position order, each with its parsed recorded
-        time) up to position `stop`: `apply` for each, with the common case (an event of a
-        Work already known) inlined for a bulk fold from the log."""
-        works, dirty, routes = self.works, self.dirty, _ROUTES
+        time) up to position `stop`, as `apply` would, for a bulk fold from the log: the
+        common case (an event of a Work already known) inlined, and a run of lease
+        renewals of one attempt folded as one (they only count, and move the last renewal's
+        position and expiry): kept here per Work, applied before that Work's next other
+        event and at the end of the page."""
+        works, attempts, dirty, routes = self.works, self.attempts, self.dirty, _ROUTES
+        renewals: dict[str, tuple[int, int, int, datetime]] = {}
         for record, at in zip(records, times, strict=True):
             position = record.position
             if position > stop:
                 break
             stream, event = record.stream, record.event
-            work = works.get(stream[5:]) if stream.startswith(WORK_ROW) else None
+            work_id = stream[5:] if stream.startswith(WORK_ROW) else ""
+            renewal = type(event) is LeaseRenewed and position > self.position
+            if work_id in renewals:
+                number, count, _, _ = renewals[work_id]
+                if renewal and number == event.attempt:
+                    renewals[work_id] = (number, count + 1, position, event.lease_expires_at)
+                    self.position = position
+                    continue
+                self._renewed(work_id, *renewals.pop(work_id))
+            work = works.get(work_id) if work_id else None
             if work is None or position <= self.position or type(event) is WorkSubmitted:
                 self.apply(position, stream, record.version, at, event)
                 continue
             self.position = position
             dirty.add(stream)
+            if renewal and (work_id, event.attempt) in attempts:
+                renewals[work_id] = (event.attempt, 1, position, event.lease_expires_at)
+                continue
             route = routes.get(type(event))
             if route is None:
                 route = _route(type(event))
             route(self, work, position, at, event)
+        for work_id, pending in renewals.items():
+            self._renewed(work_id, *pending)
+
+    def _renewed(
+        self, work_id: str, number: int, count: int, position: int, expiry: datetime
+    ) -> None:
+        """`count` renewals of attempt `number`, the last at `position` (see `fold_page`)."""
+        attempt = self.attempts[(work_id, number)]
+        attempt.renewals += count
+        attempt.renewed = position
+        attempt.lease_expires_at = expiry
+        self.dirty.add(attempt_row(work_id, number))
 
     def settle(self) -> None:
         """Nothing to derive after `fold_page` (the history keeps no indices)."""

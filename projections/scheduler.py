@@ -31,10 +31,11 @@ from rota.domain.events import (
     BudgetWarning,
     CapacityClaimed,
     Event,
+    LeaseRenewed,
 )
 from rota.domain.events.admission import Budget
 from rota.domain.events.execution import _Outcome
-from rota.domain.evolve import evolve
+from rota.domain.evolve import evolve, renew
 from rota.domain.state import AttemptState, WorkState
 
 
@@ -124,6 +125,10 @@ class SchedulerProjection:
         bulk fold from the log derives them once at the end (`settle()`), which leaves the
         same projection (the indices are a function of the Works; `restore` relies on it)."""
         works, dirty, last = self.works, self.dirty, self.position
+        # Lease renewals only move the current attempt's lease and count in the Work's
+        # version, so a run of them is folded as one (`renew`): kept here per Work, applied
+        # before that Work's next other event and at the end of the page.
+        renewals: dict[str, tuple[int, datetime]] = {}
         for record, at in zip(records, times, strict=True):
             position = record.position
             if position > stop:
@@ -134,6 +139,15 @@ class SchedulerProjection:
             stream, event = record.stream, record.event
             if stream.startswith("work/"):
                 work_id = stream[5:]
+                if type(event) is LeaseRenewed:
+                    if work_id in works:  # else no Work to renew: evolve would ignore it
+                        count = renewals[work_id][0] + 1 if work_id in renewals else 1
+                        renewals[work_id] = (count, event.lease_expires_at)
+                        dirty.add(stream)
+                    continue
+                if work_id in renewals:
+                    count, expiry = renewals.pop(work_id)
+                    works[work_id] = renew(works[work_id], expiry, count)
                 after = evolve(works.get(work_id), event, position, at)
                 if after is None:
                     continue
@@ -143,6 +157,8 @@ class SchedulerProjection:
                     self._stage(work_id, position, at, event)
             else:
                 self._apply_other(stream, record.version, event)
+        for work_id, (count, expiry) in renewals.items():
+            works[work_id] = renew(works[work_id], expiry, count)
         self._unsettled = True
 
     def settle(self) -> None:
