@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import msgspec
@@ -52,6 +52,7 @@ from .projection_tables import (
     Persisted,
     ProjectionMeta,
     ProjectionStoreError,
+    RowsToWrite,
     next_meta,
 )
 
@@ -330,33 +331,22 @@ class PostgresProjectionStore(ProjectionStore):
         """Upsert each key's row, deleting the rows that no longer exist; into a table
         emptied in this transaction, COPY the rows (no conflicts are possible)."""
         table = self._table(projection.name)
-        count, deletes = 0, []
-
-        def present() -> Iterator[tuple[str, bytes]]:
-            nonlocal count
-            for key in keys:
-                count += 1
-                value = projection.row(key)
-                if value is None:
-                    deletes.append((key,))
-                else:
-                    yield key, value
-
+        rows = RowsToWrite(projection, keys)
         cursor = conn.cursor(binary=True)
         if cleared:
             with cursor.copy(f"COPY {table} (key, value) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(["text", "bytea"])
-                for row in present():
+                for row in rows:
                     copy.write_row(row)
-            return count
+            return rows.count
         cursor.executemany(
             f"INSERT INTO {table} (key, value) VALUES (%s, %b) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            list(present()),
+            list(rows),
         )
-        if deletes:
-            cursor.executemany(f"DELETE FROM {table} WHERE key = %s", deletes)
-        return count
+        if rows.deletes:
+            cursor.executemany(f"DELETE FROM {table} WHERE key = %s", rows.deletes)
+        return rows.count
 
     def _put_meta(
         self,

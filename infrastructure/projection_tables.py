@@ -116,30 +116,38 @@ def hash_for(log: EventStore | LogHead, position: int) -> str:
     return found
 
 
-def write_rows(conn: apsw.Connection, projection: Persisted, keys: Iterable[str]) -> int:
-    """Upsert each key's row (deleting the rows that no longer exist), encoding lazily."""
-    table = row_table(projection.name)
-    deletes: list[tuple[str]] = []
-    count = 0
+class RowsToWrite:
+    """The rows a write stores for `keys`, each encoded as it is iterated (so a whole
+    projection is never held encoded at once); the keys whose row no longer exists are
+    collected in `deletes`, and `count` says how many keys were gone through."""
 
-    def upserts() -> Iterator[tuple[str, bytes]]:
-        nonlocal count
-        for key in keys:
-            count += 1
-            value = projection.row(key)
+    def __init__(self, projection: Persisted, keys: Iterable[str]) -> None:
+        self.projection, self.keys = projection, keys
+        self.deletes: list[tuple[str]] = []
+        self.count = 0
+
+    def __iter__(self) -> Iterator[tuple[str, bytes]]:
+        for key in self.keys:
+            self.count += 1
+            value = self.projection.row(key)
             if value is None:
-                deletes.append((key,))
+                self.deletes.append((key,))
             else:
                 yield key, value
 
+
+def write_rows(conn: apsw.Connection, projection: Persisted, keys: Iterable[str]) -> int:
+    """Upsert each key's row (deleting the rows that no longer exist), encoding lazily."""
+    table = row_table(projection.name)
+    rows = RowsToWrite(projection, keys)
     conn.executemany(
         f"INSERT INTO {table} (key, value) VALUES (?, ?) "
         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        upserts(),
+        rows,
     )
-    if deletes:
-        conn.executemany(f"DELETE FROM {table} WHERE key = ?", deletes)
-    return count
+    if rows.deletes:
+        conn.executemany(f"DELETE FROM {table} WHERE key = ?", rows.deletes)
+    return rows.count
 
 
 def next_meta(
