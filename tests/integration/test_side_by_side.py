@@ -97,3 +97,28 @@ def test_without_a_url_another_process_can_open_the_folds_run_here(tmp_path: Pat
     assert [type(p) for p in folded] == list(PERSISTED)
     assert [p.digest() for p in folded] == [p.digest() for p in sequential(store)]
     store.close()
+
+
+@pytest.mark.postgres
+def test_side_by_side_on_postgresql_equals_one_after_the_other(tmp_path: Path) -> None:
+    """The child opens the PostgreSQL log by its URL (its own pool); the parent's pool
+    and connections are left alone across the fork."""
+    from postgres import schema_url, temporary_schema
+
+    from rota.infrastructure.stores import open_store
+
+    source = imported("recovery", tmp_path)
+    with temporary_schema() as schema:
+        log = open_store(schema_url(schema))
+        try:
+            log.append_raw(source.read_raw(0, 100_000))
+            assert can_split(log, len(PERSISTED))
+            folded, position = fold_side_by_side(log, PERSISTED, [None, None])
+            assert position == log.head().position == source.head().position
+            assert isinstance(folded[1], FoldedRows)
+            assert [p.digest() for p in folded] == [p.digest() for p in sequential(source)]
+            # The parent's connections still work after the fork.
+            assert log.read(0, 1)[0].position == 1
+        finally:
+            log.close()
+    source.close()
