@@ -82,7 +82,7 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
     if work is None:
         return None
     kind = type(event)
-    if kind is LeaseRenewed:
+    if isinstance(event, LeaseRenewed):
         # The most frequent event of a long log (every live attempt renews its lease), so
         # it skips the rule table.
         return renew(work, event.lease_expires_at)
