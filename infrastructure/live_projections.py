@@ -9,7 +9,11 @@ it. `LiveProjections` adds what a projection store needs around that:
   touches on demand and forgets them after each save, so it never holds every Work's
   history in memory);
 - `applied(scheduler, n)` after each batch: saves both every `save_every` events, in one
-  transaction at the same position; `save()` on demand and `close()` at shutdown.
+  transaction at the same position; `save()` on demand and `close()` at shutdown;
+- the keeper opens the scheduler projection with its quiet Works left on disk (found on
+  demand, see `rota.projections.stored_works`) and forgets them again after each save, so
+  its memory and start-up follow the active Works, not every Work ever submitted (a
+  projection folded from position 0 holds every Work until the next open).
 The projection store is derived data: a failure to save is logged and retried at the next
 save, never raised into the scheduler (the log alone is the authority).
 
@@ -79,7 +83,9 @@ class LiveProjections:
         if not self.writer:
             log.info("%s is kept by another process: not saving to it", self.store.where)
         try:
-            scheduler = self.store.load_scheduler(self.log)
+            # The keeper reads quiet Works on demand; another process (which cannot know when
+            # the keeper rewrites a row) loads every Work.
+            scheduler = self.store.load_scheduler(self.log, lazy=self.writer)
         except StoreError as exc:
             scheduler, self.store.last_refusal = None, f"scheduler projection not loaded: {exc}"
         if scheduler is None:
@@ -149,6 +155,7 @@ class LiveProjections:
         self.unsaved = 0
         if history is not None:
             history.evict()
+        scheduler.forget_quiet()  # saved: a quiet Work is found again on demand
         return True
 
     def close(self, scheduler: SchedulerProjection) -> None:

@@ -48,7 +48,7 @@ import apsw
 import msgspec
 
 from rota.projections.history import HistoryProjection
-from rota.projections.scheduler import SchedulerProjection
+from rota.projections.scheduler import ACTIVE_ROW, WORK_ROW, SchedulerProjection
 
 from .clock import Clock, SystemClock, format_timestamp
 from .projection_locks import FileWriterLock, WriterLock
@@ -72,6 +72,9 @@ from .store import EventStore, LogHead
 log = logging.getLogger("rota.projections")
 T = TypeVar("T")
 PAUSE_GC_ROWS = 40_000
+# The keys of Work rows, `work/...`: from "work/" up to (not including) "work0" ('0' follows '/').
+WORK_RANGE = (WORK_ROW, WORK_ROW[:-1] + chr(ord("/") + 1))
+_ids = msgspec.json.Decoder(list[str])
 __all__ = [
     "Persisted",
     "ProjectionMeta",
@@ -213,21 +216,82 @@ class ProjectionStore:
             )
         return None
 
-    def load_scheduler(self, log: EventStore) -> SchedulerProjection | None:
-        """The stored scheduler projection, or None (see `last_refusal`) to fold from 0."""
-        return self._load(SchedulerProjection, log, SchedulerProjection.from_rows)
+    def load_scheduler(self, log: EventStore, *, lazy: bool = False) -> SchedulerProjection | None:
+        """The stored scheduler projection, or None (see `last_refusal`) to fold from 0.
+
+        `lazy` (for the one process that keeps this store, where `lazy_works`): load only
+        the Works some index names and find the quiet ones on demand (`StoredWorks`), so
+        opening costs the active Works, not every Work ever submitted.
+        """
+        if not (lazy and self.lazy_works):
+            return self._load(SchedulerProjection, log, SchedulerProjection.from_rows)
+
+        def build(position: int, rows: list[tuple[str, bytes]]) -> SchedulerProjection:
+            return SchedulerProjection.from_stored(
+                position, rows, log.read_stream, self._stored_work_rows
+            )
+
+        return self._load(SchedulerProjection, log, build, read=self._active_rows)
+
+    # Whether `load_scheduler(lazy=True)` leaves quiet Works on disk (a store whose rows can
+    # be read by key range cheaply); a store without it loads every Work.
+    lazy_works = True
+
+    def _active_rows(self, name: str) -> tuple[ProjectionMeta | None, list[tuple[str, bytes]]]:
+        """The meta and every row but the quiet Works' (one snapshot); every row if the
+        projection names no active Works (an older layout)."""
+
+        def body(conn: apsw.Connection) -> tuple[ProjectionMeta | None, list[tuple[str, bytes]]]:
+            table = row_table(name)
+            rows: list[tuple[str, bytes]] = conn.execute(
+                f"SELECT key, value FROM {table} WHERE key < ? OR key >= ?", WORK_RANGE
+            ).fetchall()  # type: ignore[assignment]
+            active = next((value for key, value in rows if key == ACTIVE_ROW), None)
+            if active is None:
+                rows = conn.execute(f"SELECT key, value FROM {table}").fetchall()  # type: ignore[assignment]
+            else:
+                keys = [WORK_ROW + work_id for work_id in _ids.decode(active)]
+                rows += conn.execute(
+                    f"SELECT key, value FROM {table} WHERE key IN (SELECT value FROM json_each(?))",
+                    (msgspec.json.encode(keys).decode(),),
+                ).fetchall()
+            return read_meta(conn, name), rows
+
+        return self._read(body)
+
+    def _stored_work_rows(self) -> tuple[list[tuple[str, bytes]], bool]:
+        """Every stored Work row of the scheduler projection, and whether the store still
+        holds what this process saved or loaded last (else another writer rewrote it)."""
+        name = SchedulerProjection.name
+
+        def body(conn: apsw.Connection) -> tuple[list[tuple[str, bytes]], bool]:
+            meta = read_meta(conn, name)
+            ours = meta is not None and meta.generation == self._generations.get(name)
+            rows: list[tuple[str, bytes]] = conn.execute(
+                f"SELECT key, value FROM {row_table(name)} WHERE key >= ? AND key < ?",
+                WORK_RANGE,
+            ).fetchall()  # type: ignore[assignment]
+            return rows, ours
+
+        return self._read(body)
 
     def load_history(self, log: EventStore) -> HistoryProjection | None:
         """The whole stored history projection in memory, or None (see `last_refusal`)."""
         return self._load(HistoryProjection, log, HistoryProjection.from_rows)
 
-    def _load(self, kind: Any, log: EventStore, build: Callable[[int, list[Any]], T]) -> T | None:
+    def _load(
+        self,
+        kind: Any,
+        log: EventStore,
+        build: Callable[[int, list[Any]], T],
+        read: Callable[[str], tuple[ProjectionMeta | None, list[tuple[str, bytes]]]] | None = None,
+    ) -> T | None:
         # Check the meta first, so a refused projection costs no row reads.
         meta: ProjectionMeta | None = self.meta(kind.name)
         rows: list[tuple[str, bytes]] = []
         reason = self.refusal(meta, kind.version, log)
         if reason is None:
-            meta, rows = self.rows(kind.name)
+            meta, rows = (read or self.rows)(kind.name)
             reason = self.refusal(meta, kind.version, log)  # a save may have come between
         if reason is None and meta is not None:
             # Decoding makes many tracked containers (tuples) and no cycle. For a large

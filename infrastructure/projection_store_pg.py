@@ -132,6 +132,10 @@ class PostgresProjectionStore(ProjectionStore):
             self.close()
             raise
 
+    # Opening loads every Work: the key-range reads of the lazy open are written for the
+    # SQLite file (a text key's order in PostgreSQL depends on the database's collation).
+    lazy_works = False
+
     @property
     def where(self) -> str:
         return f"PostgreSQL schema {self.schema!r}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -38,6 +38,8 @@ from rota.domain.events.execution import _Outcome
 from rota.domain.evolve import evolve, renew
 from rota.domain.state import AttemptState, WorkState
 
+from .stored_works import FoldWork, StoredRows, StoredWorks
+
 
 def _plain(obj: object) -> object:
     # A datetime subclass (freezegun's, in tests) encodes as a datetime would.
@@ -52,6 +54,7 @@ _digest_encoder = msgspec.json.Encoder(enc_hook=_plain)
 WORK_ROW = "work/"
 LEDGER_ROW = "ledger/"
 NOTIFIED_ROW = "notified/"
+ACTIVE_ROW = "active"  # the sorted ids of the Works some index names
 Staged = dict[int, tuple[str, str, dict[str, float], datetime]]
 SINGLETONS: dict[str, Any] = {
     "pool_versions": dict[str, int],
@@ -76,7 +79,7 @@ class SchedulerProjection:
     """In-memory fold of the log; not thread-safe (the service serializes access)."""
 
     name = "scheduler"
-    version = 1
+    version = 2  # 2: the `active` row (which Works a store-backed open must load)
 
     def __init__(self) -> None:
         self.position = 0
@@ -104,19 +107,22 @@ class SchedulerProjection:
     def apply(self, position: int, stream: str, version: int, at: datetime, event: Event) -> None:
         if position <= self.position:
             return
-        self.position = position
         if stream.startswith("work/"):
             work_id = stream[5:]
+            # Looked up before the position moves: a quiet Work read on demand is folded up
+            # to the position before this event (`StoredWorks`).
             before = self.works.get(work_id)
+            self.position = position
             after = evolve(before, event, position, at)
             if after is None:
                 return
             self.works[work_id] = after
-            self.dirty.add(stream)
+            self.dirty.update((stream, ACTIVE_ROW))
             self._index(before, after)
             if self.budgets and isinstance(event, _Outcome) and event.usage:
                 self._stage(work_id, position, at, event)
         else:
+            self.position = position
             self._apply_other(stream, version, event)
 
     def fold_page(self, records: Sequence[Any], times: Sequence[datetime], stop: int) -> None:
@@ -159,6 +165,7 @@ class SchedulerProjection:
                 self._apply_other(stream, record.version, event)
         for work_id, (count, expiry) in renewals.items():
             works[work_id] = renew(works[work_id], expiry, count)
+        self.dirty.add(ACTIVE_ROW)
         self._unsettled = True
 
     def settle(self) -> None:
@@ -169,7 +176,9 @@ class SchedulerProjection:
     def _reindex(self) -> None:
         self.startable, self._ready, self.slots = set(), [], {}
         self.live, self.timers, self.slot_scopes = {}, {}, {}
-        for work in self.works.values():
+        works = self.works
+        # Quiet Works not in memory name no index, so the indices come from those held.
+        for work in works.in_memory() if isinstance(works, StoredWorks) else works.values():
             self._index(None, work)
         # The live fold keeps a pool's (possibly empty) slot set once a slot was taken in
         # it; every such pool has had a capacity claim, so `pool_versions` names it.
@@ -340,11 +349,14 @@ class SchedulerProjection:
             return b"true" if key[len(NOTIFIED_ROW) :] in self.notified else None
         if key in SINGLETONS:
             return _digest_encoder.encode(getattr(self, key))
+        if key == ACTIVE_ROW:
+            return _digest_encoder.encode(sorted(self.active_works()))
         raise KeyError(f"no row {key!r} in the scheduler projection")
 
     def row_keys(self) -> Iterator[str]:
         """Every persisted row key, in no particular order."""
         yield from SINGLETONS
+        yield ACTIVE_ROW
         for work_id in self.works:
             yield WORK_ROW + work_id
         for ledger in self.ledgers:
@@ -387,8 +399,52 @@ class SchedulerProjection:
                 notified.add(key[len(NOTIFIED_ROW) :])
             elif key in _singleton_decoders:
                 fields[key] = _singleton_decoders[key].decode(value)
-            else:
+            elif key != ACTIVE_ROW:  # derived from the Works; read by `from_stored`
                 raise KeyError(f"no row {key!r} in the scheduler projection")
         fields["ledgers"] = ledgers
         fields["notified"] = notified
         return cls.restore(position, works, fields)
+
+    @classmethod
+    def from_stored(
+        cls,
+        position: int,
+        rows: Iterable[tuple[str, bytes]],
+        read_stream: Callable[[str], Iterable[Any]],
+        stored_rows: StoredRows,
+    ) -> SchedulerProjection:
+        """A projection at `position` from the rows of its active Works and every other row
+        (no quiet Work's row): quiet Works are found on demand (`StoredWorks`), each
+        folded from its stream (`read_stream(stream)`, recorded events in version order),
+        or all at once from `stored_rows()`."""
+        self = cls.from_rows(position, rows)
+        loaded = list(self.works.values())
+        self.works = StoredWorks(loaded, self._fold_from_log(read_stream), stored_rows)
+        return self
+
+    def _fold_from_log(self, read_stream: Callable[[str], Iterable[Any]]) -> FoldWork:
+        def fold_work(work_id: str) -> WorkState | None:
+            work: WorkState | None = None
+            for r in read_stream(WORK_ROW + work_id):
+                if r.position > self.position:
+                    break
+                work = evolve(work, r.event, r.position, r.recorded_time)
+            return work
+
+        return fold_work
+
+    def active_works(self) -> set[str]:
+        """The Works some index names (the rest are quiet: see `StoredWorks`)."""
+        active = {*self.startable, *self.timers, *self.live.values()}
+        for holders in self.slots.values():
+            active.update(execution.rpartition("/")[0] for execution in holders)
+        return active
+
+    def forget_quiet(self) -> int:
+        """After a save: drop the quiet Works from memory (store-backed only); how many."""
+        works = self.works
+        if not isinstance(works, StoredWorks):
+            return 0
+        keep = self.active_works()
+        keep.update(key[len(WORK_ROW) :] for key in self.dirty if key.startswith(WORK_ROW))
+        return works.forget(keep)

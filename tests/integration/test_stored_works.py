@@ -1,0 +1,162 @@
+"""The keeper of a projection store opens with only its active Works in memory: quiet Works
+(completed, failed, a standing Work waiting for input) are found on demand, exactly as a fold
+of the log gives them, and forgotten again after each save."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rota.domain.results import Result
+from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.projection_store import ProjectionStore, default_path
+from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.projections.scheduler import SchedulerProjection
+from rota.projections.stored_works import StoredWorks
+from rota.replay.rebuild import folded, rebuild
+
+from .test_projection_store import T0, StoredService, stored_service
+
+DONE = [f"done-{n}" for n in range(8)]
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[SQLiteStore]:
+    store = SQLiteStore(tmp_path / "rota.db", clock=ManualClock(T0), synchronous="normal")
+    yield store
+    store.close()
+
+
+def run_all(service: StoredService) -> None:
+    """Start, invoke and complete whatever can start, until nothing can."""
+    while claimed := service.start_pass(2).claimed:
+        for claim in claimed:
+            execution, epoch = claim.attempt.execution_id, claim.attempt.epoch
+            service.invoke(execution, epoch)
+            service.finish(execution, epoch, Result())
+
+
+def populated(log: SQLiteStore) -> None:
+    """Eight completed Works and a standing one waiting (quiet); one running and two ready
+    (active); then the keeper saves and closes."""
+    service = stored_service(log)
+    for work_id in DONE:
+        service.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.submit("standing", binding="b", kind="standing", inputs=[(None, "s", None)])
+    run_all(service)
+    service.submit("live", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    claim = service.start_pass(1).claimed[0]
+    service.invoke(claim.attempt.execution_id, claim.attempt.epoch)
+    for work_id in ("ready-1", "ready-2"):
+        service.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.close()
+
+
+def reopened(log: SQLiteStore) -> tuple[StoredService, StoredWorks]:
+    service = stored_service(log)
+    works = service.projection.works
+    assert isinstance(works, StoredWorks), "the keeper should open with quiet Works on disk"
+    return service, works
+
+
+def in_memory(works: StoredWorks) -> set[str]:
+    return {work.work_id for work in works.in_memory()}
+
+
+def test_only_the_active_works_are_loaded_at_open(log: SQLiteStore) -> None:
+    populated(log)
+    service, works = reopened(log)
+    assert in_memory(works) == {"live", "ready-1", "ready-2"}
+    assert service.projection.active_works() == {"live", "ready-1", "ready-2"}
+    assert service.projection.startable == {"ready-1", "ready-2"}
+    service.close()
+
+
+def test_a_quiet_work_is_found_on_demand_as_the_log_gives_it(log: SQLiteStore) -> None:
+    populated(log)
+    service, works = reopened(log)
+    fold, _ = folded(log)
+    assert works["done-3"] == fold.works["done-3"]
+    assert works.get("standing") == fold.works["standing"]
+    assert "done-5" in works and "nobody" not in works and works.get("nobody") is None
+    assert works.fetched == 3
+    # Every Work at once (a listing, a digest): the same projection as a fold.
+    assert len(works) == len(fold.works) == 12
+    assert service.projection.digest() == fold.digest()
+    service.close()
+
+
+def test_events_for_quiet_works_apply_once_and_saving_forgets_them(log: SQLiteStore) -> None:
+    populated(log)
+    service, works = reopened(log)
+    # Input for the waiting standing Work: read on demand (folded up to the position before
+    # this event), then the event applied once.
+    service.accept("standing", {"n": 2}, key="k2", correlation_key="c")
+    service.submit("done-1", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    assert {"standing", "done-1"} <= in_memory(works)
+    fold, _ = folded(log)
+    assert works["standing"] == fold.works["standing"]
+    assert len(fold.works["standing"].pending) == 1
+    assert service.projection.digest() == fold.digest()
+    assert service.save_projections()
+    # Saved: the quiet ones leave memory; the standing Work, now startable, stays.
+    assert "done-1" not in in_memory(works) and "standing" in in_memory(works)
+    run_all(service)
+    service.close()
+    service, works = reopened(log)
+    fold, _ = folded(log)
+    assert service.projection.digest() == fold.digest()
+    service.close()
+
+
+def test_a_store_rewritten_by_another_process_is_not_trusted(log: SQLiteStore) -> None:
+    populated(log)
+    service, works = reopened(log)
+    at_open = service.projection.position
+    # Another process appends (a Work completes its second turn) and rebuilds the store.
+    other = stored_service(log)
+    other.accept("standing", {"n": 3}, key="k3", correlation_key="c")
+    run_all(other)
+    other.close()
+    path = default_path(log)
+    assert path is not None
+    with ProjectionStore(path) as store:
+        rebuild(log, store)
+    # This projection has not caught up: what it finds is the log as of its own position,
+    # whether it reads every Work (folded, not read from the rewritten rows) or one.
+    fold, _ = folded(log, upto=at_open)
+    assert service.projection.digest() == fold.digest()
+    assert works["standing"] == fold.works["standing"]
+    service.close()
+
+
+def test_events_another_process_appended_apply_once_to_quiet_works(log: SQLiteStore) -> None:
+    populated(log)
+    service, works = reopened(log)
+    other = stored_service(log)  # not the keeper: appends to the same log
+    other.accept("standing", {"n": 4}, key="k4", correlation_key="c")
+    other.close()
+    assert "standing" not in in_memory(works)
+    service.catch_up()  # the keeper applies them: each quiet Work read as of before its event
+    assert "standing" in in_memory(works)
+    fold, _ = folded(log)
+    assert works["standing"] == fold.works["standing"]
+    assert service.projection.digest() == fold.digest()
+    service.close()
+
+
+def test_another_scheduler_on_the_store_loads_every_work(log: SQLiteStore) -> None:
+    populated(log)
+    keeper = stored_service(log)
+    assert isinstance(keeper.projection.works, StoredWorks)
+    second = stored_service(log)  # the store's lock is the keeper's
+    assert second.stored is not None and not second.stored.writer
+    assert type(second.projection.works) is dict and len(second.projection.works) == 12
+    second.close()
+    keeper.close()
+
+
+def test_a_fresh_fold_holds_plain_works() -> None:
+    assert type(SchedulerProjection().works) is dict
