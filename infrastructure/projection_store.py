@@ -241,21 +241,15 @@ class ProjectionStore:
         """The meta and every row but the quiet Works' (one snapshot); every row if the
         projection names no active Works (an older layout)."""
 
-        def body(conn: apsw.Connection) -> tuple[ProjectionMeta | None, list[tuple[str, bytes]]]:
-            table = row_table(name)
-            rows: list[tuple[str, bytes]] = conn.execute(
-                f"SELECT key, value FROM {table} WHERE key < ? OR key >= ?", WORK_RANGE
-            ).fetchall()  # type: ignore[assignment]
+        def body(conn: Any) -> tuple[ProjectionMeta | None, list[tuple[str, bytes]]]:
+            rows = self._rows_outside(conn, name, *WORK_RANGE)
             active = next((value for key, value in rows if key == ACTIVE_ROW), None)
             if active is None:
-                rows = conn.execute(f"SELECT key, value FROM {table}").fetchall()  # type: ignore[assignment]
+                rows = self._rows_between(conn, name, "", None)
             else:
                 keys = [WORK_ROW + work_id for work_id in _ids.decode(active)]
-                rows += conn.execute(
-                    f"SELECT key, value FROM {table} WHERE key IN (SELECT value FROM json_each(?))",
-                    (msgspec.json.encode(keys).decode(),),
-                ).fetchall()
-            return read_meta(conn, name), rows
+                rows += self._rows_in(conn, name, keys)
+            return self._read_meta(conn, name), rows
 
         return self._read(body)
 
@@ -264,16 +258,40 @@ class ProjectionStore:
         holds what this process saved or loaded last (else another writer rewrote it)."""
         name = SchedulerProjection.name
 
-        def body(conn: apsw.Connection) -> tuple[list[tuple[str, bytes]], bool]:
-            meta = read_meta(conn, name)
+        def body(conn: Any) -> tuple[list[tuple[str, bytes]], bool]:
+            meta = self._read_meta(conn, name)
             ours = meta is not None and meta.generation == self._generations.get(name)
-            rows: list[tuple[str, bytes]] = conn.execute(
-                f"SELECT key, value FROM {row_table(name)} WHERE key >= ? AND key < ?",
-                WORK_RANGE,
-            ).fetchall()  # type: ignore[assignment]
-            return rows, ours
+            return self._rows_between(conn, name, *WORK_RANGE), ours
 
         return self._read(body)
+
+    # Row reads by key, in byte order: the SQL hooks of the lazy open.
+
+    def _rows_outside(self, conn: Any, name: str, low: str, high: str) -> list[tuple[str, bytes]]:
+        """Rows whose key is below `low` or from `high` on."""
+        sql = f"SELECT key, value FROM {row_table(name)} WHERE key < ? OR key >= ?"
+        rows: list[tuple[str, bytes]] = conn.execute(sql, (low, high)).fetchall()
+        return rows
+
+    def _rows_between(
+        self, conn: Any, name: str, low: str, high: str | None
+    ) -> list[tuple[str, bytes]]:
+        """Rows whose key is from `low` up to (not including) `high` (None: no bound)."""
+        sql = f"SELECT key, value FROM {row_table(name)} WHERE key >= ?"
+        args: tuple[str, ...] = (low,)
+        if high is not None:
+            sql, args = sql + " AND key < ?", (low, high)
+        rows: list[tuple[str, bytes]] = conn.execute(sql, args).fetchall()
+        return rows
+
+    def _rows_in(self, conn: Any, name: str, keys: list[str]) -> list[tuple[str, bytes]]:
+        """The rows of `keys` that exist."""
+        table = row_table(name)
+        sql = f"SELECT key, value FROM {table} WHERE key IN (SELECT value FROM json_each(?))"
+        rows: list[tuple[str, bytes]] = conn.execute(
+            sql, (msgspec.json.encode(keys).decode(),)
+        ).fetchall()
+        return rows
 
     def load_history(self, log: EventStore) -> HistoryProjection | None:
         """The whole stored history projection in memory, or None (see `last_refusal`)."""

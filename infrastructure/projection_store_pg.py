@@ -66,7 +66,8 @@ WRITE_KEY = "rota.projections.write"
 
 def _ddl(s: str) -> str:
     rows = "".join(
-        f'CREATE TABLE IF NOT EXISTS "{s}".{table} (key TEXT PRIMARY KEY, value BYTEA NOT NULL);\n'
+        f'CREATE TABLE IF NOT EXISTS "{s}".{table} '
+        '(key TEXT COLLATE "C" PRIMARY KEY, value BYTEA NOT NULL);\n'
         for table in PG_ROW_TABLES.values()
     )
     return f"""
@@ -131,10 +132,6 @@ class PostgresProjectionStore(ProjectionStore):
         except BaseException:
             self.close()
             raise
-
-    # Opening loads every Work: the key-range reads of the lazy open are written for the
-    # SQLite file (a text key's order in PostgreSQL depends on the database's collation).
-    lazy_works = False
 
     @property
     def where(self) -> str:
@@ -307,6 +304,33 @@ class PostgresProjectionStore(ProjectionStore):
             return self._read_meta(conn, name), rows
 
         return self._read(body)
+
+    # Key ranges compare bytes (`COLLATE "C"`), as SQLite's do; the key column is created
+    # with that collation, so its primary-key index serves them.
+
+    def _rows_outside(self, conn: Any, name: str, low: str, high: str) -> list[tuple[str, bytes]]:
+        sql = (
+            f"SELECT key, value FROM {self._table(name)} "
+            'WHERE key COLLATE "C" < %s OR key COLLATE "C" >= %s'
+        )
+        return self._fetch_rows(conn, sql, (low, high))
+
+    def _rows_between(
+        self, conn: Any, name: str, low: str, high: str | None
+    ) -> list[tuple[str, bytes]]:
+        sql = f'SELECT key, value FROM {self._table(name)} WHERE key COLLATE "C" >= %s'
+        if high is None:
+            return self._fetch_rows(conn, sql, (low,))
+        return self._fetch_rows(conn, sql + ' AND key COLLATE "C" < %s', (low, high))
+
+    def _rows_in(self, conn: Any, name: str, keys: list[str]) -> list[tuple[str, bytes]]:
+        sql = f"SELECT key, value FROM {self._table(name)} WHERE key = ANY(%s)"
+        return self._fetch_rows(conn, sql, (keys,))
+
+    @staticmethod
+    def _fetch_rows(conn: Any, sql: str, args: tuple[Any, ...]) -> list[tuple[str, bytes]]:
+        found = conn.cursor(binary=True).execute(sql, args).fetchall()
+        return [(key, bytes(value)) for key, value in found]
 
     def table_counts(self) -> dict[str, int]:
         """Rows per projection table, every row read (doctor's scan of the tables)."""

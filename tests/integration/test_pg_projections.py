@@ -28,6 +28,7 @@ from rota.infrastructure.projection_tables import ProjectionStoreError
 from rota.infrastructure.sqlite_store import SQLiteStore
 from rota.infrastructure.stores import open_store
 from rota.projections import HistoryProjection, SchedulerProjection
+from rota.projections.stored_works import StoredWorks
 from rota.replay.rebuild import fold, verify
 
 pytestmark = pytest.mark.postgres
@@ -134,6 +135,28 @@ def test_saved_projections_load_equal_to_a_fold_of_the_log(url: str) -> None:
         reloaded = tables.load_scheduler(log)
         assert reloaded is not None and reloaded.digest() == scheduler.digest()
         assert verify(log, tables).ok
+
+
+def test_the_keeper_opens_with_its_active_works_and_finds_the_rest_on_demand(url: str) -> None:
+    populate(url, works=("a", "b", "c", "d"))
+    expected = SchedulerProjection()
+    with open_store(url) as log:
+        fold(log, [expected])
+    with rota.open(url, config=CONFIG) as scheduler:
+        works = scheduler.service.projection.works
+        assert isinstance(works, StoredWorks)
+        assert list(works.in_memory()) == []  # every Work completed: none active
+        assert works["c"] == expected.works["c"] and works.fetched == 1
+        assert [w["id"] for w in scheduler.works()] == ["a", "b", "c", "d"]
+        assert scheduler.service.projection.digest() == expected.digest()
+    # The lazy open's key-range reads on the tables (byte order, whatever the collation).
+    with open_store(url) as log, PostgresProjectionStore(url) as tables:
+        loaded = tables.load_scheduler(log, lazy=True)
+        assert loaded is not None and isinstance(loaded.works, StoredWorks)
+        rows, ours = tables._stored_work_rows()
+        assert ours  # this process loaded what the tables hold
+        assert sorted(key for key, _ in rows) == [f"work/{w}" for w in "abcd"]
+        assert loaded.digest() == expected.digest()
 
 
 def test_a_version_bump_or_another_log_is_refused(
