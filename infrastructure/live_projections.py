@@ -13,7 +13,7 @@ it. `LiveProjections` adds what a projection store needs around that:
 - the keeper opens the scheduler projection with its quiet Works left on disk (found on
   demand, see `rota.projections.stored_works`) and forgets them again after each save, so
   its memory and start-up follow the active Works, not every Work ever submitted (a
-  projection folded from position 0 holds every Work until the next open).
+  projection folded from position 0 holds every Work until its first save).
 The projection store is derived data: a failure to save is logged and retried at the next
 save, never raised into the scheduler (the log alone is the authority).
 
@@ -155,7 +155,10 @@ class LiveProjections:
         self.unsaved = 0
         if history is not None:
             history.evict()
-        scheduler.forget_quiet()  # saved: a quiet Work is found again on demand
+        # Saved: every Work is in the store now, so a quiet one is found again on demand
+        # (a projection folded from position 0 holds plain Works until its first save).
+        self.store.keep_on_disk(scheduler, self.log)
+        scheduler.forget_quiet()
         return True
 
     def close(self, scheduler: SchedulerProjection) -> None:

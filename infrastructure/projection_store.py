@@ -122,6 +122,10 @@ class ProjectionStore:
 
     def _read(self, body: Callable[[apsw.Connection], T]) -> T:
         with self._lock:
+            if not self._conn.getautocommit():
+                # Inside this store's own write (a whole save reading the rows of the Works
+                # it has not in memory): read in that transaction.
+                return body(self._conn)
             try:
                 self._conn.execute("BEGIN")
                 try:
@@ -232,6 +236,12 @@ class ProjectionStore:
             )
 
         return self._load(SchedulerProjection, log, build, read=self._active_rows)
+
+    def keep_on_disk(self, scheduler: SchedulerProjection, log: EventStore) -> None:
+        """After a save of `scheduler` to this store by its keeper: let it find its Works
+        not in memory on demand, as a lazy open does (`SchedulerProjection.keep_on_disk`)."""
+        if self.lazy_works:
+            scheduler.keep_on_disk(log.read_stream, self._stored_work_rows)
 
     # Whether `load_scheduler(lazy=True)` leaves quiet Works on disk (a store whose rows can
     # be read by key range cheaply); a store without it loads every Work.
@@ -368,9 +378,11 @@ class ProjectionStore:
                         "another writer; reopen it",
                         code="projection_moved",
                     )
+                # The keys first: listing every Work may read the stored rows (`StoredWorks`),
+                # which must happen before they are cleared and not while they are written.
+                keys = list(projection.row_keys()) if whole else sorted(projection.dirty)
                 if whole:
                     self._clear(conn, projection.name)
-                keys = projection.row_keys() if whole else sorted(projection.dirty)
                 written += self._write_rows(conn, projection, keys, cleared=whole)
                 generations[projection.name] = self._put_meta(
                     conn,

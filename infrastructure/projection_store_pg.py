@@ -212,6 +212,8 @@ class PostgresProjectionStore(ProjectionStore):
 
     def _read(self, body: Callable[[Any], T]) -> T:
         def run(conn: psycopg.Connection[Any]) -> T:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                return body(conn)  # inside this store's own write: read in it
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             try:
                 return body(conn)

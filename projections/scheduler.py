@@ -418,9 +418,17 @@ class SchedulerProjection:
         folded from its stream (`read_stream(stream)`, recorded events in version order),
         or all at once from `stored_rows()`."""
         self = cls.from_rows(position, rows)
-        loaded = list(self.works.values())
-        self.works = StoredWorks(loaded, self._fold_from_log(read_stream), stored_rows)
+        self.keep_on_disk(read_stream, stored_rows)
         return self
+
+    def keep_on_disk(
+        self, read_stream: Callable[[str], Iterable[Any]], stored_rows: StoredRows
+    ) -> None:
+        """From now on, find Works not in memory on demand (see `from_stored`): for a
+        projection every Work of which is stored (opened lazily, or just saved whole)."""
+        if not isinstance(self.works, StoredWorks):
+            loaded = list(self.works.values())
+            self.works = StoredWorks(loaded, self._fold_from_log(read_stream), stored_rows)
 
     def _fold_from_log(self, read_stream: Callable[[str], Iterable[Any]]) -> FoldWork:
         def fold_work(work_id: str) -> WorkState | None:

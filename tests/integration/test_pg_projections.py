@@ -29,7 +29,7 @@ from rota.infrastructure.sqlite_store import SQLiteStore
 from rota.infrastructure.stores import open_store
 from rota.projections import HistoryProjection, SchedulerProjection
 from rota.projections.stored_works import StoredWorks
-from rota.replay.rebuild import fold, verify
+from rota.replay.rebuild import fold, rebuild, verify
 
 pytestmark = pytest.mark.postgres
 CONFIG = {"settings": {"concurrency": 2}}
@@ -157,6 +157,21 @@ def test_the_keeper_opens_with_its_active_works_and_finds_the_rest_on_demand(url
         assert ours  # this process loaded what the tables hold
         assert sorted(key for key, _ in rows) == [f"work/{w}" for w in "abcd"]
         assert loaded.digest() == expected.digest()
+
+
+def test_a_keeper_saves_whole_after_another_process_rebuilt_the_tables(url: str) -> None:
+    populate(url, works=("a", "b"))
+    with rota.open(url, config=CONFIG) as scheduler:
+        assert isinstance(scheduler.service.projection.works, StoredWorks)
+        with open_store(url) as log, PostgresProjectionStore(url) as other:
+            rebuild(log, other)  # another process: a new generation of the tables
+        scheduler.submit("c", binding="echo", input={"work": "c"})
+        live = scheduler.service.stored
+        assert live is not None
+        # Written whole, inside its transaction reading (and folding) the Works it lacks.
+        assert live.save(scheduler.service.projection), live.failed
+    with open_store(url) as log, PostgresProjectionStore(url) as tables:
+        assert verify(log, tables).ok
 
 
 def test_a_version_bump_or_another_log_is_refused(

@@ -15,7 +15,7 @@ from rota.infrastructure.projection_store import ProjectionStore, default_path
 from rota.infrastructure.sqlite_store import SQLiteStore
 from rota.projections.scheduler import SchedulerProjection
 from rota.projections.stored_works import StoredWorks
-from rota.replay.rebuild import folded, rebuild
+from rota.replay.rebuild import folded, rebuild, verify
 
 from .test_projection_store import T0, StoredService, stored_service
 
@@ -160,3 +160,40 @@ def test_another_scheduler_on_the_store_loads_every_work(log: SQLiteStore) -> No
 
 def test_a_fresh_fold_holds_plain_works() -> None:
     assert type(SchedulerProjection().works) is dict
+
+
+def test_a_keeper_that_folded_from_position_zero_forgets_quiet_works_after_saving(
+    log: SQLiteStore,
+) -> None:
+    service = stored_service(log)  # nothing stored yet: folded from position 0
+    assert type(service.projection.works) is dict
+    for work_id in DONE:
+        service.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+    run_all(service)
+    service.submit("ready", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    assert service.save_projections()
+    works = service.projection.works
+    assert isinstance(works, StoredWorks)
+    assert in_memory(works) == {"ready"}
+    fold, _ = folded(log)
+    assert works["done-0"] == fold.works["done-0"]
+    assert service.projection.digest() == fold.digest()
+    service.close()
+
+
+def test_a_whole_save_after_another_process_rebuilt_keeps_every_work(log: SQLiteStore) -> None:
+    populated(log)
+    service, _ = reopened(log)
+    path = default_path(log)
+    assert path is not None
+    with ProjectionStore(path) as other:
+        rebuild(log, other)  # a new generation: the keeper's next save writes every row
+    service.submit("later", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    assert service.save_projections()
+    service.close()
+    with ProjectionStore(path) as store:
+        assert verify(log, store).ok
+        _, rows = store.rows("scheduler")
+        assert {key for key, _ in rows if key.startswith("work/")} == {
+            f"work/{w}" for w in [*DONE, "standing", "live", "ready-1", "ready-2", "later"]
+        }
