@@ -347,6 +347,17 @@ def test_saved_and_continued_projections_equal_a_rebuild(
                     _run(service, log.clock, item)  # type: ignore[arg-type]
             scheduler, history = folded(log)
             assert service.projection.digest() == scheduler.digest()
+            # The keeper's indices (quiet Works possibly on disk) are the fold's.
+            live = service.projection
+            assert (live.startable, live.live, live.timers) == (
+                scheduler.startable,
+                scheduler.live,
+                scheduler.timers,
+            )
+            assert live.slot_scopes == scheduler.slot_scopes
+            assert {p: s for p, s in live.slots.items() if s} == {
+                p: s for p, s in scheduler.slots.items() if s
+            }
             service.close()
             with ProjectionStore(Path(tmp) / "rota.db.projections") as projections:
                 loaded = projections.load_scheduler(log)
