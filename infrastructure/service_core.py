@@ -36,6 +36,7 @@ from .store import AppendResult, EventStore, NewEvent, RecordedEvent
 
 log = logging.getLogger("rota.scheduler")
 MAX_CONFLICT_RETRIES = 16
+FOLD_PAGE = 10_000  # events per read when folding from position 0
 Decision = Callable[[], tuple[list[Emit], dict[str, int]]]
 
 
@@ -152,12 +153,44 @@ class LifecycleService:
         """Apply every event the log holds beyond the projection; returns how many."""
         applied = 0
         with self.lock:
+            if self.projection.position == 0:
+                applied = self._fold_from_zero()
             while True:
                 batch = self.store.read(self.projection.position, 5000)
                 if not batch:
                     return applied
                 self._apply(batch)
                 applied += len(batch)
+
+    def _fold_from_zero(self) -> int:
+        """A projection with nothing applied (no stored one, or one refused) folds the log
+        as a rebuild does (`fold_page`, indices derived once at the end), the history
+        projection alongside; then it is saved as the cadence would. Returns how many."""
+        projection, stored = self.projection, self.stored
+        history = stored.history if stored is not None else None
+        head = self.store.head().position
+        folded = 0
+        parsed: dict[str, datetime] = {}
+        while projection.position < head:
+            batch = self.store.read(projection.position, FOLD_PAGE)
+            if not batch:
+                break
+            times = []
+            for r in batch:
+                at = parsed.get(r.recorded_at)
+                if at is None:
+                    if len(parsed) > 100_000:
+                        parsed.clear()
+                    at = parsed[r.recorded_at] = parse_timestamp(r.recorded_at)
+                times.append(at)
+            projection.fold_page(batch, times, head)
+            if history is not None:
+                history.fold_page(batch, times, head)
+            folded += len(batch)
+        projection.settle()
+        if stored is not None and folded:
+            stored.applied(projection, folded)
+        return folded
 
     def _apply(self, recorded: Sequence[RecordedEvent]) -> None:
         projection, stored = self.projection, self.stored

@@ -82,3 +82,25 @@ def test_the_bulk_fold_equals_the_fold_event_by_event(page: int, tmp_path: Path)
         assert history == _history_by_event(service)
     finally:
         service.store.close()
+
+
+def test_a_scheduler_opening_with_nothing_stored_folds_in_bulk(tmp_path: Path) -> None:
+    """`catch_up` from position 0 folds as a rebuild does and ends with the live indices."""
+    service = renewal_heavy_log(tmp_path / "log.db")
+    try:
+        fresh = SchedulerService(
+            service.store,
+            settings=service.settings,
+            owner="second",
+            bindings=service.bindings,
+            registrations=service.registrations,
+        )
+        calls: list[int] = []
+        apply = fresh.projection.apply
+        fresh.projection.apply = lambda *a: calls.append(1) or apply(*a)  # type: ignore[method-assign]
+        assert fresh.catch_up() == service.store.head().position
+        assert calls == []  # nothing applied event by event
+        assert fresh.projection.digest() == service.projection.digest()
+        _same_indices(fresh.projection, service.projection)
+    finally:
+        service.store.close()
