@@ -28,7 +28,7 @@ from rota.domain.results import Result
 from rota.domain.state import AttemptState, WorkState
 from rota.projections.scheduler import SchedulerProjection
 
-from .clock import parse_timestamp
+from .clock import parse_timestamp, recorded_times
 from .errors import ConcurrencyConflict, StoreUnavailable
 from .live_projections import LiveProjections
 from .projection_store import ProjectionStore
@@ -175,14 +175,7 @@ class LifecycleService:
             batch = self.store.read(projection.position, FOLD_PAGE)
             if not batch:
                 break
-            times = []
-            for r in batch:
-                at = parsed.get(r.recorded_at)
-                if at is None:
-                    if len(parsed) > 100_000:
-                        parsed.clear()
-                    at = parsed[r.recorded_at] = parse_timestamp(r.recorded_at)
-                times.append(at)
+            times = recorded_times(batch, parsed)
             projection.fold_page(batch, times, head)
             if history is not None:
                 history.fold_page(batch, times, head)

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from rota.infrastructure.clock import parse_timestamp
+from rota.infrastructure.clock import recorded_times
 from rota.infrastructure.projection_store import ProjectionStore
 from rota.infrastructure.store import EventStore
 from rota.projections import DERIVED, PERSISTED, HistoryProjection, SchedulerProjection
@@ -97,21 +97,13 @@ def fold(
     end = max(stops, default=0)
     position = min((p.position for p in projections), default=end)
     parsed: dict[str, datetime] = {}
-    parse = parse_timestamp
     with progress(end, label) as bar:
         bar.advance(position)
         while position < end:
             batch = store.read(position, min(PAGE, end - position))
             if not batch:
                 break
-            times = []
-            for r in batch:
-                at = parsed.get(r.recorded_at)
-                if at is None:
-                    if len(parsed) > 100_000:
-                        parsed.clear()
-                    at = parsed[r.recorded_at] = parse(r.recorded_at)
-                times.append(at)
+            times = recorded_times(batch, parsed)
             for projection, stop in zip(projections, stops, strict=True):
                 _apply_page(projection, batch, times, stop)
             position = batch[-1].position
