@@ -14,12 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rota.infrastructure.clock import ManualClock, parse_timestamp
-from rota.infrastructure.live_projections import LiveProjections
+from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.projection_store import ProjectionStore, default_path, log_hash_at
 from rota.infrastructure.service import SchedulerService
 from rota.infrastructure.sqlite_store import SQLiteStore
-from rota.infrastructure.store import RecordedEvent
 from rota.projections import HistoryProjection, SchedulerProjection
 from rota.replay.rebuild import fold, rebuild, verify
 
@@ -30,37 +28,11 @@ T0 = datetime(2026, 7, 1, tzinfo=UTC)
 
 
 class StoredService(SchedulerService):
-    """The service as wired to a projection store (the wiring proposed for service.py)."""
-
-    def __init__(self, *args: Any, projections: ProjectionStore, save_every: int, **kw: Any):
-        super().__init__(*args, **kw)
-        self.stored: LiveProjections | None = LiveProjections(
-            projections, self.store, save_every=save_every
-        )
-        self.projection = self.stored.open()
-
-    def _apply(self, recorded: Sequence[RecordedEvent]) -> None:
-        projection, live = self.projection, self.stored
-        parsed: dict[str, datetime] = {}
-        for r in recorded:
-            at = parsed.get(r.recorded_at)
-            if at is None:
-                at = parsed[r.recorded_at] = parse_timestamp(r.recorded_at)
-            projection.apply(r.position, r.stream, r.version, at, r.event)
-            if live is not None:
-                live.apply(r.position, r.stream, r.version, at, r.event)
-        if live is not None:
-            live.applied(projection, len(recorded))
-
-    def save_projections(self) -> bool:
-        with self.lock:
-            return self.stored.save(self.projection) if self.stored is not None else False
+    """The service wired to a projection store, as `rota.open` wires it; `close()` saves a
+    last time and closes the store."""
 
     def close(self) -> None:
-        with self.lock:
-            if self.stored is not None:
-                self.stored.close(self.projection)
-                self.stored = None
+        self.close_projections()
 
 
 def stored_service(log: SQLiteStore, save_every: int = 5000) -> StoredService:
