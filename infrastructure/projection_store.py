@@ -62,7 +62,7 @@ from .projection_tables import (
     default_path,
     hash_for,
     log_hash_at,
-    put_meta,
+    next_meta,
     read_meta,
     row_table,
     write_rows,
@@ -386,12 +386,14 @@ class ProjectionStore:
                 written += self._write_rows(conn, projection, keys, cleared=whole)
                 generations[projection.name] = self._put_meta(
                     conn,
-                    projection,
-                    hashes[projection.name],
-                    digests.get(projection.name),
-                    now,
-                    meta,
-                    rebuilt=False,
+                    next_meta(
+                        projection,
+                        hashes[projection.name],
+                        digests.get(projection.name),
+                        now,
+                        meta,
+                        rebuilt=False,
+                    ),
                 )
             return written, generations
 
@@ -414,12 +416,14 @@ class ProjectionStore:
                 self._write_rows(conn, projection, projection.row_keys(), cleared=True)
                 generations[projection.name] = self._put_meta(
                     conn,
-                    projection,
-                    hashes[projection.name],
-                    digests[projection.name],
-                    now,
-                    meta,
-                    rebuilt=True,
+                    next_meta(
+                        projection,
+                        hashes[projection.name],
+                        digests[projection.name],
+                        now,
+                        meta,
+                        rebuilt=True,
+                    ),
                 )
             return generations
 
@@ -449,18 +453,14 @@ class ProjectionStore:
         """Write `keys`' rows; `cleared`: the table was emptied in this transaction."""
         return write_rows(conn, projection, keys)
 
-    def _put_meta(
-        self,
-        conn: Any,
-        projection: Persisted,
-        log_hash: str,
-        digest: str | None,
-        now: str,
-        previous: ProjectionMeta | None,
-        *,
-        rebuilt: bool,
-    ) -> int:
-        return put_meta(conn, projection, log_hash, digest, now, previous, rebuilt=rebuilt)
+    def _put_meta(self, conn: Any, meta: ProjectionMeta) -> int:
+        """Store a projection's meta row (`next_meta` made it); its generation."""
+        conn.execute(
+            f"INSERT OR REPLACE INTO projection_meta ({META_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            msgspec.structs.astuple(meta),
+        )
+        return meta.generation
 
     def _delete_meta(self, conn: Any, name: str) -> None:
         conn.execute("DELETE FROM projection_meta WHERE name = ?", (name,))

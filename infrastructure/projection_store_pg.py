@@ -53,7 +53,6 @@ from .projection_tables import (
     ProjectionMeta,
     ProjectionStoreError,
     RowsToWrite,
-    next_meta,
 )
 
 T = TypeVar("T")
@@ -378,18 +377,7 @@ class PostgresProjectionStore(ProjectionStore):
             cursor.executemany(f"DELETE FROM {table} WHERE key = %s", rows.deletes)
         return rows.count
 
-    def _put_meta(
-        self,
-        conn: Any,
-        projection: Persisted,
-        log_hash: str,
-        digest: str | None,
-        now: str,
-        previous: ProjectionMeta | None,
-        *,
-        rebuilt: bool,
-    ) -> int:
-        meta = next_meta(projection, log_hash, digest, now, previous, rebuilt=rebuilt)
+    def _put_meta(self, conn: Any, meta: ProjectionMeta) -> int:
         updates = ", ".join(f"{c} = excluded.{c}" for c in META_COLUMNS.split(", ")[1:])
         conn.execute(
             f"INSERT INTO {self._meta_table} ({META_COLUMNS}) "

@@ -170,21 +170,3 @@ def next_meta(
         saved_at=now,
         generation=(previous.generation if previous else 0) + 1,
     )
-
-
-def put_meta(
-    conn: apsw.Connection,
-    projection: Persisted,
-    log_hash: str,
-    digest: str | None,
-    now: str,
-    previous: ProjectionMeta | None,
-    *,
-    rebuilt: bool,
-) -> int:
-    meta = next_meta(projection, log_hash, digest, now, previous, rebuilt=rebuilt)
-    conn.execute(
-        f"INSERT OR REPLACE INTO projection_meta ({META_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        msgspec.structs.astuple(meta),
-    )
-    return meta.generation
