@@ -248,12 +248,6 @@ def _phase_ended(
     return _phase_end(work, attempt, event.phase, event.outcome, at)
 
 
-def _renewed(
-    work: WorkState, attempt: AttemptState, event: LeaseRenewed, position: int, at: datetime
-) -> WorkState:
-    return with_current(work, replace(attempt, lease_expires_at=event.lease_expires_at))
-
-
 def _released(
     work: WorkState, attempt: AttemptState, event: LeaseReleased, position: int, at: datetime
 ) -> WorkState:
@@ -305,7 +299,7 @@ _RULES: tuple[tuple[type | tuple[type, ...], Rule], ...] = (
     (LaunchInvoked, _on_current(_invoked)),
     (LaunchPhaseBegan, _on_current(_phase_began)),
     (LaunchPhaseEnded, _on_current(_phase_ended)),
-    (LeaseRenewed, _on_current(_renewed)),
+    # LeaseRenewed: `evolve` applies it before the table (`renew`).
     (LeaseReleased, _on_current(_released)),
     (RecoveryPersisted, _on_current(_recovery_persisted)),
     (StopConfirmed, _on_current(_stop_confirmed)),

@@ -26,7 +26,7 @@ import msgspec
 
 from rota.domain.events import Event, LeaseRenewed, WorkSubmitted
 
-from .history_rules import ATTEMPT_ROW, ROUTES, attempt_row, route_for
+from .history_rules import ATTEMPT_ROW, ROUTES, attempt_row, renew, route_for
 from .records import AttemptHistory, Mark, WorkHistory, encoder
 
 Loader = Callable[[str], bytes | None]
@@ -149,10 +149,7 @@ class HistoryProjection:
         self, work_id: str, number: int, count: int, position: int, expiry: datetime
     ) -> None:
         """`count` renewals of attempt `number`, the last at `position` (see `fold_page`)."""
-        attempt = self.attempts[(work_id, number)]
-        attempt.renewals += count
-        attempt.renewed = position
-        attempt.lease_expires_at = expiry
+        renew(self.attempts[(work_id, number)], count, position, expiry)
         self.dirty.add(attempt_row(work_id, number))
 
     def settle(self) -> None:

@@ -312,9 +312,15 @@ def _renewed(
     at: datetime,
     event: LeaseRenewed,
 ) -> None:
-    attempt.renewals += 1
+    renew(attempt, 1, position, event.lease_expires_at)
+
+
+def renew(attempt: AttemptHistory, count: int, position: int, expiry: datetime) -> None:
+    """`count` renewals of `attempt` in a row, the last at `position` (a bulk fold folds a
+    run of them at once: `HistoryProjection.fold_page`)."""
+    attempt.renewals += count
     attempt.renewed = position
-    attempt.lease_expires_at = event.lease_expires_at
+    attempt.lease_expires_at = expiry
 
 
 def _released(
