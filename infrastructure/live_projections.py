@@ -33,7 +33,7 @@ from rota.domain.events import Event
 from rota.projections.history import HistoryProjection
 from rota.projections.scheduler import SchedulerProjection
 
-from .clock import parse_timestamp
+from .clock import recorded_times
 from .errors import StoreError
 from .projection_locks import WriterLock
 from .projection_store import ProjectionStore
@@ -111,11 +111,7 @@ class LiveProjections:
                 batch = self.log.read(history.position, min(PAGE, position - history.position))
                 if not batch:
                     break
-                parsed: dict[str, datetime] = {}
-                for r in batch:
-                    at = parsed.get(r.recorded_at) or parsed.setdefault(
-                        r.recorded_at, parse_timestamp(r.recorded_at)
-                    )
+                for r, at in zip(batch, recorded_times(batch, {}), strict=True):
                     history.apply(r.position, r.stream, r.version, at, r.event)
                 self.store.save(history, self.log)
                 history.evict()

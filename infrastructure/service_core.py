@@ -28,7 +28,7 @@ from rota.domain.results import Result
 from rota.domain.state import AttemptState, WorkState
 from rota.projections.scheduler import SchedulerProjection
 
-from .clock import parse_timestamp, recorded_times
+from .clock import recorded_times
 from .errors import ConcurrencyConflict, StoreUnavailable
 from .live_projections import LiveProjections
 from .projection_store import ProjectionStore
@@ -187,11 +187,7 @@ class LifecycleService:
 
     def _apply(self, recorded: Sequence[RecordedEvent]) -> None:
         projection, stored = self.projection, self.stored
-        parsed: dict[str, datetime] = {}
-        for r in recorded:
-            at = parsed.get(r.recorded_at)
-            if at is None:
-                at = parsed[r.recorded_at] = parse_timestamp(r.recorded_at)
+        for r, at in zip(recorded, recorded_times(recorded, {}), strict=True):
             projection.apply(r.position, r.stream, r.version, at, r.event)
             if stored is not None:
                 stored.apply(r.position, r.stream, r.version, at, r.event)
