@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import platform
@@ -18,6 +19,13 @@ from typing import Any
 import apsw
 
 REPEATS = 3
+
+
+def run_options(parser: argparse.ArgumentParser, quick: str) -> None:
+    """`--repeats`, `--quick` (what it runs: `quick`) and `--dir`, in that order."""
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="best of N (default 3)")
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--dir", default=None, help="where the temporary files go")
 
 
 @contextmanager

@@ -20,7 +20,6 @@ import apsw
 import msgspec
 
 from bench.common import (
-    REPEATS,
     Best,
     fmt_rate,
     fmt_ratio,
@@ -28,6 +27,7 @@ from bench.common import (
     print_header,
     print_table,
     progress,
+    run_options,
     scalar,
     timed,
     workdir,
@@ -126,9 +126,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.read", description=__doc__)
     parser.add_argument("--events", type=int, default=200_000, help="log size (default 200000)")
     parser.add_argument("--page", type=int, default=10_000, help="page size (default 10000)")
-    parser.add_argument("--repeats", type=int, default=REPEATS, help="best of N (default 3)")
-    parser.add_argument("--quick", action="store_true", help="a log of 20,000 events")
-    parser.add_argument("--dir", default=None, help="where the temporary files go")
+    run_options(parser, quick="a log of 20,000 events")
     args = parser.parse_args(argv)
     if args.quick:
         args.events = 20_000

@@ -23,13 +23,13 @@ import apsw
 import msgspec
 
 from bench.common import (
-    REPEATS,
     Best,
     fmt_rate,
     fmt_ratio,
     print_header,
     print_table,
     remove_db,
+    run_options,
     timed,
     workdir,
 )
@@ -205,9 +205,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.whatif", description=__doc__)
     parser.add_argument("--read", type=int, default=200_000, help="events in the read log")
     parser.add_argument("--single", type=int, default=3_000, help="one-event appends")
-    parser.add_argument("--repeats", type=int, default=REPEATS, help="best of N (default 3)")
-    parser.add_argument("--quick", action="store_true", help="a small run")
-    parser.add_argument("--dir", default=None, help="where the temporary files go")
+    run_options(parser, quick="a small run")
     args = parser.parse_args(argv)
     if args.quick:
         args.read, args.single = 20_000, 500

@@ -84,14 +84,21 @@ def attempt_view(attempt: AttemptState) -> dict[str, Any]:
     }
 
 
-def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]:
-    budget = work.current.pinned.binding.retry.max_attempts if work.current else None
+def _identity(work: WorkState) -> dict[str, Any]:
+    """The fields `work_view` and `work_summary` both begin with, in this order."""
     return {
         "id": work.work_id,
         "state": work.state,
         "scope": work.scope,
         "binding": work.binding,
         "kind": work.kind,
+    }
+
+
+def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]:
+    budget = work.current.pinned.binding.retry.max_attempts if work.current else None
+    return {
+        **_identity(work),
         "trigger": work.trigger,
         "safety": work.safety,
         "version": work.version,
@@ -132,16 +139,12 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]
     }
 
 
-def capacity_view(service: SchedulerService) -> dict[str, Any]:
-    """`rota capacity --json`: per pool its limit, in_use and waiting; who waits and why.
-
-    `waiting` comes from a dry run of admission over the ready Work now (nothing is
-    written), so it is true in any process, not only in the daemon.
-    """
+def dry_run_starts(service: SchedulerService, ready: list[WorkState]) -> admission.Plan:
+    """A start pass of admission over `ready` (oldest first) now, with no limit on starts and
+    no gates: who would start and who waits why. Nothing is written."""
     projection, settings = service.projection, service.settings
-    pools = {"agents", "jobs", *projection.slots}
-    plan = admission.plan_starts(
-        projection.ready_order(),
+    return admission.plan_starts(
+        ready,
         now=service.now(),
         owner=service.owner,
         settings=settings,
@@ -152,8 +155,19 @@ def capacity_view(service: SchedulerService) -> dict[str, Any]:
         used=projection.used,
         notified=projection.notified,
         gated=False,
-        limit=len(projection.startable) + 1,
+        limit=len(ready) + 1,
     )
+
+
+def capacity_view(service: SchedulerService) -> dict[str, Any]:
+    """`rota capacity --json`: per pool its limit, in_use and waiting; who waits and why.
+
+    `waiting` comes from a dry run of admission over the ready Work now (nothing is
+    written), so it is true in any process, not only in the daemon.
+    """
+    projection, settings = service.projection, service.settings
+    pools = {"agents", "jobs", *projection.slots}
+    plan = dry_run_starts(service, projection.ready_order())
     by_pool: dict[str, int] = dict.fromkeys(pools, 0)
     for item in plan.waiting:
         work = projection.works.get(item.work_id)
@@ -184,11 +198,7 @@ def capacity_view(service: SchedulerService) -> dict[str, Any]:
 def work_summary(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]:
     current = work.current
     return {
-        "id": work.work_id,
-        "state": work.state,
-        "scope": work.scope,
-        "binding": work.binding,
-        "kind": work.kind,
+        **_identity(work),
         "attempts": len(work.attempts),
         "last_outcome": current.outcome if current else None,
         "waiting": None if waiting is None else waiting.code,

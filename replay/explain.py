@@ -29,6 +29,7 @@ from rota.infrastructure.clock import format_timestamp, parse_timestamp
 from rota.infrastructure.projection_store import ProjectionStore
 from rota.infrastructure.service import SchedulerService
 from rota.infrastructure.store import EventStore
+from rota.infrastructure.views import dry_run_starts
 from rota.projections.history import HistoryProjection
 from rota.projections.records import AttemptHistory, WorkHistory
 
@@ -259,22 +260,8 @@ def _ready(
 ) -> None:
     first = work.pending[0].position
     service = _service(store, service, projections)
-    projection, settings = service.projection, service.settings
-    ready = projection.ready_order()
-    plan = admission.plan_starts(
-        ready,
-        now=service.now(),
-        owner=service.owner,
-        settings=settings,
-        pin=lambda w: service.pinned_for(w.binding),
-        pool_in_use={pool: len(h) for pool, h in projection.slots.items()},
-        scope_in_use=projection.scope_in_use(settings.scope_limits),
-        budgets=projection.budgets,
-        used=projection.used,
-        notified=projection.notified,
-        gated=False,
-        limit=len(ready) + 1,
-    )
+    ready = service.projection.ready_order()
+    plan = dry_run_starts(service, ready)
     place = next((i for i, w in enumerate(ready, 1) if w.work_id == work.work_id), None)
     queue = f" (number {place} of {len(ready)} in the ready queue)" if place else ""
     waiting = next((w for w in plan.waiting if w.work_id == work.work_id), None)

@@ -32,6 +32,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"rota: usage: {message} (see '{self.prog} --help')\n")
 
 
+def projections_option(parser: argparse.ArgumentParser) -> None:
+    """`--projections FILE`, for the commands that read or rebuild the projection store."""
+    parser.add_argument(
+        "--projections",
+        metavar="FILE",
+        help="the projection store (default: LOG.projections beside an SQLite log, the "
+        "log's own schema on PostgreSQL)",
+    )
+
+
 # -- opening the config, the store and the scheduler --------------------------------------
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .common import load_config, print_json, store_url
+from .common import load_config, print_json, projections_option, store_url
 
 if TYPE_CHECKING:
     from rota.replay.recover_corrupt import DaemonLock
@@ -79,12 +79,7 @@ def register(commands: Any) -> None:
         "capacity, budget and crash-loop holds. Opens every file read-only (on PostgreSQL: "
         "read-only transactions; the projections are the log schema's tables).",
     )
-    doctor.add_argument(
-        "--projections",
-        metavar="FILE",
-        help="the projection store (default: LOG.projections beside an SQLite log, the "
-        "log's own schema on PostgreSQL)",
-    )
+    projections_option(doctor)
     doctor.add_argument("--json", action="store_true", help='{"ok": ..., "checks": [...]}')
     doctor.set_defaults(handler=cmd_doctor)
 
@@ -104,12 +99,7 @@ def register(commands: Any) -> None:
         metavar="NAME",
         help="a new directory name: [A-Za-z0-9][A-Za-z0-9._-]{0,127}",
     )
-    recover.add_argument(
-        "--projections",
-        metavar="FILE",
-        help="the projection store (default: LOG.projections beside an SQLite log, the "
-        "log's own schema on PostgreSQL)",
-    )
+    projections_option(recover)
     recover.add_argument("--dry-run", action="store_true", help="check and print the plan only")
     recover.add_argument("--json", action="store_true", help="print the report as JSON")
     recover.set_defaults(handler=cmd_recover_corrupt)

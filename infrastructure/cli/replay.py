@@ -19,7 +19,7 @@ from ..projection_store import ProjectionStore
 from ..projection_stores import open_projection_store
 from ..service import SchedulerService
 from ..store import EventStore
-from .common import UsageError, load_config, open_log, print_json
+from .common import UsageError, load_config, open_log, print_json, projections_option
 
 
 def _projections(
@@ -154,14 +154,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def register(commands: Any) -> None:
     replay = commands.add_parser("replay", help="verify, rebuild and travel through projections")
     sub = replay.add_subparsers(dest="replay_command", required=True, metavar="COMMAND")
-
-    def projections_option(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--projections",
-            metavar="FILE",
-            help="the projection store (default: LOG.projections beside an SQLite log, the "
-            "log's own schema on PostgreSQL)",
-        )
 
     verify = sub.add_parser(
         "verify",

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, get_args
 
 import msgspec
@@ -116,61 +117,63 @@ def cmd_accept(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_retry(args: argparse.Namespace) -> int:
+def _act(
+    args: argparse.Namespace,
+    act: Callable[[Scheduler], object],
+    line: Callable[[dict[str, Any]], str],
+) -> int:
+    """Run one operator command on `args.work`, then print its view (`--json`) or `line`."""
     with open_rota(args) as scheduler:
-        scheduler.retry(args.work, reason=args.reason or "", requested_by=args.by)
+        act(scheduler)
         view = work_view(scheduler, args.work)
     if args.json:
         print_json(view)
     else:
-        retry = view["retry"]
-        print(f"{args.work}: retry requested; {view['state']} (failures {retry['failures']})")
+        print(line(view))
     return 0
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    return _act(
+        args,
+        lambda s: s.retry(args.work, reason=args.reason or "", requested_by=args.by),
+        lambda view: (
+            f"{args.work}: retry requested; {view['state']} (failures {view['retry']['failures']})"
+        ),
+    )
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    with open_rota(args) as scheduler:
-        scheduler.release(args.work, kind=args.kind, by=args.by)
-        view = work_view(scheduler, args.work)
-    if args.json:
-        print_json(view)
-    else:
-        print(f"{args.work}: hold released; {view['state']}")
-    return 0
+    return _act(
+        args,
+        lambda s: s.release(args.work, kind=args.kind, by=args.by),
+        lambda view: f"{args.work}: hold released; {view['state']}",
+    )
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    with open_rota(args) as scheduler:
-        scheduler.cancel(args.work, reason=args.reason or "", by=args.by)
-        view = work_view(scheduler, args.work)
-    if args.json:
-        print_json(view)
-    else:
-        print(f"{args.work}: cancelled")
-    return 0
+    return _act(
+        args,
+        lambda s: s.cancel(args.work, reason=args.reason or "", by=args.by),
+        lambda view: f"{args.work}: cancelled",
+    )
 
 
 def cmd_inject(args: argparse.Namespace) -> int:
     payload = parse_json(args.input, "--input")
-    with open_rota(args) as scheduler:
-        scheduler.inject(args.work, payload, key=args.input_key, by=args.by)
-        view = work_view(scheduler, args.work)
-    if args.json:
-        print_json(view)
-    else:
-        print(f"{args.work}: inject requested; it is delivered by the running daemon")
-    return 0
+    return _act(
+        args,
+        lambda s: s.inject(args.work, payload, key=args.input_key, by=args.by),
+        lambda view: f"{args.work}: inject requested; it is delivered by the running daemon",
+    )
 
 
 def cmd_interrupt(args: argparse.Namespace) -> int:
-    with open_rota(args) as scheduler:
-        scheduler.interrupt(args.work, by=args.by)
-        view = work_view(scheduler, args.work)
-    if args.json:
-        print_json(view)
-    else:
-        print(f"{args.work}: attempt fenced, Work {view['state']}; the interrupt follows")
-    return 0
+    return _act(
+        args,
+        lambda s: s.interrupt(args.work, by=args.by),
+        lambda view: f"{args.work}: attempt fenced, Work {view['state']}; the interrupt follows",
+    )
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
@@ -294,6 +297,15 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
+def _operator_options(
+    parser: argparse.ArgumentParser, handler: Callable[[argparse.Namespace], int], who: str = "asks"
+) -> None:
+    """What every operator command ends with: who acts (logged), `--json`, its handler."""
+    parser.add_argument("--by", default="operator", help=f"who {who} (recorded in the log)")
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(handler=handler)
+
+
 def register(commands: Any) -> None:
     submit = commands.add_parser("submit", help="define a Work and give it input")
     submit.add_argument("work", metavar="WORK", help="the Work id")
@@ -317,39 +329,29 @@ def register(commands: Any) -> None:
     )
     retry.add_argument("work", metavar="WORK")
     retry.add_argument("--reason", help="why (recorded in the log)")
-    retry.add_argument("--by", default="operator", help="who asks (recorded in the log)")
-    retry.add_argument("--json", action="store_true")
-    retry.set_defaults(handler=cmd_retry)
+    _operator_options(retry, cmd_retry)
 
     release = commands.add_parser(
         "release", help="release an operator-releasable hold (crash_loop, budget, operator)"
     )
     release.add_argument("work", metavar="WORK")
     release.add_argument("--kind", help="which hold (default: the first one)")
-    release.add_argument("--by", default="operator", help="who releases (recorded in the log)")
-    release.add_argument("--json", action="store_true")
-    release.set_defaults(handler=cmd_release)
+    _operator_options(release, cmd_release, who="releases")
 
     cancel = commands.add_parser("cancel", help="cancel a Work (fences its attempt and timers)")
     cancel.add_argument("work", metavar="WORK")
     cancel.add_argument("--reason", help="why (recorded in the log)")
-    cancel.add_argument("--by", default="operator", help="who cancels (recorded in the log)")
-    cancel.add_argument("--json", action="store_true")
-    cancel.set_defaults(handler=cmd_cancel)
+    _operator_options(cancel, cmd_cancel, who="cancels")
 
     inject = commands.add_parser("inject", help="give the running attempt an input now")
     inject.add_argument("work", metavar="WORK")
     inject.add_argument("--input", required=True, metavar="JSON", help="the input, as JSON")
     inject.add_argument("--input-key", metavar="KEY", help="idempotency key (default: derived)")
-    inject.add_argument("--by", default="operator", help="who asks (recorded in the log)")
-    inject.add_argument("--json", action="store_true")
-    inject.set_defaults(handler=cmd_inject)
+    _operator_options(inject, cmd_inject)
 
     interrupt = commands.add_parser("interrupt", help="fence and interrupt the running attempt")
     interrupt.add_argument("work", metavar="WORK")
-    interrupt.add_argument("--by", default="operator", help="who asks (recorded in the log)")
-    interrupt.add_argument("--json", action="store_true")
-    interrupt.set_defaults(handler=cmd_interrupt)
+    _operator_options(interrupt, cmd_interrupt)
 
     capacity = commands.add_parser("capacity", help="pools, scope limits and who waits why")
     capacity.add_argument("--json", action="store_true")
