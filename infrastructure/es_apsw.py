@@ -13,18 +13,15 @@ chain. Tracking rows (one per upstream application, only ever moving forward) li
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from typing import Any, cast
 from uuid import UUID
 
 import apsw
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
-    InfrastructureFactory,
     IntegrityError,
-    ListenNotifySubscription,
     Notification,
     OperationalError,
     PersistenceError,
@@ -34,17 +31,24 @@ from eventsourcing.persistence import (
     Tracking,
     TrackingRecorder,
 )
-from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
+from eventsourcing.utils import Environment, EnvType
 
 from .errors import StoreError, StoreIntegrityError, StoreUnavailable
-from .sqlite_store import Row, SQLiteStore
+from .es_common import (
+    CommitSubscription,
+    EsDatastore,
+    EsFactory,
+    EsRecorder,
+    OriginatorIdType,
+    version_range,
+)
+from .sqlite_store import SQLiteStore
 
-OriginatorIdType = Literal["uuid", "text"]
-_NAME = "[A-Za-z_][A-Za-z0-9_]*"
 
-
-class ApswDatastore:
+class ApswDatastore(EsDatastore):
     """The shared rota store behind every recorder of one factory."""
+
+    store: SQLiteStore
 
     def __init__(self, path: str, originator_id_type: OriginatorIdType = "uuid") -> None:
         try:
@@ -52,12 +56,6 @@ class ApswDatastore:
         except StoreError as exc:
             raise OperationalError(str(exc)) from exc
         self.originator_id_type = originator_id_type
-
-    def stream(self, originator_id: UUID | str) -> str:
-        return str(originator_id)
-
-    def originator(self, stream: str) -> UUID | str:
-        return UUID(stream) if self.originator_id_type == "uuid" else stream
 
     def write(self, body: Any) -> Any:
         try:
@@ -75,16 +73,9 @@ class ApswDatastore:
         except StoreError as exc:
             raise OperationalError(str(exc)) from exc
 
-    def close(self) -> None:
-        self.store.close()
 
-
-class ApswRecorder:
-    def __init__(self, datastore: ApswDatastore) -> None:
-        self.datastore = datastore
-
-    def create_table(self) -> None:
-        """The log's tables are created when the store opens."""
+class ApswRecorder(EsRecorder[ApswDatastore]):
+    pass
 
 
 class ApswAggregateRecorder(ApswRecorder, AggregateRecorder):
@@ -116,10 +107,7 @@ class ApswAggregateRecorder(ApswRecorder, AggregateRecorder):
 
     def _insert(self, stored_events: Sequence[StoredEvent], tracking: Tracking | None) -> list[int]:
         datastore = self.datastore
-        rows = [
-            Row(datastore.stream(e.originator_id), e.originator_version, e.topic, 0, None, e.state)
-            for e in stored_events
-        ]
+        rows = datastore.rows(stored_events)
 
         def body(cursor: apsw.Cursor) -> list[int]:
             if tracking is not None:
@@ -149,16 +137,7 @@ class ApswAggregateRecorder(ApswRecorder, AggregateRecorder):
         table = self.side_table or "events"
         sql = f"SELECT stream, version, type, data FROM {table} WHERE stream = ?"
         params: list[Any] = [self.datastore.stream(originator_id)]
-        if gt is not None:
-            sql += " AND version > ?"
-            params.append(gt)
-        if lte is not None:
-            sql += " AND version <= ?"
-            params.append(lte)
-        sql += " ORDER BY version DESC" if desc else " ORDER BY version"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+        sql = version_range(sql, params, "?", gt=gt, lte=lte, desc=desc, limit=limit)
         return [
             StoredEvent(
                 self.datastore.originator(s), v, t, d if isinstance(d, bytes) else d.encode()
@@ -222,36 +201,11 @@ class ApswApplicationRecorder(ApswAggregateRecorder, ApplicationRecorder):
         return ApswSubscription(self, gt=gt, topics=topics)
 
 
-class ApswSubscription(ListenNotifySubscription[ApswApplicationRecorder]):
+class ApswSubscription(CommitSubscription[ApswApplicationRecorder]):
     """Wakes the library's pull loop whenever any process commits to the log."""
 
-    def __init__(
-        self, recorder: ApswApplicationRecorder, gt: int | None = None, topics: Sequence[str] = ()
-    ) -> None:
-        self._watch_stop = threading.Event()
-        # Read the head before the first pull starts, so a commit in between still wakes it.
-        self._seen = recorder.datastore.store.head_position()
-        super().__init__(recorder=recorder, gt=gt, topics=topics)
-        self._watcher = threading.Thread(target=self._watch, daemon=True)
-        self._watcher.start()
-
-    def _watch(self) -> None:
-        store = self._recorder.datastore.store
-        seen = self._seen
-        while not self._watch_stop.is_set() and not self._has_been_stopped:
-            if store.wait_for_commit(seen, 0.1):
-                seen = store.head_position()
-                self._has_been_notified.set()
-
-    def stop(self) -> None:
-        self._watch_stop.set()
-        super().stop()
-
-    def __exit__(self, *args: object, **kwargs: Any) -> None:
-        try:
-            super().__exit__(*args, **kwargs)
-        finally:
-            self._watcher.join()
+    def _head(self, recorder: ApswApplicationRecorder) -> int:
+        return recorder.datastore.store.head_position()
 
 
 def _insert_tracking(cursor: apsw.Cursor, tracking: Tracking) -> None:
@@ -292,13 +246,11 @@ class ApswProcessRecorder(ApswTrackingRecorder, ApswApplicationRecorder, Process
         ApswApplicationRecorder.__init__(self, datastore)
 
 
-class ApswFactory(InfrastructureFactory[ApswTrackingRecorder]):
+class ApswFactory(EsFactory[ApswTrackingRecorder]):
     """The infrastructure factory eventsourcing finds in this module."""
 
     APSW_DBNAME = "APSW_DBNAME"
     SQLITE_DBNAME = "SQLITE_DBNAME"
-    ORIGINATOR_ID_TYPE = "ORIGINATOR_ID_TYPE"
-    CREATE_TABLE = "CREATE_TABLE"
 
     aggregate_recorder_class = ApswAggregateRecorder
     application_recorder_class = ApswApplicationRecorder
@@ -313,46 +265,4 @@ class ApswFactory(InfrastructureFactory[ApswTrackingRecorder]):
             raise OSError(f"rota's apsw store needs a database file: set one of {keys}")
         if path.startswith("file:"):
             path = path[len("file:") :]
-        id_type = (self.env.get(self.ORIGINATOR_ID_TYPE, "uuid") or "uuid").lower()
-        if id_type not in ("uuid", "text"):
-            raise OSError(f"Invalid {self.ORIGINATOR_ID_TYPE} {id_type!r}: use 'uuid' or 'text'")
-        self.datastore = ApswDatastore(path, cast(OriginatorIdType, id_type))
-
-    def _create(self, recorder: ApswRecorder) -> None:
-        if strtobool(self.env.get(self.CREATE_TABLE, "yes") or "yes"):
-            recorder.create_table()
-
-    def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
-        recorder = self.aggregate_recorder_class(self.datastore, purpose)
-        self._create(recorder)
-        return recorder
-
-    def application_recorder(self) -> ApplicationRecorder:
-        topic = self.env.get(self.APPLICATION_RECORDER_TOPIC)
-        cls = resolve_topic(topic) if topic else self.application_recorder_class
-        recorder = cls(self.datastore)
-        self._create(recorder)
-        return cast(ApplicationRecorder, recorder)
-
-    def tracking_recorder(
-        self, tracking_recorder_class: type[ApswTrackingRecorder] | None = None
-    ) -> ApswTrackingRecorder:
-        if tracking_recorder_class is None:
-            topic = self.env.get(self.TRACKING_RECORDER_TOPIC)
-            tracking_recorder_class = (
-                resolve_topic(topic) if topic else self.tracking_recorder_class
-            )
-        assert tracking_recorder_class is not None
-        recorder = tracking_recorder_class(self.datastore)
-        self._create(recorder)
-        return recorder
-
-    def process_recorder(self) -> ProcessRecorder:
-        topic = self.env.get(self.PROCESS_RECORDER_TOPIC)
-        cls = resolve_topic(topic) if topic else self.process_recorder_class
-        recorder = cls(self.datastore)
-        self._create(recorder)
-        return cast(ProcessRecorder, recorder)
-
-    def close(self) -> None:
-        self.datastore.close()
+        self.datastore = ApswDatastore(path, self.originator_id_type())

@@ -22,18 +22,15 @@ as given, their notification ids are returned.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar
 from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
-    InfrastructureFactory,
     IntegrityError,
-    ListenNotifySubscription,
     Notification,
     OperationalError,
     PersistenceError,
@@ -43,18 +40,27 @@ from eventsourcing.persistence import (
     Tracking,
     TrackingRecorder,
 )
-from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
+from eventsourcing.utils import Environment, EnvType
 
 from .errors import StoreClosed, StoreError, StoreIntegrityError, StoreUnavailable
+from .es_common import (
+    CommitSubscription,
+    EsDatastore,
+    EsFactory,
+    EsRecorder,
+    OriginatorIdType,
+    version_range,
+)
 from .postgres_store import PostgresStore, Tx, identifier, split_schema
 from .sqlite_store import Row
 
-OriginatorIdType = Literal["uuid", "text"]
 T = TypeVar("T")
 
 
-class PgDatastore:
+class PgDatastore(EsDatastore):
     """The shared rota store behind every recorder of one factory."""
+
+    store: PostgresStore
 
     def __init__(
         self, url: str, schema: str, originator_id_type: OriginatorIdType = "uuid", **settings: Any
@@ -68,12 +74,6 @@ class PgDatastore:
 
     def table(self, name: str) -> str:
         return f'"{self.schema}".{identifier(name, "table")}'
-
-    def stream(self, originator_id: UUID | str) -> str:
-        return str(originator_id)
-
-    def originator(self, stream: str) -> UUID | str:
-        return UUID(stream) if self.originator_id_type == "uuid" else stream
 
     def write(self, body: Callable[[Tx], T], *, lock: bool = False) -> T:
         try:
@@ -91,20 +91,13 @@ class PgDatastore:
         except StoreError as exc:
             raise OperationalError(str(exc)) from exc
 
-    def close(self) -> None:
-        self.store.close()
-
 
 def _state(text: str | None, blob: bytes | None) -> bytes:
     return bytes(blob) if blob is not None else (text or "").encode()
 
 
-class PgRecorder:
-    def __init__(self, datastore: PgDatastore) -> None:
-        self.datastore = datastore
-
-    def create_table(self) -> None:
-        """The log's tables are created when the store opens."""
+class PgRecorder(EsRecorder[PgDatastore]):
+    pass
 
 
 class PgAggregateRecorder(PgRecorder, AggregateRecorder):
@@ -138,10 +131,7 @@ class PgAggregateRecorder(PgRecorder, AggregateRecorder):
 
     def _insert(self, stored_events: Sequence[StoredEvent], tracking: Tracking | None) -> list[int]:
         datastore = self.datastore
-        rows = [
-            Row(datastore.stream(e.originator_id), e.originator_version, e.topic, 0, None, e.state)
-            for e in stored_events
-        ]
+        rows = datastore.rows(stored_events)
         if not rows and tracking is None:
             return []
 
@@ -206,16 +196,7 @@ class PgAggregateRecorder(PgRecorder, AggregateRecorder):
                 f"SELECT stream, version, type, NULL, data FROM {self.side_table} WHERE stream = %s"
             )
         params: list[Any] = [self.datastore.stream(originator_id)]
-        if gt is not None:
-            sql += " AND version > %s"
-            params.append(gt)
-        if lte is not None:
-            sql += " AND version <= %s"
-            params.append(lte)
-        sql += " ORDER BY version DESC" if desc else " ORDER BY version"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(limit)
+        sql = version_range(sql, params, "%s", gt=gt, lte=lte, desc=desc, limit=limit)
         originator = self.datastore.originator
         return [
             StoredEvent(originator(s), v, t, _state(x, xb))
@@ -275,40 +256,17 @@ class PgApplicationRecorder(PgAggregateRecorder, ApplicationRecorder):
         return PgSubscription(self, gt=gt, topics=topics)
 
 
-class PgSubscription(ListenNotifySubscription[PgApplicationRecorder]):
+class PgSubscription(CommitSubscription[PgApplicationRecorder]):
     """Wakes the library's pull loop whenever any process commits to the log."""
 
-    def __init__(
-        self, recorder: PgApplicationRecorder, gt: int | None = None, topics: Sequence[str] = ()
-    ) -> None:
-        self._watch_stop = threading.Event()
-        # Read the head before the first pull, so a commit landing between that pull and the
-        # watcher's start still counts as news (reading it in the watcher could miss it).
-        self._seen = recorder.max_notification_id() or 0
-        super().__init__(recorder=recorder, gt=gt, topics=topics)
-        self._watcher = threading.Thread(target=self._watch, daemon=True)
-        self._watcher.start()
+    def _head(self, recorder: PgApplicationRecorder) -> int:
+        return recorder.max_notification_id() or 0
 
     def _watch(self) -> None:
-        store = self._recorder.datastore.store
-        seen = self._seen
         try:
-            while not self._watch_stop.is_set() and not self._has_been_stopped:
-                if store.wait_for_commit(seen, 0.1):
-                    seen = store.head_position()
-                    self._has_been_notified.set()
+            super()._watch()
         except StoreError:
             self._has_been_notified.set()  # the pull loop reads again and raises the error
-
-    def stop(self) -> None:
-        self._watch_stop.set()
-        super().stop()
-
-    def __exit__(self, *args: object, **kwargs: Any) -> None:
-        try:
-            super().__exit__(*args, **kwargs)
-        finally:
-            self._watcher.join()
 
 
 def _insert_tracking(tx: Tx, table: str, tracking: Tracking) -> None:
@@ -355,7 +313,7 @@ class PgProcessRecorder(PgTrackingRecorder, PgApplicationRecorder, ProcessRecord
         PgApplicationRecorder.__init__(self, datastore)
 
 
-class PgFactory(InfrastructureFactory[PgTrackingRecorder]):
+class PgFactory(EsFactory[PgTrackingRecorder]):
     """The infrastructure factory eventsourcing finds in this module."""
 
     POSTGRES_URL = "POSTGRES_URL"
@@ -367,8 +325,6 @@ class PgFactory(InfrastructureFactory[PgTrackingRecorder]):
     POSTGRES_LOCK_TIMEOUT = "POSTGRES_LOCK_TIMEOUT"
     POSTGRES_POOL_SIZE = "POSTGRES_POOL_SIZE"
     ROTA_POSTGRES_SCHEMA = "ROTA_POSTGRES_SCHEMA"
-    ORIGINATOR_ID_TYPE = "ORIGINATOR_ID_TYPE"
-    CREATE_TABLE = "CREATE_TABLE"
 
     aggregate_recorder_class = PgAggregateRecorder
     application_recorder_class = PgApplicationRecorder
@@ -379,9 +335,7 @@ class PgFactory(InfrastructureFactory[PgTrackingRecorder]):
         super().__init__(env)
         url, url_schema = split_schema(self._url())
         schema = self.env.get(self.ROTA_POSTGRES_SCHEMA) or url_schema or "rota"
-        id_type = (self.env.get(self.ORIGINATOR_ID_TYPE, "uuid") or "uuid").lower()
-        if id_type not in ("uuid", "text"):
-            raise OSError(f"Invalid {self.ORIGINATOR_ID_TYPE} {id_type!r}: use 'uuid' or 'text'")
+        id_type = self.originator_id_type()
         settings: dict[str, Any] = {}
         for key, name, kind in (
             (self.POSTGRES_LOCK_TIMEOUT, "lock_timeout", float),
@@ -393,7 +347,7 @@ class PgFactory(InfrastructureFactory[PgTrackingRecorder]):
                     settings[name] = kind(value)
                 except ValueError:
                     raise OSError(f"Invalid {key} {value!r}: expected a number") from None
-        self.datastore = PgDatastore(url, schema, cast(OriginatorIdType, id_type), **settings)
+        self.datastore = PgDatastore(url, schema, id_type, **settings)
 
     def _url(self) -> str:
         url = self.env.get(self.POSTGRES_URL)
@@ -411,42 +365,3 @@ class PgFactory(InfrastructureFactory[PgTrackingRecorder]):
             "password": self.env.get(self.POSTGRES_PASSWORD),
         }
         return psycopg.conninfo.make_conninfo(**{k: v for k, v in parts.items() if v})
-
-    def _create(self, recorder: PgRecorder) -> None:
-        if strtobool(self.env.get(self.CREATE_TABLE, "yes") or "yes"):
-            recorder.create_table()
-
-    def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
-        recorder = self.aggregate_recorder_class(self.datastore, purpose)
-        self._create(recorder)
-        return recorder
-
-    def application_recorder(self) -> ApplicationRecorder:
-        topic = self.env.get(self.APPLICATION_RECORDER_TOPIC)
-        cls = resolve_topic(topic) if topic else self.application_recorder_class
-        recorder = cls(self.datastore)
-        self._create(recorder)
-        return cast(ApplicationRecorder, recorder)
-
-    def tracking_recorder(
-        self, tracking_recorder_class: type[PgTrackingRecorder] | None = None
-    ) -> PgTrackingRecorder:
-        if tracking_recorder_class is None:
-            topic = self.env.get(self.TRACKING_RECORDER_TOPIC)
-            tracking_recorder_class = (
-                resolve_topic(topic) if topic else self.tracking_recorder_class
-            )
-        assert tracking_recorder_class is not None
-        recorder = tracking_recorder_class(self.datastore)
-        self._create(recorder)
-        return recorder
-
-    def process_recorder(self) -> ProcessRecorder:
-        topic = self.env.get(self.PROCESS_RECORDER_TOPIC)
-        cls = resolve_topic(topic) if topic else self.process_recorder_class
-        recorder = cls(self.datastore)
-        self._create(recorder)
-        return cast(ProcessRecorder, recorder)
-
-    def close(self) -> None:
-        self.datastore.close()
