@@ -97,7 +97,15 @@ from .errors import (
     StoreUnavailable,
 )
 from .sqlite_store import Row
-from .store import AppendResult, EventStore, LogHead, NewEvent, RawRecord, RecordedEvent
+from .store import (
+    AppendResult,
+    EventStore,
+    LogHead,
+    NewEvent,
+    RawRecord,
+    RecordedEvent,
+    match_deliveries,
+)
 
 SCHEMA_VERSION = 1
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -501,39 +509,21 @@ class PostgresStore(EventStore):
     ) -> tuple[list[RecordedEvent | tuple[int, Row, str]], int]:
         versions = {str(stream): int(version or 0) for stream, version in tx.prefetched[0]}
         found = {r[5]: r for r in tx.prefetched[1]} if len(tx.prefetched) > 1 else {}
-        originals: dict[int, RecordedEvent] = {}
-        aliases: dict[int, int] = {}
-        first_use: dict[str, int] = {}
-        for index, (new, row) in enumerate(prepared):
-            if row.delivery_id is None:
-                continue
-            earlier = first_use.setdefault(row.delivery_id, index)
-            if earlier != index:
-                if prepared[earlier][0] != new:
-                    raise DeliveryConflict(row.delivery_id, None)
-                aliases[index] = earlier
-            elif row.delivery_id in found:
-                original = self._decode_rows([found[row.delivery_id]])[0]
-                if original.stream != new.stream or original.event != new.event:
-                    raise DeliveryConflict(row.delivery_id, original.position)
-                originals[index] = original
-        if prepared and len(originals) + len(aliases) == len(prepared):
-            return [originals[aliases.get(i, i)] for i in range(len(prepared))], 0
+        deliveries = match_deliveries(
+            [new for new, _ in prepared],
+            lambda d: self._decode_rows([found[d]])[0] if d in found else None,
+        )
+        duplicates = deliveries.all_recorded()
+        if duplicates is not None:
+            return [*duplicates], 0
 
         for stream, want in expected.items():
             if versions[stream] != want:
                 raise ConcurrencyConflict(stream, want, versions[stream])
-        fresh = [r for i, (_, r) in enumerate(prepared) if i not in originals and i not in aliases]
+        fresh = [r for i, (_, r) in enumerate(prepared) if deliveries.is_new(i)]
         for row in fresh:
             row.version = versions[row.stream] = versions[row.stream] + 1
-        written = iter(self.insert_rows(tx, fresh, defer=True))
-        recorded: list[RecordedEvent | tuple[int, Row, str]] = []
-        for index in range(len(prepared)):
-            if index in aliases:
-                recorded.append(recorded[aliases[index]])
-            else:
-                recorded.append(originals.get(index) or next(written))
-        return recorded, len(fresh)
+        return deliveries.merge(self.insert_rows(tx, fresh, defer=True)), len(fresh)
 
     def insert_rows(
         self, tx: Tx, rows: Sequence[Row], *, defer: bool = False

@@ -35,14 +35,21 @@ from .clock import Clock, SystemClock, format_timestamp
 from .codec import DEFAULT_CODEC, Codec
 from .errors import (
     ConcurrencyConflict,
-    DeliveryConflict,
     ForkedConnection,
     StoreClosed,
     StoreError,
     StoreIntegrityError,
     StoreUnavailable,
 )
-from .store import AppendResult, EventStore, LogHead, NewEvent, RawRecord, RecordedEvent
+from .store import (
+    AppendResult,
+    EventStore,
+    LogHead,
+    NewEvent,
+    RawRecord,
+    RecordedEvent,
+    match_deliveries,
+)
 
 SCHEMA_VERSION = 1
 Synchronous = Literal["full", "normal", "extra"]
@@ -366,29 +373,12 @@ class SQLiteStore(EventStore):
         prepared: list[tuple[NewEvent, Row]],
         expected: Mapping[str, int],
     ) -> AppendResult:
-        originals: dict[int, RecordedEvent] = {}
-        aliases: dict[int, int] = {}
-        first_use: dict[str, int] = {}
-        for index, (new, row) in enumerate(prepared):
-            if row.delivery_id is None:
-                continue
-            earlier = first_use.setdefault(row.delivery_id, index)
-            if earlier != index:
-                if prepared[earlier][0] != new:
-                    raise DeliveryConflict(row.delivery_id, None)
-                aliases[index] = earlier
-                continue
-            found = cursor.execute(
-                f"SELECT {_COLUMNS} FROM events WHERE delivery_id = ?", (row.delivery_id,)
-            ).fetchone()
-            if found is None:
-                continue
-            recorded = self._recorded(found)
-            if recorded.stream != new.stream or recorded.event != new.event:
-                raise DeliveryConflict(row.delivery_id, recorded.position)
-            originals[index] = recorded
-        if prepared and len(originals) + len(aliases) == len(prepared):
-            return AppendResult([originals[aliases.get(i, i)] for i in range(len(prepared))], 0)
+        deliveries = match_deliveries(
+            [new for new, _ in prepared], lambda delivery_id: self._delivery(cursor, delivery_id)
+        )
+        duplicates = deliveries.all_recorded()
+        if duplicates is not None:
+            return AppendResult(duplicates, 0)
 
         versions: dict[str, int] = {}
         for stream, want in expected.items():
@@ -398,7 +388,7 @@ class SQLiteStore(EventStore):
             versions[stream] = actual
         fresh: list[Row] = []
         for index, (_, row) in enumerate(prepared):
-            if index in originals or index in aliases:
+            if not deliveries.is_new(index):
                 continue
             current = versions.get(row.stream)
             if current is None:
@@ -407,20 +397,18 @@ class SQLiteStore(EventStore):
             versions[row.stream] = row.version
             fresh.append(row)
         written = self.insert_rows(cursor, fresh)
-        recorded: list[RecordedEvent | _Written] = []
-        fresh_iter = iter(written)
-        for index in range(len(prepared)):
-            if index in aliases:
-                recorded.append(recorded[aliases[index]])
-            elif index in originals:
-                recorded.append(originals[index])
-            else:
-                position, row, recorded_at = next(fresh_iter)
-                recorded.append(_Written(position, row, recorded_at))
+        recorded = deliveries.merge(_Written(*entry) for entry in written)
         for row in fresh:
             assert row.version is not None
             self._versions[row.stream] = row.version
         return AppendResult(recorded, len(fresh))  # type: ignore[arg-type]
+
+    def _delivery(self, cursor: apsw.Cursor, delivery_id: str) -> RecordedEvent | None:
+        """The event recorded under `delivery_id`, read inside the write transaction."""
+        found = cursor.execute(
+            f"SELECT {_COLUMNS} FROM events WHERE delivery_id = ?", (delivery_id,)
+        ).fetchone()
+        return None if found is None else self._recorded(found)
 
     def insert_rows(self, cursor: apsw.Cursor, rows: Sequence[Row]) -> list[tuple[int, Row, str]]:
         """Chain and insert rows whose versions are set; call inside `write`."""
@@ -433,32 +421,9 @@ class SQLiteStore(EventStore):
         for row in rows:
             position += 1
             assert row.version is not None
-            previous = link(
-                previous,
-                canonical_envelope(
-                    position,
-                    row.stream,
-                    row.version,
-                    row.type,
-                    row.type_version,
-                    row.delivery_id,
-                    recorded_at,
-                    row.data,
-                ),
-            )
-            values.append(
-                (
-                    position,
-                    row.stream,
-                    row.version,
-                    row.type,
-                    row.type_version,
-                    row.delivery_id,
-                    row.data,
-                    recorded_at,
-                    previous.hex(),
-                )
-            )
+            key = (position, row.stream, row.version, row.type, row.type_version, row.delivery_id)
+            previous = link(previous, canonical_envelope(*key, recorded_at, row.data))
+            values.append((*key, row.data, recorded_at, previous.hex()))
             written.append((position, row, recorded_at))
             self._versions.pop(row.stream, None)
         cursor.executemany(_INSERT, values)

@@ -246,29 +246,21 @@ def judge(
         reason = verdict[1]
         if verdict[0] == "log_rewritten" and matched is not None:
             reason += f" (the checkpoint at position {matched.position} still matches)"
-        if not report.ok:
-            return msgspec.structs.replace(
-                report,
-                checkpoints=compared,
-                checkpoint_ok=False,
-                checkpoint_position=position,
-                checkpoint_reason=reason,
-            )
-        bad = None
-        if verdict[0] == "log_behind_checkpoint":
-            bad = report.head_position + 1
-        elif verdict[0] == "log_rewritten":
-            bad = position
-        return msgspec.structs.replace(
+        failed = msgspec.structs.replace(
             report,
-            ok=False,
-            first_bad_position=bad,
-            reason=reason,
             checkpoints=compared,
             checkpoint_ok=False,
             checkpoint_position=position,
             checkpoint_reason=reason,
         )
+        if not report.ok:
+            return failed  # the chain's own first problem stays the report's
+        bad = None
+        if verdict[0] == "log_behind_checkpoint":
+            bad = report.head_position + 1
+        elif verdict[0] == "log_rewritten":
+            bad = position
+        return msgspec.structs.replace(failed, ok=False, first_bad_position=bad, reason=reason)
     return msgspec.structs.replace(
         report,
         checkpoints=compared,

@@ -31,6 +31,7 @@ from typing import Any
 import msgspec
 
 from rota.domain.errors import RotaError
+from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from rota.infrastructure.store import EventStore
 
@@ -77,23 +78,8 @@ def write_file(directory: str | os.PathLike[str], checkpoint: Checkpoint) -> Pat
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / file_name(checkpoint.position)
-    tmp = folder / f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    data = msgspec.json.encode(checkpoint) + b"\n"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    with atomic_write(target, mode=0o644, sync_directory=True) as out:
+        out.write(msgspec.json.encode(checkpoint) + b"\n")
     return target
 
 

@@ -27,12 +27,12 @@ import base64
 import binascii
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import BinaryIO, Literal
 
 import msgspec
 
 from rota.domain.errors import RotaError
+from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.errors import StoreError
 from rota.infrastructure.store import EventStore, RawRecord
@@ -140,17 +140,8 @@ def export_to_file(
     progress: ProgressFactory = silent,
 ) -> ExportHeader:
     """Export into a file, atomically (a tmp file renamed into place once complete)."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("wb") as out:
-            header = export(store, out, after=after, progress=progress)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as out:
+        header = export(store, out, after=after, progress=progress)
     return header
 
 
