@@ -71,7 +71,9 @@ class Binding(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     `config` is the executor's own configuration (a shell command, a callable's options).
     Secrets and run environments are never part of it: they are resolved at launch and
-    never written to the log.
+    never written to the log. `secrets_digest` is a slow digest of the binding's
+    `environment` table as it was when the binding was defined (None: it had none), so a
+    pinned attempt can tell that the values changed without revealing them.
     """
 
     name: str
@@ -81,6 +83,7 @@ class Binding(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     retry: RetryPolicy = RetryPolicy()
     handoff: HandoffPolicy = "stop"
     control_fallback: Literal["queue", "drop"] = "queue"
+    secrets_digest: str | None = None
 
 
 class Registration(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -38,8 +38,8 @@ warn_at = 0.8
 
 Every error names the field path (`bindings[0].retry.delays: ...`) and what was wrong.
 Executor-specific keys of a binding (`command`, `cwd`, `environment` ...) are kept as the
-binding's config; `environment` values are passed to the process and never written to the
-log.
+binding's config. `environment` values are passed to the process at launch and never
+written to the log: the pinned binding keeps only their digest (rota.infrastructure.secrets).
 """
 
 from __future__ import annotations
@@ -51,12 +51,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rota.domain.errors import RotaError
+from rota.domain.errors import InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
 from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy, Settings
 
+from .secrets import split_secrets
+
 DEFAULT_CONFIG = Path("rota.toml")
-SECRET_KEYS = frozenset({"environment"})
 
 
 class ConfigError(RotaError):
@@ -214,6 +215,11 @@ class Config:
         if duplicate is not None:
             raise ConfigError(f"{source}: budgets: two budgets are both {duplicate!r}; give ids")
         self.bindings: dict[str, Binding] = {b.name: b.to_binding() for b in model.bindings}
+        for binding in self.bindings.values():
+            try:
+                split_secrets(binding)  # refuse a malformed environment now, not at launch
+            except InvalidCommand as exc:
+                raise ConfigError(f"{source}: {exc}") from None
 
     @classmethod
     def parse(cls, data: dict[str, Any], source: str = "<config>") -> Config:

@@ -298,6 +298,8 @@ class Host(HostOperations):
 
     def _context(self, attempt: AttemptState, env: dict[str, str], resume: bool) -> LaunchContext:
         execution_id, epoch, service = attempt.execution_id, attempt.epoch, self.service
+        # The binding's environment first, then the run-environment hook's values over it.
+        env = {**service.secrets_for(attempt), **env}
         return LaunchContext(
             work_id=attempt.work_id,
             attempt=attempt.number,

@@ -32,6 +32,7 @@ from .clock import recorded_times
 from .errors import ConcurrencyConflict, StoreUnavailable
 from .live_projections import LiveProjections
 from .projection_store import ProjectionStore
+from .secrets import split_secrets
 from .store import AppendResult, EventStore, NewEvent, RecordedEvent
 
 log = logging.getLogger("rota.scheduler")
@@ -83,7 +84,12 @@ class LifecycleService:
         self.store = store
         self.settings = settings
         self.owner = owner
-        self.bindings: dict[str, Binding] = dict(bindings or {})
+        self.bindings: dict[str, Binding] = {}
+        # Each binding's `environment` values: in memory only, handed to the executor at
+        # launch (rota.infrastructure.secrets); the binding keeps only their digest.
+        self._secrets: dict[str, dict[str, str]] = {}
+        for binding in (bindings or {}).values():
+            self._define(binding)
         self.registrations: dict[str, Registration] = dict(registrations or {})
         self.projection = SchedulerProjection()
         self.lock = threading.RLock()
@@ -108,8 +114,31 @@ class LifecycleService:
     def set_binding(self, binding: Binding) -> None:
         """Define or redefine a binding: a new configuration generation."""
         with self.lock:
-            self.bindings[binding.name] = binding
+            self._define(binding)
             self._configured()
+
+    def _define(self, binding: Binding) -> None:
+        pinnable, secrets = split_secrets(binding)
+        self.bindings[binding.name] = pinnable
+        self._secrets[binding.name] = secrets
+
+    def secrets_for(self, attempt: AttemptState) -> dict[str, str]:
+        """The current `environment` values of the attempt's binding, for its launch.
+
+        Values are resolved now, not pinned: an attempt relaunched after its binding's
+        environment changed gets the current values, and the change is logged (by name).
+        """
+        binding = attempt.pinned.binding
+        secrets = self._secrets.get(binding.name, {})
+        current = self.bindings.get(binding.name)
+        if current is not None and current.secrets_digest != binding.secrets_digest:
+            log.warning(
+                "binding %s: its environment changed since attempt %s was pinned; "
+                "launching with the current values",
+                binding.name,
+                attempt.execution_id,
+            )
+        return dict(secrets)
 
     def set_registration(self, registration: Registration) -> None:
         """Register an executor: a new configuration generation."""

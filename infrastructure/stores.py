@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .clock import Clock
@@ -23,10 +24,31 @@ def open_store(url: str, *, clock: Clock | None = None, **settings: Any) -> Even
     if "://" in url and not url.startswith("sqlite://"):
         scheme = url.split("://", 1)[0]
         raise StoreError(
-            f"store URL {url!r}: unknown scheme {scheme!r}; use sqlite:///path, a file path "
-            "or postgresql://",
+            f"store URL {redact_url(url)!r}: unknown scheme {scheme!r}; use sqlite:///path, "
+            "a file path or postgresql://",
             code="invalid_store_url",
         )
     from .sqlite_store import SQLiteStore
 
     return SQLiteStore(url, clock=clock, **settings)
+
+
+def redact_url(url: str) -> str:
+    """The URL as it may be shown (errors, logs, output): any password replaced by `***`.
+
+    A store URL may carry credentials (`postgresql://user:password@host/db`, or
+    `?password=...`); only the process that connects needs them. Everything else is kept
+    exactly as written.
+    """
+    shown = _PASSWORD_PARAM.sub(r"\1***", url)
+    scheme, sep, rest = shown.partition("://")
+    if not sep:
+        return shown
+    authority, tail = re.match(r"([^/?#]*)(.*)", rest, re.DOTALL).groups()  # type: ignore[union-attr]
+    userinfo, at, host = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    return f"{scheme}://{authority}{tail}"
+
+
+_PASSWORD_PARAM = re.compile(r"([?&](?:password|sslpassword)=)[^&#]*", re.IGNORECASE)

@@ -36,6 +36,7 @@ from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.errors import StoreError
 from rota.infrastructure.store import EventStore, RawRecord
+from rota.infrastructure.stores import redact_url
 
 from .audit import ChainReport, Checkpoints, iter_raw, verify_chain, verify_records
 from .checkpoint import HASH_RE
@@ -294,7 +295,7 @@ def import_export(
     head = store.head()
     if head.position:
         raise StoreError(
-            f"the target store {store.url} already holds {head.position} events; "
+            f"the target store {redact_url(store.url)} already holds {head.position} events; "
             "import only into an empty store",
             code="store_not_empty",
         )
@@ -346,7 +347,7 @@ def _write(store: EventStore, batch: list[RawRecord], *, first: bool) -> None:
         if not first:
             raise
         raise StoreError(
-            f"the store {store.url} cannot import yet: {exc}", code="import_unsupported"
+            f"the store {redact_url(store.url)} cannot import yet: {exc}", code="import_unsupported"
         ) from None
 
 

@@ -24,6 +24,9 @@ class AttemptClaimed(Event, tag="core.execution.claimed", frozen=True, kw_only=T
     This is also the durable launch intent: it opens the first segment with its invoke
     marker `pending`, before any executor is called. `consumed` lists the log positions of
     the inputs the attempt took, in order; `trigger` is the one that triggered it.
+    The pinned binding holds no secret: a binding's `environment` table is resolved again
+    at each launch, and `pinned.binding.secrets_digest` (a slow salted digest, or null)
+    only tells whether it changed since.
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"

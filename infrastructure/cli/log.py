@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from ..stores import open_store
+from ..stores import open_store, redact_url
 from ..views import event_json
 from .common import UsageError, load_config, open_log, print_json
 
@@ -163,7 +163,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     config = load_config(args)
     with open_store(target, synchronous=config.synchronous) as store:
         report = import_export(args.export, store, progress=factory(json=args.json))
-        url = store.url
+        url = redact_url(store.url)
     if args.json:
         print_json({**msgspec.to_builtins(report), "store": url})
     else:
