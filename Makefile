@@ -4,7 +4,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-LAYERS := rota domain projections infrastructure replay
+LAYERS := rota domain projections application infrastructure replay
 # Re-link the strict editable install whenever a package folder gains or loses a file.
 LAYER_DIRS := $(shell find $(LAYERS) -type d -not -name __pycache__ 2>/dev/null)
 
@@ -27,15 +27,15 @@ demo: $(BIN)/.installed
 	$(BIN)/python -P -m rota.demo
 
 # The code folders only: Python examples in docs/ are prose, checked by the tests that run them.
-CODE := rota domain projections infrastructure replay tests bench setup.py
+CODE := rota domain projections application infrastructure replay tests bench setup.py
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
 
 typecheck: $(BIN)/.installed
-	$(BIN)/mypy -p rota.domain -p rota.infrastructure.store -p rota.infrastructure.clock \
-		-p rota.infrastructure.errors -p rota.infrastructure.chain
+	$(BIN)/mypy -p rota.domain -p rota.application.ports -p rota.infrastructure.clock \
+		-p rota.application.errors -p rota.infrastructure.chain
 
 pytest: $(BIN)/.installed
 	$(BIN)/pytest

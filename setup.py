@@ -1,4 +1,4 @@
-"""Packaging: maps the four layer folders at the repository root into the `rota` package.
+"""Packaging: maps the five layer folders at the repository root into the `rota` package.
 
 `domain/` installs as `rota.domain`, `projections/` as `rota.projections`, and so on, so
 embedding rota never puts a top-level `domain` package into someone's site-packages. The
@@ -14,6 +14,7 @@ LAYERS = {
     "rota": "rota",
     "rota.domain": "domain",
     "rota.projections": "projections",
+    "rota.application": "application",
     "rota.infrastructure": "infrastructure",
     "rota.replay": "replay",
 }

@@ -52,9 +52,9 @@ from bench.workload import (
     raw_connect,
     raw_rows,
 )
+from rota.application.ports import NewEvent
 from rota.domain.events import WorkSubmitted
-from rota.infrastructure.sqlite_store import SQLiteStore
-from rota.infrastructure.store import NewEvent
+from rota.infrastructure.sqlite.store import SQLiteStore
 
 ROTA_BARE = "rota, no expected"
 SYSTEMS = ("rota", ROTA_BARE, "raw apsw", "eventsourcing")

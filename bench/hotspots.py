@@ -25,7 +25,7 @@ import apsw
 from bench.common import print_header, print_table, remove_db, timed, workdir
 from bench.read import build_rota, read_rota
 from bench.workload import batches, new_events
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.store import SQLiteStore
 
 
 class TimedConnection:

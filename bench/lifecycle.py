@@ -97,7 +97,7 @@ def run_rota(path: Path, jobs: int, concurrency: int) -> Outcome:
         groups = batches(work_items(jobs), SUBMIT_BATCH)
         start = perf_counter()
         for group in groups:
-            scheduler.service.submit_many(group)
+            scheduler.service.lifecycle.submit_many(group)
         submitted = perf_counter()
         scheduler.run_until_idle()
         done = perf_counter()

@@ -40,7 +40,7 @@ import psycopg
 
 import rota
 from bench.common import REPEATS, Best, fmt_rate, print_table, progress
-from rota.infrastructure.postgres_store import PostgresStore, Tx, identifier, split_schema
+from rota.infrastructure.postgres.store import PostgresStore, Tx, identifier, split_schema
 
 TARGET = 2_000.0  # jobs/s end to end with 3 hosts
 SUBMIT_BATCH = 500
@@ -130,7 +130,7 @@ def run_host(url: str, host: int, hosts: int, jobs: int, concurrency: int, profi
         profiler.enable()
     cpu = time.process_time()
     for group in groups:
-        scheduler.service.submit_many(group)
+        scheduler.service.lifecycle.submit_many(group)
     submit_end = time.monotonic()
     stop = threading.Event()
     finished: list[float] = []

@@ -7,7 +7,7 @@
 Each case builds a log through `SchedulerService` (submit, claim, `renewals` lease renewals
 per attempt, complete), folds it once and saves the scheduler and history projections, then
 times (best of `--repeats`):
-- open: `ProjectionStore(path)` + `load_scheduler(log)` + opening the stored history (its
+- open: `SQLiteProjectionStore(path)` + `load_scheduler(log)` + opening the stored history (its
   meta only) + `catch_up()` (nothing to apply): what a scheduler pays at start;
 - replay: a fresh `SchedulerProjection` folded from position 0 (what it pays without one).
 Renewals change no row size (a lease expiry is replaced), so they lengthen the log while
@@ -23,13 +23,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from time import perf_counter, process_time
 
+from rota.application.live_projections import LiveProjections
+from rota.application.service import SchedulerService
 from rota.domain.policy import Binding, Registration, Settings
 from rota.domain.results import Result
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.live_projections import LiveProjections
-from rota.infrastructure.projection_store import ProjectionStore, default_path
-from rota.infrastructure.service import SchedulerService
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections import HistoryProjection, SchedulerProjection
 from rota.replay.rebuild import fold
 
@@ -52,9 +52,9 @@ def build(path: Path, works: int, renewals: int) -> SQLiteStore:
         {"work_id": f"w-{k:07d}", "binding": "noop", "input": {"row": k}} for k in range(works)
     ]
     for start in range(0, works, BATCH):
-        service.submit_many(items[start : start + BATCH])
+        service.lifecycle.submit_many(items[start : start + BATCH])
     while service.projection.startable:
-        service.start_pass(limit=BATCH)
+        service.lifecycle.start_pass(limit=BATCH)
     running = [
         (w.current.execution_id, w.current.epoch)
         for w in service.projection.works.values()
@@ -63,10 +63,10 @@ def build(path: Path, works: int, renewals: int) -> SQLiteStore:
     for _ in range(renewals):
         clock.advance(1)
         for start in range(0, len(running), BATCH):
-            service.renew_many(running[start : start + BATCH])
+            service.lifecycle.renew_many(running[start : start + BATCH])
     done = [(execution, epoch, Result()) for execution, epoch in running]
     for start in range(0, len(done), BATCH):
-        service.finish_many(done[start : start + BATCH])
+        service.lifecycle.finish_many(done[start : start + BATCH])
     return log
 
 
@@ -90,7 +90,7 @@ def case(directory: Path, works: int, renewals: int, repeats: int) -> dict[str, 
     assert store_path is not None
     scheduler, history = SchedulerProjection(), HistoryProjection()
     fold(log, [scheduler, history])
-    with ProjectionStore(store_path) as projections:
+    with SQLiteProjectionStore(store_path) as projections:
         started = perf_counter()
         projections.save([scheduler, history], log)
         saved = perf_counter() - started
@@ -99,7 +99,7 @@ def case(directory: Path, works: int, renewals: int, repeats: int) -> dict[str, 
 
     def open_current() -> None:  # what a scheduler pays at start
         service = SchedulerService(log, settings=Settings(), owner="bench")
-        live = LiveProjections(ProjectionStore(store_path), log)
+        live = LiveProjections(SQLiteProjectionStore(store_path), log)
         service.projection = live.open()
         assert service.catch_up() == 0
         assert service.projection.position == log.head().position
@@ -111,7 +111,7 @@ def case(directory: Path, works: int, renewals: int, repeats: int) -> dict[str, 
 
     opened = best(repeats, open_current)
     replayed = best(repeats, replay)
-    check = ProjectionStore(store_path)
+    check = SQLiteProjectionStore(store_path)
     loaded = check.load_scheduler(log)
     assert loaded is not None and loaded.digest() == digest
     check.close()

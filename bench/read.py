@@ -42,8 +42,8 @@ from bench.workload import (
     es_transcoder,
     new_events,
 )
-from rota.infrastructure.sqlite_store import SQLiteStore
-from rota.infrastructure.store import NewEvent
+from rota.application.ports import NewEvent
+from rota.infrastructure.sqlite.store import SQLiteStore
 
 ROTA = "rota SQLiteStore.read (decoded RecordedEvents)"
 RAW = "raw apsw scan, rows only"

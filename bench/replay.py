@@ -25,7 +25,7 @@ Measured, each in a fresh child process (so the builder's memory is not counted)
   events; a short log's rate is held down by the swap-in, whose cost is per row, not per
   event), peak RSS <= 200 MiB on every log.
 - open: what a scheduler pays at start on a current projection file:
-  `SchedulerService(..., projections=ProjectionStore(path))` as `rota.open` wires it
+  `SchedulerService(..., projections=SQLiteProjectionStore(path))` as `rota.open` wires it
   (load the scheduler projection, open the stored history by its meta) and `catch_up()`
   (applies nothing); first and best of `--repeats`. Target: <= 100 ms whatever the log's length.
 """
@@ -46,15 +46,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from rota.application.ports import NewEvent
+from rota.application.service import SchedulerService
 from rota.domain.emit import work_stream
 from rota.domain.events import LeaseRenewed
 from rota.domain.policy import Binding, Registration, Settings
 from rota.domain.results import Result
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.projection_store import ProjectionStore, default_path
-from rota.infrastructure.service import SchedulerService
-from rota.infrastructure.sqlite_store import SQLiteStore
-from rota.infrastructure.store import NewEvent
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay.progress import Progress
 from rota.replay.rebuild import rebuild
 
@@ -84,17 +84,17 @@ def build(path: Path, events: int, works: int, running: int) -> dict[str, int]:
             for k in range(count)
         ]
         for first in range(0, count, BATCH):
-            service.submit_many(items[first : first + BATCH])
+            service.lifecycle.submit_many(items[first : first + BATCH])
         claimed: list[tuple[str, int]] = []
         while service.projection.startable:
-            found = service.start_pass(limit=BATCH).claimed
+            found = service.lifecycle.start_pass(limit=BATCH).claimed
             claimed += [(c.attempt.execution_id, c.attempt.epoch) for c in found]
-            service.invoke_many(claimed[-len(found) :])
+            service.lifecycle.invoke_many(claimed[-len(found) :])
         return claimed
 
     done = start("done", works)
     for first in range(0, len(done), BATCH):
-        service.finish_many(
+        service.lifecycle.finish_many(
             [(e, epoch, Result(data={"rows": 1})) for e, epoch in done[first : first + BATCH]]
         )
     alive = start("live", running)
@@ -152,7 +152,7 @@ def measure_rebuild(path: Path, profile: bool) -> dict[str, Any]:
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
         profiler.enable()
-    with ProjectionStore(target) as store:
+    with SQLiteProjectionStore(target) as store:
         report = rebuild(log, store, progress=_Timed)
     if profiler is not None:
         profiler.disable()
@@ -189,7 +189,7 @@ def measure_open(path: Path, repeats: int, profile: bool) -> dict[str, Any]:
             profiler.enable()
         started = time.perf_counter()
         service = SchedulerService(
-            log, settings=Settings(), owner="bench", projections=ProjectionStore(target)
+            log, settings=Settings(), owner="bench", projections=SQLiteProjectionStore(target)
         )  # as `rota.open` wires it: loads the stored projections
         applied = service.catch_up()
         times.append((time.perf_counter() - started) * 1000)

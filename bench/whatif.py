@@ -36,11 +36,11 @@ from bench.common import (
 from bench.hotspots import TimedConnection
 from bench.read import build_rota, read_rota
 from bench.workload import RAW_INSERT, RAW_PAGE, new_events, raw_append, raw_connect, raw_rows
+from rota.application.ports import NewEvent, RecordedEvent
 from rota.domain.events import ALL_EVENTS
 from rota.infrastructure.chain import GENESIS, canonical_envelope, link
 from rota.infrastructure.codec import DEFAULT_CODEC
-from rota.infrastructure.sqlite_store import SQLiteStore
-from rota.infrastructure.store import NewEvent, RecordedEvent
+from rota.infrastructure.sqlite.store import SQLiteStore
 
 Split = tuple[float, float]  # (seconds in all, seconds in BEGIN and COMMIT)
 

@@ -31,11 +31,11 @@ from eventsourcing.persistence import (
     UUIDAsHex,
 )
 
+from rota.application.ports import NewEvent
+from rota.application.timestamps import format_timestamp
 from rota.domain.events import ALL_EVENTS, Event, InputAccepted, WorkSubmitted
-from rota.infrastructure.clock import format_timestamp
 from rota.infrastructure.codec import DEFAULT_CODEC
-from rota.infrastructure.sqlite_store import SCHEMA
-from rota.infrastructure.store import NewEvent
+from rota.infrastructure.sqlite.store import SCHEMA
 
 RAW_HASH = "ab" * 32
 RAW_COLUMNS = "position, stream, version, type, type_version, delivery_id, data, recorded_at, hash"

@@ -23,12 +23,12 @@ from typing import Literal
 
 import msgspec
 
-from . import budgets as bg
-from . import lifecycle
-from .emit import Emit, pool_stream, work_stream
-from .errors import NotEligible
-from .events import CapacityClaimed
-from .events.admission import (
+from rota.domain import budgets as bg
+from rota.domain import lifecycle
+from rota.domain.emit import Emit, pool_stream, work_stream
+from rota.domain.errors import NotEligible
+from rota.domain.events import CapacityClaimed
+from rota.domain.events.admission import (
     Budget,
     BudgetCharged,
     BudgetHeld,
@@ -36,8 +36,8 @@ from .events.admission import (
     GateHeld,
     ScopeCapacityClaimed,
 )
-from .policy import POOL_JOBS, Pinned, Settings
-from .state import WorkState
+from rota.domain.policy import POOL_JOBS, Pinned, Settings
+from rota.domain.state import WorkState
 
 GateVerdict = Literal["let", "hold", "error"]
 LEDGERS = "budget/ledgers"

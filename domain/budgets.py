@@ -13,10 +13,10 @@ import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from .emit import Emit
-from .errors import InvalidCommand
-from .events.admission import Budget, BudgetExceeded, BudgetWarning, Charge
-from .results import UNIT_PATTERN
+from rota.domain.emit import Emit
+from rota.domain.errors import InvalidCommand
+from rota.domain.events.admission import Budget, BudgetExceeded, BudgetWarning, Charge
+from rota.domain.results import UNIT_PATTERN
 
 Used = Callable[[str, str, str], float]
 CORE_UNITS = frozenset({"turns", "attempts"})

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .emit import Emit, work_stream
-from .errors import InvalidCommand, Refusal
-from .events.control import (
+from rota.domain.emit import Emit, work_stream
+from rota.domain.errors import InvalidCommand, Refusal
+from rota.domain.events.control import (
     AttemptInterrupted,
     ControlAcknowledged,
     ControlDispatched,
     ControlRequested,
     ControlSettled,
 )
-from .lifecycle import accept_input, derived_input_key
-from .state import AttemptState, Control, WorkState
+from rota.domain.lifecycle import accept_input, derived_input_key
+from rota.domain.state import AttemptState, Control, WorkState
 
 OPEN_STATES = frozenset({"pending", "dispatched"})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .events import Event
+from rota.domain.events import Event
 
 
 class Emit(msgspec.Struct, frozen=True):

@@ -13,7 +13,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from .events import (
+from rota.domain.events import (
     AttemptClaimed,
     AttemptCompleted,
     AttemptFailed,
@@ -34,26 +34,39 @@ from .events import (
     StopConfirmed,
     WorkSubmitted,
 )
-from .events.admission import BudgetHeld, GateHeld, GateRefused, GateReleased, WorkCancelled
-from .events.control import (
+from rota.domain.events.admission import (
+    BudgetHeld,
+    GateHeld,
+    GateRefused,
+    GateReleased,
+    WorkCancelled,
+)
+from rota.domain.events.control import (
     AttemptInterrupted,
     ControlAcknowledged,
     ControlDispatched,
     ControlRequested,
     ControlSettled,
 )
-from .events.execution import _Outcome
-from .events.recovery import (
+from rota.domain.events.execution import _Outcome
+from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
     AttemptRecovered,
     HoldReleased,
     WorkHeld,
 )
-from .events.retry import _RetryRequest
-from .fold_base import append_segment, close_segment, swap_open, take, with_current
-from .fold_more import cancelled, control, controls_after, interrupted, lost, recovered
-from .state import (
+from rota.domain.events.retry import _RetryRequest
+from rota.domain.evolve_recovery import (
+    cancelled,
+    control,
+    controls_after,
+    interrupted,
+    lost,
+    recovered,
+)
+from rota.domain.segments import append_segment, close_segment, swap_open, take, with_current
+from rota.domain.state import (
     AttemptState,
     Hold,
     PendingInput,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .emit import Emit, work_stream
-from .errors import Refusal
-from .events.admission import GateRefused, GateReleased, WorkCancelled
-from .state import WorkState
+from rota.domain.emit import Emit, work_stream
+from rota.domain.errors import Refusal
+from rota.domain.events.admission import GateRefused, GateReleased, WorkCancelled
+from rota.domain.state import WorkState
 
 
 def settle(

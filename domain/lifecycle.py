@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from .emit import Emit, turn_stream, work_stream
-from .errors import InvalidCommand, LeaseLost, NotEligible, Refusal
-from .events import (
+from rota.domain.emit import Emit, turn_stream, work_stream
+from rota.domain.errors import InvalidCommand, LeaseLost, NotEligible, Refusal
+from rota.domain.events import (
     AttemptClaimed,
     AttemptCompleted,
     AttemptFailed,
@@ -40,10 +40,10 @@ from .events import (
     TurnPublished,
     WorkSubmitted,
 )
-from .events.execution import PhaseOutcome, _Outcome
-from .policy import Pinned
-from .results import Result, check_payload, turn_of, validate_result
-from .state import AttemptState, PendingInput, WorkState
+from rota.domain.events.execution import PhaseOutcome, _Outcome
+from rota.domain.policy import Pinned
+from rota.domain.results import Result, check_payload, turn_of, validate_result
+from rota.domain.state import AttemptState, PendingInput, WorkState
 
 WORK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 SCOPE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")

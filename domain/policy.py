@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from .errors import InvalidCommand
+from rota.domain.errors import InvalidCommand
 
 MAX_RETRY_DELAYS = 100
 DEFAULT_RETRY_DELAYS: tuple[float, ...] = (300.0, 600.0)

@@ -21,18 +21,18 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from .emit import Emit, work_stream
-from .errors import Refusal
-from .events import AttemptTimedOut, LeaseReleased
-from .events.recovery import (
+from rota.domain.emit import Emit, work_stream
+from rota.domain.errors import Refusal
+from rota.domain.events import AttemptTimedOut, LeaseReleased
+from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
     AttemptRecovered,
     HoldReleased,
     WorkHeld,
 )
-from .lifecycle import fence, retry_timer
-from .state import AttemptState, WorkState
+from rota.domain.lifecycle import fence, retry_timer
+from rota.domain.state import AttemptState, WorkState
 
 MAX_PAGE = 64
 DEFAULT_PAGE = 16

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from .errors import InvalidCommand
+from rota.domain.errors import InvalidCommand
 
 UNIT_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 RESERVED_UNITS = frozenset({"turns", "attempts"})

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from .policy import Pinned
+from rota.domain.policy import Pinned
 
 AttemptStatus = Literal["starting", "running", "parked", "ended"]
 Invoke = Literal["pending", "called"]

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import msgspec
 
-from .errors import StoreError
+from rota.application.errors import StoreError
 
 GENESIS = bytes(32)
 GENESIS_HEX = GENESIS.hex()

@@ -16,10 +16,9 @@ from typing import Any, Union
 
 import msgspec
 
+from rota.application.errors import CorruptRecord
 from rota.domain.events import ALL_EVENTS, Event
 from rota.domain.upcasting import UPCASTERS, Upcaster, upcast
-
-from .errors import CorruptRecord
 
 
 class Codec:

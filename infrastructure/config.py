@@ -39,7 +39,7 @@ warn_at = 0.8
 Every error names the field path (`bindings[0].retry.delays: ...`) and what was wrong.
 Executor-specific keys of a binding (`command`, `cwd`, `environment` ...) are kept as the
 binding's config. `environment` values are passed to the process at launch and never
-written to the log: the pinned binding keeps only their digest (rota.infrastructure.secrets).
+written to the log: the pinned binding keeps only their digest (rota.application.secrets).
 """
 
 from __future__ import annotations
@@ -51,11 +51,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rota.application.secrets import split_secrets
 from rota.domain.errors import InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
 from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy, Settings
-
-from .secrets import split_secrets
 
 DEFAULT_CONFIG = Path("rota.toml")
 

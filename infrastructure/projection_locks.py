@@ -5,26 +5,15 @@ another scheduler on the same log that cannot take it still starts from the stor
 projection but keeps it in memory only, so two writers never thrash the store. Each store
 says which lock is its own (`writer_lock()`): an `flock` on `<file>.lock` beside an SQLite
 projection file (`FileWriterLock`), a PostgreSQL session advisory lock for projections in
-a PostgreSQL schema (`projection_store_pg.AdvisoryWriterLock`). Both die with the process
-(or its database session), so a crashed writer never leaves the lock behind.
+a PostgreSQL schema (`AdvisoryWriterLock` in `rota.infrastructure.postgres.projection_store`).
+Both die with the process (or its database session), so a crashed writer never leaves the
+lock behind.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import IO, Protocol
-
-
-class WriterLock(Protocol):
-    """Exclusive, non-blocking, held until `release()` (or the holder's death)."""
-
-    def acquire(self) -> bool:
-        """Take the lock if nobody holds it; False (at once) when another holder has it."""
-        ...
-
-    def release(self) -> None:
-        """Give the lock up (a no-op when not held)."""
-        ...
+from typing import IO
 
 
 class FileWriterLock:
@@ -57,4 +46,4 @@ class FileWriterLock:
             self._handle = None
 
 
-__all__ = ["FileWriterLock", "WriterLock"]
+__all__ = ["FileWriterLock"]

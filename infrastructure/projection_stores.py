@@ -15,12 +15,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rota.application.errors import ProjectionStoreError
+from rota.application.ports import Clock, EventStore
 from rota.domain.errors import RotaError
-
-from .clock import Clock
-from .projection_store import ProjectionStore
-from .projection_tables import ProjectionStoreError, default_path
-from .store import EventStore
+from rota.infrastructure.projection_tables import default_path
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -45,7 +44,7 @@ def open_projection_store(
     must_exist: bool = False,
     read_only: bool = False,
     clock: Clock | None = None,
-) -> ProjectionStore | None:
+) -> SQLiteProjectionStore | None:
     """The projection store of `log` (see the module docstring); None for a log that has
     no place for one (a store that is neither a file nor PostgreSQL).
 
@@ -57,7 +56,7 @@ def open_projection_store(
         return _file(Path(projections), must_exist, clock)
     if projections is not None or is_postgres(log):
         url = os.fspath(projections) if projections is not None else str(getattr(log, "url", ""))
-        from .projection_store_pg import PostgresProjectionStore
+        from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
 
         store = PostgresProjectionStore(
             url, clock=clock, create=not must_exist and not read_only, read_only=read_only
@@ -70,10 +69,10 @@ def open_projection_store(
     return None if path is None else _file(path, must_exist, clock)
 
 
-def _file(path: Path, must_exist: bool, clock: Clock | None) -> ProjectionStore:
+def _file(path: Path, must_exist: bool, clock: Clock | None) -> SQLiteProjectionStore:
     if must_exist and not path.exists():
         raise missing(str(path))
-    return ProjectionStore(path, clock=clock)
+    return SQLiteProjectionStore(path, clock=clock)
 
 
 def projection_store_exists(log: EventStore, projections: str | os.PathLike[str] | None) -> bool:

@@ -8,16 +8,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Protocol
 
 import apsw
-import msgspec
 
+from rota.application.errors import ProjectionStoreError
+from rota.application.ports import EventStore, LogHead, Persisted, ProjectionMeta
+from rota.infrastructure.chain import GENESIS_HEX
 from rota.projections import PERSISTED
-
-from .chain import GENESIS_HEX
-from .errors import StoreError
-from .store import EventStore, LogHead
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS projection_meta (
@@ -35,36 +32,6 @@ ROW_TABLES = {kind.name: f"rows_{kind.name}" for kind in PERSISTED}
 META_COLUMNS = "name, version, position, log_hash, digest, rebuilt_at, saved_at, generation"
 
 
-class ProjectionStoreError(StoreError):
-    code = "projection_store"
-
-
-class Persisted(Protocol):
-    """What the store needs of a projection: its identity, position, rows and dirty keys."""
-
-    name: str
-    version: int
-    position: int
-    dirty: set[str]
-
-    def row(self, key: str) -> bytes | None: ...
-
-    def row_keys(self) -> Iterator[str]: ...
-
-
-class ProjectionMeta(msgspec.Struct, frozen=True):
-    """One projection's tracking row."""
-
-    name: str
-    version: int
-    position: int
-    log_hash: str
-    digest: str | None
-    rebuilt_at: str | None
-    saved_at: str
-    generation: int
-
-
 def default_path(log: str | os.PathLike[str] | EventStore) -> Path | None:
     """`rota.db` -> `rota.db.projections`; None for a store that is not a file (PostgreSQL)."""
     if isinstance(log, EventStore):
@@ -73,7 +40,7 @@ def default_path(log: str | os.PathLike[str] | EventStore) -> Path | None:
     text = os.fspath(log)
     if text.startswith(("postgresql://", "postgres://")):
         return None
-    from .sqlite_store import sqlite_path
+    from rota.infrastructure.sqlite.store import sqlite_path
 
     return Path(f"{sqlite_path(text)}.projections")
 

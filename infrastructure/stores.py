@@ -9,15 +9,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .clock import Clock
-from .errors import StoreError
-from .store import EventStore
+from rota.application.errors import StoreError
+from rota.application.ports import Clock, EventStore
 
 
 def open_store(url: str, *, clock: Clock | None = None, **settings: Any) -> EventStore:
     """Open the store a URL names. Settings are passed to the store (e.g. `synchronous`)."""
     if url.startswith(("postgresql://", "postgres://")):
-        from .postgres_store import PostgresStore, split_schema
+        from rota.infrastructure.postgres.store import PostgresStore, split_schema
 
         conninfo, schema = split_schema(url)
         return PostgresStore(conninfo, schema=schema or "rota", clock=clock, **settings)
@@ -28,7 +27,7 @@ def open_store(url: str, *, clock: Clock | None = None, **settings: Any) -> Even
             "a file path or postgresql://",
             code="invalid_store_url",
         )
-    from .sqlite_store import SQLiteStore
+    from rota.infrastructure.sqlite.store import SQLiteStore
 
     return SQLiteStore(url, clock=clock, **settings)
 

@@ -6,15 +6,15 @@ a `name`, a `version` (bumped when its fold changes meaning: a stored projection
 version is rebuilt on open), `apply(position, stream, version, at, event)` and `digest()`.
 """
 
-from .derived import (
+from rota.projections.derived import (
     DERIVED,
     BudgetsProjection,
     CapacityProjection,
     DerivedProjection,
     HoldsProjection,
 )
-from .history import HistoryProjection
-from .scheduler import SchedulerProjection
+from rota.projections.history import HistoryProjection
+from rota.projections.scheduler import SchedulerProjection
 
 PERSISTED: tuple[type[SchedulerProjection] | type[HistoryProjection], ...] = (
     SchedulerProjection,

@@ -18,8 +18,7 @@ from typing import Any
 import msgspec
 
 from rota.domain.events import Event
-
-from .scheduler import SchedulerProjection, ledger_row
+from rota.projections.scheduler import SchedulerProjection, ledger_row
 
 _encoder = msgspec.json.Encoder(order="sorted")
 

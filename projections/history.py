@@ -25,9 +25,8 @@ from typing import Any
 import msgspec
 
 from rota.domain.events import Event, LeaseRenewed, WorkSubmitted
-
-from .history_rules import ATTEMPT_ROW, ROUTES, attempt_row, renew, route_for
-from .records import AttemptHistory, Mark, WorkHistory, encoder
+from rota.projections.history_rules import ATTEMPT_ROW, ROUTES, attempt_row, renew, route_for
+from rota.projections.records import AttemptHistory, Mark, WorkHistory, encoder
 
 Loader = Callable[[str], bytes | None]
 _work_decoder = msgspec.json.Decoder(WorkHistory)

@@ -40,8 +40,7 @@ from rota.domain.events.admission import (
 from rota.domain.events.execution import _Outcome
 from rota.domain.events.recovery import AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
 from rota.domain.events.retry import _RetryRequest
-
-from .records import (
+from rota.projections.records import (
     INTERRUPTED,
     AttemptHistory,
     FailureRecord,
@@ -59,7 +58,7 @@ from .records import (
 )
 
 if TYPE_CHECKING:
-    from .history import HistoryProjection
+    from rota.projections.history import HistoryProjection
 
 ATTEMPT_ROW = "attempt/"
 

@@ -6,7 +6,7 @@ and updates the Works through `rota.domain.evolve`, plus the indices the cadence
 It reads time only from events and never appends, so a projection rebuilt from position 0
 equals the one maintained live (`digest()` compares them).
 
-Persistence hooks (used by `rota.infrastructure.projection_store`): the state splits into
+Persistence hooks (used by `rota.infrastructure.sqlite.projection_store`): the state splits into
 rows, one per Work (`work/<id>`), one per ledger (`ledger/<json key>`) and per budget notice
 sent (`notified/<identity>`), and a few singletons (`SINGLETONS`). `apply` records the keys
 of the rows it changed in `dirty`, so a save writes only those; `from_rows` rebuilds the
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -37,8 +37,6 @@ from rota.domain.events.admission import Budget
 from rota.domain.events.execution import _Outcome
 from rota.domain.evolve import evolve, renew
 from rota.domain.state import AttemptState, WorkState
-
-from .stored_works import FoldWork, StoredRows, StoredWorks
 
 
 def _plain(obj: object) -> object:
@@ -73,6 +71,28 @@ _singleton_decoders = {name: msgspec.json.Decoder(kind) for name, kind in SINGLE
 def ledger_row(key: tuple[str, str, str]) -> str:
     """The row key of one ledger: `ledger/["budget","ledger","window"]`."""
     return LEDGER_ROW + _digest_encoder.encode(list(key)).decode()
+
+
+class OnDemandWorks(dict[str, WorkState]):
+    """Works of a projection of which only some are held; the rest are found when asked for.
+
+    The fold uses it as the dict it is (`works.get` of a held Work stays a dict lookup).
+    An adapter subclasses it to find a missing Work (`rota.infrastructure.stored_works`
+    reads it from the projection store or folds it from its stream), so the fold itself
+    does no I/O. The indices are derived from the held Works only (`in_memory`): a Work
+    that is not held names no index.
+    """
+
+    def in_memory(self) -> Iterable[WorkState]:
+        """The Works held now, without finding any."""
+        return dict.values(self)
+
+    def forget(self, keep: Container[str]) -> int:
+        """Drop every held Work not in `keep` (after a save stored them); how many."""
+        gone = [work_id for work_id in dict.keys(self) if work_id not in keep]
+        for work_id in gone:
+            dict.__delitem__(self, work_id)
+        return len(gone)
 
 
 class SchedulerProjection:
@@ -110,7 +130,7 @@ class SchedulerProjection:
         if stream.startswith("work/"):
             work_id = stream[5:]
             # Looked up before the position moves: a quiet Work read on demand is folded up
-            # to the position before this event (`StoredWorks`).
+            # to the position before this event (`OnDemandWorks`).
             before = self.works.get(work_id)
             self.position = position
             after = evolve(before, event, position, at)
@@ -178,7 +198,7 @@ class SchedulerProjection:
         self.live, self.timers, self.slot_scopes = {}, {}, {}
         works = self.works
         # Quiet Works not in memory name no index, so the indices come from those held.
-        for work in works.in_memory() if isinstance(works, StoredWorks) else works.values():
+        for work in works.in_memory() if isinstance(works, OnDemandWorks) else works.values():
             self._index(None, work)
         # The live fold keeps a pool's (possibly empty) slot set once a slot was taken in
         # it; every such pool has had a capacity claim, so `pool_versions` names it.
@@ -399,50 +419,14 @@ class SchedulerProjection:
                 notified.add(key[len(NOTIFIED_ROW) :])
             elif key in _singleton_decoders:
                 fields[key] = _singleton_decoders[key].decode(value)
-            elif key != ACTIVE_ROW:  # derived from the Works; read by `from_stored`
+            elif key != ACTIVE_ROW:  # derived from the Works; read when opened with quiet Works
                 raise KeyError(f"no row {key!r} in the scheduler projection")
         fields["ledgers"] = ledgers
         fields["notified"] = notified
         return cls.restore(position, works, fields)
 
-    @classmethod
-    def from_stored(
-        cls,
-        position: int,
-        rows: Iterable[tuple[str, bytes]],
-        read_stream: Callable[[str], Iterable[Any]],
-        stored_rows: StoredRows,
-    ) -> SchedulerProjection:
-        """A projection at `position` from the rows of its active Works and every other row
-        (no quiet Work's row): quiet Works are found on demand (`StoredWorks`), each
-        folded from its stream (`read_stream(stream)`, recorded events in version order),
-        or all at once from `stored_rows()`."""
-        self = cls.from_rows(position, rows)
-        self.keep_on_disk(read_stream, stored_rows)
-        return self
-
-    def keep_on_disk(
-        self, read_stream: Callable[[str], Iterable[Any]], stored_rows: StoredRows
-    ) -> None:
-        """From now on, find Works not in memory on demand (see `from_stored`): for a
-        projection every Work of which is stored (opened lazily, or just saved whole)."""
-        if not isinstance(self.works, StoredWorks):
-            loaded = list(self.works.values())
-            self.works = StoredWorks(loaded, self._fold_from_log(read_stream), stored_rows)
-
-    def _fold_from_log(self, read_stream: Callable[[str], Iterable[Any]]) -> FoldWork:
-        def fold_work(work_id: str) -> WorkState | None:
-            work: WorkState | None = None
-            for r in read_stream(WORK_ROW + work_id):
-                if r.position > self.position:
-                    break
-                work = evolve(work, r.event, r.position, r.recorded_time)
-            return work
-
-        return fold_work
-
     def active_works(self) -> set[str]:
-        """The Works some index names (the rest are quiet: see `StoredWorks`)."""
+        """The Works some index names (the rest are quiet: see `OnDemandWorks`)."""
         active = {*self.startable, *self.timers, *self.live.values()}
         for holders in self.slots.values():
             active.update(execution.rpartition("/")[0] for execution in holders)
@@ -451,7 +435,7 @@ class SchedulerProjection:
     def forget_quiet(self) -> int:
         """After a save: drop the quiet Works from memory (store-backed only); how many."""
         works = self.works
-        if not isinstance(works, StoredWorks):
+        if not isinstance(works, OnDemandWorks):
             return 0
         keep = self.active_works()
         keep.update(key[len(WORK_ROW) :] for key in self.dirty if key.startswith(WORK_ROW))

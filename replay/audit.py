@@ -18,10 +18,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
+from rota.application.ports import EventStore, RawRecord
 from rota.infrastructure.chain import GENESIS_HEX, link_row
-from rota.infrastructure.store import EventStore, RawRecord
-
-from .checkpoint import Checkpoint
+from rota.replay.checkpoint import Checkpoint
 
 Checkpoints = Checkpoint | Iterable[Checkpoint] | None
 

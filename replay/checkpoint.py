@@ -30,10 +30,11 @@ from typing import Any
 
 import msgspec
 
+from rota.application.ports import Clock, EventStore
+from rota.application.timestamps import format_timestamp, parse_timestamp
 from rota.domain.errors import RotaError
 from rota.infrastructure.atomic_file import atomic_write
-from rota.infrastructure.clock import Clock, SystemClock, format_timestamp, parse_timestamp
-from rota.infrastructure.store import EventStore
+from rota.infrastructure.clock import SystemClock
 
 FILE_RE = re.compile(r"^checkpoint-(\d{12,})\.json$")
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -334,7 +335,7 @@ class Checkpointer:
             return self._write()
 
     def _write(self) -> Checkpoint:
-        from .audit import check_extends
+        from rota.replay.audit import check_extends
 
         store_id = self.store.store_id
         head = self.store.head()

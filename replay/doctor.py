@@ -44,21 +44,21 @@ from urllib.parse import quote
 import apsw
 import msgspec
 
+from rota.application.errors import StoreError
+from rota.application.ports import Clock, EventStore, ProjectionStore
+from rota.application.timestamps import format_timestamp
 from rota.domain.policy import Binding, Registration, Settings
 from rota.domain.recovery import needs_recovery
-from rota.infrastructure.clock import Clock, SystemClock, format_timestamp
+from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.codec import DEFAULT_CODEC
-from rota.infrastructure.errors import StoreError
-from rota.infrastructure.projection_store import ProjectionStore, default_path
 from rota.infrastructure.projection_stores import is_postgres, open_projection_store
 from rota.infrastructure.projection_tables import ROW_TABLES
-from rota.infrastructure.sqlite_store import SQLiteStore, sqlite_path
-from rota.infrastructure.store import EventStore
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
+from rota.infrastructure.sqlite.store import SQLiteStore, sqlite_path
 from rota.projections import PERSISTED, SchedulerProjection
-
-from . import checkpoint as checkpoints
-from .audit import check_extends, verify_chain
-from .rebuild import first_difference, fold
+from rota.replay import checkpoint as checkpoints
+from rota.replay.audit import check_extends, verify_chain
+from rota.replay.rebuild import first_difference, fold
 
 LAG_WARN = 10_000  # events: twice the live projections' save interval
 OVERDUE = timedelta(minutes=1)
@@ -169,7 +169,7 @@ class ReadOnlyLog(SQLiteStore):
         raise StoreError(f"{self.path} is open read-only", code="read_only")
 
 
-class ReadOnlyProjections(ProjectionStore):
+class ReadOnlyProjections(SQLiteProjectionStore):
     """A projection file through one read-only connection (`rows`, `meta`, `refusal`)."""
 
     def __init__(self, path: Path, *, immutable: bool) -> None:
@@ -515,8 +515,8 @@ def examine(
     lag_threshold: int = LAG_WARN,
 ) -> DoctorReport:
     """Every check on an opened (read-only) log; see the module docstring."""
-    from rota.infrastructure.service import SchedulerService
-    from rota.infrastructure.views import capacity_view
+    from rota.application.service import SchedulerService
+    from rota.application.views import capacity_view
     from rota.scheduler import builtin_executors
 
     checks: list[Check] = []

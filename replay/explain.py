@@ -20,16 +20,15 @@ from typing import Any
 
 import msgspec
 
+from rota.application.ports import EventStore, ProjectionStore
+from rota.application.service import SchedulerService
+from rota.application.timestamps import format_timestamp, parse_timestamp
+from rota.application.views import dry_run_starts
 from rota.domain import admission
 from rota.domain.errors import RotaError
 from rota.domain.evolve import evolve
 from rota.domain.policy import Settings
 from rota.domain.state import WorkState
-from rota.infrastructure.clock import format_timestamp, parse_timestamp
-from rota.infrastructure.projection_store import ProjectionStore
-from rota.infrastructure.service import SchedulerService
-from rota.infrastructure.store import EventStore
-from rota.infrastructure.views import dry_run_starts
 from rota.projections.history import HistoryProjection
 from rota.projections.records import AttemptHistory, WorkHistory
 

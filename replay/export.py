@@ -31,16 +31,15 @@ from typing import BinaryIO, Literal
 
 import msgspec
 
+from rota.application.errors import StoreError
+from rota.application.ports import EventStore, RawRecord
 from rota.domain.errors import RotaError
 from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.chain import GENESIS_HEX
-from rota.infrastructure.errors import StoreError
-from rota.infrastructure.store import EventStore, RawRecord
 from rota.infrastructure.stores import redact_url
-
-from .audit import ChainReport, Checkpoints, iter_raw, verify_chain, verify_records
-from .checkpoint import HASH_RE
-from .progress import ProgressFactory, silent
+from rota.replay.audit import ChainReport, Checkpoints, iter_raw, verify_chain, verify_records
+from rota.replay.checkpoint import HASH_RE
+from rota.replay.progress import ProgressFactory, silent
 
 EXPORT_VERSION = 1
 MAX_LINE = 1 << 20

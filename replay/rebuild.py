@@ -19,13 +19,11 @@ from typing import Any
 
 import msgspec
 
-from rota.infrastructure.clock import recorded_times
-from rota.infrastructure.projection_store import ProjectionStore
-from rota.infrastructure.store import EventStore
+from rota.application.ports import EventStore, ProjectionStore
+from rota.application.timestamps import recorded_times
 from rota.projections import DERIVED, PERSISTED, HistoryProjection, SchedulerProjection
-
-from .progress import ProgressFactory, silent
-from .side_by_side import fold_side_by_side
+from rota.replay.progress import ProgressFactory, silent
+from rota.replay.side_by_side import fold_side_by_side
 
 PAGE = 10_000
 Persisted = SchedulerProjection | HistoryProjection

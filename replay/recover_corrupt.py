@@ -39,14 +39,14 @@ from pathlib import Path
 
 import msgspec
 
+from rota.application.ports import Clock, EventStore
+from rota.application.timestamps import format_timestamp
 from rota.domain.errors import RotaError
-from rota.infrastructure.clock import Clock, SystemClock, format_timestamp
-from rota.infrastructure.projection_store import ProjectionStore, default_path
-from rota.infrastructure.sqlite_store import sqlite_path
-from rota.infrastructure.store import EventStore
+from rota.infrastructure.clock import SystemClock
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
+from rota.infrastructure.sqlite.store import sqlite_path
 from rota.projections import PERSISTED
-
-from .doctor import (
+from rota.replay.doctor import (
     FULL_RESTORE,
     ReadOnlyLog,
     check_chain,
@@ -57,7 +57,7 @@ from .doctor import (
     integrity,
     quiescent,
 )
-from .rebuild import RebuildReport, rebuild, verify
+from rota.replay.rebuild import RebuildReport, rebuild, verify
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 RECOVERY_DIR = ("diagnostics", "scheduler-recovery")
@@ -330,7 +330,7 @@ def _rebuild(log: Path, proj: Path) -> tuple[RebuildReport, bool, int]:
     for attempt in range(2):
         before = fingerprint(log)
         calm = attempt == 0 and quiescent(log)
-        with ReadOnlyLog(log, immutable=calm) as ro, ProjectionStore(proj) as store:
+        with ReadOnlyLog(log, immutable=calm) as ro, SQLiteProjectionStore(proj) as store:
             report = rebuild(ro, store)
             checked = verify(ro, store)
             head = ro.head().position
@@ -364,7 +364,7 @@ def recover_corrupt(
                 "'rota replay rebuild --projections FILE'",
                 code="not_sqlite",
             )
-        from .recover_corrupt_pg import recover_corrupt_postgres
+        from rota.replay.recover_corrupt_postgres import recover_corrupt_postgres
 
         return recover_corrupt_postgres(
             url, backup_name, checkpoint_dir=checkpoint_dir, dry_run=dry_run, clock=clock

@@ -24,10 +24,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from rota.infrastructure.store import EventStore
+from rota.application.ports import EventStore
 from rota.infrastructure.stores import open_store
-
-from .progress import ProgressFactory, silent
+from rota.replay.progress import ProgressFactory, silent
 
 CHUNK = 2000  # rows per message from a child
 
@@ -81,7 +80,7 @@ def fold_side_by_side(
     projection object folded here, the others `FoldedRows` from children when `can_split`
     (else projection objects folded here in turn). Returns them and the last position
     applied to any."""
-    from .rebuild import fold
+    from rota.replay.rebuild import fold
 
     if not can_split(log, len(kinds)):
         fresh = [kind() for kind in kinds]
@@ -137,7 +136,7 @@ def _receive(child: Any, receive: Connection) -> FoldedRows:
 def _fold_child(url: str, kind: Any, upto: int | None, send: Connection) -> None:
     """In the child: fold one projection through a connection of its own, then send its
     rows in key order, in chunks (so neither side holds them all twice), and its digest."""
-    from .rebuild import fold
+    from rota.replay.rebuild import fold
 
     try:
         log = open_store(url)

@@ -12,15 +12,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from rota.application.ports import EventStore
+from rota.application.timestamps import format_timestamp, parse_timestamp
+from rota.application.views import work_view
 from rota.domain.errors import RotaError
 from rota.domain.policy import Settings
-from rota.infrastructure.clock import format_timestamp, parse_timestamp
-from rota.infrastructure.store import EventStore
-from rota.infrastructure.views import work_view
 from rota.projections import BudgetsProjection, CapacityProjection, HoldsProjection
-
-from .audit import iter_raw
-from .rebuild import folded
+from rota.replay.audit import iter_raw
+from rota.replay.rebuild import folded
 
 
 def position_at(store: EventStore, when: datetime) -> tuple[int, str | None]:

@@ -14,6 +14,15 @@ with rota.open("app.db") as scheduler:
 See docs/guide.md.
 """
 
+from rota.application.errors import (
+    ConcurrencyConflict,
+    CorruptRecord,
+    DeliveryConflict,
+    ExecutorError,
+    StoreError,
+    StoreUnavailable,
+)
+from rota.application.ports import Clock, Executor, LaunchContext
 from rota.domain.errors import (
     InvalidCommand,
     LeaseLost,
@@ -24,16 +33,8 @@ from rota.domain.errors import (
 )
 from rota.domain.policy import Binding, RetryPolicy, Settings
 from rota.domain.results import Result
-from rota.infrastructure.clock import Clock, ManualClock, SystemClock
+from rota.infrastructure.clock import ManualClock, SystemClock
 from rota.infrastructure.config import Config, ConfigError
-from rota.infrastructure.errors import (
-    ConcurrencyConflict,
-    CorruptRecord,
-    DeliveryConflict,
-    StoreError,
-    StoreUnavailable,
-)
-from rota.infrastructure.executors.base import Executor, ExecutorError, LaunchContext
 from rota.infrastructure.executors.inproc import Fail
 from rota.scheduler import Scheduler, open
 

@@ -6,7 +6,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rota.infrastructure.cli import run
+    from rota.cli import run
 
     return run(sys.argv[1:] if argv is None else argv)
 

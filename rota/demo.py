@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import rota
-from rota.infrastructure.clock import parse_timestamp
+from rota.application.timestamps import parse_timestamp
 from rota.replay.audit import verify_chain
 
 DATA = Path("demo-data")

@@ -27,28 +27,34 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rota.domain.admission import Waiting
-from rota.domain.errors import NotEligible, RotaError
-from rota.domain.policy import POOL_AGENTS, Binding, Registration, RetryPolicy, Settings
-from rota.domain.state import WorkState
-from rota.infrastructure.clock import Clock
-from rota.infrastructure.config import Config
-from rota.infrastructure.executors.base import Executor, LaunchContext
-from rota.infrastructure.executors.inproc import InProcessExecutor
-from rota.infrastructure.hold import LeaseHold
-from rota.infrastructure.host import Environment, Gate, Host, TickReport
-from rota.infrastructure.projection_store import ProjectionStore, ProjectionStoreError
-from rota.infrastructure.projection_stores import open_projection_store
-from rota.infrastructure.service import SchedulerService
-from rota.infrastructure.store import EventStore
-from rota.infrastructure.stores import open_store
-from rota.infrastructure.views import (
+from rota.application.errors import ProjectionStoreError
+from rota.application.host import Host, TickReport
+from rota.application.lease_hold import LeaseHold
+from rota.application.ports import (
+    Clock,
+    Environment,
+    EventStore,
+    Executor,
+    Gate,
+    LaunchContext,
+    ProjectionStore,
+)
+from rota.application.service import SchedulerService
+from rota.application.views import (
     attempt_view,
     capacity_view,
     event_json,
     work_summary,
     work_view,
 )
+from rota.domain.admission import Waiting
+from rota.domain.errors import NotEligible, RotaError
+from rota.domain.policy import POOL_AGENTS, Binding, Registration, RetryPolicy, Settings
+from rota.domain.state import WorkState
+from rota.infrastructure.config import Config
+from rota.infrastructure.executors.inproc import InProcessExecutor
+from rota.infrastructure.projection_stores import open_projection_store
+from rota.infrastructure.stores import open_store
 from rota.replay.checkpoint import Checkpointer
 
 _NO_INPUT = object()
@@ -99,7 +105,7 @@ class Scheduler:
         self._closed = False
         self._stop = threading.Event()
         self.service.catch_up()
-        self.service.configure_budgets(config.budgets)
+        self.service.admission.configure_budgets(config.budgets)
         self.checkpointer: Checkpointer | None = None
         self._checkpoint_error: str | None = None
         if config.audit.checkpoint_dir:
@@ -206,7 +212,7 @@ class Scheduler:
             inputs.append((input, input_key, correlation_key))
         elif kind == "run-once":
             inputs.append((None, input_key or "submit", correlation_key))
-        self.service.submit(
+        self.service.lifecycle.submit(
             work_id,
             binding=binding,
             scope=scope,
@@ -227,13 +233,15 @@ class Scheduler:
         correlation_key: str | None = None,
     ) -> int:
         """Accept an input for a Work; returns its acceptance sequence (log position)."""
-        recorded = self.service.accept(work_id, payload, key=key, correlation_key=correlation_key)
+        recorded = self.service.lifecycle.accept(
+            work_id, payload, key=key, correlation_key=correlation_key
+        )
         self.host.wake.set()
         return recorded.position
 
     def retry(self, work_id: str, *, reason: str = "", requested_by: str = "operator") -> None:
         """Manually retry a failed Work (`core.manual.retry`): resets its failure budget."""
-        self.service.request_retry(work_id, requested_by=requested_by, reason=reason)
+        self.service.lifecycle.request_retry(work_id, requested_by=requested_by, reason=reason)
         self.host.wake.set()
 
     def release(self, work_id: str, *, kind: str | None = None, by: str = "operator") -> None:
@@ -241,12 +249,12 @@ class Scheduler:
 
         A start gate's hold is settled only by its gate (`gate_hold`).
         """
-        self.service.release_hold(work_id, kind, by)
+        self.service.recovery.release_hold(work_id, kind, by)
         self.host.wake.set()
 
     def adoptable(self, execution_id: str, epoch: int) -> bool:
         """Whether an attempt whose lease this host lost still belongs to recovery."""
-        return self.service.adoptable(execution_id, epoch)
+        return self.service.recovery.adoptable(execution_id, epoch)
 
     def register_gate(self, name: str, gate: Gate) -> None:
         """Register a start gate, asked (in name order, outside any write) before a Work's
@@ -264,13 +272,13 @@ class Scheduler:
         self, work_id: str, registration: str, *, admit: bool, reason: str = ""
     ) -> None:
         """Settle a gate hold: admit (one pass that skips the gates) or refuse (cancel)."""
-        self.service.settle_gate(work_id, registration, admit=admit, reason=reason)
+        self.service.admission.settle_gate(work_id, registration, admit=admit, reason=reason)
         self.host.wake.set()
 
     def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> None:
         """Cancel a Work: its attempt, waits, timers and input are fenced at once; a running
         process is stopped after the commit and keeps its slot until the stop is verified."""
-        self.service.cancel(work_id, reason=reason, by=by)
+        self.service.admission.cancel(work_id, reason=reason, by=by)
         self.host.wake.set()
 
     def inject(
@@ -279,13 +287,13 @@ class Scheduler:
         """Give the running attempt an input now (a durable intent, dispatched by the
         cadence through the attempt's pinned executor). Acknowledged means accepted, not
         consumed: the input stays pending until an attempt's result consumes it."""
-        self.service.inject(work_id, payload, key=key, by=by)
+        self.service.control.inject(work_id, payload, key=key, by=by)
         self.host.wake.set()
 
     def interrupt(self, work_id: str, *, by: str = "operator") -> None:
         """Fence the running attempt (the Work is ready again at once), then interrupt it;
         its slot is held until its stop is verified."""
-        self.service.interrupt(work_id, by=by)
+        self.service.control.interrupt(work_id, by=by)
         self.host.wake.set()
 
     def capacity(self) -> dict[str, Any]:
@@ -305,7 +313,7 @@ class Scheduler:
 
     def confirm_stopped(self, execution_id: str, expected_epoch: int) -> None:
         """Record verified stop evidence for an ended attempt, freeing its slot."""
-        self.service.confirm_stopped(execution_id, expected_epoch)
+        self.service.lifecycle.confirm_stopped(execution_id, expected_epoch)
 
     # -- the cadence --------------------------------------------------------------------
 

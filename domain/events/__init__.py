@@ -6,7 +6,7 @@ from this list (a test checks it is current).
 
 from __future__ import annotations
 
-from .admission import (
+from rota.domain.events.admission import (
     BudgetCharged,
     BudgetExceeded,
     BudgetHeld,
@@ -18,15 +18,15 @@ from .admission import (
     ScopeCapacityClaimed,
     WorkCancelled,
 )
-from .base import Event
-from .control import (
+from rota.domain.events.base import Event
+from rota.domain.events.control import (
     AttemptInterrupted,
     ControlAcknowledged,
     ControlDispatched,
     ControlRequested,
     ControlSettled,
 )
-from .execution import (
+from rota.domain.events.execution import (
     OUTCOMES,
     AttemptClaimed,
     AttemptCompleted,
@@ -45,9 +45,15 @@ from .execution import (
     StopConfirmed,
     TurnPublished,
 )
-from .recovery import AttemptAdopted, AttemptLost, AttemptRecovered, HoldReleased, WorkHeld
-from .retry import ManualRetry, RetryArmed, RetryFired, RetryRequested
-from .work import InputAccepted, WorkSubmitted
+from rota.domain.events.recovery import (
+    AttemptAdopted,
+    AttemptLost,
+    AttemptRecovered,
+    HoldReleased,
+    WorkHeld,
+)
+from rota.domain.events.retry import ManualRetry, RetryArmed, RetryFired, RetryRequested
+from rota.domain.events.work import InputAccepted, WorkSubmitted
 
 ALL_EVENTS: tuple[type[Event], ...] = (
     WorkSubmitted,

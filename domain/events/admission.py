@@ -5,7 +5,7 @@ from typing import ClassVar, Literal
 
 import msgspec
 
-from .base import Event
+from rota.domain.events.base import Event
 
 Period = Literal["lifetime", "day", "week"]
 Per = Literal["work", "scope", "all"]

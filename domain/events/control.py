@@ -2,7 +2,7 @@
 
 from typing import Any, ClassVar, Literal
 
-from .base import Event
+from rota.domain.events.base import Event
 
 ControlKind = Literal["inject", "interrupt"]
 Settlement = Literal["not_accepting", "failed", "ambiguous", "superseded"]

@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from ..policy import Pinned
-from .base import Event
+from rota.domain.events.base import Event
+from rota.domain.policy import Pinned
 
 SegmentKind = Literal["start", "resume", "recovered", "relaunched"]
 PhaseOutcome = Literal["ok", "failed", "cancelled"]

@@ -4,7 +4,7 @@ and Work that keeps crashing is held."""
 from datetime import datetime
 from typing import ClassVar, Literal
 
-from .base import Event
+from rota.domain.events.base import Event
 
 RecoveryMode = Literal["adopt", "relaunch"]
 RecoveryReason = Literal["lease_expired", "released", "timeout", "not_started"]

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import ClassVar
 
-from .base import Event
+from rota.domain.events.base import Event
 
 
 class RetryArmed(Event, tag="core.retry.armed", frozen=True, kw_only=True):

@@ -2,7 +2,7 @@
 
 from typing import Any, ClassVar, Literal
 
-from .base import Event
+from rota.domain.events.base import Event
 
 WorkKind = Literal["run-once", "standing"]
 TriggerSelector = Literal["all", "first", "last"]

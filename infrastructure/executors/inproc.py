@@ -32,10 +32,9 @@ from typing import Any
 
 import msgspec
 
+from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
 from rota.domain.errors import InvalidCommand, RotaError
 from rota.domain.results import Result, validate_result
-
-from .base import Done, Executor, LaunchContext, Recovery, StopEvidence
 
 log = logging.getLogger("rota.executor")
 

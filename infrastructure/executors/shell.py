@@ -119,11 +119,11 @@ from typing import Any
 
 import msgspec
 
+from rota.application.errors import ExecutorError
+from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
 from rota.domain.errors import LeaseLost
 from rota.domain.results import Result
-
-from .base import Done, Executor, ExecutorError, LaunchContext, Recovery, StopEvidence
-from .shell_result import (
+from rota.infrastructure.executors.shell_result import (
     HOLD_SECONDS,
     build_result,
     held_back,

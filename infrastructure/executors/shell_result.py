@@ -33,10 +33,9 @@ from typing import Any
 
 import msgspec
 
+from rota.application.errors import ExecutorError
 from rota.domain.errors import InvalidCommand, RotaError
 from rota.domain.results import MAX_MESSAGE, TURN_KEY, Result, validate_result
-
-from .base import ExecutorError
 
 EX_CONFIG = 78
 TAIL_CHARS = 4096

@@ -10,11 +10,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from rota.infrastructure import es_apsw
+import rota.infrastructure.eventsourcing.sqlite as es_apsw
 
 from . import es_cases
 
-MODULE = "rota.infrastructure.es_apsw"
+MODULE = "rota.infrastructure.eventsourcing.sqlite"
 
 
 class _TempStore(es_cases.Store):

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 from postgres import drop_schema, new_schema_name, require_postgres
 
-from rota.infrastructure import es_postgres
+import rota.infrastructure.eventsourcing.postgres as es_postgres
 
 from . import es_cases
 
-MODULE = "rota.infrastructure.es_postgres"
+MODULE = "rota.infrastructure.eventsourcing.postgres"
 pytestmark = pytest.mark.postgres
 
 

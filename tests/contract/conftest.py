@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from postgres import schema_url, temporary_schema
 
+from rota.application.ports import EventStore
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.postgres_store import PostgresStore
-from rota.infrastructure.sqlite_store import SQLiteStore
-from rota.infrastructure.store import EventStore
+from rota.infrastructure.postgres.store import PostgresStore
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.infrastructure.stores import open_store as open_url
 
 OpenStore = Callable[..., EventStore]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from rota.application.ports import NewEvent
 from rota.domain.events import InputAccepted, WorkSubmitted
-from rota.infrastructure.store import NewEvent
 
 
 def submitted(work: str, binding: str = "b") -> NewEvent:

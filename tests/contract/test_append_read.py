@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from rota.application.errors import ConcurrencyConflict, DeliveryConflict
+from rota.application.ports import EventStore, NewEvent
 from rota.domain.events import InputAccepted, WorkSubmitted
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.errors import ConcurrencyConflict, DeliveryConflict
-from rota.infrastructure.store import EventStore, NewEvent
 from rota.replay.audit import verify_chain
 
 from .conftest import OpenStore

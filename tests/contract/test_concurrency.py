@@ -12,9 +12,9 @@ import textwrap
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from rota.application.errors import ConcurrencyConflict
+from rota.application.ports import EventStore, NewEvent
 from rota.domain.events import InputAccepted
-from rota.infrastructure.errors import ConcurrencyConflict
-from rota.infrastructure.store import EventStore, NewEvent
 from rota.replay.audit import verify_chain
 
 from .conftest import OpenStore
@@ -24,7 +24,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from rota.domain.events import InputAccepted
-    from rota.infrastructure.store import NewEvent
+    from rota.application.ports import NewEvent
     from rota.infrastructure.stores import open_store
 
     url, mode, count = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -16,16 +16,16 @@ import psycopg
 import pytest
 from postgres import POSTGRES_URL, admin_execute, schema_url, temporary_schema
 
-from rota.domain.events import WorkSubmitted
-from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.errors import (
+from rota.application.errors import (
     ConcurrencyConflict,
     StoreClosed,
     StoreError,
     StoreUnavailable,
 )
-from rota.infrastructure.postgres_store import PostgresStore
-from rota.infrastructure.store import NewEvent
+from rota.application.ports import NewEvent
+from rota.domain.events import WorkSubmitted
+from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.postgres.store import PostgresStore
 from rota.infrastructure.stores import open_store
 from rota.replay.audit import verify_chain
 
@@ -305,7 +305,7 @@ def test_eventsourcing_rows_chain_their_stored_bytes_and_survive_lost_acks(
 ) -> None:
     from eventsourcing.persistence import StoredEvent, Tracking
 
-    from rota.infrastructure.es_postgres import PgDatastore, PgProcessRecorder
+    from rota.infrastructure.eventsourcing.postgres import PgDatastore, PgProcessRecorder
 
     datastore = PgDatastore(POSTGRES_URL, pg_schema)
     try:

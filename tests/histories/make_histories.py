@@ -40,12 +40,13 @@ from typing import Any
 import msgspec
 
 import rota
+from rota.application.ports import Done
+from rota.application.timestamps import parse_timestamp
 from rota.domain.state import WorkState
 from rota.infrastructure.chain import GENESIS, canonical_envelope, link
-from rota.infrastructure.clock import ManualClock, parse_timestamp
+from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.codec import DEFAULT_CODEC
-from rota.infrastructure.executors.base import Done
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections.scheduler import SchedulerProjection
 from rota.replay.export import (
     ExportHeader,
@@ -381,7 +382,7 @@ def recovery(g: Golden) -> None:
 
     # A claim whose executor was never called (the host died in between): relaunched.
     s.submit("relaunched", binding="job")
-    s.service.start_pass()
+    s.service.lifecycle.start_pass()
     g.step(61)
     g.drain()
     g.expect(relaunched="completed")
@@ -422,10 +423,10 @@ def recovery(g: Golden) -> None:
     # A claim lost before every launch: held after crash_loop_limit relaunches, released.
     g.at(900)
     s.submit("crashy", binding="job")
-    s.service.start_pass()
+    s.service.lifecycle.start_pass()
     for _ in range(3):  # two relaunch claims, then the hold
         g.step(61)
-        s.service.recovery_pass()
+        s.service.recovery.recovery_pass()
     g.expect(crashy="held")
     g.step(60)
     s.release("crashy", by="ops")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rota.infrastructure.clock import parse_timestamp
-from rota.infrastructure.store import EventStore
+from rota.application.ports import EventStore
+from rota.application.timestamps import parse_timestamp
 from rota.projections.scheduler import SchedulerProjection
 
 

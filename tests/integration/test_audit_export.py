@@ -23,12 +23,12 @@ import msgspec
 import pytest
 
 import rota
+from rota.application.errors import StoreError
+from rota.application.ports import NewEvent
 from rota.domain.events import WorkSubmitted
 from rota.infrastructure.chain import GENESIS, GENESIS_HEX, canonical_envelope, link
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.errors import StoreError
-from rota.infrastructure.sqlite_store import SQLiteStore
-from rota.infrastructure.store import NewEvent
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay import checkpoint as cp
 from rota.replay.audit import iter_raw, verify_chain, verify_extends
 from rota.replay.export import (

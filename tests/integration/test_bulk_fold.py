@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from rota.application.service import SchedulerService
 from rota.domain.results import Result
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.service import SchedulerService
 
 from .test_projection_property import _bulk_fold, _fold, _history_by_event, _same_indices, _service
 
@@ -33,7 +33,7 @@ def invoke_new(service: SchedulerService) -> None:
     for work_id, (execution, epoch) in running(service).items():
         segment = service.projection.works[work_id].current.open_segment  # type: ignore[union-attr]
         if segment is not None and segment.invoke == "pending":
-            service.invoke(execution, epoch)
+            service.lifecycle.invoke(execution, epoch)
 
 
 def renewal_heavy_log(path: Path) -> SchedulerService:
@@ -42,27 +42,27 @@ def renewal_heavy_log(path: Path) -> SchedulerService:
     clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
     service = _service(path, clock)
     for work_id in WORKS[:2]:
-        service.submit(work_id, binding="b", kind="standing", inputs=[(None, "s", None)])
-    service.start_pass(2)
+        service.lifecycle.submit(work_id, binding="b", kind="standing", inputs=[(None, "s", None)])
+    service.lifecycle.start_pass(2)
     invoke_new(service)
     for round_ in range(6):
         for _ in range(3):
             clock.advance(5)
             for execution, epoch in running(service).values():
-                service.renew(execution, epoch)
+                service.lifecycle.renew(execution, epoch)
         if round_ == 1:
-            service.accept("a", {"n": round_}, key=f"k{round_}", correlation_key="c")
+            service.lifecycle.accept("a", {"n": round_}, key=f"k{round_}", correlation_key="c")
         if round_ == 2:  # an attempt ends between runs of renewals; the Work's next starts
             execution, epoch = running(service)["a"]
-            service.finish(execution, epoch, Result())
-            service.start_pass(2)
+            service.lifecycle.finish(execution, epoch, Result())
+            service.lifecycle.start_pass(2)
             invoke_new(service)
             assert running(service)["a"][0] == "a/2"
         if round_ == 3:
-            service.submit("c", binding="b", kind="standing", inputs=[(None, "s", None)])
+            service.lifecycle.submit("c", binding="b", kind="standing", inputs=[(None, "s", None)])
         if round_ == 4:
             execution, epoch = running(service)["b"]
-            service.release(execution, epoch)
+            service.lifecycle.release(execution, epoch)
     return service
 
 

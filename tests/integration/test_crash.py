@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import rota as rota_api
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay.audit import verify_chain
 
 from .invariants import check_log

@@ -19,12 +19,12 @@ import apsw
 import pytest
 
 import rota
+from rota.application.service import SchedulerService
 from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, Registration, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.service import SchedulerService
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay.checkpoint import Checkpointer
 from rota.replay.doctor import doctor
 
@@ -231,31 +231,31 @@ def _troubled(path: Path) -> tuple[SchedulerService, ManualClock]:
         bindings={"b": binding},
         registrations={"x": Registration(name="x")},
     )
-    service.configure_budgets([Budget(id="usd", unit="usd", max=1, per="work")])
+    service.admission.configure_budgets([Budget(id="usd", unit="usd", max=1, per="work")])
 
     def current(work: str) -> tuple[str, int]:
         attempt = service.projection.works[work].current
         assert attempt is not None
         return attempt.execution_id, attempt.epoch
 
-    service.submit("spend", binding="b", kind="standing", inputs=[(1, "i1", None)])
-    service.submit("late", binding="b", inputs=[(None, "s", None)])
-    service.submit("loop", binding="b", inputs=[(None, "s", None)])
-    service.start_pass(8)
-    service.invoke(*current("spend"))
-    service.finish(*current("spend"), Result(usage={"usd": 2.0}))
-    service.invoke(*current("late"))
-    service.finish(*current("late"), Result(outcome="failed", error_code="boom"))
-    service.settle_pass()
-    service.accept("spend", 2, key="i2")
-    service.start_pass(8)  # spend: over budget, held
+    service.lifecycle.submit("spend", binding="b", kind="standing", inputs=[(1, "i1", None)])
+    service.lifecycle.submit("late", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit("loop", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.start_pass(8)
+    service.lifecycle.invoke(*current("spend"))
+    service.lifecycle.finish(*current("spend"), Result(usage={"usd": 2.0}))
+    service.lifecycle.invoke(*current("late"))
+    service.lifecycle.finish(*current("late"), Result(outcome="failed", error_code="boom"))
+    service.admission.settle_pass()
+    service.lifecycle.accept("spend", 2, key="i2")
+    service.lifecycle.start_pass(8)  # spend: over budget, held
     for _ in range(2):  # loop never invokes: relaunched once, then held (crash loop)
         clock.advance(61)
-        service.recovery_pass()
+        service.recovery.recovery_pass()
     for work in ("stuck", "wait0", "wait1", "wait2"):
-        service.submit(work, binding="b", inputs=[(None, "s", None)])
-    service.start_pass(8)
-    service.invoke(*current("stuck"))
+        service.lifecycle.submit(work, binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.start_pass(8)
+    service.lifecycle.invoke(*current("stuck"))
     clock.advance(200)
     return service, clock
 

@@ -22,11 +22,12 @@ from typing import Any
 import pytest
 
 import rota
+from rota.application.errors import CorruptRecord
+from rota.application.timestamps import parse_timestamp
 from rota.infrastructure.chain import GENESIS_HEX
-from rota.infrastructure.clock import ManualClock, parse_timestamp
+from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.codec import DEFAULT_CODEC
-from rota.infrastructure.errors import CorruptRecord
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections.scheduler import SchedulerProjection
 from rota.replay.export import import_export, open_export, read_header, read_records, verify_export
 

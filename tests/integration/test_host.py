@@ -205,10 +205,10 @@ def test_hold_ends_with_lease_lost_when_a_renewal_is_refused(tmp_path: Path) -> 
     with rota.open(tmp_path / "hold.db", config=config) as scheduler:
         scheduler.register("job", lambda ctx: None)
         scheduler.submit("w", binding="job")
-        claimed = scheduler.service.start_pass().claimed[0]
+        claimed = scheduler.service.lifecycle.start_pass().claimed[0]
         execution, epoch = claimed.attempt.execution_id, claimed.attempt.epoch
         hold = scheduler.hold(execution, epoch)
-        scheduler.service.release(execution, epoch, "test")
+        scheduler.service.lifecycle.release(execution, epoch, "test")
         assert hold.cancel.wait(10)
         assert isinstance(hold.reason, rota.LeaseLost)
         hold.stop()
@@ -219,14 +219,14 @@ def test_hold_keeps_a_short_lease_alive(tmp_path: Path) -> None:
     with rota.open(tmp_path / "hold.db", config=config) as scheduler:
         scheduler.register("job", lambda ctx: None)
         scheduler.submit("w", binding="job")
-        claimed = scheduler.service.start_pass().claimed[0]
+        claimed = scheduler.service.lifecycle.start_pass().claimed[0]
         execution, epoch = claimed.attempt.execution_id, claimed.attempt.epoch
         with scheduler.hold(execution, epoch) as hold:
             done = threading.Event()
             # Work for three lease durations while the hold renews.
             assert not done.wait(0.9)
             assert not hold.lost and hold.renewals >= 2
-            scheduler.service.finish(execution, epoch, rota.Result(data="late but held"))
+            scheduler.service.lifecycle.finish(execution, epoch, rota.Result(data="late but held"))
         work = scheduler.work("w")
         assert work is not None and work["state"] == "completed"
 

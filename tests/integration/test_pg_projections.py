@@ -20,15 +20,15 @@ import pytest
 from postgres import admin_execute, schema_url, temporary_schema
 
 import rota
-from rota.infrastructure.live_projections import LiveProjections
-from rota.infrastructure.postgres_store import PostgresStore
-from rota.infrastructure.projection_store_pg import PostgresProjectionStore
+from rota.application.errors import ProjectionStoreError
+from rota.application.live_projections import LiveProjections
+from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
+from rota.infrastructure.postgres.store import PostgresStore
 from rota.infrastructure.projection_stores import open_projection_store
-from rota.infrastructure.projection_tables import ProjectionStoreError
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.store import SQLiteStore
+from rota.infrastructure.stored_works import StoredWorks
 from rota.infrastructure.stores import open_store
 from rota.projections import HistoryProjection, SchedulerProjection
-from rota.projections.stored_works import StoredWorks
 from rota.replay.rebuild import fold, rebuild, verify
 
 pytestmark = pytest.mark.postgres

@@ -35,14 +35,15 @@ import pytest
 from postgres import schema_url, temporary_schema
 
 import rota
+from rota.application.errors import ConcurrencyConflict, StoreError
+from rota.application.ports import EventStore, NewEvent, RawRecord, RecordedEvent
+from rota.application.timestamps import parse_timestamp
 from rota.domain.events import InputAccepted, WorkSubmitted
 from rota.domain.policy import RetryPolicy
-from rota.infrastructure.clock import ManualClock, parse_timestamp
-from rota.infrastructure.errors import ConcurrencyConflict, StoreError
+from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.executors.inproc import Fail
-from rota.infrastructure.postgres_store import PostgresStore, split_schema
-from rota.infrastructure.sqlite_store import SQLiteStore
-from rota.infrastructure.store import EventStore, NewEvent, RawRecord, RecordedEvent
+from rota.infrastructure.postgres.store import PostgresStore, split_schema
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.infrastructure.stores import open_store
 from rota.projections.scheduler import SchedulerProjection
 from rota.replay.audit import iter_raw, verify_chain

@@ -11,13 +11,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rota.application.service import SchedulerService
+from rota.application.timestamps import parse_timestamp
 from rota.domain.errors import RotaError
 from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, Registration, RetryPolicy, Settings
 from rota.domain.results import Result
-from rota.infrastructure.clock import ManualClock, parse_timestamp
-from rota.infrastructure.service import SchedulerService
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections.history import HistoryProjection
 from rota.projections.scheduler import SchedulerProjection
 
@@ -69,7 +70,7 @@ def _service(path: Path, clock: ManualClock) -> SchedulerService:
         bindings={"b": Binding(name="b", executor="x", retry=RetryPolicy(max_attempts=3))},
         registrations={"x": Registration(name="x")},
     )
-    service.configure_budgets(BUDGETS)
+    service.admission.configure_budgets(BUDGETS)
     return service
 
 
@@ -85,33 +86,37 @@ def _run(service: SchedulerService, clock: ManualClock, step: tuple[object, ...]
 
     try:
         if kind == "submit":
-            service.submit(str(step[1]), binding="b", kind=str(step[2]), inputs=[(None, "s", None)])
+            service.lifecycle.submit(
+                str(step[1]), binding="b", kind=str(step[2]), inputs=[(None, "s", None)]
+            )
         elif kind == "accept":
-            service.accept(str(step[1]), {"n": step[2]}, key=f"k{step[2]}", correlation_key="c")
+            service.lifecycle.accept(
+                str(step[1]), {"n": step[2]}, key=f"k{step[2]}", correlation_key="c"
+            )
         elif kind == "start":
-            service.start_pass(int(step[1]))  # type: ignore[call-overload]
+            service.lifecycle.start_pass(int(step[1]))  # type: ignore[call-overload]
         elif kind == "advance":
             clock.advance(float(step[1]))  # type: ignore[arg-type]
         elif kind == "fire":
-            service.fire_due_timers()
+            service.lifecycle.fire_due_timers()
         elif kind == "settle":
-            service.settle_pass()
+            service.admission.settle_pass()
         elif kind == "unhold":
-            service.release_hold(str(step[1]))
+            service.recovery.release_hold(str(step[1]))
         elif (found := current(step[1])) is not None:
             execution, epoch = found
             if kind == "invoke":
-                service.invoke(execution, epoch)
+                service.lifecycle.invoke(execution, epoch)
             elif kind == "finish":
-                service.finish(execution, epoch, RESULTS[int(step[2])])  # type: ignore[call-overload]
+                service.lifecycle.finish(execution, epoch, RESULTS[int(step[2])])  # type: ignore[call-overload]
             elif kind == "renew":
-                service.renew(execution, epoch)
+                service.lifecycle.renew(execution, epoch)
             elif kind == "timeout":
-                service.time_out(execution, epoch)
+                service.lifecycle.time_out(execution, epoch)
             elif kind == "confirm":
-                service.confirm_stopped(execution, epoch)
+                service.lifecycle.confirm_stopped(execution, epoch)
             elif kind == "release":
-                service.release(execution, epoch)
+                service.lifecycle.release(execution, epoch)
     except RotaError:
         pass
 

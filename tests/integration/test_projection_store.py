@@ -14,10 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rota.application.service import SchedulerService
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.projection_store import ProjectionStore, default_path, log_hash_at
-from rota.infrastructure.service import SchedulerService
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.projection_store import (
+    SQLiteProjectionStore,
+    default_path,
+    log_hash_at,
+)
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections import HistoryProjection, SchedulerProjection
 from rota.replay.rebuild import fold, rebuild, verify
 
@@ -39,12 +43,12 @@ def stored_service(log: SQLiteStore, save_every: int = 5000) -> StoredService:
     template = _plain_service_settings()
     service = StoredService(
         log,
-        projections=ProjectionStore(default_path(log) or "x"),
+        projections=SQLiteProjectionStore(default_path(log) or "x"),
         save_every=save_every,
         **template,
     )
     service.catch_up()
-    service.configure_budgets(BUDGETS)
+    service.admission.configure_budgets(BUDGETS)
     return service
 
 
@@ -112,7 +116,7 @@ def test_save_then_load_equals_the_live_projection(log: SQLiteStore) -> None:
     assert service.save_projections()
     live_digest = service.projection.digest()
     service.close()
-    with ProjectionStore(default_path(log) or "") as projections:
+    with SQLiteProjectionStore(default_path(log) or "") as projections:
         loaded = projections.load_scheduler(log)
         history = projections.load_history(log)
         assert loaded is not None and history is not None, projections.last_refusal
@@ -139,7 +143,7 @@ def test_a_save_writes_only_the_rows_that_changed(log: SQLiteStore) -> None:
     run(service, STEPS)
     service.save_projections()
     assert not service.projection.dirty
-    service.accept("b", {"n": 9}, key="k9")
+    service.lifecycle.accept("b", {"n": 9}, key="k9")
     # The Work's row, and the list of active Works (which a store-backed open loads).
     assert service.projection.dirty == {"work/b", "active"}
     assert service.stored is not None
@@ -156,7 +160,7 @@ def test_loading_reads_no_events_whatever_the_log_length(log: SQLiteStore) -> No
     read, read_raw = log.read, log.read_raw
     log.read = lambda *a, **k: calls.append("read") or read(*a, **k)  # type: ignore[method-assign]
     log.read_raw = lambda *a, **k: calls.append("raw") or read_raw(*a, **k)  # type: ignore[method-assign]
-    with ProjectionStore(default_path(log) or "") as projections:
+    with SQLiteProjectionStore(default_path(log) or "") as projections:
         assert projections.load_scheduler(log) is not None
     # No event is read: only the stored hash at its position, before and after the rows.
     assert calls == ["raw", "raw"]
@@ -168,7 +172,7 @@ def test_a_version_bump_rebuilds_on_open(log: SQLiteStore, monkeypatch: pytest.M
     service.close()
     monkeypatch.setattr(SchedulerProjection, "version", SchedulerProjection.version + 1)
     monkeypatch.setattr(HistoryProjection, "version", HistoryProjection.version + 1)
-    with ProjectionStore(default_path(log) or "") as projections:
+    with SQLiteProjectionStore(default_path(log) or "") as projections:
         assert projections.load_scheduler(log) is None
         assert "fold version" in (projections.last_refusal or "")
     # Opening the service folds from 0, and its saves replace the old rows.
@@ -176,7 +180,7 @@ def test_a_version_bump_rebuilds_on_open(log: SQLiteStore, monkeypatch: pytest.M
     scheduler, history = folded(log)
     assert reopened.projection.digest() == scheduler.digest()
     reopened.close()
-    with ProjectionStore(default_path(log) or "") as projections:
+    with SQLiteProjectionStore(default_path(log) or "") as projections:
         loaded = projections.load_scheduler(log)
         stored_history = projections.load_history(log)
         assert loaded is not None and loaded.digest() == scheduler.digest()
@@ -189,7 +193,7 @@ def test_a_projection_of_another_log_is_refused(tmp_path: Path, log: SQLiteStore
     service.close()
     other = SQLiteStore(tmp_path / "other.db", clock=ManualClock(T0), synchronous="normal")
     try:
-        with ProjectionStore(default_path(log) or "") as projections:
+        with SQLiteProjectionStore(default_path(log) or "") as projections:
             # Shorter than the stored position: refused.
             assert projections.load_scheduler(other) is None
             assert "log ends at" in (projections.last_refusal or "")
@@ -218,7 +222,7 @@ def test_catch_up_from_a_saved_position_equals_a_full_replay(log: SQLiteStore) -
     scheduler, history = folded(log)
     assert reopened.projection.digest() == scheduler.digest()
     reopened.close()
-    with ProjectionStore(default_path(log) or "") as projections:
+    with SQLiteProjectionStore(default_path(log) or "") as projections:
         stored = projections.load_history(log)
         assert stored is not None and stored.digest() == history.digest()
 
@@ -228,7 +232,7 @@ def test_rebuild_swaps_atomically(log: SQLiteStore, monkeypatch: pytest.MonkeyPa
     run(service, STEPS[:6])
     service.close()
     path = default_path(log) or ""
-    with ProjectionStore(path) as projections:
+    with SQLiteProjectionStore(path) as projections:
         before_meta = projections.metas()
         before_rows = {n: projections.rows(n)[1] for n in ("scheduler", "history")}
     plain = SchedulerService(log, **_plain_service_settings())
@@ -244,10 +248,10 @@ def test_rebuild_swaps_atomically(log: SQLiteStore, monkeypatch: pytest.MonkeyPa
         return row(self, key)
 
     monkeypatch.setattr(SchedulerProjection, "row", crashing)
-    with ProjectionStore(path) as projections, pytest.raises(RuntimeError, match="crash"):
+    with SQLiteProjectionStore(path) as projections, pytest.raises(RuntimeError, match="crash"):
         rebuild(log, projections)
     monkeypatch.setattr(SchedulerProjection, "row", row)
-    with ProjectionStore(path) as projections:
+    with SQLiteProjectionStore(path) as projections:
         assert projections.metas() == before_meta
         assert {n: projections.rows(n)[1] for n in before_rows} == before_rows
         report = rebuild(log, projections)
@@ -273,7 +277,7 @@ def test_a_second_scheduler_on_the_log_loads_but_never_saves(log: SQLiteStore) -
     first.catch_up()
     assert first.save_projections()
     first.close()
-    with ProjectionStore(default_path(log) or "") as projections:
+    with SQLiteProjectionStore(default_path(log) or "") as projections:
         assert verify(log, projections).ok
         meta = projections.meta("scheduler")
         assert meta is not None and meta.position == log.head().position
@@ -283,12 +287,12 @@ def test_a_scheduler_after_a_rebuild_by_another_process_writes_whole(log: SQLite
     service = stored_service(log)
     run(service, STEPS[:6])
     service.save_projections()
-    with ProjectionStore(default_path(log) or "") as other:
+    with SQLiteProjectionStore(default_path(log) or "") as other:
         rebuild(log, other)
     run(service, STEPS[6:])
     assert service.save_projections()
     service.close()
-    assert verify(log, ProjectionStore(default_path(log) or "")).ok
+    assert verify(log, SQLiteProjectionStore(default_path(log) or "")).ok
 
 
 # -- property: saved, reloaded and continued projections equal a fold from position 0 ---
@@ -331,7 +335,7 @@ def test_saved_and_continued_projections_equal_a_rebuild(
                 p: s for p, s in scheduler.slots.items() if s
             }
             service.close()
-            with ProjectionStore(Path(tmp) / "rota.db.projections") as projections:
+            with SQLiteProjectionStore(Path(tmp) / "rota.db.projections") as projections:
                 loaded = projections.load_scheduler(log)
                 stored_history = projections.load_history(log)
                 assert loaded is not None, projections.last_refusal

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import rota
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.store import SQLiteStore
 
 from .invariants import check_log
 

@@ -16,8 +16,8 @@ import apsw
 import msgspec
 import pytest
 
-from rota.infrastructure.projection_store import ProjectionStore
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections import PERSISTED
 from rota.replay import recover_corrupt as rc
 from rota.replay.doctor import doctor
@@ -59,7 +59,7 @@ def replay_digests(log_path: Path) -> dict[str, str]:
 
 
 def stored_digests(projections: Path, log_path: Path) -> dict[str, str]:
-    with SQLiteStore(log_path) as log, ProjectionStore(projections) as store:
+    with SQLiteStore(log_path) as log, SQLiteProjectionStore(projections) as store:
         scheduler, history = store.load_scheduler(log), store.load_history(log)
         assert scheduler is not None and history is not None, store.last_refusal
         return {"scheduler": scheduler.digest(), "history": history.digest()}
@@ -228,8 +228,8 @@ HOLDER = """
 import sys
 kind, path = sys.argv[1], sys.argv[2]
 if kind == "daemon":  # exactly what `rota run` takes: `with daemon_lock(args), ...`
-    from rota.infrastructure.cli import build_parser
-    from rota.infrastructure.cli.ops import daemon_lock
+    from rota.cli import build_parser
+    from rota.cli.ops import daemon_lock
     lock = daemon_lock(build_parser().parse_args(["--store", path, "run"])).acquire()
 else:  # an embedded scheduler: it keeps the projection file (and holds its lock)
     import rota

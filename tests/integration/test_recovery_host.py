@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import rota
+from rota.application.errors import StoreUnavailable
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.errors import StoreUnavailable
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_a_claim_whose_executor_was_never_called_is_relaunched(
     calls: list[int] = []
     scheduler.register("job", lambda ctx: calls.append(ctx.epoch) or "ok", inline=True)
     scheduler.submit("w", binding="job")
-    scheduler.service.start_pass()  # claimed, then the host "crashed" before invoking
+    scheduler.service.lifecycle.start_pass()  # claimed, then the host "crashed" before invoking
     clock.advance(60)
     report = scheduler.tick()
     assert report.relaunched == 1
@@ -93,8 +93,8 @@ def test_an_attempt_of_a_dead_process_is_lost_and_fails_closed(
     with rota.open(tmp_path / "rec.db", clock=clock, owner=dead_owner) as crashed:
         crashed.register("job", lambda ctx: None)
         crashed.submit("w", binding="job")
-        claimed = crashed.service.start_pass().claimed[0]
-        crashed.service.invoke(claimed.attempt.execution_id, 1)
+        claimed = crashed.service.lifecycle.start_pass().claimed[0]
+        crashed.service.lifecycle.invoke(claimed.attempt.execution_id, 1)
         crashed.host.held.clear()  # it dies holding nothing it could release
     scheduler.register("job", lambda ctx: None)
     clock.advance(61)
@@ -117,8 +117,8 @@ def test_an_attempt_of_a_live_unknown_owner_is_left_alone(
     with rota.open(tmp_path / "rec.db", clock=clock, owner="elsewhere:1:x") as other:
         other.register("job", lambda ctx: None)
         other.submit("w", binding="job")
-        claimed = other.service.start_pass().claimed[0]
-        other.service.invoke(claimed.attempt.execution_id, 1)
+        claimed = other.service.lifecycle.start_pass().claimed[0]
+        other.service.lifecycle.invoke(claimed.attempt.execution_id, 1)
         other.host.held.clear()
     scheduler.register("job", lambda ctx: None)
     clock.advance(61)
@@ -136,8 +136,8 @@ def test_a_missing_generation_is_unsupported_never_replaced(
 ) -> None:
     scheduler.register("job", lambda ctx: None)
     scheduler.submit("w", binding="job")
-    scheduler.service.start_pass()
-    scheduler.service.invoke("w/1", 1)
+    scheduler.service.lifecycle.start_pass()
+    scheduler.service.lifecycle.invoke("w/1", 1)
     scheduler.register("another", lambda ctx: None)  # a new configuration generation
     clock.advance(61)
     report = scheduler.tick()
@@ -156,7 +156,7 @@ def test_when_recovery_fails_the_pass_starts_nothing(
     def broken(*args: object, **kwargs: object) -> None:
         raise StoreUnavailable("database is locked")
 
-    monkeypatch.setattr(scheduler.service, "recovery_pass", broken)
+    monkeypatch.setattr(scheduler.service.recovery, "recovery_pass", broken)
     report = scheduler.tick()
     assert report.started == 0
     assert report.errors == ["runtime recovery: store_unavailable: database is locked"]

@@ -14,14 +14,15 @@ from typing import Any
 import apsw
 import pytest
 
+from rota.application.service import SchedulerService
+from rota.application.timestamps import format_timestamp
 from rota.domain.admission import GateDecision
 from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, Registration, RetryPolicy, Settings
 from rota.domain.results import Result
-from rota.infrastructure.clock import ManualClock, format_timestamp
-from rota.infrastructure.projection_store import ProjectionStore, default_path
-from rota.infrastructure.service import SchedulerService
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay import state_at
 from rota.replay.explain import Explanation, explain
 from rota.replay.rebuild import rebuild, verify
@@ -75,9 +76,9 @@ def cited(found: Explanation, kind: str) -> list[int]:
 
 
 def two_works(service: SchedulerService) -> None:
-    service.submit("a", binding="b", inputs=[(None, "s", None)])
-    service.submit("b", binding="b", inputs=[(None, "s", None)])
-    service.start_pass()
+    service.lifecycle.submit("a", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit("b", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.start_pass()
 
 
 # -- verify and rebuild -------------------------------------------------------------------
@@ -88,7 +89,7 @@ def test_verify_is_ok_on_a_rebuilt_store_and_names_a_tampered_row(log: SQLiteSto
     two_works(service)
     path = default_path(log)
     assert path is not None
-    with ProjectionStore(path) as projections:
+    with SQLiteProjectionStore(path) as projections:
         rebuild(log, projections)
         report = verify(log, projections)
         assert report.ok and report.drift is None
@@ -96,7 +97,7 @@ def test_verify_is_ok_on_a_rebuilt_store_and_names_a_tampered_row(log: SQLiteSto
             ("scheduler", "history", "capacity", "holds", "budgets"), "ok"
         )
     tamper(path, "scheduler", "work/b", '"kind":"run-once"', '"kind":"standing"')
-    with ProjectionStore(path) as projections:
+    with SQLiteProjectionStore(path) as projections:
         report = verify(log, projections)
         assert not report.ok
         assert report.drift is not None
@@ -124,11 +125,11 @@ def test_verify_names_the_history_row_and_an_undecodable_row(log: SQLiteStore) -
     two_works(service)
     path = default_path(log)
     assert path is not None
-    with ProjectionStore(path) as projections:
+    with SQLiteProjectionStore(path) as projections:
         rebuild(log, projections)
     tamper(path, "history", "attempt/a/1", '"owner":"t"', '"owner":"x"')
     tamper(path, "scheduler", "work/a", '"work_id"', '"work_id":')
-    with ProjectionStore(path) as projections:
+    with SQLiteProjectionStore(path) as projections:
         report = verify(log, projections)
         by_name = {v.name: v for v in report.projections}
         assert by_name["history"].status == "drift"
@@ -146,11 +147,11 @@ def test_state_at_a_position_and_a_time_before_and_after_a_claim(
     log: SQLiteStore, clock: ManualClock
 ) -> None:
     service = service_on(log)
-    service.submit("a", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit("a", binding="b", inputs=[(None, "s", None)])
     before = log.head().position
     between = clock.advance(30)
     clock.advance(30)
-    service.start_pass()
+    service.lifecycle.start_pass()
     after = log.head().position
     early, late = state_at(log, position=before), state_at(log, position=after)
     assert early["scheduler"]["works"]["a"]["state"] == "ready"
@@ -168,8 +169,10 @@ def test_state_at_a_position_and_a_time_before_and_after_a_claim(
 
 def test_state_at_shows_holds(log: SQLiteStore) -> None:
     service = service_on(log)
-    service.submit("g", binding="b", inputs=[(None, "s", None)])
-    service.start_pass(gated=True, gates={"g": GateDecision("hold", "approver", "needs a human")})
+    service.lifecycle.submit("g", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.start_pass(
+        gated=True, gates={"g": GateDecision("hold", "approver", "needs a human")}
+    )
     state = state_at(log, position=log.head().position)
     assert state["holds"] == [
         {
@@ -200,20 +203,22 @@ def test_explain_waiting_for_capacity_cites_the_slot_holders_claims(log: SQLiteS
 
 def test_explain_held_by_budget_gate_and_crash_loop(log: SQLiteStore, clock: ManualClock) -> None:
     service = service_on(log, crash_loop_limit=1)
-    service.configure_budgets([Budget(id="one-turn", unit="turns", max=1, per="work")])
-    service.submit("w", binding="b", kind="standing", inputs=[(None, "1", None)])
-    service.start_pass()
+    service.admission.configure_budgets([Budget(id="one-turn", unit="turns", max=1, per="work")])
+    service.lifecycle.submit("w", binding="b", kind="standing", inputs=[(None, "1", None)])
+    service.lifecycle.start_pass()
     execution, epoch = claimed(service, "w")
-    service.invoke(execution, epoch)
-    service.finish(execution, epoch, Result())
-    service.accept("w", None, key="2")
-    service.start_pass()
+    service.lifecycle.invoke(execution, epoch)
+    service.lifecycle.finish(execution, epoch, Result())
+    service.lifecycle.accept("w", None, key="2")
+    service.lifecycle.start_pass()
     budget = explain(log, "w", service=service)
     assert budget.state == "held"
     assert [type_at(log, p) for p in cited(budget, "held:budget")] == ["core.budget.held"]
 
-    service.submit("g", binding="b", inputs=[(None, "s", None)])
-    service.start_pass(gated=True, gates={"g": GateDecision("hold", "approver", "needs a human")})
+    service.lifecycle.submit("g", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.start_pass(
+        gated=True, gates={"g": GateDecision("hold", "approver", "needs a human")}
+    )
     gate = explain(log, "g", service=service)
     assert gate.state == "held"
     assert "only start gate approver" in next(
@@ -221,12 +226,12 @@ def test_explain_held_by_budget_gate_and_crash_loop(log: SQLiteStore, clock: Man
     )
     assert [type_at(log, p) for p in cited(gate, "held:gate")] == ["core.gate.held"]
 
-    service.configure_budgets([])
-    service.submit("c", binding="b", inputs=[(None, "s", None)])
-    service.start_pass()
+    service.admission.configure_budgets([])
+    service.lifecycle.submit("c", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.start_pass()
     for _ in range(2):
         clock.advance(61)
-        service.recovery_pass()
+        service.recovery.recovery_pass()
     loop = explain(log, "c", service=service)
     assert loop.state == "held"
     assert [type_at(log, p) for p in cited(loop, "held:crash_loop")] == [
@@ -244,12 +249,12 @@ def test_explain_retrying_failed_and_completed(log: SQLiteStore) -> None:
         "ok": ("b", Result()),
     }
     for work_id, (binding, _) in results.items():
-        service.submit(work_id, binding=binding, inputs=[(None, "s", None)])
-    service.start_pass()
+        service.lifecycle.submit(work_id, binding=binding, inputs=[(None, "s", None)])
+    service.lifecycle.start_pass()
     for work_id, (_, result) in results.items():
         execution, epoch = claimed(service, work_id)
-        service.invoke(execution, epoch)
-        service.finish(execution, epoch, result)
+        service.lifecycle.invoke(execution, epoch)
+        service.lifecycle.finish(execution, epoch, result)
 
     retrying = explain(log, "r", service=service)
     assert retrying.state == "retry_wait"
@@ -278,8 +283,8 @@ def test_explain_retrying_failed_and_completed(log: SQLiteStore) -> None:
 
 def test_explain_running_and_unknown_work(log: SQLiteStore) -> None:
     service = service_on(log)
-    service.submit("a", binding="b", inputs=[(None, "s", None)])
-    service.start_pass()
+    service.lifecycle.submit("a", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.start_pass()
     running = explain(log, "a", service=service)
     assert running.state == "running"
     assert type_at(log, cited(running, "running")[0]) == "core.execution.claimed"
@@ -350,11 +355,11 @@ def test_cli_rebuild_verify_drift_at_and_explain(
 
 def test_explain_a_ready_work_whose_interrupted_attempt_keeps_its_slot(log: SQLiteStore) -> None:
     service = service_on(log)
-    service.submit("a", binding="b", inputs=[(None, "s", None)])
-    service.start_pass()
+    service.lifecycle.submit("a", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.start_pass()
     execution, epoch = claimed(service, "a")
-    service.invoke(execution, epoch)
-    service.interrupt("a")
+    service.lifecycle.invoke(execution, epoch)
+    service.control.interrupt("a")
     found = explain(log, "a", service=service)
     assert found.state == "ready"
     statement = next(s for s in found.statements if s.kind == "waiting")

@@ -10,8 +10,8 @@ import pytest
 from freezegun import freeze_time
 
 import rota
-from rota.infrastructure.clock import parse_timestamp
-from rota.infrastructure.service import SchedulerService
+from rota.application.service import SchedulerService
+from rota.application.timestamps import parse_timestamp
 from rota.projections.scheduler import SchedulerProjection
 
 
@@ -98,13 +98,13 @@ def test_manual_retry_racing_a_due_timer_gives_exactly_one_attempt(
             def manual(service: SchedulerService) -> None:
                 barrier.wait()
                 try:
-                    service.request_retry("w")
+                    service.lifecycle.request_retry("w")
                 except rota.Refusal as refusal:
                     errors.append(refusal)
 
             def timer(service: SchedulerService) -> None:
                 barrier.wait()
-                service.fire_due_timers()
+                service.lifecycle.fire_due_timers()
 
             threads = [
                 threading.Thread(target=manual, args=(other.service,)),

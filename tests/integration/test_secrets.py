@@ -20,8 +20,8 @@ import pytest
 from postgres import admin_execute, drop_schema, new_schema_name, require_postgres
 
 import rota
+from rota.application.secrets import secrets_digest, split_secrets
 from rota.domain.policy import Binding
-from rota.infrastructure.secrets import secrets_digest, split_secrets
 from rota.infrastructure.stores import redact_url
 
 CANARY = "canary-7f3a9c51e0d2"  # the binding environment's value

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rota.infrastructure.projection_store import ProjectionStore, default_path
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections import PERSISTED, HistoryProjection, SchedulerProjection
 from rota.replay.export import import_export
 from rota.replay.rebuild import fold, rebuild, verify
@@ -55,7 +55,7 @@ def test_a_rebuild_side_by_side_stores_what_a_sequential_fold_gives(tmp_path: Pa
     store = imported("admission", tmp_path)
     path = default_path(store)
     assert path is not None
-    with ProjectionStore(path) as projections:
+    with SQLiteProjectionStore(path) as projections:
         report = rebuild(store, projections)
         expected = {p.name: p.digest() for p in sequential(store)}
         assert report.digests == expected

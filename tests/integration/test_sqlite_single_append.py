@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from rota.application.errors import ConcurrencyConflict, DeliveryConflict
+from rota.application.ports import NewEvent
 from rota.domain.events import InputAccepted, WorkSubmitted
-from rota.infrastructure.errors import ConcurrencyConflict, DeliveryConflict
-from rota.infrastructure.sqlite_store import SQLiteStore
-from rota.infrastructure.store import NewEvent
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay.audit import verify_chain
 
 

@@ -11,10 +11,10 @@ import pytest
 
 from rota.domain.results import Result
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.projection_store import ProjectionStore, default_path
-from rota.infrastructure.sqlite_store import SQLiteStore
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
+from rota.infrastructure.sqlite.store import SQLiteStore
+from rota.infrastructure.stored_works import StoredWorks
 from rota.projections.scheduler import SchedulerProjection
-from rota.projections.stored_works import StoredWorks
 from rota.replay.rebuild import folded, rebuild, verify
 
 from .test_projection_store import T0, StoredService, stored_service
@@ -31,11 +31,11 @@ def log(tmp_path: Path) -> Iterator[SQLiteStore]:
 
 def run_all(service: StoredService) -> None:
     """Start, invoke and complete whatever can start, until nothing can."""
-    while claimed := service.start_pass(2).claimed:
+    while claimed := service.lifecycle.start_pass(2).claimed:
         for claim in claimed:
             execution, epoch = claim.attempt.execution_id, claim.attempt.epoch
-            service.invoke(execution, epoch)
-            service.finish(execution, epoch, Result())
+            service.lifecycle.invoke(execution, epoch)
+            service.lifecycle.finish(execution, epoch, Result())
 
 
 def populated(log: SQLiteStore) -> None:
@@ -43,14 +43,14 @@ def populated(log: SQLiteStore) -> None:
     (active); then the keeper saves and closes."""
     service = stored_service(log)
     for work_id in DONE:
-        service.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
-    service.submit("standing", binding="b", kind="standing", inputs=[(None, "s", None)])
+        service.lifecycle.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.lifecycle.submit("standing", binding="b", kind="standing", inputs=[(None, "s", None)])
     run_all(service)
-    service.submit("live", binding="b", kind="run-once", inputs=[(None, "s", None)])
-    claim = service.start_pass(1).claimed[0]
-    service.invoke(claim.attempt.execution_id, claim.attempt.epoch)
+    service.lifecycle.submit("live", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    claim = service.lifecycle.start_pass(1).claimed[0]
+    service.lifecycle.invoke(claim.attempt.execution_id, claim.attempt.epoch)
     for work_id in ("ready-1", "ready-2"):
-        service.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+        service.lifecycle.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
     service.close()
 
 
@@ -93,8 +93,8 @@ def test_events_for_quiet_works_apply_once_and_saving_forgets_them(log: SQLiteSt
     service, works = reopened(log)
     # Input for the waiting standing Work: read on demand (folded up to the position before
     # this event), then the event applied once.
-    service.accept("standing", {"n": 2}, key="k2", correlation_key="c")
-    service.submit("done-1", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.lifecycle.accept("standing", {"n": 2}, key="k2", correlation_key="c")
+    service.lifecycle.submit("done-1", binding="b", kind="run-once", inputs=[(None, "s", None)])
     assert {"standing", "done-1"} <= in_memory(works)
     fold, _ = folded(log)
     assert works["standing"] == fold.works["standing"]
@@ -117,12 +117,12 @@ def test_a_store_rewritten_by_another_process_is_not_trusted(log: SQLiteStore) -
     at_open = service.projection.position
     # Another process appends (a Work completes its second turn) and rebuilds the store.
     other = stored_service(log)
-    other.accept("standing", {"n": 3}, key="k3", correlation_key="c")
+    other.lifecycle.accept("standing", {"n": 3}, key="k3", correlation_key="c")
     run_all(other)
     other.close()
     path = default_path(log)
     assert path is not None
-    with ProjectionStore(path) as store:
+    with SQLiteProjectionStore(path) as store:
         rebuild(log, store)
     # This projection has not caught up: what it finds is the log as of its own position,
     # whether it reads every Work (folded, not read from the rewritten rows) or one.
@@ -136,7 +136,7 @@ def test_events_another_process_appended_apply_once_to_quiet_works(log: SQLiteSt
     populated(log)
     service, works = reopened(log)
     other = stored_service(log)  # not the keeper: appends to the same log
-    other.accept("standing", {"n": 4}, key="k4", correlation_key="c")
+    other.lifecycle.accept("standing", {"n": 4}, key="k4", correlation_key="c")
     other.close()
     assert "standing" not in in_memory(works)
     service.catch_up()  # the keeper applies them: each quiet Work read as of before its event
@@ -168,9 +168,9 @@ def test_a_keeper_that_folded_from_position_zero_forgets_quiet_works_after_savin
     service = stored_service(log)  # nothing stored yet: folded from position 0
     assert type(service.projection.works) is dict
     for work_id in DONE:
-        service.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+        service.lifecycle.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
     run_all(service)
-    service.submit("ready", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.lifecycle.submit("ready", binding="b", kind="run-once", inputs=[(None, "s", None)])
     assert service.save_projections()
     works = service.projection.works
     assert isinstance(works, StoredWorks)
@@ -186,12 +186,12 @@ def test_a_whole_save_after_another_process_rebuilt_keeps_every_work(log: SQLite
     service, _ = reopened(log)
     path = default_path(log)
     assert path is not None
-    with ProjectionStore(path) as other:
+    with SQLiteProjectionStore(path) as other:
         rebuild(log, other)  # a new generation: the keeper's next save writes every row
-    service.submit("later", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.lifecycle.submit("later", binding="b", kind="run-once", inputs=[(None, "s", None)])
     assert service.save_projections()
     service.close()
-    with ProjectionStore(path) as store:
+    with SQLiteProjectionStore(path) as store:
         assert verify(log, store).ok
         _, rows = store.rows("scheduler")
         assert {key for key, _ in rows if key.startswith("work/")} == {

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from freezegun import freeze_time
 
-from rota.infrastructure.clock import ManualClock, SystemClock, format_timestamp, parse_timestamp
+from rota.application.timestamps import format_timestamp, parse_timestamp
+from rota.infrastructure.clock import ManualClock, SystemClock
 
 
 def test_manual_clock_moves_only_when_told_and_can_step_back() -> None:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rota.application.errors import CorruptRecord
 from rota.domain.events import ALL_EVENTS, Event, InputAccepted, WorkSubmitted
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
-from rota.infrastructure.errors import CorruptRecord
 
 
 def test_encode_gives_tag_version_and_readable_json() -> None:

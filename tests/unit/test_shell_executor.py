@@ -22,9 +22,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from rota.application.errors import ExecutorError
+from rota.application.ports import LaunchContext
 from rota.domain.errors import LeaseLost
 from rota.domain.results import Result
-from rota.infrastructure.executors.base import ExecutorError, LaunchContext
 from rota.infrastructure.executors.shell import ShellExecutor
 from rota.infrastructure.executors.shell_result import read_tail
 
@@ -624,7 +625,7 @@ def test_the_wrapper_leaves_the_environment_as_it_is(
 DAEMON = """
 import json, sys, threading
 from datetime import UTC, datetime, timedelta
-from rota.infrastructure.executors.base import LaunchContext
+from rota.application.ports import LaunchContext
 from rota.infrastructure.executors.shell import ShellExecutor
 
 pinned = []

@@ -1,0 +1,104 @@
+"""Admission commands outside the start pass: budgets, ledgers, gates, cancellation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rota.application.configuration import Configuration
+from rota.application.ports import AppendResult
+from rota.application.transactions import Transactions
+from rota.domain import admission, budgets, gates
+from rota.domain.emit import Emit, work_stream
+from rota.domain.events import BudgetCharged, BudgetsConfigured
+from rota.domain.events.admission import Budget
+
+
+class AdmissionCommands:
+    """Admission's commands outside the start pass: budgets, ledgers, gates, cancellation."""
+
+    def __init__(self, tx: Transactions, config: Configuration) -> None:
+        self.tx = tx
+        self.config = config
+
+    def configure_budgets(self, configured: Sequence[Budget]) -> bool:
+        """Record the budgets in force when they differ from the log's; True if recorded."""
+        wanted = tuple(configured)
+        budgets.validate(wanted)
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            if self.tx.projection.budgets == wanted:
+                return [], {}
+            event = BudgetsConfigured(budgets=list(wanted))
+            return [Emit(admission.LEDGERS, event)], {
+                admission.LEDGERS: self.tx.projection.ledger_version
+            }
+
+        return self.tx.transact(decide).written > 0
+
+    def settle_pass(self, limit: int = 512) -> int:
+        """Charge staged usage to the ledgers (each outcome once); returns how many."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            projection = self.tx.projection
+            if not projection.staged or not projection.budgets:
+                return [], {}
+            emits: list[Emit] = []
+            charged: dict[tuple[str, str, str], float] = {}
+            sent = set(projection.notified)
+
+            def used(budget: str, ledger: str, window: str) -> float:
+                return projection.used(budget, ledger, window) + charged.get(
+                    (budget, ledger, window), 0.0
+                )
+
+            for source in sorted(projection.staged)[:limit]:
+                work_id, execution, usage, at = projection.staged[source]
+                scope = projection.works[work_id].scope
+                charges = budgets.charges_for(projection.budgets, work_id, scope, at, usage)
+                for n in budgets.notices(projection.budgets, charges, work_id, scope, used):
+                    if n.delivery_id not in sent:
+                        sent.add(n.delivery_id or "")
+                        emits.append(n)
+                for c in charges:
+                    key = (c.budget, c.ledger, c.window)
+                    charged[key] = charged.get(key, 0.0) + c.amount
+                event = BudgetCharged(
+                    work_id=work_id, execution=execution, source=source, charges=charges
+                )
+                emits.append(Emit(admission.LEDGERS, event, f"charge/usage/{source}"))
+            return emits, {admission.LEDGERS: projection.ledger_version}
+
+        return self.tx.transact(decide).written
+
+    def settle_gate(
+        self, work_id: str, registration: str, *, admit: bool, reason: str = ""
+    ) -> AppendResult:
+        """The holding gate admits (release, one pass) or refuses (cancels) the Work."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.tx.projection.works.get(work_id)
+            decision = "released" if admit else "refused"
+            identity = f"gate/{work_id}/{registration}/{decision}"
+            holding = work is not None and any(
+                h.kind == "gate" and h.holder == registration for h in work.holds
+            )
+            if not holding and self.tx.store.find_delivery(identity) is not None:
+                return [], {}  # settled before: idempotent per key
+            emit = gates.settle(
+                work, work_id=work_id, registration=registration, admit=admit, reason=reason
+            )
+            assert work is not None
+            return [emit], {work_stream(work_id): work.version}
+
+        return self.tx.transact(decide)
+
+    def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> AppendResult:
+        """Cancel a Work: fences its attempt, waits, timers and input at once."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.tx.projection.works.get(work_id)
+            emit = gates.cancel(work, work_id=work_id, reason=reason, by=by)
+            assert work is not None
+            return [emit], {work_stream(work_id): work.version}
+
+        return self.tx.transact(decide)

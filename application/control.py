@@ -1,0 +1,113 @@
+"""Control dispatch commands: inject, interrupt, dispatch passes and answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from rota.application.configuration import Configuration
+from rota.application.ports import AppendResult
+from rota.application.transactions import Transactions
+from rota.domain import control
+from rota.domain.emit import Emit, work_stream
+from rota.domain.state import AttemptState, Control
+
+
+class Dispatch(msgspec.Struct, frozen=True):
+    """A control claimed for delivery: perform it, then answer with the same token."""
+
+    work_id: str
+    attempt: AttemptState
+    control: Control
+    token: str
+    epoch: int
+    payload: Any
+
+
+class ControlCommands:
+    """Control's commands: inject and interrupt intents, their dispatch and answers."""
+
+    def __init__(self, tx: Transactions, config: Configuration) -> None:
+        self.tx = tx
+        self.config = config
+
+    def inject(
+        self, work_id: str, payload: Any, *, key: str | None = None, by: str = "operator"
+    ) -> AppendResult:
+        """Accept input and ask the running attempt to take it now (a durable intent)."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.tx.projection.works.get(work_id)
+            emits = control.request_inject(
+                work, work_id=work_id, payload=payload, key=key, requested_by=by
+            )
+            assert work is not None
+            return emits, {work_stream(work_id): work.version}
+
+        return self.tx.transact(decide)
+
+    def interrupt(self, work_id: str, *, by: str = "operator") -> AppendResult:
+        """Fence the running attempt, leave the Work ready, then send the interrupt."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.tx.projection.works.get(work_id)
+            emits = control.request_interrupt(work, work_id=work_id, requested_by=by)
+            assert work is not None
+            return emits, {work_stream(work_id): work.version}
+
+        return self.tx.transact(decide)
+
+    def dispatch_pass(self, limit: int = 64) -> list[Dispatch]:
+        """Claim every dispatchable control intent (one append, a fresh token each)."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            for work_id in sorted({*self.tx.projection.live.values(), *self._interrupting()}):
+                work = self.tx.projection.works[work_id]
+                for item in work.controls:
+                    if len(emits) < limit and control.dispatchable(work, item):
+                        emits.append(control.dispatch(work, item.intent))
+                        expected[work_stream(work_id)] = work.version
+            return emits, expected
+
+        dispatches: list[Dispatch] = []
+        for recorded in self.tx.transact(decide).recorded:
+            event = recorded.event
+            work = self.tx.projection.works[recorded.stream[5:]]
+            item = next(c for c in work.controls if c.intent == event.intent)  # type: ignore[attr-defined]
+            attempt = work.attempts[item.attempt - 1]
+            payload = next(
+                (p.payload for p in work.pending if p.position == item.input_position), None
+            )
+            dispatches.append(
+                Dispatch(work.work_id, attempt, item, event.token, event.epoch, payload)  # type: ignore[attr-defined]
+            )
+        return dispatches
+
+    def _interrupting(self) -> set[str]:
+        """Work whose fenced (interrupted) attempt still holds a slot and awaits its control."""
+        found: set[str] = set()
+        for holders in self.tx.projection.slots.values():
+            for execution in holders:
+                located = self.tx.projection.attempt(execution)
+                if located is None:
+                    continue
+                work = located[0]
+                if any(c.kind == "interrupt" and c.state == "pending" for c in work.controls):
+                    found.add(work.work_id)
+        return found
+
+    def answer_control(self, work_id: str, intent: str, token: str, outcome: str) -> None:
+        """Acknowledge (`ack`) or settle a dispatch, only under its same live token."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.tx.work(work_id)
+            if outcome == "ack":
+                emit = control.acknowledge(work, intent, token)
+            else:
+                emit = control.settle(work, intent, token, outcome)
+            return [emit], {work_stream(work_id): work.version}
+
+        self.tx.transact(decide)

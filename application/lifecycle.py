@@ -1,0 +1,332 @@
+"""Lifecycle commands: Work and input, starts, fenced writes of an attempt, outcomes, timers.
+
+Each command reads the projection, calls a pure decision of `rota.domain.lifecycle` and
+appends through the transaction loop (`rota.application.transactions`); writes on behalf
+of an attempt are fenced by its execution and lease epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from rota.application.configuration import Configuration
+from rota.application.ports import AppendResult, RecordedEvent
+from rota.application.transactions import Transactions
+from rota.domain import admission, lifecycle
+from rota.domain.admission import GateDecision, Waiting
+from rota.domain.emit import Emit, work_stream
+from rota.domain.errors import Refusal
+from rota.domain.policy import Pinned
+from rota.domain.results import Result
+from rota.domain.state import AttemptState, WorkState
+
+
+class Claimed(msgspec.Struct, frozen=True):
+    """An attempt this service just claimed (or resumed), ready to launch."""
+
+    work: WorkState
+    attempt: AttemptState
+    resume: bool
+
+
+class StartPass(msgspec.Struct):
+    claimed: list[Claimed]
+    waiting: list[Waiting]
+    asks: list[str] = msgspec.field(default_factory=list)
+
+
+class LifecycleCommands:
+    """The lifecycle's commands over one transaction loop and configuration."""
+
+    def __init__(self, tx: Transactions, config: Configuration) -> None:
+        self.tx = tx
+        self.config = config
+
+    # -- Work and input ----------------------------------------------------------------
+
+    def submit(
+        self,
+        work_id: str,
+        *,
+        binding: str,
+        scope: str = "root",
+        kind: str = "run-once",
+        trigger: str = "all",
+        safety: str = "undeclared",
+        inputs: Sequence[tuple[Any, str | None, str | None]] = (),
+    ) -> AppendResult:
+        """Define a Work (idempotently) and accept inputs `(payload, key, correlation)`."""
+        spec = {
+            "scope": scope,
+            "binding": binding,
+            "kind": kind,
+            "trigger": trigger,
+            "safety": safety,
+        }
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            return self._submit_one(work_id, spec, inputs, self.tx.now())
+
+        return self.tx.transact(decide)
+
+    def _submit_one(
+        self,
+        work_id: str,
+        spec: dict[str, Any],
+        inputs: Sequence[tuple[Any, str | None, str | None]],
+        now: datetime,
+    ) -> tuple[list[Emit], dict[str, int]]:
+        existing = self.tx.projection.works.get(work_id)
+        emits = lifecycle.submit(existing, work_id=work_id, **spec)
+        state = existing
+        if state is None:
+            state = WorkState(work_id=work_id, version=0, submitted_at=now, **spec)
+        for payload, key, correlation in inputs:
+            try:
+                emit = lifecycle.accept_input(
+                    state, work_id=work_id, payload=payload, key=key, correlation_key=correlation
+                )
+            except Refusal as refusal:
+                # A caller retrying a submit whose input was accepted (and maybe already run)
+                # gets a no-op, not an error: the input's delivery identity is in the log.
+                if refusal.code == "work_terminal" and self._accepted(work_id, payload, key):
+                    continue
+                raise
+            emits.append(emit)
+        expected = {} if existing is not None else {work_stream(work_id): 0}
+        return emits, expected
+
+    def _accepted(self, work_id: str, payload: Any, key: str | None) -> bool:
+        key = key if key is not None else lifecycle.derived_input_key(payload)
+        return self.tx.store.find_delivery(f"input/{work_id}/{key}") is not None
+
+    def submit_many(self, works: Sequence[dict[str, Any]]) -> AppendResult:
+        """Submit several Works with one input each, in one append (bulk loading).
+
+        Each item: `work_id`, `binding`, optional `scope`, `kind`, `input`, `key`.
+        """
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            now = self.tx.now()
+            for item in works:
+                spec = {
+                    "scope": item.get("scope", "root"),
+                    "binding": item["binding"],
+                    "kind": item.get("kind", "run-once"),
+                    "trigger": "all",
+                    "safety": "undeclared",
+                }
+                inputs = [(item.get("input"), item.get("key"), None)]
+                more, fences = self._submit_one(item["work_id"], spec, inputs, now)
+                emits.extend(more)
+                expected.update(fences)
+            return emits, expected
+
+        return self.tx.transact(decide)
+
+    def accept(
+        self,
+        work_id: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        correlation_key: str | None = None,
+    ) -> RecordedEvent:
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            emit = lifecycle.accept_input(
+                self.tx.projection.works.get(work_id),
+                work_id=work_id,
+                payload=payload,
+                key=key,
+                correlation_key=correlation_key,
+            )
+            return [emit], {}
+
+        return self.tx.transact(decide).recorded[0]
+
+    # -- start ----------------------------------------------------------------------------
+
+    def start_pass(
+        self,
+        limit: int = 256,
+        *,
+        gated: bool = False,
+        gates: dict[str, GateDecision] | None = None,
+    ) -> StartPass:
+        """Admit ready Work (capacity, scope limits, gates, budgets) and claim it in one
+        append; see `rota.domain.admission`. `gated`: start gates are registered, and
+        `gates` holds their answers for the Work they were asked about."""
+        waiting: list[Waiting] = []
+        asks: list[str] = []
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            projection = self.tx.projection
+            limits = self.config.settings.scope_limits
+            plan = admission.plan_starts(
+                projection.ready_order(limit),
+                now=self.tx.now(),
+                owner=self.config.owner,
+                settings=self.config.settings,
+                pin=lambda work: self.config.pinned_for(work.binding),
+                pool_in_use={pool: len(h) for pool, h in projection.slots.items()},
+                scope_in_use=projection.scope_in_use(limits) if limits else {},
+                budgets=projection.budgets,
+                used=projection.used,
+                notified=projection.notified,
+                gated=gated,
+                gates=gates,
+                limit=limit,
+            )
+            waiting[:] = plan.waiting
+            asks[:] = plan.asks
+            expected: dict[str, int] = {}
+            for emit in plan.emits:
+                if emit.stream.startswith("work/"):
+                    expected[emit.stream] = projection.works[emit.stream[5:]].version
+            for fence in plan.fences:
+                expected[fence] = self._fence_version(fence)
+            return plan.emits, expected
+
+        result = self.tx.transact(decide)
+        claimed: list[Claimed] = []
+        for recorded in result.recorded:
+            if recorded.type in ("core.execution.claimed", "core.execution.resumed"):
+                work = self.tx.projection.works[recorded.stream[5:]]
+                assert work.current is not None
+                resume = recorded.type == "core.execution.resumed"
+                claimed.append(Claimed(work, work.current, resume))
+        return StartPass(claimed, waiting, asks)
+
+    def _fence_version(self, stream: str) -> int:
+        projection = self.tx.projection
+        if stream.startswith("pool/"):
+            return projection.pool_versions.get(stream[5:], 0)
+        if stream.startswith("scope/"):
+            return projection.scope_versions.get(stream[6:], 0)
+        if stream == admission.LEDGERS:
+            return projection.ledger_version
+        raise ValueError(f"no fence for stream {stream!r}")
+
+    def _pin_for_start(self, work: WorkState) -> Pinned:
+        current = work.current
+        if current is not None and current.status == "parked":
+            return current.pinned
+        return self.config.pinned_for(work.binding)
+
+    def invoke(self, execution_id: str, epoch: int, isolated: bool = False) -> None:
+        self.tx.fenced(
+            execution_id, lambda w, n, now: [lifecycle.invoke(w, n, epoch, now, isolated)]
+        )
+
+    def invoke_many(
+        self, items: Sequence[tuple[str, int]], isolated: Sequence[bool] = ()
+    ) -> dict[str, Refusal]:
+        """Invoke markers for several attempts in one append (`isolated` per item)."""
+        flags = list(isolated) or [False] * len(items)
+        return self.tx.fenced_many(
+            items,
+            lambda w, n, epoch, now, index: [lifecycle.invoke(w, n, epoch, now, flags[index])],
+        )
+
+    def phase(self, execution_id: str, epoch: int, name: str, outcome: str | None) -> None:
+        def decide(work: WorkState, number: int, now: datetime) -> list[Emit]:
+            if outcome is None:
+                return [lifecycle.begin_phase(work, number, epoch, now, name)]
+            return [lifecycle.end_phase(work, number, epoch, now, name, outcome)]  # type: ignore[arg-type]
+
+        self.tx.fenced(execution_id, decide)
+
+    def persist_recovery(self, execution_id: str, epoch: int, metadata: Any) -> None:
+        self.tx.fenced(
+            execution_id,
+            lambda w, n, now: [lifecycle.persist_recovery(w, n, epoch, now, metadata)],
+        )
+
+    def renew(self, execution_id: str, epoch: int) -> datetime:
+        self.tx.fenced(execution_id, lambda w, n, now: [lifecycle.renew(w, n, epoch, now)])
+        work, number = self.tx.execution(execution_id)
+        return work.attempts[number - 1].lease_expires_at
+
+    def renew_many(self, items: Sequence[tuple[str, int]]) -> dict[str, Refusal]:
+        return self.tx.fenced_many(
+            items, lambda w, n, epoch, now, _: [lifecycle.renew(w, n, epoch, now)]
+        )
+
+    def release(self, execution_id: str, epoch: int, reason: str = "released") -> None:
+        self.tx.fenced(
+            execution_id, lambda w, n, now: [lifecycle.release(w, n, epoch, now, reason)]
+        )
+
+    def finish(self, execution_id: str, epoch: int, result: Result) -> AppendResult:
+        return self.tx.fenced(
+            execution_id, lambda w, n, now: lifecycle.finish(w, n, epoch, now, result)
+        )
+
+    def finish_many(self, items: Sequence[tuple[str, int, Result]]) -> dict[str, Refusal]:
+        """Store several results in one append; returns the refusals by execution id."""
+        pairs = [(execution_id, epoch) for execution_id, epoch, _ in items]
+        return self.tx.fenced_many(
+            pairs,
+            lambda w, n, epoch, now, index: lifecycle.finish(w, n, epoch, now, items[index][2]),
+        )
+
+    def time_out(self, execution_id: str, epoch: int) -> AppendResult:
+        return self.tx.fenced(execution_id, lambda w, n, now: lifecycle.time_out(w, n, epoch, now))
+
+    def confirm_stopped(self, execution_id: str, expected_epoch: int) -> AppendResult:
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work, number = self.tx.execution(execution_id)
+            emits = lifecycle.confirm_stopped(work, number, expected_epoch)
+            return emits, {work_stream(work.work_id): work.version}
+
+        return self.tx.transact(decide)
+
+    def request_retry(
+        self,
+        work_id: str,
+        *,
+        alias: str = "core.manual.retry",
+        requested_by: str = "operator",
+        reason: str = "",
+    ) -> AppendResult:
+        """A manual retry of the Work's current failure; idempotent per failure."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.tx.projection.works.get(work_id)
+            try:
+                emit = lifecycle.request_retry(
+                    work, work_id=work_id, alias=alias, requested_by=requested_by, reason=reason
+                )
+            except Refusal as refusal:
+                # A caller repeating a request that was already applied gets its answer.
+                if refusal.code == "nothing_to_retry" and work is not None:
+                    boundary = work.retry.failed_at
+                    if self.tx.store.find_delivery(f"retry-request/{work_id}/{boundary}"):
+                        return [], {}
+                raise
+            assert work is not None
+            return [emit], {work_stream(work_id): work.version}
+
+        return self.tx.transact(decide)
+
+    def fire_due_timers(self) -> int:
+        """Fire every retry timer due by the store's clock; returns how many fired."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            now = self.tx.now()
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            for work_id, due in list(self.tx.projection.timers.items()):
+                if due <= now:
+                    work = self.tx.projection.works[work_id]
+                    emits.append(lifecycle.fire_retry(work, now))
+                    expected[work_stream(work_id)] = work.version
+            return emits, expected
+
+        return self.tx.transact(decide).written

@@ -1,0 +1,135 @@
+"""Recovery commands: recover expired attempts, lose, adopt, release holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from rota.application.configuration import Configuration
+from rota.application.ports import AppendResult
+from rota.application.transactions import Transactions
+from rota.domain import recovery
+from rota.domain.emit import Emit, work_stream
+from rota.domain.state import AttemptState, WorkState
+
+
+class Recovered(msgspec.Struct, frozen=True):
+    """An attempt this pass recovered: relaunch it, adopt it, or stop it (timed out)."""
+
+    work: WorkState
+    attempt: AttemptState
+    mode: str
+    timed_out: bool
+    previous_owner: str
+
+
+class RecoveryPass(msgspec.Struct):
+    recovered: list[Recovered]
+    held: list[str]
+    unsupported: list[str]
+    has_more: bool
+
+
+class RecoveryCommands:
+    """Recovery's commands: recover expired attempts, lose, adopt, relaunch, release holds."""
+
+    def __init__(self, tx: Transactions, config: Configuration) -> None:
+        self.tx = tx
+        self.config = config
+
+    def recovery_pass(
+        self,
+        limit: int = recovery.DEFAULT_PAGE,
+        supported: Callable[[AttemptState], bool] = lambda attempt: True,
+    ) -> RecoveryPass:
+        """Recover one page of attempts whose lease expired or was released, in one append.
+
+        `supported(attempt)` says whether this host has the attempt's pinned executor; an
+        unsupported attempt is left alone (never given to a replacement executor).
+        """
+        held: list[str] = []
+        unsupported: list[str] = []
+        more = [False]
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            held.clear()
+            unsupported.clear()
+            now = self.tx.now()
+            live = [self.tx.projection.works[w] for w in set(self.tx.projection.live.values())]
+            due, more[0] = recovery.page(live, now, limit)
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            for work in due:
+                assert work.current is not None
+                if not supported(work.current):
+                    unsupported.append(work.current.execution_id)
+                    continue
+                found = recovery.recover(
+                    work,
+                    now=now,
+                    owner=self.config.owner,
+                    crash_loop_limit=self.config.settings.crash_loop_limit,
+                )
+                if found and found[0].event.tag() == "core.work.held":
+                    held.append(work.work_id)
+                emits.extend(found)
+                if found:
+                    expected[work_stream(work.work_id)] = work.version
+            return emits, expected
+
+        result = self.tx.transact(decide)
+        recovered: list[Recovered] = []
+        for recorded in result.recorded:
+            event = recorded.event
+            if recorded.type == "core.execution.recovered":
+                work = self.tx.projection.works[recorded.stream[5:]]
+                assert work.current is not None
+                timed_out = getattr(event, "reason", "") == "timeout"
+                mode = getattr(event, "mode", "adopt")
+                previous = getattr(event, "previous_owner", "")
+                recovered.append(Recovered(work, work.current, mode, timed_out, previous))
+        return RecoveryPass(recovered, held, unsupported, more[0])
+
+    def lose(self, execution_id: str, epoch: int, evidence: str = "not_running") -> AppendResult:
+        """Trusted not-running evidence and no result: the attempt is lost."""
+        return self.tx.fenced(
+            execution_id, lambda w, n, now: recovery.lose(w, n, epoch, now, evidence)
+        )
+
+    def relaunch_unstarted(self, execution_id: str, epoch: int) -> Recovered | None:
+        """Relaunch an adopted attempt whose executor proved it never started."""
+        result = self.tx.fenced(
+            execution_id,
+            lambda w, n, now: recovery.relaunch_unstarted(
+                w, n, epoch, now, self.config.owner, self.config.settings.crash_loop_limit
+            ),
+        )
+        for recorded in result.recorded:
+            if recorded.type == "core.execution.recovered":
+                work = self.tx.projection.works[recorded.stream[5:]]
+                assert work.current is not None
+                return Recovered(work, work.current, "relaunch", False, self.config.owner)
+        return None
+
+    def adopted(self, execution_id: str, epoch: int) -> None:
+        """The executor attached to the recovered attempt: record it (fenced)."""
+        self.tx.fenced(execution_id, lambda w, n, now: [recovery.adopted(w, n, epoch, now)])
+
+    def adoptable(self, execution_id: str, epoch: int) -> bool:
+        with self.tx.lock:
+            self.tx.catch_up()
+            work_id, _, number = execution_id.rpartition("/")
+            work = self.tx.projection.works.get(work_id)
+            return number.isdigit() and recovery.adoptable(work, int(number), epoch)
+
+    def release_hold(
+        self, work_id: str, kind: str | None = None, by: str = "operator"
+    ) -> AppendResult:
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            work = self.tx.projection.works.get(work_id)
+            emit = recovery.release_hold(work, work_id=work_id, kind=kind, by=by)
+            assert work is not None
+            return [emit], {work_stream(work_id): work.version}
+
+        return self.tx.transact(decide)

@@ -1,0 +1,1 @@
+"""The rota log as eventsourcing persistence modules (SQLite and PostgreSQL recorders)."""

@@ -1,0 +1,160 @@
+"""The Works of a scheduler projection kept in a projection store: the active ones in
+memory, the quiet ones read when first used.
+
+A Work is *quiet* when no index of the scheduler projection names it: not startable, no
+timer due, no attempt that is live or holds a slot (a completed or failed Work, a standing
+Work waiting for input). The cadence reads only the indices, so a scheduler opened from a
+stored projection needs only its active Works in memory; the rest are found on demand:
+- one Work (`works[id]`, `works.get(id)`, `id in works`): folded from its own stream in
+  the log up to the projection's position (`fold_work`). The log is the authority, so
+  this is exact whatever happened to the projection store meanwhile (a `rota replay
+  rebuild` by another process included);
+- every Work (iteration, `len`, `values()`, what a listing or a digest needs): the quiet
+  ones decoded from the store's rows in one read, when the store still holds what this
+  process saved there last; otherwise (another writer rewrote it) each missing Work is
+  folded from the log as above.
+
+After a save the projection forgets its quiet Works again (`forget`), so memory holds the
+active Works and those touched since the last save, not every Work ever submitted.
+
+A dict subclass, so the fold's hot path (`works.get` of an active Work) stays a dict
+lookup; every read of a missing key goes through `_fetch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, ItemsView, Iterable, Iterator, KeysView, ValuesView
+from typing import Any
+
+import msgspec
+
+from rota.application.ports import EventStore
+from rota.domain.evolve import evolve
+from rota.domain.state import WorkState
+from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection
+
+_decode = msgspec.json.Decoder(WorkState).decode
+
+FoldWork = Callable[[str], WorkState | None]
+# Every stored Work row, and whether the store still holds what this process saved last.
+StoredRows = Callable[[], tuple[Iterable[tuple[str, bytes]], bool]]
+
+
+class StoredWorks(OnDemandWorks):
+    """Works in memory plus the quiet ones on demand; see the module docstring."""
+
+    def __init__(
+        self, loaded: Iterable[WorkState], fold_work: FoldWork, stored_rows: StoredRows
+    ) -> None:
+        super().__init__((work.work_id, work) for work in loaded)
+        self._fold_work = fold_work
+        self._stored_rows = stored_rows
+        self.complete = False
+        self.fetched = 0  # Works found on demand (for tests and diagnostics)
+
+    # -- one Work ---------------------------------------------------------------------
+
+    def _fetch(self, work_id: str) -> WorkState | None:
+        if self.complete:
+            return None
+        work = self._fold_work(work_id)
+        if work is not None:
+            dict.__setitem__(self, work_id, work)
+            self.fetched += 1
+        return work
+
+    def __missing__(self, work_id: str) -> WorkState:
+        work = self._fetch(work_id)
+        if work is None:
+            raise KeyError(work_id)
+        return work
+
+    def get(self, work_id: str, default: Any = None) -> Any:  # type: ignore[override]
+        work = dict.get(self, work_id)
+        if work is None:
+            work = self._fetch(work_id)
+        return default if work is None else work
+
+    def __contains__(self, work_id: object) -> bool:
+        if dict.__contains__(self, work_id):
+            return True
+        return isinstance(work_id, str) and self._fetch(work_id) is not None
+
+    # -- every Work -------------------------------------------------------------------
+
+    def load_all(self) -> None:
+        """Bring every Work into memory (see the module docstring)."""
+        if self.complete:
+            return
+        rows, ours = self._stored_rows()
+        for key, value in rows:
+            work_id = key[len("work/") :]
+            if dict.__contains__(self, work_id):
+                continue
+            # Rows another writer stored may be ahead of this projection: fold those.
+            work = _decode(value) if ours else self._fold_work(work_id)
+            if work is not None:
+                dict.__setitem__(self, work_id, work)
+        self.complete = True
+
+    def __iter__(self) -> Iterator[str]:
+        self.load_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self.load_all()
+        return dict.__len__(self)
+
+    def keys(self) -> KeysView[str]:
+        self.load_all()
+        return dict.keys(self)
+
+    def values(self) -> ValuesView[WorkState]:
+        self.load_all()
+        return dict.values(self)
+
+    def items(self) -> ItemsView[str, WorkState]:
+        self.load_all()
+        return dict.items(self)
+
+    def forget(self, keep: Container[str]) -> int:
+        gone = super().forget(keep)
+        if gone:
+            self.complete = False
+        return gone
+
+
+def open_with_quiet_works(
+    position: int, rows: Iterable[tuple[str, bytes]], log: EventStore, stored_rows: StoredRows
+) -> SchedulerProjection:
+    """A projection at `position` from the rows of its active Works and every other row
+    (no quiet Work's row): quiet Works are found on demand (`StoredWorks`), each folded
+    from its stream in `log`, or all at once from `stored_rows()`."""
+    projection = SchedulerProjection.from_rows(position, rows)
+    keep_quiet_works_on_disk(projection, log, stored_rows)
+    return projection
+
+
+def keep_quiet_works_on_disk(
+    projection: SchedulerProjection, log: EventStore, stored_rows: StoredRows
+) -> None:
+    """From now on, find the projection's Works not in memory on demand: for a projection
+    every Work of which is stored (opened lazily, or just saved whole)."""
+    if not isinstance(projection.works, StoredWorks):
+        loaded = list(projection.works.values())
+        projection.works = StoredWorks(loaded, _fold_from_log(projection, log), stored_rows)
+
+
+def _fold_from_log(projection: SchedulerProjection, log: EventStore) -> FoldWork:
+    def fold_work(work_id: str) -> WorkState | None:
+        work: WorkState | None = None
+        for r in log.read_stream(WORK_ROW + work_id):
+            if r.position > projection.position:
+                break
+            work = evolve(work, r.event, r.position, r.recorded_time)
+        return work
+
+    return fold_work
+
+
+__all__ = ["StoredWorks", "keep_quiet_works_on_disk", "open_with_quiet_works"]

@@ -1,0 +1,147 @@
+"""`rota recover-corrupt` on PostgreSQL: isolate the projection rows, rebuild from the log.
+
+The same guarded recovery as on SQLite (`recover_corrupt`), for projections kept in the
+log's schema:
+
+1. `--backup-name` is validated on the raw value (by the caller);
+2. the projection tables must exist (else `no_projection_store`) and the backup name must
+   be new (`backup_exists`);
+3. the projections' writer lock (the advisory lock the scheduler keeping them holds) is
+   taken for the whole recovery: refused (`store_busy`) while a scheduler keeps them, and
+   no scheduler starts keeping them meanwhile;
+4. the log is verified (hash chain, newest checkpoint): a damaged log is refused
+   (`log_corrupt`), the advice is a full restore;
+5. every projection row moves, in one transaction, into `rota_projection_recovery` under
+   the backup name, with a manifest row (rows, bytes and SHA-256 per table;
+   `infrastructure.projection_recovery_pg`);
+6. every projection is rebuilt from the log and verified against a replay.
+
+Every refusal comes before anything is written; `dry_run` runs every check and returns the
+plan. The log's tables are only read: nothing is appended, so no delivery is fabricated.
+"""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+from rota.application.ports import Clock, EventStore
+from rota.application.timestamps import format_timestamp
+from rota.infrastructure.clock import SystemClock
+from rota.infrastructure.postgres.projection_recovery import (
+    MANIFEST_TABLE,
+    RECOVERY_TABLE,
+    backup_exists,
+    fingerprints,
+    isolate,
+)
+from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
+from rota.infrastructure.stores import open_store
+from rota.projections import PERSISTED
+from rota.replay.doctor import FULL_RESTORE, check_chain, check_checkpoint, guarded
+from rota.replay.rebuild import rebuild, verify
+from rota.replay.recover_corrupt import IsolatedFile, RecoveryRefused, RecoveryReport, StoreBusy
+
+
+def _verify_log(log: EventStore, checkpoint_dir: str | os.PathLike[str] | None) -> list[str]:
+    checks = [
+        guarded("hash_chain", lambda: check_chain(log)),
+        guarded("checkpoint", lambda: check_checkpoint(log, checkpoint_dir)),
+    ]
+    bad = [c for c in checks if c.status == "fail"]
+    if bad:
+        found = "; ".join(f"{c.name}: {c.detail}" for c in bad)
+        raise RecoveryRefused(
+            f"the log itself fails verification ({found}): {FULL_RESTORE}", code="log_corrupt"
+        )
+    return [f"{c.name} {c.status}: {c.detail}" for c in checks]
+
+
+def _isolated(found: list[tuple[str, int, str, int]], schema: str) -> list[IsolatedFile]:
+    return [IsolatedFile(t, f'"{schema}".{t} ({n} rows)', b, h) for t, b, h, n in found]
+
+
+def recover_corrupt_postgres(
+    url: str,
+    backup_name: str,
+    *,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    dry_run: bool = False,
+    clock: Clock | None = None,
+) -> RecoveryReport:
+    """Isolate the projection rows of the PostgreSQL store `url` under `backup_name` and
+    rebuild them from the log (see the module docstring)."""
+    with open_store(url) as log:
+        tables = PostgresProjectionStore(getattr(log, "url", url), create=False)
+        try:
+            return _recover(log, tables, backup_name, checkpoint_dir, dry_run, clock)
+        finally:
+            tables.close()  # (releases the writer lock with the session)
+
+
+def _recover(
+    log: EventStore,
+    tables: PostgresProjectionStore,
+    name: str,
+    checkpoint_dir: str | os.PathLike[str] | None,
+    dry_run: bool,
+    clock: Clock | None,
+) -> RecoveryReport:
+    s = tables.schema
+    if not tables.exists():
+        raise RecoveryRefused(
+            f"no projection tables in {tables.where}: nothing to isolate "
+            "('rota replay rebuild' creates them)",
+            code="no_projection_store",
+        )
+    if backup_exists(tables, name):
+        raise RecoveryRefused(
+            f'a backup named {name!r} exists in "{s}".{MANIFEST_TABLE}: choose a new name',
+            code="backup_exists",
+        )
+    if not tables.writer_lock().acquire():
+        raise StoreBusy(
+            f"a scheduler keeps the projections in {tables.where} (it holds their writer "
+            "lock: 'rota run', or rota.open in a program): stop it first"
+        )
+    log_checks = _verify_log(log, checkpoint_dir)
+    head = log.head().position
+    planned = fingerprints(tables)
+    report = RecoveryReport(
+        dry_run=dry_run,
+        store=tables.where,
+        projections=f"{tables.where}: rota_projection_* tables",
+        backup=f'"{s}".{RECOVERY_TABLE} backup {name!r}',
+        files=_isolated(planned, s),
+        log_checks=log_checks,
+        projection_integrity=[f"{t}: {n} rows read" for t, _, _, n in planned],
+        log_head_before=head,
+    )
+    if dry_run:
+        return report
+    manifest = {
+        "tool": "rota recover-corrupt",
+        "created_at": format_timestamp((clock or SystemClock()).now()),
+        "store": tables.where,
+        "log_head": head,
+    }
+    moved = isolate(tables, name, manifest)
+    rebuilt = rebuild(log, tables)
+    checked = verify(log, tables)
+    stored = {v.name: v for v in checked.projections}
+    verified = checked.ok and all(
+        stored[k.name].status == "ok" and stored[k.name].stored_digest == rebuilt.digests[k.name]
+        for k in PERSISTED
+    )
+    return msgspec.structs.replace(
+        report,
+        files=_isolated(moved, s),
+        manifest=f'"{s}".{MANIFEST_TABLE} backup {name!r}',
+        rebuilt=rebuilt,
+        verified=verified,
+        log_head_after=log.head().position,
+    )
+
+
+__all__ = ["recover_corrupt_postgres"]

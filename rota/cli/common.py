@@ -1,0 +1,73 @@
+"""What every CLI command shares: options, opening config/store/scheduler, output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, NoReturn
+
+import msgspec
+
+from rota.application.ports import EventStore
+from rota.domain.errors import RotaError
+from rota.infrastructure.config import Config, ConfigError
+from rota.infrastructure.stores import open_store
+from rota.scheduler import Scheduler
+from rota.scheduler import open as open_scheduler
+
+USAGE_CODES = frozenset({"usage", ConfigError.code})
+
+
+class UsageError(RotaError):
+    code = "usage"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with rota's one-line errors (still exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"rota: usage: {message} (see '{self.prog} --help')\n")
+
+
+def projections_option(parser: argparse.ArgumentParser) -> None:
+    """`--projections FILE`, for the commands that read or rebuild the projection store."""
+    parser.add_argument(
+        "--projections",
+        metavar="FILE",
+        help="the projection store (default: LOG.projections beside an SQLite log, the "
+        "log's own schema on PostgreSQL)",
+    )
+
+
+# -- opening the config, the store and the scheduler --------------------------------------
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    return Config.load(args.config)
+
+
+def store_url(args: argparse.Namespace, config: Config) -> str:
+    return args.store or os.environ.get("ROTA_STORE") or config.store_url
+
+
+def open_log(args: argparse.Namespace) -> EventStore:
+    config = load_config(args)
+    return open_store(store_url(args, config), synchronous=config.synchronous)
+
+
+def open_rota(args: argparse.Namespace) -> Scheduler:
+    config = load_config(args)
+    return open_scheduler(store_url(args, config), config=config)
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+
+
+def parse_json(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{option} is not valid JSON: {exc}") from None

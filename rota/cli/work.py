@@ -1,0 +1,377 @@
+"""Commands on Work: submit, accept, retry, run, work show, work list."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, get_args
+
+import msgspec
+
+from rota.cli.common import UsageError, open_rota, parse_json, print_json
+from rota.cli.ops import daemon_lock
+from rota.domain.errors import RotaError
+from rota.domain.state import WorkStateName
+from rota.scheduler import Scheduler
+
+STATE_ORDER: tuple[str, ...] = get_args(WorkStateName)
+
+# -- reading Work ------------------------------------------------------------------------
+
+
+def work_view(scheduler: Scheduler, work_id: str) -> dict[str, Any]:
+    """`Scheduler.work`, or `unknown_work`."""
+    view = scheduler.work(work_id)
+    if view is None:
+        raise RotaError(f"no Work {work_id!r} in this store", code="unknown_work")
+    return view
+
+
+def _count_states(works: list[dict[str, Any]]) -> dict[str, int]:
+    counts = Counter(w["state"] for w in works)
+    return {state: counts[state] for state in STATE_ORDER if state in counts}
+
+
+def _state_line(works: list[dict[str, Any]]) -> str:
+    if not works:
+        return "no Work"
+    states = ", ".join(f"{n} {state}" for state, n in _count_states(works).items())
+    return f"{len(works)} Work: {states}"
+
+
+def _describe(view: dict[str, Any]) -> list[str]:
+    """A readable rendering of one Work view."""
+    lines = [
+        f"{view['id']}: {view['state']}  (binding {view['binding']}, scope {view['scope']}, "
+        f"{view['kind']}, submitted {view['submitted_at']})"
+    ]
+    if view["pending"]:
+        keys = ", ".join(p["key"] for p in view["pending"])
+        lines.append(f"  pending input: {keys}")
+    for attempt in view["attempts"]:
+        line = f"  attempt {attempt['number']} (epoch {attempt['epoch']}): {attempt['state']}"
+        if attempt["outcome"]:
+            line += f", {attempt['outcome']}"
+        elif attempt["released"]:
+            line += " (lease released)"
+        if attempt["error"]:
+            line += f", {attempt['error']['code']}: {attempt['error']['message']}"
+        lines.append(line)
+        if attempt["data"] is not None:
+            lines.append(f"    data: {msgspec.json.encode(attempt['data']).decode()}")
+    retry = view["retry"]
+    if retry["failures"]:
+        budget = f" of {retry['budget']}" if retry["budget"] else ""
+        lines.append(f"  failures: {retry['failures']}{budget}")
+    if retry["next_due"]:
+        lines.append(f"  retry due: {retry['next_due']}")
+    if retry["blocked_reason"]:
+        lines.append(f"  blocked: {retry['blocked_reason']}")
+    if view["waiting"]:
+        lines.append(f"  waiting: {view['waiting']['code']}: {view['waiting']['detail']}")
+    return lines
+
+
+# -- commands ----------------------------------------------------------------------------
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    names = ("binding", "scope", "kind", "trigger", "safety", "input_key", "correlation_key")
+    options: dict[str, Any] = {name: getattr(args, name) for name in names}
+    if args.input is not None:
+        options["input"] = parse_json(args.input, "--input")
+    with open_rota(args) as scheduler:
+        before = scheduler.store.head().position
+        scheduler.submit(args.work, **options)
+        written = scheduler.store.head().position - before
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json(view)
+        return 0
+    what = "submitted" if written else "unchanged"
+    line = f"{view['id']}: {what}, {view['state']} (binding {view['binding']}, "
+    line += f"scope {view['scope']}, {len(view['pending'])} pending input)"
+    if view["waiting"]:
+        line += f"; waiting: {view['waiting']['code']}"
+    print(line)
+    return 0
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    payload = parse_json(args.input, "--input") if args.input is not None else None
+    with open_rota(args) as scheduler:
+        position = scheduler.accept(
+            args.work, payload, key=args.input_key, correlation_key=args.correlation_key
+        )
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json({"position": position, "work": view})
+    else:
+        print(f"{args.work}: input at position {position}; {view['state']}")
+    return 0
+
+
+def _act(
+    args: argparse.Namespace,
+    act: Callable[[Scheduler], object],
+    line: Callable[[dict[str, Any]], str],
+) -> int:
+    """Run one operator command on `args.work`, then print its view (`--json`) or `line`."""
+    with open_rota(args) as scheduler:
+        act(scheduler)
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json(view)
+    else:
+        print(line(view))
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    return _act(
+        args,
+        lambda s: s.retry(args.work, reason=args.reason or "", requested_by=args.by),
+        lambda view: (
+            f"{args.work}: retry requested; {view['state']} (failures {view['retry']['failures']})"
+        ),
+    )
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    return _act(
+        args,
+        lambda s: s.release(args.work, kind=args.kind, by=args.by),
+        lambda view: f"{args.work}: hold released; {view['state']}",
+    )
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    return _act(
+        args,
+        lambda s: s.cancel(args.work, reason=args.reason or "", by=args.by),
+        lambda view: f"{args.work}: cancelled",
+    )
+
+
+def cmd_inject(args: argparse.Namespace) -> int:
+    payload = parse_json(args.input, "--input")
+    return _act(
+        args,
+        lambda s: s.inject(args.work, payload, key=args.input_key, by=args.by),
+        lambda view: f"{args.work}: inject requested; it is delivered by the running daemon",
+    )
+
+
+def cmd_interrupt(args: argparse.Namespace) -> int:
+    return _act(
+        args,
+        lambda s: s.interrupt(args.work, by=args.by),
+        lambda view: f"{args.work}: attempt fenced, Work {view['state']}; the interrupt follows",
+    )
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    with open_rota(args) as scheduler:
+        view = scheduler.capacity()
+    if args.json:
+        print_json(view)
+        return 0
+    for pool, numbers in view["pools"].items():
+        print(
+            f"{pool:<8} {numbers['in_use']}/{numbers['limit']} in use, {numbers['waiting']} waiting"
+        )
+    for scope, numbers in view["scopes"].items():
+        print(f"scope {scope}: {numbers['in_use']}/{numbers['limit']} in use")
+    for item in view["waiting"]:
+        print(f"  {item['work']}: {item['code']}: {item['detail']}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.timeout is not None and not args.until_idle:
+        raise UsageError("--timeout only applies with --until-idle")
+    with daemon_lock(args), open_rota(args) as scheduler:
+        if args.until_idle:
+            scheduler.run_until_idle(timeout=args.timeout)
+        else:
+            _daemon(scheduler)
+        works = scheduler.works()
+    if args.json:
+        print_json({"states": _count_states(works), "works": works})
+    else:
+        print(_state_line(works))
+    return 0
+
+
+def _daemon(scheduler: Scheduler) -> None:
+    """`Scheduler.run` on a worker thread until SIGTERM/SIGINT; handlers restored after."""
+    stop = threading.Event()
+    failure: list[BaseException] = []
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) or signal.SIG_DFL for sig in signals}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def on_signal(signum: int, frame: object) -> None:
+        # The main thread only joins the worker, so setting these events cannot deadlock.
+        stop.set()
+        scheduler.host.wake.set()
+        restore()  # a second signal is not graceful
+
+    def loop() -> None:
+        try:
+            scheduler.run(stop)
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=loop, name="rota-run", daemon=True)
+    for sig in signals:
+        signal.signal(sig, on_signal)
+    try:
+        worker.start()
+        print(
+            f"rota: running (pid {os.getpid()}, {len(scheduler.config.bindings)} bindings); "
+            "SIGTERM or Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
+        worker.join()
+    except KeyboardInterrupt:
+        print("rota: interrupted: forced stop; held leases expire on their own", file=sys.stderr)
+        sys.stdout.flush()
+        os._exit(130)
+    finally:
+        restore()
+    if failure:
+        raise failure[0]
+    print("rota: stopped", file=sys.stderr, flush=True)
+
+
+def cmd_work_show(args: argparse.Namespace) -> int:
+    with open_rota(args) as scheduler:
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json(view)
+    else:
+        print("\n".join(_describe(view)))
+    return 0
+
+
+def cmd_work_list(args: argparse.Namespace) -> int:
+    with open_rota(args) as scheduler:
+        works = scheduler.works()
+    if args.json:
+        print_json(works)
+        return 0
+    header = ("WORK", "STATE", "BINDING", "SCOPE", "ATTEMPTS", "LAST OUTCOME")
+    rows = [
+        (w["id"], w["state"], w["binding"], w["scope"], str(w["attempts"]), note)
+        for w in works
+        for note in [w["last_outcome"] or w["waiting"] or "-"]
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        print("  ".join(cells).rstrip())
+    print(_state_line(works))
+    return 0
+
+
+# -- registration --------------------------------------------------------------------------
+
+
+def _input_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input", metavar="JSON", help="the input payload, as JSON")
+    parser.add_argument(
+        "--input-key", metavar="KEY", help="the input's idempotency key (default: derived)"
+    )
+    parser.add_argument("--correlation-key", metavar="KEY", help="carried with the input")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _operator_options(
+    parser: argparse.ArgumentParser, handler: Callable[[argparse.Namespace], int], who: str = "asks"
+) -> None:
+    """What every operator command ends with: who acts (logged), `--json`, its handler."""
+    parser.add_argument("--by", default="operator", help=f"who {who} (recorded in the log)")
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(handler=handler)
+
+
+def register(commands: Any) -> None:
+    submit = commands.add_parser("submit", help="define a Work and give it input")
+    submit.add_argument("work", metavar="WORK", help="the Work id")
+    submit.add_argument("--binding", required=True, help="a binding from the config")
+    submit.add_argument("--scope", default="root", help="scope path (default: root)")
+    submit.add_argument("--kind", choices=("run-once", "standing"), default="run-once")
+    submit.add_argument("--trigger", choices=("all", "first", "last"), default="all")
+    submit.add_argument(
+        "--safety", choices=("undeclared", "idempotent", "deduplicated"), default="undeclared"
+    )
+    _input_options(submit)
+    submit.set_defaults(handler=cmd_submit)
+
+    accept = commands.add_parser("accept", help="give an existing Work one more input")
+    accept.add_argument("work", metavar="WORK")
+    _input_options(accept)
+    accept.set_defaults(handler=cmd_accept)
+
+    retry = commands.add_parser(
+        "retry", help="manually retry a failed Work (resets its failure budget)"
+    )
+    retry.add_argument("work", metavar="WORK")
+    retry.add_argument("--reason", help="why (recorded in the log)")
+    _operator_options(retry, cmd_retry)
+
+    release = commands.add_parser(
+        "release", help="release an operator-releasable hold (crash_loop, budget, operator)"
+    )
+    release.add_argument("work", metavar="WORK")
+    release.add_argument("--kind", help="which hold (default: the first one)")
+    _operator_options(release, cmd_release, who="releases")
+
+    cancel = commands.add_parser("cancel", help="cancel a Work (fences its attempt and timers)")
+    cancel.add_argument("work", metavar="WORK")
+    cancel.add_argument("--reason", help="why (recorded in the log)")
+    _operator_options(cancel, cmd_cancel, who="cancels")
+
+    inject = commands.add_parser("inject", help="give the running attempt an input now")
+    inject.add_argument("work", metavar="WORK")
+    inject.add_argument("--input", required=True, metavar="JSON", help="the input, as JSON")
+    inject.add_argument("--input-key", metavar="KEY", help="idempotency key (default: derived)")
+    _operator_options(inject, cmd_inject)
+
+    interrupt = commands.add_parser("interrupt", help="fence and interrupt the running attempt")
+    interrupt.add_argument("work", metavar="WORK")
+    _operator_options(interrupt, cmd_interrupt)
+
+    capacity = commands.add_parser("capacity", help="pools, scope limits and who waits why")
+    capacity.add_argument("--json", action="store_true")
+    capacity.set_defaults(handler=cmd_capacity)
+
+    run = commands.add_parser("run", help="run the scheduler (the daemon loop)")
+    run.add_argument(
+        "--until-idle",
+        action="store_true",
+        help="return once nothing is ready or running and no retry timer is due now",
+    )
+    run.add_argument("--timeout", type=float, metavar="SECONDS", help="with --until-idle")
+    run.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    run.set_defaults(handler=cmd_run)
+
+    work = commands.add_parser("work", help="read Work")
+    work_commands = work.add_subparsers(dest="work_command", required=True, metavar="COMMAND")
+    show = work_commands.add_parser("show", help="one Work with its attempts")
+    show.add_argument("work", metavar="WORK")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=cmd_work_show)
+    listing = work_commands.add_parser("list", help="every Work")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=cmd_work_list)
