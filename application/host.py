@@ -17,40 +17,27 @@ finished attempt, the next renewal, deadline or retry timer. It stops on request
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
-from rota.application.host_steps import HostOperations
-from rota.application.ports import Executor, LaunchContext
-from rota.application.service import Claimed, SchedulerService, StartPass, Waiting
+from rota.application.host_steps import (
+    ControlDispatch,
+    RuntimeRecovery,
+    StartGates,
+    StopVerification,
+)
+from rota.application.launches import ExecutorDirectory, Held, Launches
+from rota.application.lifecycle import StartPass
+from rota.application.ports import Environment, Executor, Gate
+from rota.application.service import SchedulerService, Waiting
 from rota.domain.errors import LeaseLost, Refusal, RotaError
 from rota.domain.results import Result
-from rota.domain.state import AttemptState, WorkState
 
 log = logging.getLogger("rota.host")
-Environment = Callable[[WorkState, AttemptState], dict[str, str]]
-# A start gate: (work, binding, first input) -> None or True to let the start go on, or a
-# hold (any object with a `reason`, or a string); raising fails closed (nothing is held).
-Gate = Callable[[WorkState, Any, Any], Any]
-
-
-@dataclass
-class Held:
-    """An attempt this host holds the lease of, and how to reach its launch."""
-
-    execution_id: str
-    epoch: int
-    ctx: LaunchContext
-    executor: Executor
-    renew_at: datetime
-    deadline: datetime
+__all__ = ["Environment", "Gate", "Held", "Host", "TickReport"]
 
 
 @dataclass
@@ -73,8 +60,13 @@ class TickReport:
     errors: list[str] = field(default_factory=list)
 
 
-class Host(HostOperations):
-    """Drives one scheduler service with its executors."""
+class Host:
+    """Drives one scheduler service with its executors, in the cadence's fixed order.
+
+    The steps are collaborators: `launches` (held leases, launches, results),
+    `start_gates`, `runtime_recovery`, `stops` (stop verification) and
+    `control_dispatch` (rota.application.host_steps).
+    """
 
     def __init__(
         self,
@@ -87,25 +79,46 @@ class Host(HostOperations):
         recovery_page: int = 16,
     ) -> None:
         self.service = service
-        self.executors = executors
-        self.environment = environment
         self.start_batch = start_batch
-        self.recovery_page = recovery_page
-        self.historical: dict[tuple[str, str], Executor] = {}
-        self.gates: dict[str, Gate] = {}
-        self.held: dict[str, Held] = {}
-        self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
-        self.stopping: dict[str, tuple[int, Executor, object]] = {}
-        self._stop_next: dict[str, float] = {}
-        self.wake = threading.Event()
-        self.last_waiting: list[Waiting] = []
-        self.launching: set[str] = set()
-        self._tick_lock = threading.Lock()
-        self._held_lock = threading.Lock()
-        self._launcher = ThreadPoolExecutor(
-            max_workers=launch_workers, thread_name_prefix="rota-launch"
+        self.directory = ExecutorDirectory(service, executors)
+        self.launches = Launches(
+            service, self.directory, environment=environment, launch_workers=launch_workers
         )
+        self.start_gates = StartGates(service)
+        self.stops = StopVerification(service, self.directory, self.launches)
+        self.runtime_recovery = RuntimeRecovery(
+            service, self.directory, self.launches, self.stops, page=recovery_page
+        )
+        self.control_dispatch = ControlDispatch(service, self.directory, self.launches)
+        self.last_waiting: list[Waiting] = []
+        self._tick_lock = threading.Lock()
         self._closed = False
+
+    # What the facade and the daemon loop reach through the host.
+
+    @property
+    def executors(self) -> dict[str, Executor]:
+        return self.directory.executors
+
+    @property
+    def historical(self) -> dict[tuple[str, str], Executor]:
+        return self.directory.historical
+
+    @property
+    def gates(self) -> dict[str, Gate]:
+        return self.start_gates.gates
+
+    @property
+    def held(self) -> dict[str, Held]:
+        return self.launches.held
+
+    @property
+    def results(self) -> queue.SimpleQueue[tuple[str, int, Result]]:
+        return self.launches.results
+
+    @property
+    def wake(self) -> threading.Event:
+        return self.launches.wake
 
     # -- the cadence ------------------------------------------------------------------
 
@@ -121,7 +134,7 @@ class Host(HostOperations):
             # schedules (a later slot), then starting ready Work. When recovery or retry
             # fails, this pass starts nothing new; the next pass tries again.
             try:
-                self._recover(report)
+                self.runtime_recovery.run(report)
             except RotaError as exc:
                 report.errors.append(f"runtime recovery: {exc.code}: {exc}")
                 return report
@@ -135,8 +148,8 @@ class Host(HostOperations):
             except RotaError as exc:
                 report.errors.append(f"budget settlement: {exc.code}: {exc}")
             self._time_out(report)
-            self._confirm_stops(report)
-            self._dispatch(report)
+            self.stops.run()
+            self.control_dispatch.run(report)
             self._start(report)
             return report
         finally:
@@ -153,7 +166,7 @@ class Host(HostOperations):
             return
         refused = self.service.lifecycle.finish_many(batch)
         for execution_id, epoch, _ in batch:
-            with self._held_lock:
+            with self.launches.held_lock:
                 held = self.held.get(execution_id)
                 if held is not None and held.epoch == epoch:
                     del self.held[execution_id]
@@ -166,13 +179,13 @@ class Host(HostOperations):
     def _forget(self, execution_id: str, epoch: int) -> None:
         """The outcome is durable: let the executor drop what it kept for recovery."""
         found = self.service.projection.attempt(execution_id)
-        executor = self.executor_for(found[1]) if found is not None else None
+        executor = self.directory.executor_for(found[1]) if found is not None else None
         if executor is not None:
-            self._launcher.submit(executor.forget, execution_id, epoch)
+            self.launches.pool.submit(executor.forget, execution_id, epoch)
 
     def _time_out(self, report: TickReport) -> None:
         now = self.service.now()
-        with self._held_lock:
+        with self.launches.held_lock:
             due = [h for h in self.held.values() if h.deadline <= now]
         for held in due:
             try:
@@ -181,12 +194,12 @@ class Host(HostOperations):
                 log.info("timeout of %s refused: %s", held.execution_id, refusal)
                 continue
             report.timed_out += 1
-            self._drop(held, reason=None)
-            self._request_stop(held.execution_id, held.epoch, held.executor)
+            self.launches.drop(held, reason=None)
+            self.stops.request(held.execution_id)
 
     def _renew(self, report: TickReport) -> None:
         now = self.service.now()
-        with self._held_lock:
+        with self.launches.held_lock:
             due = [h for h in self.held.values() if h.renew_at <= now]
         if not due:
             return
@@ -202,25 +215,16 @@ class Host(HostOperations):
                 if self.service.recovery.adoptable(held.execution_id, held.epoch):
                     # Still running and still the Work's: it belongs to recovery, which
                     # adopts it; stopping the process here could lose finished work.
-                    self._drop(held, reason=None, cancel=False)
+                    self.launches.drop(held, reason=None, cancel=False)
                 else:
-                    self._drop(held, reason=refusal)
-
-    def _drop(self, held: Held, reason: BaseException | None, cancel: bool = True) -> None:
-        with self._held_lock:
-            if self.held.get(held.execution_id) is held:
-                del self.held[held.execution_id]
-        if reason is not None:
-            held.ctx.cancel_reason = reason
-        if cancel:
-            held.ctx.cancel.set()
+                    self.launches.drop(held, reason=refusal)
 
     def _start(self, report: TickReport) -> None:
         gated = bool(self.gates)
         start = self.service.lifecycle.start_pass(self.start_batch, gated=gated)
         if start.asks:
             # Ask the gates outside any store transaction, then admit with their answers.
-            decisions = {work_id: self._ask_gates(work_id) for work_id in start.asks}
+            decisions = {work_id: self.start_gates.ask(work_id) for work_id in start.asks}
             again = self.service.lifecycle.start_pass(
                 self.start_batch, gated=gated, gates=decisions
             )
@@ -228,163 +232,15 @@ class Host(HostOperations):
         report.waiting = start.waiting
         self.last_waiting = start.waiting
         if start.claimed:
-            self._launch_claimed(start.claimed)
+            self.launches.launch_claimed(start.claimed)
         report.started += len(start.claimed)
-
-    def _launch_claimed(self, claims: list[Claimed]) -> None:
-        """Write invoke markers and launch (or resolve the environment first, off the loop)."""
-        direct: list[Claimed] = []
-        for claimed in claims:
-            if self.environment is None:
-                direct.append(claimed)
-            else:
-                with self._held_lock:
-                    self.launching.add(claimed.attempt.execution_id)
-                self._launcher.submit(self._prepare_and_launch, claimed)
-        if direct:
-            # An isolating executor holds every process until its launch is pinned, so a
-            # lost lease before the pin relaunches instead of adopting (rota.domain.recovery).
-            refused = self.service.lifecycle.invoke_many(
-                [(c.attempt.execution_id, c.attempt.epoch) for c in direct],
-                [self._isolates(c.attempt) for c in direct],
-            )
-            for claimed in direct:
-                if claimed.attempt.execution_id not in refused:
-                    self._launch(claimed, {})
-
-    def _prepare_and_launch(self, claimed: Claimed) -> None:
-        try:
-            self._prepare(claimed)
-        finally:
-            with self._held_lock:
-                self.launching.discard(claimed.attempt.execution_id)
-            self.wake.set()
-
-    def _prepare(self, claimed: Claimed) -> None:
-        attempt = claimed.attempt
-        execution_id = attempt.execution_id
-        assert self.environment is not None
-        try:
-            self.service.lifecycle.phase(execution_id, attempt.epoch, "environment", None)
-            env = self.environment(claimed.work, attempt)
-            self.service.lifecycle.phase(execution_id, attempt.epoch, "environment", "ok")
-        except Refusal:
-            return
-        except Exception:
-            log.warning("run environment of %s unavailable", execution_id, exc_info=True)
-            try:
-                self.service.lifecycle.phase(execution_id, attempt.epoch, "environment", "failed")
-                self.service.lifecycle.finish(
-                    execution_id,
-                    attempt.epoch,
-                    Result(
-                        outcome="failed",
-                        error_code="environment_unavailable",
-                        error_message="run environment unavailable",
-                    ),
-                )
-            except Refusal:
-                pass
-            self.wake.set()
-            return
-        try:
-            self.service.lifecycle.invoke(execution_id, attempt.epoch, self._isolates(attempt))
-        except Refusal:
-            return
-        self._launch(claimed, env)
-
-    def _isolates(self, attempt: AttemptState) -> bool:
-        executor = self.executor_for(attempt)
-        return executor is not None and executor.isolates
-
-    def _context(self, attempt: AttemptState, env: dict[str, str], resume: bool) -> LaunchContext:
-        execution_id, epoch, service = attempt.execution_id, attempt.epoch, self.service
-        # The binding's environment first, then the run-environment hook's values over it.
-        env = {**service.secrets_for(attempt), **env}
-        return LaunchContext(
-            work_id=attempt.work_id,
-            attempt=attempt.number,
-            epoch=epoch,
-            inputs=[p.payload for p in attempt.consumed],
-            input_positions=[p.position for p in attempt.consumed],
-            config=dict(attempt.pinned.binding.config),
-            deadline=attempt.deadline,
-            env=env,
-            resume=resume,
-            persist=lambda metadata: service.lifecycle.persist_recovery(
-                execution_id, epoch, metadata
-            ),
-            record_phase=lambda name, outcome: service.lifecycle.phase(
-                execution_id, epoch, name, outcome
-            ),
-        )
-
-    def _hold(self, attempt: AttemptState, ctx: LaunchContext, executor: Executor) -> Held:
-        """Renew this attempt's lease on every pass from now on (until it is dropped)."""
-        third = timedelta(seconds=self.service.settings.lease_seconds / 3)
-        held = Held(
-            attempt.execution_id,
-            attempt.epoch,
-            ctx,
-            executor,
-            self.service.now() + third,
-            attempt.deadline,
-        )
-        with self._held_lock:
-            self.held[attempt.execution_id] = held
-        return held
-
-    def _done(self, held: Held) -> Callable[[Result], None]:
-        def done(result: Result) -> None:
-            self.results.put((held.execution_id, held.epoch, result))
-            self.wake.set()
-
-        return done
-
-    def _launch(self, claimed: Claimed, env: dict[str, str]) -> None:
-        attempt = claimed.attempt
-        executor = self.executor_for(attempt)
-        ctx = self._context(attempt, env, claimed.resume)
-        if executor is None:
-            failure = Result(
-                outcome="failed",
-                error_code="unsupported_generation",
-                error_message=f"no executor {attempt.pinned.registration.name!r} for "
-                f"configuration generation {attempt.pinned.generation} in this process",
-            )
-            self.results.put((attempt.execution_id, attempt.epoch, failure))
-            return
-        done = self._done(self._hold(attempt, ctx, executor))
-        if getattr(executor, "inline", False):
-            self._call_launch(executor, ctx, done)
-        else:
-            self._launcher.submit(self._call_launch, executor, ctx, done)
-
-    def _call_launch(
-        self, executor: Executor, ctx: LaunchContext, done: Callable[[Result], None]
-    ) -> None:
-        try:
-            executor.launch(ctx, done)
-        except LeaseLost:
-            ctx.cancel.set()
-        except Exception:
-            log.warning(
-                "executor %s failed to launch %s", executor.name, ctx.execution_id, exc_info=True
-            )
-            done(
-                Result(
-                    outcome="failed",
-                    error_code="executor_error",
-                    error_message=f"executor {executor.name!r} could not launch",
-                )
-            )
 
     # -- waiting ----------------------------------------------------------------------
 
     def idle(self) -> bool:
         """Nothing running (here or elsewhere: a live attempt of a lost host still needs
         recovery), nothing startable, no result waiting, no timer due now."""
-        if self.held or self.launching or not self.results.empty() or self.stopping:
+        if self.held or self.launches.launching or not self.results.empty() or self.stops.stopping:
             return False
         projection = self.service.projection
         if projection.live:
@@ -399,7 +255,7 @@ class Host(HostOperations):
         """Seconds until the next renewal, deadline or retry timer (at most `default`)."""
         now = self.service.now()
         candidates = [default]
-        with self._held_lock:
+        with self.launches.held_lock:
             for held in self.held.values():
                 candidates.append((held.renew_at - now).total_seconds())
                 candidates.append((held.deadline - now).total_seconds())
@@ -415,20 +271,13 @@ class Host(HostOperations):
 
     def release_all(self) -> None:
         """Release every held lease (graceful stop); the attempts become recoverable."""
-        with self._held_lock:
-            held = list(self.held.values())
-            self.held.clear()
-        for item in held:
-            with contextlib.suppress(Refusal):
-                self.service.lifecycle.release(item.execution_id, item.epoch, "host_stopped")
-            item.ctx.cancel_reason = LeaseLost("the host stopped and released the lease")
-            item.ctx.cancel.set()
+        self.launches.release_all()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self.release_all()
-        self._launcher.shutdown(wait=True, cancel_futures=True)
+        self.launches.release_all()
+        self.launches.pool.shutdown(wait=True, cancel_futures=True)
         for executor in self.executors.values():
             executor.close()

@@ -175,8 +175,8 @@ class Golden:
         self.start = start
         self.clock = ManualClock(start)
         self.s = rota.open(path, clock=self.clock, config=config, owner=OWNER)
-        self.s.host._launcher.shutdown()
-        self.s.host._launcher = SyncLauncher()  # type: ignore[assignment]
+        self.s.host.launches.pool.shutdown()
+        self.s.host.launches.pool = SyncLauncher()
 
     def at(self, seconds: float) -> None:
         """Move the clock to `seconds` after the scenario's start (never backwards)."""

@@ -1,0 +1,264 @@
+"""The attempts a host holds and how they are launched, off the loop.
+
+`Launches` owns what the cadence and its steps share about running attempts: the held
+leases (`held`, renewed by the cadence every third of the lease), the results executors
+report (`results`), the launcher pool that runs every launch, adoption, stop check and
+control delivery outside any store transaction, and the `wake` event that ends the
+daemon's sleep. `ExecutorDirectory` answers which executor serves an attempt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor as Pool
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from rota.application.lifecycle import Claimed
+from rota.application.ports import Environment, Executor, LaunchContext
+from rota.application.service import SchedulerService
+from rota.domain.errors import LeaseLost, Refusal
+from rota.domain.results import Result
+from rota.domain.state import AttemptState
+
+log = logging.getLogger("rota.host")
+
+
+@dataclass
+class Held:
+    """An attempt this host holds the lease of, and how to reach its launch."""
+
+    execution_id: str
+    epoch: int
+    ctx: LaunchContext
+    executor: Executor
+    renew_at: datetime
+    deadline: datetime
+
+
+class ExecutorDirectory:
+    """The executors of one host, and which one serves an attempt's pinned generation."""
+
+    def __init__(self, service: SchedulerService, executors: dict[str, Executor]) -> None:
+        self.service = service
+        self.executors = executors
+        self.historical: dict[tuple[str, str], Executor] = {}
+
+    def executor_for(self, attempt: AttemptState) -> Executor | None:
+        """The executor of the attempt's pinned generation; None when this host has none.
+
+        A stable executor serves every generation; any other serves its own generation,
+        or an older one only when registered as that generation's historical executor.
+        A missing generation is never given to a replacement.
+        """
+        name = attempt.pinned.registration.name
+        historical = self.historical.get((attempt.pinned.generation, name))
+        if historical is not None:
+            return historical
+        executor = self.executors.get(name)
+        if executor is None:
+            return None
+        if executor.stable or attempt.pinned.generation == self.service.generation:
+            return executor
+        return None
+
+
+class Launches:
+    """Held leases, launches and their results (see the module docstring)."""
+
+    def __init__(
+        self,
+        service: SchedulerService,
+        directory: ExecutorDirectory,
+        *,
+        environment: Environment | None = None,
+        launch_workers: int = 8,
+    ) -> None:
+        self.service = service
+        self.directory = directory
+        self.environment = environment
+        self.held: dict[str, Held] = {}
+        self.held_lock = threading.Lock()
+        self.launching: set[str] = set()
+        self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
+        self.wake = threading.Event()
+        self.pool: Pool = ThreadPoolExecutor(
+            max_workers=launch_workers, thread_name_prefix="rota-launch"
+        )
+
+    # -- launching ------------------------------------------------------------------------
+
+    def launch_claimed(self, claims: list[Claimed]) -> None:
+        """Write invoke markers and launch (or resolve the environment first, off the loop)."""
+        direct: list[Claimed] = []
+        for claimed in claims:
+            if self.environment is None:
+                direct.append(claimed)
+            else:
+                with self.held_lock:
+                    self.launching.add(claimed.attempt.execution_id)
+                self.pool.submit(self._prepare_and_launch, claimed)
+        if direct:
+            # An isolating executor holds every process until its launch is pinned, so a
+            # lost lease before the pin relaunches instead of adopting (rota.domain.recovery).
+            refused = self.service.lifecycle.invoke_many(
+                [(c.attempt.execution_id, c.attempt.epoch) for c in direct],
+                [self._isolates(c.attempt) for c in direct],
+            )
+            for claimed in direct:
+                if claimed.attempt.execution_id not in refused:
+                    self._launch(claimed, {})
+
+    def _prepare_and_launch(self, claimed: Claimed) -> None:
+        try:
+            self._prepare(claimed)
+        finally:
+            with self.held_lock:
+                self.launching.discard(claimed.attempt.execution_id)
+            self.wake.set()
+
+    def _prepare(self, claimed: Claimed) -> None:
+        attempt = claimed.attempt
+        execution_id = attempt.execution_id
+        lifecycle = self.service.lifecycle
+        assert self.environment is not None
+        try:
+            lifecycle.phase(execution_id, attempt.epoch, "environment", None)
+            env = self.environment(claimed.work, attempt)
+            lifecycle.phase(execution_id, attempt.epoch, "environment", "ok")
+        except Refusal:
+            return
+        except Exception:
+            log.warning("run environment of %s unavailable", execution_id, exc_info=True)
+            try:
+                lifecycle.phase(execution_id, attempt.epoch, "environment", "failed")
+                lifecycle.finish(
+                    execution_id,
+                    attempt.epoch,
+                    Result(
+                        outcome="failed",
+                        error_code="environment_unavailable",
+                        error_message="run environment unavailable",
+                    ),
+                )
+            except Refusal:
+                pass
+            self.wake.set()
+            return
+        try:
+            lifecycle.invoke(execution_id, attempt.epoch, self._isolates(attempt))
+        except Refusal:
+            return
+        self._launch(claimed, env)
+
+    def _isolates(self, attempt: AttemptState) -> bool:
+        executor = self.directory.executor_for(attempt)
+        return executor is not None and executor.isolates
+
+    def context(self, attempt: AttemptState, env: dict[str, str], resume: bool) -> LaunchContext:
+        execution_id, epoch, lifecycle = attempt.execution_id, attempt.epoch, self.service.lifecycle
+        # The binding's environment first, then the run-environment hook's values over it.
+        env = {**self.service.secrets_for(attempt), **env}
+        return LaunchContext(
+            work_id=attempt.work_id,
+            attempt=attempt.number,
+            epoch=epoch,
+            inputs=[p.payload for p in attempt.consumed],
+            input_positions=[p.position for p in attempt.consumed],
+            config=dict(attempt.pinned.binding.config),
+            deadline=attempt.deadline,
+            env=env,
+            resume=resume,
+            persist=lambda metadata: lifecycle.persist_recovery(execution_id, epoch, metadata),
+            record_phase=lambda name, outcome: lifecycle.phase(execution_id, epoch, name, outcome),
+        )
+
+    def hold(self, attempt: AttemptState, ctx: LaunchContext, executor: Executor) -> Held:
+        """Renew this attempt's lease on every pass from now on (until it is dropped)."""
+        third = timedelta(seconds=self.service.settings.lease_seconds / 3)
+        held = Held(
+            attempt.execution_id,
+            attempt.epoch,
+            ctx,
+            executor,
+            self.service.now() + third,
+            attempt.deadline,
+        )
+        with self.held_lock:
+            self.held[attempt.execution_id] = held
+        return held
+
+    def drop(self, held: Held, reason: BaseException | None, cancel: bool = True) -> None:
+        """Stop holding the attempt's lease; cancel its launch (with `reason`) unless told not."""
+        with self.held_lock:
+            if self.held.get(held.execution_id) is held:
+                del self.held[held.execution_id]
+        if reason is not None:
+            held.ctx.cancel_reason = reason
+        if cancel:
+            held.ctx.cancel.set()
+
+    def done(self, held: Held) -> Callable[[Result], None]:
+        """The callback an executor reports the attempt's result through (any thread)."""
+
+        def done(result: Result) -> None:
+            self.results.put((held.execution_id, held.epoch, result))
+            self.wake.set()
+
+        return done
+
+    def _launch(self, claimed: Claimed, env: dict[str, str]) -> None:
+        attempt = claimed.attempt
+        executor = self.directory.executor_for(attempt)
+        ctx = self.context(attempt, env, claimed.resume)
+        if executor is None:
+            failure = Result(
+                outcome="failed",
+                error_code="unsupported_generation",
+                error_message=f"no executor {attempt.pinned.registration.name!r} for "
+                f"configuration generation {attempt.pinned.generation} in this process",
+            )
+            self.results.put((attempt.execution_id, attempt.epoch, failure))
+            return
+        done = self.done(self.hold(attempt, ctx, executor))
+        if getattr(executor, "inline", False):
+            self._call_launch(executor, ctx, done)
+        else:
+            self.pool.submit(self._call_launch, executor, ctx, done)
+
+    def _call_launch(
+        self, executor: Executor, ctx: LaunchContext, done: Callable[[Result], None]
+    ) -> None:
+        try:
+            executor.launch(ctx, done)
+        except LeaseLost:
+            ctx.cancel.set()
+        except Exception:
+            log.warning(
+                "executor %s failed to launch %s", executor.name, ctx.execution_id, exc_info=True
+            )
+            done(
+                Result(
+                    outcome="failed",
+                    error_code="executor_error",
+                    error_message=f"executor {executor.name!r} could not launch",
+                )
+            )
+
+    # -- stopping -------------------------------------------------------------------------
+
+    def release_all(self) -> None:
+        """Release every held lease (graceful stop); the attempts become recoverable."""
+        with self.held_lock:
+            held = list(self.held.values())
+            self.held.clear()
+        for item in held:
+            with contextlib.suppress(Refusal):
+                self.service.lifecycle.release(item.execution_id, item.epoch, "host_stopped")
+            item.ctx.cancel_reason = LeaseLost("the host stopped and released the lease")
+            item.ctx.cancel.set()
