@@ -7,13 +7,14 @@ from typing import Any
 
 import msgspec
 
+from rota.application.configuration import Configuration
 from rota.application.ports import RecordedEvent
-from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp
 from rota.domain import admission
 from rota.domain.admission import Waiting
 from rota.domain.errors import RotaError
 from rota.domain.state import AttemptState, Segment, WorkState
+from rota.projections.scheduler import SchedulerProjection
 
 
 def event_json(recorded: RecordedEvent) -> dict[str, Any]:
@@ -138,16 +139,21 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]
     }
 
 
-def dry_run_starts(service: SchedulerService, ready: list[WorkState]) -> admission.Plan:
-    """A start pass of admission over `ready` (oldest first) now, with no limit on starts and
-    no gates: who would start and who waits why. Nothing is written."""
-    projection, settings = service.projection, service.settings
+def dry_run_starts(
+    projection: SchedulerProjection,
+    configuration: Configuration,
+    now: datetime,
+    ready: list[WorkState],
+) -> admission.Plan:
+    """A start pass of admission over `ready` (oldest first) at `now`, with no limit on
+    starts and no gates: who would start and who waits why. Nothing is written."""
+    settings = configuration.settings
     return admission.plan_starts(
         ready,
-        now=service.now(),
-        owner=service.owner,
+        now=now,
+        owner=configuration.owner,
         settings=settings,
-        pin=lambda work: service.pinned_for(work.binding),
+        pin=lambda work: configuration.pinned_for(work.binding),
         pool_in_use={pool: len(h) for pool, h in projection.slots.items()},
         scope_in_use=projection.scope_in_use(settings.scope_limits),
         budgets=projection.budgets,
@@ -158,22 +164,24 @@ def dry_run_starts(service: SchedulerService, ready: list[WorkState]) -> admissi
     )
 
 
-def capacity_view(service: SchedulerService) -> dict[str, Any]:
+def capacity_view(
+    projection: SchedulerProjection, configuration: Configuration, now: datetime
+) -> dict[str, Any]:
     """`rota capacity --json`: per pool its limit, in_use and waiting; who waits and why.
 
-    `waiting` comes from a dry run of admission over the ready Work now (nothing is
+    `waiting` comes from a dry run of admission over the ready Work at `now` (nothing is
     written), so it is true in any process, not only in the daemon.
     """
-    projection, settings = service.projection, service.settings
+    settings = configuration.settings
     pools = {"agents", "jobs", *projection.slots}
-    plan = dry_run_starts(service, projection.ready_order())
+    plan = dry_run_starts(projection, configuration, now, projection.ready_order())
     by_pool: dict[str, int] = dict.fromkeys(pools, 0)
     for item in plan.waiting:
         work = projection.works.get(item.work_id)
         if work is None or item.code not in ("capacity_concurrency", "capacity_job_concurrency"):
             continue
         try:
-            pool = service.pinned_for(work.binding).registration.pool
+            pool = configuration.pinned_for(work.binding).registration.pool
         except RotaError:
             continue
         by_pool[pool] = by_pool.get(pool, 0) + 1

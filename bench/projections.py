@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from time import perf_counter, process_time
 
+from rota import bootstrap
 from rota.application.live_projections import LiveProjections
-from rota.application.service import SchedulerService
 from rota.domain.policy import Binding, Registration, Settings
 from rota.domain.results import Result
 from rota.infrastructure.clock import ManualClock
@@ -41,7 +41,7 @@ BATCH = 500
 def build(path: Path, works: int, renewals: int) -> SQLiteStore:
     clock = ManualClock(datetime(2026, 11, 29, tzinfo=UTC))
     log = SQLiteStore(path, clock=clock, synchronous="normal")
-    service = SchedulerService(
+    service = bootstrap.build_service(
         log,
         settings=Settings(concurrency=works + 1, lease_seconds=3600, timeout_seconds=86400),
         owner="bench",
@@ -98,7 +98,7 @@ def case(directory: Path, works: int, renewals: int, repeats: int) -> dict[str, 
     del scheduler, history
 
     def open_current() -> None:  # what a scheduler pays at start
-        service = SchedulerService(log, settings=Settings(), owner="bench")
+        service = bootstrap.build_service(log, settings=Settings(), owner="bench")
         live = LiveProjections(SQLiteProjectionStore(store_path), log)
         service.projection = live.open()
         assert service.catch_up() == 0

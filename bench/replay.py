@@ -25,7 +25,7 @@ Measured, each in a fresh child process (so the builder's memory is not counted)
   events; a short log's rate is held down by the swap-in, whose cost is per row, not per
   event), peak RSS <= 200 MiB on every log.
 - open: what a scheduler pays at start on a current projection file:
-  `SchedulerService(..., projections=SQLiteProjectionStore(path))` as `rota.open` wires it
+  `bootstrap.build_service(..., projections=SQLiteProjectionStore(path))` as `rota.open` wires it
   (load the scheduler projection, open the stored history by its meta) and `catch_up()`
   (applies nothing); first and best of `--repeats`. Target: <= 100 ms whatever the log's length.
 """
@@ -46,8 +46,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from rota import bootstrap
 from rota.application.ports import NewEvent
-from rota.application.service import SchedulerService
 from rota.domain.emit import work_stream
 from rota.domain.events import LeaseRenewed
 from rota.domain.policy import Binding, Registration, Settings
@@ -70,7 +70,7 @@ def build(path: Path, events: int, works: int, running: int) -> dict[str, int]:
     """Write the log (see the module docstring); its counts."""
     clock = ManualClock(datetime(2026, 11, 29, tzinfo=UTC))
     log = SQLiteStore(path, clock=clock, synchronous="normal")
-    service = SchedulerService(
+    service = bootstrap.build_service(
         log,
         settings=Settings(concurrency=works + running + 1, lease_seconds=LEASE),
         owner="bench",
@@ -188,7 +188,7 @@ def measure_open(path: Path, repeats: int, profile: bool) -> dict[str, Any]:
         if profiler is not None:
             profiler.enable()
         started = time.perf_counter()
-        service = SchedulerService(
+        service = bootstrap.build_service(
             log, settings=Settings(), owner="bench", projections=SQLiteProjectionStore(target)
         )  # as `rota.open` wires it: loads the stored projections
         applied = service.catch_up()

@@ -47,7 +47,7 @@ import msgspec
 from rota.application.errors import StoreError
 from rota.application.ports import Clock, EventStore, ProjectionStore
 from rota.application.timestamps import format_timestamp
-from rota.domain.policy import Binding, Registration, Settings
+from rota.domain.policy import Binding, Settings
 from rota.domain.recovery import needs_recovery
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.codec import DEFAULT_CODEC
@@ -515,9 +515,9 @@ def examine(
     lag_threshold: int = LAG_WARN,
 ) -> DoctorReport:
     """Every check on an opened (read-only) log; see the module docstring."""
-    from rota.application.service import SchedulerService
+    from rota.application.configuration import Configuration
     from rota.application.views import capacity_view
-    from rota.scheduler import builtin_executors
+    from rota.infrastructure.executors import builtin_registrations
 
     checks: list[Check] = []
     if log_file is not None:
@@ -547,18 +547,16 @@ def examine(
     # What the log pinned (in-process executors included), then the configuration's.
     pinned = [a.pinned for w in state.works.values() for a in w.attempts]
     registrations = {p.registration.name: p.registration for p in pinned}
-    registrations.update(
-        (name, Registration(name=name, pool=ex.pool, capabilities=tuple(sorted(ex.capabilities))))
-        for name, ex in builtin_executors().items()
-    )
+    registrations.update(builtin_registrations())
     known = {p.binding.name: p.binding for p in pinned} | dict(bindings)
-    service = SchedulerService(
-        log, settings=settings, owner="doctor", bindings=known, registrations=registrations
+    configuration = Configuration(
+        settings=settings, owner="doctor", bindings=known, registrations=registrations
     )
-    service.projection = state
     checks.append(guarded("expired_leases", lambda: check_leases(state, now)))
     checks.append(guarded("overdue_timers", lambda: check_timers(state, now)))
-    checks.append(guarded("capacity", lambda: check_capacity(capacity_view(service))))
+    checks.append(
+        guarded("capacity", lambda: check_capacity(capacity_view(state, configuration, now)))
+    )
     checks.append(check_holds(state, "budget", "budgets", BUDGET_ADVICE))
     checks.append(check_holds(state, "crash_loop", "crash_loop", CRASH_LOOP_ADVICE))
     return DoctorReport(ok=all(c.status != "fail" for c in checks), checks=checks)

@@ -16,13 +16,15 @@ Nothing is written.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
+from rota.application.configuration import Configuration
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp, parse_timestamp
+from rota.application.transactions import Transactions
 from rota.application.views import dry_run_starts
 from rota.domain import admission
 from rota.domain.errors import RotaError
@@ -31,6 +33,7 @@ from rota.domain.policy import Settings
 from rota.domain.state import WorkState
 from rota.projections.history import HistoryProjection
 from rota.projections.records import AttemptHistory, WorkHistory
+from rota.projections.scheduler import SchedulerProjection
 
 
 class Statement(msgspec.Struct, frozen=True):
@@ -74,19 +77,36 @@ def work_story(store: EventStore, work_id: str) -> tuple[WorkState, HistoryProje
     return work, history, events[-1].position
 
 
-def _service(
+class _Looking(NamedTuple):
+    """What explaining a ready Work reads: the projection at the log head, the
+    configuration that pins its binding, and the store's time."""
+
+    projection: SchedulerProjection
+    configuration: Configuration
+    now: datetime
+
+
+def _looking(
     store: EventStore, service: SchedulerService | None, projections: ProjectionStore | None
-) -> SchedulerService:
-    """A service whose scheduler projection is at the log head (loaded, else folded)."""
+) -> _Looking:
+    """The service's projection at the log head (loaded, else folded), or a fresh fold."""
     if service is None:
-        service = SchedulerService(store, settings=Settings(), owner="explain")
+        tx = Transactions(store)
+        if projections is not None:
+            loaded = projections.load_scheduler(store)
+            if loaded is not None:
+                tx.projection = loaded
+        tx.catch_up()
+        return _Looking(
+            tx.projection, Configuration(settings=Settings(), owner="explain"), tx.now()
+        )
     with service.lock:
         if projections is not None and service.projection.position == 0:
             loaded = projections.load_scheduler(store)
             if loaded is not None:
                 service.projection = loaded
         service.catch_up()
-    return service
+    return _Looking(service.projection, service.configuration, service.now())
 
 
 def explain(
@@ -258,9 +278,9 @@ def _ready(
     say: Any,
 ) -> None:
     first = work.pending[0].position
-    service = _service(store, service, projections)
-    ready = service.projection.ready_order()
-    plan = dry_run_starts(service, ready)
+    looking = _looking(store, service, projections)
+    ready = looking.projection.ready_order()
+    plan = dry_run_starts(looking.projection, looking.configuration, looking.now, ready)
     place = next((i for i, w in enumerate(ready, 1) if w.work_id == work.work_id), None)
     queue = f" (number {place} of {len(ready)} in the ready queue)" if place else ""
     waiting = next((w for w in plan.waiting if w.work_id == work.work_id), None)
@@ -271,7 +291,7 @@ def _ready(
     cited = [first]
     text = f"waiting ({waiting.code}): {waiting.detail}{queue}"
     if waiting.code.startswith("capacity"):
-        holders = _holders(store, service, work, waiting.code)
+        holders = _holders(store, looking, work, waiting.code)
         if holders:
             text += "; slots held by " + ", ".join(f"{e} (claimed at {p})" for e, p in holders)
             cited += [p for _, p in holders]
@@ -279,12 +299,14 @@ def _ready(
 
 
 def _holders(
-    store: EventStore, service: SchedulerService, work: WorkState, code: str
+    store: EventStore, looking: _Looking, work: WorkState, code: str
 ) -> list[tuple[str, int]]:
     """The slot holders keeping `work` out, each with the position of its claim."""
-    projection = service.projection
+    projection, configuration = looking.projection, looking.configuration
     if code == "capacity_scope":
-        limited = [s for s in admission.ancestors(work.scope) if s in service.settings.scope_limits]
+        limited = [
+            s for s in admission.ancestors(work.scope) if s in configuration.settings.scope_limits
+        ]
         executions = [
             e
             for e, scope in projection.slot_scopes.items()
@@ -292,7 +314,7 @@ def _holders(
         ]
     else:
         try:
-            pool = service.pinned_for(work.binding).registration.pool
+            pool = configuration.pinned_for(work.binding).registration.pool
         except RotaError:
             return []
         executions = list(projection.slots.get(pool, ()))

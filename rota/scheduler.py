@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rota.application.errors import ProjectionStoreError
-from rota.application.host import Host, TickReport
+from rota import bootstrap
+from rota.application.host import TickReport
 from rota.application.lease_hold import LeaseHold
 from rota.application.ports import (
     Clock,
@@ -39,7 +39,6 @@ from rota.application.ports import (
     LaunchContext,
     ProjectionStore,
 )
-from rota.application.service import SchedulerService
 from rota.application.views import (
     attempt_view,
     capacity_view,
@@ -53,8 +52,6 @@ from rota.domain.policy import POOL_AGENTS, Binding, Registration, RetryPolicy, 
 from rota.domain.state import WorkState
 from rota.infrastructure.config import Config
 from rota.infrastructure.executors.inproc import InProcessExecutor
-from rota.infrastructure.projection_stores import open_projection_store
-from rota.infrastructure.stores import open_store
 from rota.replay.checkpoint import Checkpointer
 
 _NO_INPUT = object()
@@ -63,13 +60,6 @@ log = logging.getLogger("rota.scheduler")
 
 def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def builtin_executors() -> dict[str, Executor]:
-    """The executors every scheduler has: `shell`."""
-    from rota.infrastructure.executors.shell import ShellExecutor
-
-    return {"shell": ShellExecutor()}
 
 
 class Scheduler:
@@ -87,21 +77,16 @@ class Scheduler:
         config = config if config is not None else Config.parse({})
         self.config = config
         self.store = store
-        self.executors: dict[str, Executor] = builtin_executors()
-        self.service = SchedulerService(
+        self.executors: dict[str, Executor] = bootstrap.builtin_executors()
+        self.service = bootstrap.build_service(
             store,
             settings=config.settings,
             owner=owner or default_owner(),
             projections=projections,
             bindings=dict(config.bindings),
-            registrations={
-                name: Registration(
-                    name=name, pool=ex.pool, capabilities=tuple(sorted(ex.capabilities))
-                )
-                for name, ex in self.executors.items()
-            },
+            registrations=bootstrap.registrations_of(self.executors),
         )
-        self.host = Host(self.service, self.executors, environment=environment)
+        self.host = bootstrap.build_host(self.service, self.executors, environment=environment)
         self._closed = False
         self._stop = threading.Event()
         self.service.catch_up()
@@ -300,7 +285,8 @@ class Scheduler:
         """Each pool's limit, slots in use and Work waiting, and why each waits."""
         with self.service.lock:
             self.service.catch_up()
-            return capacity_view(self.service)
+            service = self.service
+            return capacity_view(service.projection, service.configuration, service.now())
 
     def hold(
         self, execution_id: str, epoch: int, *, cancel: threading.Event | None = None
@@ -499,15 +485,10 @@ def open(
     else:
         loaded = Config.load(config, required=True)
     url = os.fspath(path_or_url) if path_or_url is not None else loaded.store_url
-    store = open_store(url, clock=clock, synchronous=loaded.synchronous)
+    store = bootstrap.open_log(url, loaded, clock=clock)
     stored: ProjectionStore | None = None
     try:
-        if projections is not False:
-            named = None if projections is True else projections
-            try:
-                stored = open_projection_store(store, named)
-            except ProjectionStoreError as exc:  # derived data: run without it
-                log.warning("%s; folding the log from position 0 instead", exc)
+        stored = bootstrap.open_projections(store, projections)
         return Scheduler(
             store, config=loaded, owner=owner, environment=environment, projections=stored
         )

@@ -1,1 +1,22 @@
-"""Executors: plugins that launch, observe, stop (and optionally inject into) attempts."""
+"""Executors: plugins that launch, observe, stop (and optionally inject into) attempts.
+
+The contract is `rota.application.ports.Executor`. Built in: `shell` (command lines, in
+`shell`) and in-process Python callables (`inproc`). `rota.bootstrap` instantiates the
+built-in ones; `builtin_registrations` says how they register without starting any.
+"""
+
+from __future__ import annotations
+
+from rota.domain.policy import Registration
+
+
+def builtin_registrations() -> dict[str, Registration]:
+    """The registrations of the executors every scheduler has (`shell`)."""
+    from rota.infrastructure.executors.shell import ShellExecutor
+
+    shell = ShellExecutor
+    return {
+        shell.name: Registration(
+            name=shell.name, pool=shell.pool, capabilities=tuple(sorted(shell.capabilities))
+        )
+    }

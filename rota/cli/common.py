@@ -10,10 +10,10 @@ from typing import Any, NoReturn
 
 import msgspec
 
+from rota import bootstrap
 from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure.config import Config, ConfigError
-from rota.infrastructure.stores import open_store
 from rota.scheduler import Scheduler
 from rota.scheduler import open as open_scheduler
 
@@ -54,7 +54,7 @@ def store_url(args: argparse.Namespace, config: Config) -> str:
 
 def open_log(args: argparse.Namespace) -> EventStore:
     config = load_config(args)
-    return open_store(store_url(args, config), synchronous=config.synchronous)
+    return bootstrap.open_log(store_url(args, config), config)
 
 
 def open_rota(args: argparse.Namespace) -> Scheduler:

@@ -10,9 +10,10 @@ from typing import Any
 
 import msgspec
 
+from rota import bootstrap
 from rota.application.views import event_json
 from rota.cli.common import UsageError, load_config, open_log, print_json
-from rota.infrastructure.stores import open_store, redact_url
+from rota.infrastructure.stores import redact_url
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -161,7 +162,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if not target:
         raise UsageError("import needs the target store: rota import EXPORT --to URL")
     config = load_config(args)
-    with open_store(target, synchronous=config.synchronous) as store:
+    with bootstrap.open_log(target, config) as store:
         report = import_export(args.export, store, progress=factory(json=args.json))
         url = redact_url(store.url)
     if args.json:

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from rota import bootstrap
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.service import SchedulerService
 from rota.application.timestamps import parse_timestamp
@@ -22,7 +23,6 @@ from rota.cli.common import (
     projections_option,
 )
 from rota.domain.errors import RotaError
-from rota.domain.policy import Registration
 from rota.infrastructure.projection_stores import open_projection_store
 
 
@@ -38,20 +38,7 @@ def _projections(
 
 def _service(args: argparse.Namespace, store: EventStore) -> SchedulerService:
     """A read-only service with the config's settings and bindings (as `rota run` has)."""
-    from rota.scheduler import builtin_executors
-
-    config = load_config(args)
-    registrations = {
-        name: Registration(name=name, pool=ex.pool, capabilities=tuple(sorted(ex.capabilities)))
-        for name, ex in builtin_executors().items()
-    }
-    return SchedulerService(
-        store,
-        settings=config.settings,
-        owner="explain",
-        bindings=dict(config.bindings),
-        registrations=registrations,
-    )
+    return bootstrap.read_only_service(store, load_config(args))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

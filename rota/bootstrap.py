@@ -1,0 +1,131 @@
+"""The composition root: the one place where rota's adapters are chosen and wired together.
+
+Everything that runs rota (`rota.open`, the `rota` command, the benchmarks) builds its
+store, projection store, service, executors and host here, from a configuration; nothing
+else constructs a `SchedulerService` or a `Host`. The layers below never import this
+module: replay and the views receive what they need (a store, a projection store, a
+`Configuration`) from their caller.
+
+    config --> open_log(url)             the event store the URL names (SQLite, PostgreSQL)
+           --> open_projections(log)     the projections beside it (a file, the log's schema)
+           --> build_service(log, ...)   SchedulerService: transactions + command groups
+           --> builtin_executors()       shell (and what the caller registers)
+           --> build_host(service, ...)  the cadence over the service and the executors
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from rota.application.errors import ProjectionStoreError
+from rota.application.host import Host
+from rota.application.ports import Clock, Environment, EventStore, Executor, ProjectionStore
+from rota.application.service import SchedulerService
+from rota.domain.policy import Binding, Registration, Settings
+from rota.infrastructure.config import Config
+from rota.infrastructure.executors import builtin_registrations
+from rota.infrastructure.projection_stores import open_projection_store
+from rota.infrastructure.stores import open_store
+
+log = logging.getLogger("rota")
+
+
+def builtin_executors() -> dict[str, Executor]:
+    """The executors every scheduler has: `shell`."""
+    from rota.infrastructure.executors.shell import ShellExecutor
+
+    return {"shell": ShellExecutor()}
+
+
+def registrations_of(executors: dict[str, Executor]) -> dict[str, Registration]:
+    """Each executor as registered: its name, pool and capabilities."""
+    return {
+        name: Registration(name=name, pool=ex.pool, capabilities=tuple(sorted(ex.capabilities)))
+        for name, ex in executors.items()
+    }
+
+
+def open_log(
+    url: str | os.PathLike[str], config: Config | None = None, *, clock: Clock | None = None
+) -> EventStore:
+    """The event store `url` names, with the configuration's store settings."""
+    synchronous = config.synchronous if config is not None else None
+    settings = {"synchronous": synchronous} if synchronous is not None else {}
+    return open_store(os.fspath(url), clock=clock, **settings)
+
+
+def open_projections(
+    log: EventStore, projections: str | os.PathLike[str] | bool = True
+) -> ProjectionStore | None:
+    """The projection store a scheduler keeps beside `log`, or None.
+
+    True: the default place (`<log>.projections` beside an SQLite log, the PostgreSQL
+    log's own schema); a path; False: none (fold from position 0 at every open). A
+    projection store that cannot be opened is derived data: logged, and run without.
+    """
+    if projections is False:
+        return None
+    named = None if projections is True else projections
+    try:
+        return open_projection_store(log, named)
+    except ProjectionStoreError as exc:
+        log.warning("%s; folding the log from position 0 instead", exc)
+        return None
+
+
+def build_service(
+    store: EventStore,
+    *,
+    settings: Settings | None = None,
+    owner: str,
+    bindings: dict[str, Binding] | None = None,
+    registrations: dict[str, Registration] | None = None,
+    projections: ProjectionStore | None = None,
+    save_every: int = 5000,
+) -> SchedulerService:
+    """The application service over `store` (the one place one is constructed)."""
+    return SchedulerService(
+        store,
+        settings=settings or Settings(),
+        owner=owner,
+        bindings=bindings,
+        registrations=registrations,
+        projections=projections,
+        save_every=save_every,
+    )
+
+
+def build_host(
+    service: SchedulerService,
+    executors: dict[str, Executor],
+    *,
+    environment: Environment | None = None,
+) -> Host:
+    """The cadence that drives `service` with `executors`."""
+    return Host(service, executors, environment=environment)
+
+
+def read_only_service(
+    store: EventStore, config: Config, owner: str = "explain"
+) -> SchedulerService:
+    """A service with the configuration's settings and bindings and the built-in executors'
+    registrations (as `rota run` has them), for commands that only look (replay, explain)."""
+    return build_service(
+        store,
+        settings=config.settings,
+        owner=owner,
+        bindings=dict(config.bindings),
+        registrations=builtin_registrations(),
+    )
+
+
+__all__ = [
+    "build_host",
+    "build_service",
+    "builtin_executors",
+    "open_log",
+    "open_projections",
+    "read_only_service",
+    "registrations_of",
+]
