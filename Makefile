@@ -33,9 +33,10 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
 
+# Every product package, strict, with the pydantic plugin (both set in pyproject.toml).
 typecheck: $(BIN)/.installed
-	$(BIN)/mypy -p rota.domain -p rota.application.ports -p rota.infrastructure.clock \
-		-p rota.application.errors -p rota.infrastructure.chain
+	$(BIN)/mypy -p rota.domain -p rota.projections -p rota.application -p rota.infrastructure \
+		-p rota.replay -p rota
 
 pytest: $(BIN)/.installed
 	$(BIN)/pytest

@@ -517,6 +517,12 @@ class ProjectionStore(abc.ABC):
     def close(self) -> None:
         """Release connections; idempotent."""
 
+    def __enter__(self) -> ProjectionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 # -- start gates and the run environment --------------------------------------------------
 

@@ -48,16 +48,27 @@ def link(previous: bytes, envelope: bytes) -> bytes:
 
 
 class Row(Protocol):
-    """Anything shaped like a stored row (`RawRecord`, an export line)."""
+    """Anything shaped like a stored row (`RawRecord`, an export line).
 
-    position: int
-    stream: str
-    version: int
-    type: str
-    type_version: int
-    delivery_id: str | None
-    recorded_at: str
-    data: bytes | str
+    Read-only members, so a frozen row (`RawRecord` is a frozen Struct) matches too.
+    """
+
+    @property
+    def position(self) -> int: ...
+    @property
+    def stream(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def type_version(self) -> int: ...
+    @property
+    def delivery_id(self) -> str | None: ...
+    @property
+    def recorded_at(self) -> str: ...
+    @property
+    def data(self) -> bytes | str: ...
 
 
 def link_row(previous: bytes, row: Row) -> bytes:
@@ -78,7 +89,8 @@ def link_row(previous: bytes, row: Row) -> bytes:
 
 
 class StoredRow(Row, Protocol):
-    hash: str
+    @property
+    def hash(self) -> str: ...
 
 
 def check_continuation(position: int, head_hash: str | None, rows: Sequence[StoredRow]) -> None:

@@ -23,8 +23,8 @@ lookup; every read of a missing key goes through `_fetch`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, ItemsView, Iterable, Iterator, KeysView, ValuesView
-from typing import Any
+from collections.abc import Callable, Container, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -32,6 +32,11 @@ from rota.application.ports import EventStore
 from rota.domain.evolve import evolve
 from rota.domain.state import WorkState
 from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection
+
+if TYPE_CHECKING:
+    # The view types dict's own keys(), values() and items() return (typeshed declares them
+    # here), so the overrides below keep dict's signatures.
+    from _collections_abc import dict_items, dict_keys, dict_values
 
 _decode = msgspec.json.Decoder(WorkState).decode
 
@@ -69,7 +74,7 @@ class StoredWorks(OnDemandWorks):
             raise KeyError(work_id)
         return work
 
-    def get(self, work_id: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, work_id: str, default: Any = None) -> Any:
         work = dict.get(self, work_id)
         if work is None:
             work = self._fetch(work_id)
@@ -105,15 +110,15 @@ class StoredWorks(OnDemandWorks):
         self.load_all()
         return dict.__len__(self)
 
-    def keys(self) -> KeysView[str]:
+    def keys(self) -> dict_keys[str, WorkState]:
         self.load_all()
         return dict.keys(self)
 
-    def values(self) -> ValuesView[WorkState]:
+    def values(self) -> dict_values[str, WorkState]:
         self.load_all()
         return dict.values(self)
 
-    def items(self) -> ItemsView[str, WorkState]:
+    def items(self) -> dict_items[str, WorkState]:
         self.load_all()
         return dict.items(self)
 

@@ -488,9 +488,3 @@ class SQLiteProjectionStore(ProjectionStore):
             self._closed = True
             with contextlib.suppress(apsw.Error):
                 self._conn.close()
-
-    def __enter__(self) -> ProjectionStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -245,6 +245,7 @@ class SQLiteStore(EventStore):
     @property
     def store_id(self) -> str:
         row = self._reader().execute("SELECT value FROM rota_meta WHERE key='store_id'").fetchone()
+        assert row is not None  # written with the schema version when the store was created
         return str(row[0])
 
     # -- writing ---------------------------------------------------------------------
