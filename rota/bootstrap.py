@@ -28,7 +28,7 @@ from rota.infrastructure.executors import builtin_registrations
 from rota.infrastructure.projection_stores import open_projection_store
 from rota.infrastructure.stores import open_store
 
-log = logging.getLogger("rota")
+logger = logging.getLogger("rota")
 
 
 def builtin_executors() -> dict[str, Executor]:
@@ -70,7 +70,7 @@ def open_projections(
     try:
         return open_projection_store(log, named)
     except ProjectionStoreError as exc:
-        log.warning("%s; folding the log from position 0 instead", exc)
+        logger.warning("%s; folding the log from position 0 instead", exc)
         return None
 
 

@@ -100,7 +100,12 @@ class SQLiteProjectionStore(ProjectionStore):
         self.last_refusal: str | None = None
         self._lock = threading.RLock()
         self._generations: dict[str, int] = {}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ProjectionStoreError(
+                f"cannot open the projection store at {self.path}: {exc.strerror}"
+            ) from None
         try:
             self._conn = apsw.Connection(str(self.path))
             self._conn.setbusytimeout(int(busy_timeout * 1000))
