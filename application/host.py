@@ -5,8 +5,8 @@ later issues fill), then due retry timers, observing finished attempts, timing o
 attempts past their deadline, renewing held leases, and starting ready Work. A tick that
 finds another tick running returns at once (re-entrant ticks coalesce).
 
-Launches run off the loop on a launcher pool, outside any store transaction, under the
-lease the claim took; the loop keeps renewing every held lease every third of the lease
+Launches run off the loop, each on a thread of its own, outside any store transaction,
+under the lease the claim took; the loop keeps renewing every held lease every third of the lease
 duration, so a launch slower than the lease keeps it. When a renewal is refused the
 launch's `ctx.cancel` is set with `ctx.cancel_reason` a `LeaseLost`.
 
@@ -74,16 +74,13 @@ class Host:
         executors: dict[str, Executor],
         *,
         environment: Environment | None = None,
-        launch_workers: int = 8,
         start_batch: int = 256,
         recovery_page: int = 16,
     ) -> None:
         self.service = service
         self.start_batch = start_batch
         self.directory = ExecutorDirectory(service, executors)
-        self.launches = Launches(
-            service, self.directory, environment=environment, launch_workers=launch_workers
-        )
+        self.launches = Launches(service, self.directory, environment=environment)
         self.start_gates = StartGates(service)
         self.stops = StopVerification(service, self.directory, self.launches)
         self.runtime_recovery = RuntimeRecovery(

@@ -2,9 +2,16 @@
 
 `Launches` owns what the cadence and its steps share about running attempts: the held
 leases (`held`, renewed by the cadence every third of the lease), the results executors
-report (`results`), the launcher pool that runs every launch, adoption, stop check and
+report (`results`), the launcher that runs every launch, adoption, stop check and
 control delivery outside any store transaction, and the `wake` event that ends the
 daemon's sleep. `ExecutorDirectory` answers which executor serves an attempt.
+
+The launcher gives every task a thread of its own (`TaskThreads`), so a stuck launch,
+run-environment hook, adoption, stop check or control delivery never waits behind, or
+holds up, another Work's launch or the cadence (seed 001: a host that must not block on
+a launch launches elsewhere). How many run at once is bounded by what the log holds, not
+by a pool size: a launch per claimed attempt (capacity-limited), a stop check per ended
+attempt holding a slot (one at a time each), a delivery per dispatched control intent.
 """
 
 from __future__ import annotations
@@ -13,11 +20,13 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor as Pool
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import ParamSpec, TypeVar
 
 from rota.application.lifecycle import Claimed
 from rota.application.ports import Environment, Executor, LaunchContext
@@ -27,6 +36,63 @@ from rota.domain.results import Result
 from rota.domain.state import AttemptState
 
 log = logging.getLogger("rota.host")
+P = ParamSpec("P")
+T = TypeVar("T")
+SHUTDOWN_SECONDS = 30.0  # how long closing waits for running tasks before it gives up
+
+
+class TaskThreads(Pool):
+    """A `concurrent.futures.Executor` that runs each task on a new daemon thread."""
+
+    def __init__(self, name: str = "rota-launch") -> None:
+        self._name = name
+        self._threads: set[threading.Thread] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        future: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args, **kwargs))
+                    except BaseException as exc:
+                        future.set_exception(exc)
+                        log.debug("a host task failed", exc_info=True)
+            finally:
+                with self._lock:
+                    self._threads.discard(threading.current_thread())
+
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the launcher is closed")
+            thread = threading.Thread(target=run, name=self._name, daemon=True)
+            self._threads.add(thread)
+        thread.start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Refuse new tasks; with `wait`, wait (at most SHUTDOWN_SECONDS) for running ones."""
+        with self._lock:
+            self._closed = True
+            running = list(self._threads)
+        if not wait:
+            return
+        until = time.monotonic() + SHUTDOWN_SECONDS
+        for thread in running:
+            thread.join(max(0.0, until - time.monotonic()))
+        stuck = [t for t in running if t.is_alive()]
+        if stuck:
+            log.warning(
+                "%d host tasks still running at close; left to end on their own", len(stuck)
+            )
+
+    def running(self) -> int:
+        """How many tasks are running now."""
+        with self._lock:
+            return len(self._threads)
 
 
 @dataclass
@@ -77,7 +143,6 @@ class Launches:
         directory: ExecutorDirectory,
         *,
         environment: Environment | None = None,
-        launch_workers: int = 8,
     ) -> None:
         self.service = service
         self.directory = directory
@@ -87,9 +152,7 @@ class Launches:
         self.launching: set[str] = set()
         self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
         self.wake = threading.Event()
-        self.pool: Pool = ThreadPoolExecutor(
-            max_workers=launch_workers, thread_name_prefix="rota-launch"
-        )
+        self.pool: Pool = TaskThreads()
 
     # -- launching ------------------------------------------------------------------------
 
