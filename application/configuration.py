@@ -13,6 +13,7 @@ import logging
 
 import msgspec
 
+from rota.application.errors import PortCode
 from rota.application.secrets import split_secrets
 from rota.domain.errors import NotEligible
 from rota.domain.policy import Binding, Pinned, Registration, Settings
@@ -104,13 +105,15 @@ class Configuration:
     def _pin(self, binding_name: str) -> Pinned:
         binding = self.bindings.get(binding_name)
         if binding is None:
-            raise NotEligible(f"binding {binding_name!r} is not configured", code="unknown_binding")
+            raise NotEligible(
+                f"binding {binding_name!r} is not configured", code=PortCode.UNKNOWN_BINDING
+            )
         registration = self.registrations.get(binding.executor)
         if registration is None:
             raise NotEligible(
                 f"binding {binding_name!r} names executor {binding.executor!r}, "
                 "which is not registered",
-                code="unknown_executor",
+                code=PortCode.UNKNOWN_EXECUTOR,
             )
         return Pinned(
             generation=self.generation,

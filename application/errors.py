@@ -11,19 +11,87 @@
   by the host, never stored).
 
 These are the errors of the ports (`rota.application.ports`): every adapter raises them.
+Their codes are `PortCode` members (docs/errors.md lists them).
 """
 
 from __future__ import annotations
 
-from rota.domain.errors import RotaError
+from rota.domain.errors import ErrorCode, RotaError
+
+
+class PortCode(ErrorCode):
+    """The ports' codes: what the event store, projection stores and executors raise
+    (whichever adapter implements them), and the application's own refusals."""
+
+    # -- the event store
+    STORE_ERROR = "store_error"
+    """The store failed in a way no more precise code names: read the message."""
+    CONCURRENCY_CONFLICT = "concurrency_conflict"
+    """A stream moved past the expected version; nothing was written: re-read and decide again."""
+    DELIVERY_CONFLICT = "delivery_conflict"
+    """A delivery identity is already recorded with another event; an identity names one event."""
+    INTEGRITY_ERROR = "integrity_error"
+    """A uniqueness rule of the log refused a raw write (a stream version or identity taken)."""
+    STORE_UNAVAILABLE = "store_unavailable"
+    """The store could not be reached or stayed locked; nothing was written: safe to retry."""
+    STORE_CLOSED = "store_closed"
+    """The store was used after it was closed: a programming error."""
+    FORKED_CONNECTION = "forked_connection"
+    """A store opened before `fork()` was used in the child: open a new one there."""
+    CORRUPT_RECORD = "corrupt_record"
+    """A stored row cannot be decoded: run `rota doctor`."""
+    UNKNOWN_EVENT_TYPE = "unknown_event_type"
+    """A stored event has a type this rota does not know: a newer rota wrote it, or damage."""
+    UNKNOWN_EVENT_VERSION = "unknown_event_version"
+    """A stored event has a newer schema version than this rota knows: upgrade rota."""
+    IMPORT_MISMATCH = "import_mismatch"
+    """Imported rows do not continue the log (position or hash): import the right export."""
+    INVALID_STORE_URL = "invalid_store_url"
+    """A store URL has an unknown scheme or names no file: use sqlite:///path or postgresql://."""
+    INVALID_SETTING = "invalid_setting"
+    """A store setting is out of range (`synchronous` is one of normal, full, extra)."""
+    INVALID_IDENTIFIER = "invalid_identifier"
+    """A PostgreSQL schema or table name is not a plain lower-case SQL identifier."""
+    SCHEMA_TOO_NEW = "schema_too_new"
+    """The store was written by a newer rota (a newer store schema): upgrade rota."""
+
+    # -- projection stores
+    PROJECTION_STORE = "projection_store"
+    """A projection store could not be opened, read or written: the log is unaffected."""
+    NO_PROJECTION_STORE = "no_projection_store"
+    """No stored projections where they were looked for: `rota replay rebuild` creates them."""
+    PROJECTION_AHEAD = "projection_ahead"
+    """A stored projection is past the log's head: it is not this log's; rebuild it."""
+    PROJECTION_MOVED = "projection_moved"
+    """Another writer rewrote a stored projection meanwhile: reopen the projection store."""
+    WRITER_LOCK_LOST = "writer_lock_lost"
+    """The projections' writer lock was lost with its connection: reopen the store."""
+    READ_ONLY = "read_only"
+    """A write to a store that was opened read-only."""
+    BACKUP_EXISTS = "backup_exists"
+    """A recovery backup of that name exists already: choose a new `--backup-name`."""
+
+    # -- executors, bindings and executions
+    EXECUTOR_ERROR = "executor_error"
+    """An executor could not launch or deliver a control; its text is logged, never stored."""
+    INTERRUPTED = "interrupted"
+    """The cancel reason an in-process attempt sees when it was interrupted."""
+    FAILED = "failed"
+    """The class default of `rota.Fail`; a callable raising it names its own code instead."""
+    UNKNOWN_BINDING = "unknown_binding"
+    """The Work's binding is not configured: configure or register it (the Work waits)."""
+    UNKNOWN_EXECUTOR = "unknown_executor"
+    """The binding names an executor that is not registered: register it (the Work waits)."""
+    UNKNOWN_EXECUTION = "unknown_execution"
+    """A name that is not an execution id (`<work>/<attempt>`)."""
 
 
 class StoreError(RotaError):
-    code = "store_error"
+    code = PortCode.STORE_ERROR
 
 
 class ConcurrencyConflict(StoreError):
-    code = "concurrency_conflict"
+    code = PortCode.CONCURRENCY_CONFLICT
 
     def __init__(self, stream: str, expected: int, actual: int) -> None:
         super().__init__(
@@ -36,7 +104,7 @@ class ConcurrencyConflict(StoreError):
 
 
 class DeliveryConflict(StoreError):
-    code = "delivery_conflict"
+    code = PortCode.DELIVERY_CONFLICT
 
     def __init__(self, delivery_id: str, position: int | None) -> None:
         where = f"recorded at position {position}" if position else "used earlier in this append"
@@ -51,23 +119,23 @@ class DeliveryConflict(StoreError):
 class StoreIntegrityError(StoreError):
     """A uniqueness rule of the log refused a write (a stream version or identity taken)."""
 
-    code = "integrity_error"
+    code = PortCode.INTEGRITY_ERROR
 
 
 class StoreUnavailable(StoreError):
-    code = "store_unavailable"
+    code = PortCode.STORE_UNAVAILABLE
 
 
 class StoreClosed(StoreError):
-    code = "store_closed"
+    code = PortCode.STORE_CLOSED
 
 
 class ForkedConnection(StoreError):
-    code = "forked_connection"
+    code = PortCode.FORKED_CONNECTION
 
 
 class CorruptRecord(StoreError):
-    code = "corrupt_record"
+    code = PortCode.CORRUPT_RECORD
 
     def __init__(
         self,
@@ -76,7 +144,7 @@ class CorruptRecord(StoreError):
         position: int | None = None,
         type_: str | None = None,
         type_version: int | None = None,
-        code: str | None = None,
+        code: ErrorCode | None = None,
     ) -> None:
         super().__init__(message, code=code)
         self.position = position
@@ -87,11 +155,11 @@ class CorruptRecord(StoreError):
 class ProjectionStoreError(StoreError):
     """A projection store could not be opened, read or written."""
 
-    code = "projection_store"
+    code = PortCode.PROJECTION_STORE
 
 
 class ExecutorError(RotaError):
     """An executor could not launch, or refused a control; its text is logged by the host,
     never stored (it may hold output or secrets)."""
 
-    code = "executor_error"
+    code = PortCode.EXECUTOR_ERROR

@@ -19,7 +19,7 @@ from rota.application.transactions import Transactions
 from rota.domain import admission, lifecycle
 from rota.domain.admission import GateDecision, Waiting
 from rota.domain.emit import Emit, work_stream
-from rota.domain.errors import Refusal
+from rota.domain.errors import DomainCode, Refusal
 from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import AttemptState, WorkState
@@ -93,7 +93,9 @@ class LifecycleCommands:
             except Refusal as refusal:
                 # A caller retrying a submit whose input was accepted (and maybe already run)
                 # gets a no-op, not an error: the input's delivery identity is in the log.
-                if refusal.code == "work_terminal" and self._accepted(work_id, payload, key):
+                if refusal.code == DomainCode.WORK_TERMINAL and self._accepted(
+                    work_id, payload, key
+                ):
                     continue
                 raise
             emits.append(emit)
@@ -305,7 +307,7 @@ class LifecycleCommands:
                 )
             except Refusal as refusal:
                 # A caller repeating a request that was already applied gets its answer.
-                if refusal.code == "nothing_to_retry" and work is not None:
+                if refusal.code == DomainCode.NOTHING_TO_RETRY and work is not None:
                     boundary = work.retry.failed_at
                     if self.tx.store.find_delivery(f"retry-request/{work_id}/{boundary}"):
                         return [], {}

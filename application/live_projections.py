@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from rota.application.errors import StoreError
+from rota.application.errors import PortCode, StoreError
 from rota.application.ports import EventStore, ProjectionStore, WriterLock
 from rota.application.timestamps import recorded_times
 from rota.domain.events import Event
@@ -136,7 +136,7 @@ class LiveProjections:
         try:
             self.store.save(together, self.log)  # type: ignore[arg-type]
         except StoreError as exc:
-            if exc.code == "projection_moved" and history is not None:
+            if exc.code == PortCode.PROJECTION_MOVED and history is not None:
                 # Another writer rebuilt the history: start again from what it stored.
                 self.history = self._open_history(scheduler.position)
                 return self.save(scheduler)

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from rota.domain.errors import InvalidCommand
+from rota.domain.errors import DomainCode, InvalidCommand
 from rota.domain.policy import Binding
 
 SECRET_KEYS = ("environment",)
@@ -59,18 +59,18 @@ def _variables(binding: str, value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         raise InvalidCommand(
             f"{where} must be a table of variable names to strings, not {type(value).__name__}",
-            code="invalid_config",
+            code=DomainCode.INVALID_CONFIG,
         )
     for name, item in value.items():
         if not isinstance(name, str) or not name or "=" in name or "\0" in name:
             raise InvalidCommand(
                 f"{where}: variable names must be non-empty strings without '=' or NUL",
-                code="invalid_config",
+                code=DomainCode.INVALID_CONFIG,
             )
         if not isinstance(item, str) or "\0" in item:
             raise InvalidCommand(
                 f"{where}.{name} must be a string without NUL characters "
                 f"(got {type(item).__name__}; the value is not shown)",
-                code="invalid_config",
+                code=DomainCode.INVALID_CONFIG,
             )
     return dict(value)

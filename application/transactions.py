@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from rota.application.errors import ConcurrencyConflict, StoreUnavailable
+from rota.application.errors import ConcurrencyConflict, PortCode, StoreUnavailable
 from rota.application.live_projections import LiveProjections
 from rota.application.ports import (
     AppendResult,
@@ -26,7 +26,7 @@ from rota.application.ports import (
 )
 from rota.application.timestamps import recorded_times
 from rota.domain.emit import Emit, work_stream
-from rota.domain.errors import Refusal
+from rota.domain.errors import DomainCode, Refusal
 from rota.domain.state import WorkState
 from rota.projections.scheduler import SchedulerProjection
 
@@ -152,13 +152,15 @@ class Transactions:
     def work(self, work_id: str) -> WorkState:
         work = self.projection.works.get(work_id)
         if work is None:
-            raise Refusal(f"no Work {work_id!r}", code="unknown_work")
+            raise Refusal(f"no Work {work_id!r}", code=DomainCode.UNKNOWN_WORK)
         return work
 
     def execution(self, execution_id: str) -> tuple[WorkState, int]:
         work_id, _, number = execution_id.rpartition("/")
         if not number.isdigit():
-            raise Refusal(f"{execution_id!r} is not an execution id", code="unknown_execution")
+            raise Refusal(
+                f"{execution_id!r} is not an execution id", code=PortCode.UNKNOWN_EXECUTION
+            )
         return self.work(work_id), int(number)
 
     # -- fenced writes on behalf of an attempt -------------------------------------------

@@ -12,7 +12,7 @@ from rota.application.ports import RecordedEvent
 from rota.application.timestamps import format_timestamp
 from rota.domain import admission
 from rota.domain.admission import Waiting
-from rota.domain.errors import RotaError
+from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import AttemptState, Segment, WorkState
 from rota.projections.scheduler import SchedulerProjection
 
@@ -178,7 +178,10 @@ def capacity_view(
     by_pool: dict[str, int] = dict.fromkeys(pools, 0)
     for item in plan.waiting:
         work = projection.works.get(item.work_id)
-        if work is None or item.code not in ("capacity_concurrency", "capacity_job_concurrency"):
+        if work is None or item.code not in (
+            DomainCode.CAPACITY_CONCURRENCY,
+            DomainCode.CAPACITY_JOB_CONCURRENCY,
+        ):
             continue
         try:
             pool = configuration.pinned_for(work.binding).registration.pool

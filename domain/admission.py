@@ -26,7 +26,7 @@ import msgspec
 from rota.domain import budgets as bg
 from rota.domain import lifecycle
 from rota.domain.emit import Emit, pool_stream, work_stream
-from rota.domain.errors import NotEligible
+from rota.domain.errors import DomainCode, NotEligible
 from rota.domain.events import CapacityClaimed
 from rota.domain.events.admission import (
     Budget,
@@ -111,7 +111,11 @@ def plan_starts(
         in_pool = pool_in_use.get(pool, 0) + len(taken.get(pool, ()))
         ceiling = settings.pool_limit(pool)
         if in_pool >= ceiling:
-            code = "capacity_job_concurrency" if pool == POOL_JOBS else "capacity_concurrency"
+            code = (
+                DomainCode.CAPACITY_JOB_CONCURRENCY
+                if pool == POOL_JOBS
+                else DomainCode.CAPACITY_CONCURRENCY
+            )
             detail = f"pool {pool} is full ({in_pool}/{ceiling})"
             plan.waiting.append(Waiting(work.work_id, code, detail))
             continue
@@ -126,7 +130,7 @@ def plan_starts(
         )
         if full is not None:
             detail = f"scope {full} is at its limit of {settings.scope_limits[full]}"
-            plan.waiting.append(Waiting(work.work_id, "capacity_scope", detail))
+            plan.waiting.append(Waiting(work.work_id, DomainCode.CAPACITY_SCOPE, detail))
             continue
         passes: list[str] = []
         first_start = not work.attempts
@@ -135,7 +139,7 @@ def plan_starts(
             if decision is None:
                 plan.asks.append(work.work_id)
                 plan.waiting.append(
-                    Waiting(work.work_id, "start_gate", "the start gates are asked")
+                    Waiting(work.work_id, DomainCode.START_GATE, "the start gates are asked")
                 )
                 continue
             if decision.verdict == "hold":
@@ -143,11 +147,11 @@ def plan_starts(
                     work_id=work.work_id, registration=decision.registration, reason=decision.reason
                 )
                 plan.emits.append(Emit(work_stream(work.work_id), held))
-                plan.waiting.append(Waiting(work.work_id, "gate_held", decision.reason))
+                plan.waiting.append(Waiting(work.work_id, DomainCode.GATE_HELD, decision.reason))
                 continue
             if decision.verdict == "error":
                 detail = f"start gate {decision.registration} could not decide; nothing is held"
-                plan.waiting.append(Waiting(work.work_id, "start_gate", detail))
+                plan.waiting.append(Waiting(work.work_id, DomainCode.START_GATE, detail))
                 continue
         elif work.gate_pass and first_start:
             passes.append("gate")
@@ -176,7 +180,7 @@ def plan_starts(
                 if notice.delivery_id not in sent:
                     sent.add(notice.delivery_id or "")
                     plan.emits.append(notice)
-                plan.waiting.append(Waiting(work.work_id, "over_budget", reason))
+                plan.waiting.append(Waiting(work.work_id, DomainCode.OVER_BUDGET, reason))
                 continue
             if work.budget_pass:
                 passes.append("budget")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from rota.domain.emit import Emit
-from rota.domain.errors import InvalidCommand
+from rota.domain.errors import DomainCode, InvalidCommand
 from rota.domain.events.admission import Budget, BudgetExceeded, BudgetWarning, Charge
 from rota.domain.results import UNIT_PATTERN
 
@@ -30,27 +30,30 @@ def validate(budgets: Iterable[Budget], where: str = "budgets") -> None:
         field = f"{where}[{index}]"
         if not BUDGET_ID.match(budget.id):
             raise InvalidCommand(
-                f"{field}.id {budget.id!r} is not a valid id", code="invalid_config"
+                f"{field}.id {budget.id!r} is not a valid id", code=DomainCode.INVALID_CONFIG
             )
         if budget.id in seen:
-            raise InvalidCommand(f"{field}.id {budget.id!r} is used twice", code="invalid_config")
+            raise InvalidCommand(
+                f"{field}.id {budget.id!r} is used twice", code=DomainCode.INVALID_CONFIG
+            )
         seen.add(budget.id)
         if budget.unit not in CORE_UNITS and not UNIT_PATTERN.match(budget.unit):
             raise InvalidCommand(
                 f"{field}.unit {budget.unit!r} must match {UNIT_PATTERN.pattern}",
-                code="invalid_config",
+                code=DomainCode.INVALID_CONFIG,
             )
         if not budget.max > 0:
-            raise InvalidCommand(f"{field}.max must be > 0", code="invalid_config")
+            raise InvalidCommand(f"{field}.max must be > 0", code=DomainCode.INVALID_CONFIG)
         if budget.warn_at is not None and not 0 < budget.warn_at < 1:
             raise InvalidCommand(
-                f"{field}.warn_at is a fraction of max, between 0 and 1", code="invalid_config"
+                f"{field}.warn_at is a fraction of max, between 0 and 1",
+                code=DomainCode.INVALID_CONFIG,
             )
         if budget.per == "all" and budget.scope is not None:
             raise InvalidCommand(
                 f'{field}.scope cannot narrow a per = "all" budget: its ledger is shared by '
                 'every scope (use per = "scope" with scope = ...)',
-                code="invalid_config",
+                code=DomainCode.INVALID_CONFIG,
             )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rota.domain.emit import Emit, work_stream
-from rota.domain.errors import InvalidCommand, Refusal
+from rota.domain.errors import DomainCode, InvalidCommand, Refusal
 from rota.domain.events.control import (
     AttemptInterrupted,
     ControlAcknowledged,
@@ -28,12 +28,14 @@ OPEN_STATES = frozenset({"pending", "dispatched"})
 
 def _live(work: WorkState | None, work_id: str) -> tuple[WorkState, AttemptState]:
     if work is None:
-        raise Refusal(f"no Work {work_id!r}", code="unknown_work")
+        raise Refusal(f"no Work {work_id!r}", code=DomainCode.UNKNOWN_WORK)
     if work.terminal is not None:
-        raise Refusal(f"Work {work_id!r} is {work.terminal}", code="work_terminal")
+        raise Refusal(f"Work {work_id!r} is {work.terminal}", code=DomainCode.WORK_TERMINAL)
     current = work.current
     if current is None or not current.live:
-        raise Refusal(f"Work {work_id!r} has no running attempt to control", code="no_live_attempt")
+        raise Refusal(
+            f"Work {work_id!r} has no running attempt to control", code=DomainCode.NO_LIVE_ATTEMPT
+        )
     return work, current
 
 
@@ -42,7 +44,7 @@ def _capable(attempt: AttemptState, capability: str) -> None:
         raise Refusal(
             f"{attempt.execution_id} runs on executor {attempt.pinned.registration.name!r}, "
             f"which did not declare {capability!r} when the attempt started",
-            code="unsupported_control",
+            code=DomainCode.UNSUPPORTED_CONTROL,
         )
 
 
@@ -99,7 +101,9 @@ def request_interrupt(
 def _intent(work: WorkState, intent: str) -> Control:
     found = next((c for c in work.controls if c.intent == intent), None)
     if found is None:
-        raise Refusal(f"Work {work.work_id!r} has no control {intent!r}", code="unknown_control")
+        raise Refusal(
+            f"Work {work.work_id!r} has no control {intent!r}", code=DomainCode.UNKNOWN_CONTROL
+        )
     return found
 
 
@@ -121,7 +125,9 @@ def dispatch(work: WorkState, intent: str) -> Emit:
     """Claim the intent for one delivery with a fresh token."""
     control = _intent(work, intent)
     if not dispatchable(work, control):
-        raise Refusal(f"control {intent!r} is not dispatchable now", code="not_dispatchable")
+        raise Refusal(
+            f"control {intent!r} is not dispatchable now", code=DomainCode.NOT_DISPATCHABLE
+        )
     current = work.current
     assert current is not None
     epoch = current.epoch if control.kind == "inject" else control.epoch
@@ -138,12 +144,12 @@ def acknowledge(work: WorkState, intent: str, token: str) -> Emit:
     if control.state != "dispatched" or control.token != token:
         raise Refusal(
             f"control {intent!r} is {control.state} under token {control.token!r}, not {token!r}",
-            code="stale_token",
+            code=DomainCode.STALE_TOKEN,
         )
     if control.kind == "inject":
         current = work.current
         if current is None or current.number != control.attempt or not current.live:
-            raise Refusal(f"the target of {intent!r} has ended", code="target_ended")
+            raise Refusal(f"the target of {intent!r} has ended", code=DomainCode.TARGET_ENDED)
     event = ControlAcknowledged(work_id=work.work_id, intent=intent, token=token)
     return Emit(work_stream(work.work_id), event)
 
@@ -152,9 +158,13 @@ def settle(work: WorkState, intent: str, token: str, outcome: str) -> Emit:
     """A dispatch ended without acknowledgement (see ControlSettled)."""
     control = _intent(work, intent)
     if control.state != "dispatched" or control.token != token:
-        raise Refusal(f"control {intent!r} is not dispatched under {token!r}", code="stale_token")
+        raise Refusal(
+            f"control {intent!r} is not dispatched under {token!r}", code=DomainCode.STALE_TOKEN
+        )
     if outcome not in ("not_accepting", "failed", "ambiguous", "superseded"):
-        raise InvalidCommand(f"unknown control settlement {outcome!r}", code="invalid_command")
+        raise InvalidCommand(
+            f"unknown control settlement {outcome!r}", code=DomainCode.INVALID_COMMAND
+        )
     event = ControlSettled(
         work_id=work.work_id,
         intent=intent,

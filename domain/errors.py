@@ -1,19 +1,140 @@
-"""The root of rota's error tree and the domain's typed refusals.
+"""The root of rota's error tree, the domain's typed refusals and their codes.
 
 Every error rota raises on purpose derives from `RotaError` and carries a stable `code`
 (`lease_lost`, `over_budget`, `concurrency_conflict` ...) that the CLI, the HTTP API and
 `doctor` show verbatim, so scripts can match on it while the message stays free to improve.
+The codes are members of one `ErrorCode` enum per boundary (`DomainCode` here; the ports',
+the entry points' and replay's in their layers), so code, CLI and docs/errors.md cannot
+drift; a code raised in two layers belongs to the inner one.
 """
 
 from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """Base of every boundary's codes: a member is its own string (`code == "idle"`)."""
+
+
+class DomainCode(ErrorCode):
+    """The domain's codes: refusals of its decisions, and why admission held Work back."""
+
+    # -- the base of each error class
+    ROTA_ERROR = "rota_error"
+    """A deliberate error that names no more precise code: read its message."""
+    REFUSED = "refused"
+    """A decision refused the command in the current state; nothing was appended."""
+    INVALID_COMMAND = "invalid_command"
+    """A command's own content is invalid (a too long reason, an unknown alias): fix it."""
+    SCHEMA_ERROR = "schema_error"
+    """An event could not be encoded or decoded against the current schema."""
+    LEASE_LOST = "lease_lost"
+    """A write named an epoch that is no longer current: stop the launch, do not retry it."""
+    NOT_ELIGIBLE = "not_eligible"
+    """The Work cannot start now (running, waiting for a retry, held): wait or look at it."""
+
+    # -- Work and its input
+    UNKNOWN_WORK = "unknown_work"
+    """No Work has the id given: check the id, or submit the Work first."""
+    WORK_TERMINAL = "work_terminal"
+    """The Work is already completed, failed or cancelled; it takes no more commands."""
+    WORK_CONFLICT = "work_conflict"
+    """A Work of that id exists with another definition: choose a new id."""
+    INVALID_WORK = "invalid_work"
+    """The Work definition does not match its schema (the message names the field)."""
+    INVALID_WORK_ID = "invalid_work_id"
+    """A Work id does not match the allowed pattern (shown in the message)."""
+    INVALID_SCOPE = "invalid_scope"
+    """A scope is not a path like root/team/project."""
+    INVALID_KEY = "invalid_key"
+    """An input key does not match its pattern; from replay, a signing key is unreadable."""
+    IDLE = "idle"
+    """The Work has no pending input to start an attempt with: submit input."""
+
+    # -- attempts, leases, launches and retries
+    INVOKED = "invoked"
+    """The launch of this segment was already invoked; it is never invoked twice."""
+    INVALID_PHASE = "invalid_phase"
+    """A launch phase name does not match its pattern (shown in the message)."""
+    METADATA_TOO_LARGE = "metadata_too_large"
+    """An executor's recovery metadata is over its size limit: record less."""
+    NOT_DUE = "not_due"
+    """A deadline or retry timer is not due yet: it fires at the time in the message."""
+    NOT_CURRENT = "not_current"
+    """The attempt named is not the Work's current attempt."""
+    NOT_ENDED = "not_ended"
+    """The attempt has not ended, so its stop cannot be confirmed yet."""
+    NO_TIMER = "no_timer"
+    """The Work has no armed retry timer to fire."""
+    RETRY_LIVE = "retry_live"
+    """A manual retry while an attempt or wait is live: retry after it ends."""
+    NOTHING_TO_RETRY = "nothing_to_retry"
+    """A manual retry of Work that has no failure to retry."""
+    INVALID_PAGE = "invalid_page"
+    """A recovery page size outside 1..64."""
+
+    # -- results an executor reports
+    INVALID_RESULT = "invalid_result"
+    """A result is malformed (a bad error code, a long message, hints on success)."""
+    INVALID_USAGE = "invalid_usage"
+    """A result's usage has a bad or reserved unit, or an amount that is not finite and >= 0."""
+    INVALID_TURN = "invalid_turn"
+    """A result's turn is not an object with a valid status and a short string comment."""
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    """Input or result data is over its encoded size limit: store less, or a reference."""
+    PAYLOAD_TOO_DEEP = "payload_too_deep"
+    """Input or result data is nested deeper than allowed: flatten it."""
+
+    # -- configuration values the domain validates
+    INVALID_CONFIG = "invalid_config"
+    """The configuration (file, budgets, retry, environment) is invalid: fix the field named."""
+
+    # -- holds, gates and controls
+    NOT_HELD = "not_held"
+    """The Work has no hold of that kind to release or settle."""
+    NOT_HOLDER = "not_holder"
+    """Only the start gate that holds the Work can settle its hold."""
+    GATE_HOLD = "gate_hold"
+    """An operator cannot release a start gate's hold: its gate settles it, or cancel the Work."""
+    NOT_RELEASABLE = "not_releasable"
+    """This hold is settled only by its holder: cancel the Work instead."""
+    NO_LIVE_ATTEMPT = "no_live_attempt"
+    """A control for Work that has no running attempt."""
+    UNSUPPORTED_CONTROL = "unsupported_control"
+    """The attempt's executor did not declare this control (inject, interrupt) when it started."""
+    UNKNOWN_CONTROL = "unknown_control"
+    """The Work has no control intent of that name."""
+    NOT_DISPATCHABLE = "not_dispatchable"
+    """The control intent cannot be dispatched now (already dispatched or settled)."""
+    STALE_TOKEN = "stale_token"
+    """A control is not dispatched under the token given: a newer dispatch took it over."""
+    TARGET_ENDED = "target_ended"
+    """The attempt an inject was meant for has ended."""
+
+    # -- why admission held ready Work back this pass (waiting, not raised)
+    CAPACITY_CONCURRENCY = "capacity_concurrency"
+    """Waiting: the Work's pool is at `concurrency`; it starts when a slot frees."""
+    CAPACITY_JOB_CONCURRENCY = "capacity_job_concurrency"
+    """Waiting: the `jobs` pool is at `job_concurrency`; it starts when a slot frees."""
+    CAPACITY_SCOPE = "capacity_scope"
+    """Waiting: the Work's scope or an ancestor is at its concurrency limit."""
+    START_GATE = "start_gate"
+    """Waiting: the start gates are being asked, or could not decide (nothing is held)."""
+    GATE_HELD = "gate_held"
+    """Waiting: a start gate holds the Work (`core.gate.held`) until it is settled."""
+    OVER_BUDGET = "over_budget"
+    """Waiting: a budget ledger is at its max (`core.budget.held`): raise it or release the hold."""
 
 
 class RotaError(Exception):
     """Base of every error rota raises deliberately; `code` is stable, the message is not."""
 
-    code: str = "rota_error"
+    # An `ErrorCode` member on every error rota raises (a test checks that no product module
+    # passes a literal); a plain string only where a user names the code (`rota.Fail`).
+    code: ErrorCode | str = DomainCode.ROTA_ERROR
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: ErrorCode | str | None = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
@@ -26,19 +147,19 @@ class RotaError(Exception):
 class Refusal(RotaError):
     """A decision refused a command: the state does not allow it. Nothing was appended."""
 
-    code = "refused"
+    code = DomainCode.REFUSED
 
 
 class InvalidCommand(Refusal):
     """A command's own content is invalid (a bad id, a malformed status, a negative amount)."""
 
-    code = "invalid_command"
+    code = DomainCode.INVALID_COMMAND
 
 
 class SchemaError(RotaError):
     """An event could not be encoded or decoded against the current schema."""
 
-    code = "schema_error"
+    code = DomainCode.SCHEMA_ERROR
 
 
 class LeaseLost(Refusal):
@@ -48,10 +169,10 @@ class LeaseLost(Refusal):
     refused and nothing was appended. A launch running under that lease must stop.
     """
 
-    code = "lease_lost"
+    code = DomainCode.LEASE_LOST
 
 
 class NotEligible(Refusal):
     """The Work cannot start now (nothing pending, running, waiting for a retry, held)."""
 
-    code = "not_eligible"
+    code = DomainCode.NOT_ELIGIBLE

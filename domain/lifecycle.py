@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from rota.domain.emit import Emit, turn_stream, work_stream
-from rota.domain.errors import InvalidCommand, LeaseLost, NotEligible, Refusal
+from rota.domain.errors import DomainCode, InvalidCommand, LeaseLost, NotEligible, Refusal
 from rota.domain.events import (
     AttemptClaimed,
     AttemptCompleted,
@@ -71,11 +71,11 @@ def submit(
     """Define a Work. The same definition again is a no-op; another one is refused."""
     if not WORK_ID.match(work_id):
         raise InvalidCommand(
-            f"Work id {work_id!r} must match {WORK_ID.pattern}", code="invalid_work_id"
+            f"Work id {work_id!r} must match {WORK_ID.pattern}", code=DomainCode.INVALID_WORK_ID
         )
     if not SCOPE.match(scope):
         raise InvalidCommand(
-            f"scope {scope!r} must be a path like root/team/project", code="invalid_scope"
+            f"scope {scope!r} must be a path like root/team/project", code=DomainCode.INVALID_SCOPE
         )
     event = _submitted(work_id, scope, binding, kind, trigger, safety)
     if existing is not None:
@@ -85,7 +85,7 @@ def submit(
         raise Refusal(
             f"Work {work_id!r} already exists with another definition "
             f"(scope {existing.scope!r}, binding {existing.binding!r}, kind {existing.kind!r})",
-            code="work_conflict",
+            code=DomainCode.WORK_CONFLICT,
         )
     return [Emit(work_stream(work_id), event)]
 
@@ -106,7 +106,9 @@ def _submitted(
             WorkSubmitted,
         )
     except msgspec.ValidationError as exc:
-        raise InvalidCommand(f"invalid Work definition: {exc}", code="invalid_work") from exc
+        raise InvalidCommand(
+            f"invalid Work definition: {exc}", code=DomainCode.INVALID_WORK
+        ) from exc
 
 
 def derived_input_key(payload: Any) -> str:
@@ -125,17 +127,17 @@ def accept_input(
 ) -> Emit:
     """Accept an input for a Work under delivery identity `input/<work>/<key>`."""
     if work is None:
-        raise Refusal(f"no Work {work_id!r}: submit it first", code="unknown_work")
+        raise Refusal(f"no Work {work_id!r}: submit it first", code=DomainCode.UNKNOWN_WORK)
     if work.terminal is not None:
         raise Refusal(
             f"Work {work_id!r} is {work.terminal}; it accepts no more input",
-            code="work_terminal",
+            code=DomainCode.WORK_TERMINAL,
         )
     check_payload(payload, "input payload")
     key = key if key is not None else derived_input_key(payload)
     if not INPUT_KEY.match(key):
         raise InvalidCommand(
-            f"input key {key!r} must match {INPUT_KEY.pattern}", code="invalid_key"
+            f"input key {key!r} must match {INPUT_KEY.pattern}", code=DomainCode.INVALID_KEY
         )
     event = InputAccepted(
         work_id=work_id, key=key, payload=payload, correlation_key=correlation_key
@@ -150,7 +152,7 @@ def select_inputs(work: WorkState) -> tuple[list[PendingInput], PendingInput]:
     """The ordered pending input an attempt consumes, and the one that triggers it."""
     pending = list(work.pending)
     if not pending:
-        raise NotEligible(f"Work {work.work_id!r} has no pending input", code="idle")
+        raise NotEligible(f"Work {work.work_id!r} has no pending input", code=DomainCode.IDLE)
     if work.trigger == "first":
         return pending[:1], pending[0]
     if work.trigger == "last":
@@ -221,7 +223,9 @@ def invoke(work: WorkState, attempt: int, epoch: int, now: datetime, isolated: b
     current = fence(work, attempt, epoch, now)
     segment = current.open_segment
     if segment is None or segment.invoke != "pending":
-        raise Refusal(f"{current.execution_id}: the launch was already invoked", code="invoked")
+        raise Refusal(
+            f"{current.execution_id}: the launch was already invoked", code=DomainCode.INVOKED
+        )
     return Emit(
         work_stream(work.work_id),
         LaunchInvoked(work_id=work.work_id, attempt=attempt, epoch=epoch, isolated=isolated),
@@ -232,7 +236,7 @@ def begin_phase(work: WorkState, attempt: int, epoch: int, now: datetime, phase:
     fence(work, attempt, epoch, now)
     if not PHASE.match(phase):
         raise InvalidCommand(
-            f"phase name {phase!r} must match {PHASE.pattern}", code="invalid_phase"
+            f"phase name {phase!r} must match {PHASE.pattern}", code=DomainCode.INVALID_PHASE
         )
     event = LaunchPhaseBegan(work_id=work.work_id, attempt=attempt, epoch=epoch, phase=phase)
     return Emit(work_stream(work.work_id), event)
@@ -257,7 +261,7 @@ def persist_recovery(
     if size > MAX_METADATA_BYTES:
         raise InvalidCommand(
             f"recovery metadata is {size} bytes; at most {MAX_METADATA_BYTES}",
-            code="metadata_too_large",
+            code=DomainCode.METADATA_TOO_LARGE,
         )
     check_payload(metadata, "recovery metadata")
     event = RecoveryPersisted(work_id=work.work_id, attempt=attempt, epoch=epoch, metadata=metadata)
@@ -412,7 +416,7 @@ def time_out(work: WorkState, attempt: int, epoch: int, now: datetime) -> list[E
     if now < current.deadline:
         raise Refusal(
             f"{current.execution_id}: the deadline {current.deadline.isoformat()} is not due",
-            code="not_due",
+            code=DomainCode.NOT_DUE,
         )
     event = AttemptTimedOut(work_id=work.work_id, attempt=attempt, epoch=epoch)
     emits = [Emit(work_stream(work.work_id), event)]
@@ -424,13 +428,15 @@ def confirm_stopped(work: WorkState, attempt: int, expected_epoch: int) -> list[
     """The trusted host verified the ended attempt's processes stopped."""
     current = work.current
     if current is None or current.number != attempt:
-        raise Refusal(f"{work.work_id}/{attempt} is not the current attempt", code="not_current")
+        raise Refusal(
+            f"{work.work_id}/{attempt} is not the current attempt", code=DomainCode.NOT_CURRENT
+        )
     if current.epoch != expected_epoch:
         raise LeaseLost(
             f"{current.execution_id} was adopted at epoch {current.epoch}, not {expected_epoch}"
         )
     if current.status != "ended":
-        raise Refusal(f"{current.execution_id} has not ended", code="not_ended")
+        raise Refusal(f"{current.execution_id} has not ended", code=DomainCode.NOT_ENDED)
     if current.stop_confirmed:
         return []
     event = StopConfirmed(work_id=work.work_id, attempt=attempt, epoch=expected_epoch)
@@ -441,9 +447,11 @@ def fire_retry(work: WorkState, now: datetime) -> Emit:
     """Fire the Work's due retry timer, at most once per failure generation."""
     due = work.retry.next_due
     if due is None:
-        raise Refusal(f"Work {work.work_id!r} has no armed retry timer", code="no_timer")
+        raise Refusal(f"Work {work.work_id!r} has no armed retry timer", code=DomainCode.NO_TIMER)
     if now < due:
-        raise Refusal(f"the retry of {work.work_id!r} is due at {due.isoformat()}", code="not_due")
+        raise Refusal(
+            f"the retry of {work.work_id!r} is due at {due.isoformat()}", code=DomainCode.NOT_DUE
+        )
     generation = work.retry.generation
     event = RetryFired(work_id=work.work_id, generation=generation)
     return Emit(work_stream(work.work_id), event, f"retry/{work.work_id}/{generation}")
@@ -459,28 +467,30 @@ def request_retry(
 ) -> Emit:
     """A manual retry of the Work's current failure (`core.manual.retry` or its alias)."""
     if work is None:
-        raise Refusal(f"no Work {work_id!r}", code="unknown_work")
+        raise Refusal(f"no Work {work_id!r}", code=DomainCode.UNKNOWN_WORK)
     if work.terminal is not None:
         raise Refusal(
             f"Work {work_id!r} is {work.terminal}; terminal Work stays historical",
-            code="work_terminal",
+            code=DomainCode.WORK_TERMINAL,
         )
     current = work.current
     if current is not None and (current.live or current.status == "parked"):
         raise Refusal(
             f"Work {work_id!r} has a live attempt or wait ({current.execution_id} is "
             f"{current.status}); retry after it ends",
-            code="retry_live",
+            code=DomainCode.RETRY_LIVE,
         )
     if work.retry.failed_at == 0 or (
         work.retry.failures == 0 and work.retry.blocked_reason is None
     ):
-        raise Refusal(f"Work {work_id!r} has no failure to retry", code="nothing_to_retry")
+        raise Refusal(f"Work {work_id!r} has no failure to retry", code=DomainCode.NOTHING_TO_RETRY)
     if len(reason) > 500 or len(requested_by) > 200:
-        raise InvalidCommand("retry reason or requester is too long", code="invalid_command")
+        raise InvalidCommand(
+            "retry reason or requester is too long", code=DomainCode.INVALID_COMMAND
+        )
     kind = {"core.manual.retry": ManualRetry, "core.retry.requested": RetryRequested}.get(alias)
     if kind is None:
-        raise InvalidCommand(f"unknown retry alias {alias!r}", code="invalid_command")
+        raise InvalidCommand(f"unknown retry alias {alias!r}", code=DomainCode.INVALID_COMMAND)
     boundary = work.retry.failed_at
     event = kind(work_id=work_id, boundary=boundary, requested_by=requested_by, reason=reason)
     return Emit(work_stream(work_id), event, f"retry-request/{work_id}/{boundary}")

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from rota.domain.errors import InvalidCommand
+from rota.domain.errors import DomainCode, InvalidCommand
 
 MAX_RETRY_DELAYS = 100
 DEFAULT_RETRY_DELAYS: tuple[float, ...] = (300.0, 600.0)
@@ -46,21 +46,23 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     def validate(self, where: str = "retry") -> None:
         if self.max_attempts < 1:
-            raise InvalidCommand(f"{where}.max_attempts must be at least 1", code="invalid_config")
+            raise InvalidCommand(
+                f"{where}.max_attempts must be at least 1", code=DomainCode.INVALID_CONFIG
+            )
         if self.delays is not None:
             if len(self.delays) > MAX_RETRY_DELAYS:
                 raise InvalidCommand(
                     f"{where}.delays has {len(self.delays)} entries; at most "
                     f"{MAX_RETRY_DELAYS} are allowed ({MAX_RETRY_DELAYS + 1} attempts)",
-                    code="invalid_config",
+                    code=DomainCode.INVALID_CONFIG,
                 )
             if not self.delays and self.max_attempts > 1:
                 raise InvalidCommand(
                     f"{where}.delays is empty but max_attempts is {self.max_attempts}",
-                    code="invalid_config",
+                    code=DomainCode.INVALID_CONFIG,
                 )
             if any(not d >= 0 for d in self.delays):
-                raise InvalidCommand(f"{where}.delays must be >= 0", code="invalid_config")
+                raise InvalidCommand(f"{where}.delays must be >= 0", code=DomainCode.INVALID_CONFIG)
 
 
 HandoffPolicy = Literal["stop", "continue"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from rota.domain.emit import Emit, work_stream
-from rota.domain.errors import Refusal
+from rota.domain.errors import DomainCode, Refusal
 from rota.domain.events import AttemptTimedOut, LeaseReleased
 from rota.domain.events.recovery import (
     AttemptAdopted,
@@ -156,16 +156,16 @@ def release_hold(
 ) -> Emit:
     """An operator releases a hold; a gate's hold only its registration can settle."""
     if work is None:
-        raise Refusal(f"no Work {work_id!r}", code="unknown_work")
+        raise Refusal(f"no Work {work_id!r}", code=DomainCode.UNKNOWN_WORK)
     holds = [h for h in work.holds if kind is None or h.kind == kind]
     if not holds:
-        raise Refusal(f"Work {work_id!r} has no hold to release", code="not_held")
+        raise Refusal(f"Work {work_id!r} has no hold to release", code=DomainCode.NOT_HELD)
     hold = holds[0]
     if hold.kind not in OPERATOR_RELEASABLE:
         raise Refusal(
             f"Work {work_id!r} is held by {hold.holder} ({hold.kind}); only it can settle the "
             "hold: cancel the Work instead",
-            code="gate_hold" if hold.kind == "gate" else "not_releasable",
+            code=DomainCode.GATE_HOLD if hold.kind == "gate" else DomainCode.NOT_RELEASABLE,
         )
     event = HoldReleased(work_id=work_id, kind=hold.kind, released_by=by)
     return Emit(work_stream(work_id), event)
@@ -177,7 +177,9 @@ def page(works: list[WorkState], now: datetime, limit: int) -> tuple[list[WorkSt
     Fetches limit + 1 to know whether more remain; no cursor is kept across passes.
     """
     if not 1 <= limit <= MAX_PAGE:
-        raise Refusal(f"recovery page size must be 1..{MAX_PAGE}, not {limit}", code="invalid_page")
+        raise Refusal(
+            f"recovery page size must be 1..{MAX_PAGE}, not {limit}", code=DomainCode.INVALID_PAGE
+        )
     due = [w for w in works if needs_recovery(w, now) and not w.holds]
     due.sort(key=lambda w: (w.current.lease_expires_at if w.current else now, w.work_id))
     fetched = due[: limit + 1]

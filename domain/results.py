@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from rota.domain.errors import InvalidCommand
+from rota.domain.errors import DomainCode, InvalidCommand
 
 UNIT_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 RESERVED_UNITS = frozenset({"turns", "attempts"})
@@ -52,33 +52,35 @@ def validate_result(result: Result) -> Result:
     for unit, amount in result.usage.items():
         if not isinstance(unit, str) or not UNIT_PATTERN.match(unit):
             raise InvalidCommand(
-                f"usage unit {unit!r} must match {UNIT_PATTERN.pattern}", code="invalid_usage"
+                f"usage unit {unit!r} must match {UNIT_PATTERN.pattern}",
+                code=DomainCode.INVALID_USAGE,
             )
         if unit in RESERVED_UNITS:
             raise InvalidCommand(
                 f"usage unit {unit!r} is reserved: rota counts turns and attempts itself",
-                code="invalid_usage",
+                code=DomainCode.INVALID_USAGE,
             )
         if isinstance(amount, bool) or not isinstance(amount, int | float):
-            raise InvalidCommand(f"usage {unit!r} must be a number", code="invalid_usage")
+            raise InvalidCommand(f"usage {unit!r} must be a number", code=DomainCode.INVALID_USAGE)
         if not math.isfinite(amount) or amount < 0:
             raise InvalidCommand(
                 f"usage {unit!r} must be finite and non-negative, not {amount!r}",
-                code="invalid_usage",
+                code=DomainCode.INVALID_USAGE,
             )
     if result.error_code is not None and not CODE_PATTERN.match(result.error_code):
         raise InvalidCommand(
             f"error code {result.error_code!r} must match {CODE_PATTERN.pattern}",
-            code="invalid_result",
+            code=DomainCode.INVALID_RESULT,
         )
     if result.error_message is not None and len(result.error_message) > MAX_MESSAGE:
         raise InvalidCommand(
             f"error message is {len(result.error_message)} characters; at most {MAX_MESSAGE}",
-            code="invalid_result",
+            code=DomainCode.INVALID_RESULT,
         )
     if result.outcome != "failed" and (result.permanent or result.retry_at or result.retry_unknown):
         raise InvalidCommand(
-            "permanent and retry hints only apply to a failed result", code="invalid_result"
+            "permanent and retry hints only apply to a failed result",
+            code=DomainCode.INVALID_RESULT,
         )
     check_payload(result.data, "result data")
     turn_of(result.data)
@@ -91,13 +93,16 @@ def check_payload(value: Any, what: str) -> None:
     size = len(msgspec.json.encode(value))
     if size > MAX_DATA_BYTES:
         raise InvalidCommand(
-            f"{what} is {size} bytes encoded; at most {MAX_DATA_BYTES}", code="payload_too_large"
+            f"{what} is {size} bytes encoded; at most {MAX_DATA_BYTES}",
+            code=DomainCode.PAYLOAD_TOO_LARGE,
         )
 
 
 def _depth(value: Any, what: str, level: int) -> None:
     if level > MAX_DEPTH:
-        raise InvalidCommand(f"{what} is nested deeper than {MAX_DEPTH}", code="payload_too_deep")
+        raise InvalidCommand(
+            f"{what} is nested deeper than {MAX_DEPTH}", code=DomainCode.PAYLOAD_TOO_DEEP
+        )
     if isinstance(value, dict):
         for item in value.values():
             _depth(item, what, level + 1)
@@ -113,17 +118,17 @@ def turn_of(data: Any) -> Turn | None:
     raw = data[TURN_KEY]
     if not isinstance(raw, dict) or not isinstance(raw.get("status"), str):
         raise InvalidCommand(
-            f"{TURN_KEY} must be an object with a string status", code="invalid_turn"
+            f"{TURN_KEY} must be an object with a string status", code=DomainCode.INVALID_TURN
         )
     status = raw["status"]
     if not TURN_STATUS.match(status):
         raise InvalidCommand(
-            f"turn status {status!r} must match {TURN_STATUS.pattern}", code="invalid_turn"
+            f"turn status {status!r} must match {TURN_STATUS.pattern}", code=DomainCode.INVALID_TURN
         )
     comment = raw.get("comment", "")
     if not isinstance(comment, str) or len(comment) > MAX_MESSAGE:
         raise InvalidCommand(
             f"turn comment must be a string of at most {MAX_MESSAGE} characters",
-            code="invalid_turn",
+            code=DomainCode.INVALID_TURN,
         )
     return Turn(status, comment)

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import msgspec
 
-from rota.application.errors import StoreError
+from rota.application.errors import PortCode, StoreError
 
 GENESIS = bytes(32)
 GENESIS_HEX = GENESIS.hex()
@@ -104,20 +104,20 @@ def check_continuation(position: int, head_hash: str | None, rows: Sequence[Stor
         except ValueError:
             raise StoreError(
                 f"cannot import after position {position}: its stored hash is not hex",
-                code="import_mismatch",
+                code=PortCode.IMPORT_MISMATCH,
             ) from None
     for row in rows:
         if row.position != position + 1:
             raise StoreError(
                 f"cannot import position {row.position}: the log's head is {position}, "
                 f"so the next position must be {position + 1}",
-                code="import_mismatch",
+                code=PortCode.IMPORT_MISMATCH,
             )
         computed = link_row(previous, row)
         if computed.hex() != row.hash:
             raise StoreError(
                 f"cannot import position {row.position}: its hash does not match its "
                 "content and the previous hash (edited, or not the next row of this log)",
-                code="import_mismatch",
+                code=PortCode.IMPORT_MISMATCH,
             )
         position, previous = row.position, computed

@@ -16,7 +16,7 @@ from typing import Any, Union
 
 import msgspec
 
-from rota.application.errors import CorruptRecord
+from rota.application.errors import CorruptRecord, PortCode
 from rota.domain.events import ALL_EVENTS, Event
 from rota.domain.upcasting import UPCASTERS, Upcaster, upcast
 
@@ -75,7 +75,7 @@ class Codec:
                 type_,
                 type_version,
                 "has an unknown event type",
-                code="unknown_event_type",
+                code=PortCode.UNKNOWN_EVENT_TYPE,
             )
         if type_version > current:
             raise _corrupt(
@@ -83,7 +83,7 @@ class Codec:
                 type_,
                 type_version,
                 f"was written by a newer rota (this one knows up to v{current}); upgrade rota",
-                code="unknown_event_version",
+                code=PortCode.UNKNOWN_EVENT_VERSION,
             )
         try:
             raw = msgspec.json.decode(data)
@@ -110,7 +110,11 @@ def _plain(obj: Any) -> Any:
 
 
 def _corrupt(
-    position: int | None, type_: str, version: int, what: str, code: str = "corrupt_record"
+    position: int | None,
+    type_: str,
+    version: int,
+    what: str,
+    code: PortCode = PortCode.CORRUPT_RECORD,
 ) -> CorruptRecord:
     where = f"event at position {position}" if position is not None else "event"
     return CorruptRecord(

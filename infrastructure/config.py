@@ -52,15 +52,27 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rota.application.secrets import split_secrets
-from rota.domain.errors import InvalidCommand, RotaError
+from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
 from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy, Settings
 
 DEFAULT_CONFIG = Path("rota.toml")
 
 
+class EntryCode(ErrorCode):
+    """The entry points' codes: the configuration file, the CLI and the `rota.open` facade.
+
+    A bad configuration value is the domain's `invalid_config` (the domain validates
+    budgets and retry policies too), so only what the entry points add is here."""
+
+    USAGE = "usage"
+    """A command was called wrongly (options, names, ranges): see `rota <command> --help`."""
+    TIMEOUT = "timeout"
+    """`Scheduler.run_until_idle(timeout=...)` was still busy when the timeout passed."""
+
+
 class ConfigError(RotaError):
-    code = "invalid_config"
+    code = DomainCode.INVALID_CONFIG
 
 
 class StoreModel(BaseModel):

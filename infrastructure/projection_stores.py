@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rota.application.errors import ProjectionStoreError
+from rota.application.errors import PortCode, ProjectionStoreError
 from rota.application.ports import Clock, EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure.projection_tables import default_path
@@ -33,7 +33,7 @@ def is_postgres(target: str | os.PathLike[str] | EventStore) -> bool:
 def missing(where: str) -> ProjectionStoreError:
     return ProjectionStoreError(
         f"no projection store in {where} ('rota replay rebuild' creates one)",
-        code="no_projection_store",
+        code=PortCode.NO_PROJECTION_STORE,
     )
 
 
@@ -80,7 +80,7 @@ def projection_store_exists(log: EventStore, projections: str | os.PathLike[str]
     try:
         found = open_projection_store(log, projections, must_exist=True, read_only=True)
     except RotaError as exc:
-        if exc.code == "no_projection_store":
+        if exc.code == PortCode.NO_PROJECTION_STORE:
             return False
         raise
     if found is not None:

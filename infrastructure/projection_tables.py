@@ -11,9 +11,10 @@ from pathlib import Path
 
 import apsw
 
-from rota.application.errors import ProjectionStoreError
+from rota.application.errors import PortCode, ProjectionStoreError
 from rota.application.ports import EventStore, LogHead, Persisted, ProjectionMeta
 from rota.infrastructure.chain import GENESIS_HEX
+from rota.infrastructure.config import EntryCode
 from rota.projections import PERSISTED
 
 SCHEMA = """
@@ -63,7 +64,7 @@ def read_meta(conn: apsw.Connection, name: str) -> ProjectionMeta | None:
 def row_table(name: str) -> str:
     table = ROW_TABLES.get(name)
     if table is None:
-        raise ProjectionStoreError(f"no stored projection is named {name!r}", code="usage")
+        raise ProjectionStoreError(f"no stored projection is named {name!r}", code=EntryCode.USAGE)
     return table
 
 
@@ -78,7 +79,7 @@ def hash_for(log: EventStore | LogHead, position: int) -> str:
     if found is None:
         raise ProjectionStoreError(
             f"the log has no position {position}: a projection cannot be ahead of its log",
-            code="projection_ahead",
+            code=PortCode.PROJECTION_AHEAD,
         )
     return found
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rota.application.errors import StoreError
+from rota.application.errors import PortCode, StoreError
 from rota.application.ports import Clock, EventStore
 
 
@@ -25,7 +25,7 @@ def open_store(url: str, *, clock: Clock | None = None, **settings: Any) -> Even
         raise StoreError(
             f"store URL {redact_url(url)!r}: unknown scheme {scheme!r}; use sqlite:///path, "
             "a file path or postgresql://",
-            code="invalid_store_url",
+            code=PortCode.INVALID_STORE_URL,
         )
     from rota.infrastructure.sqlite.store import SQLiteStore
 

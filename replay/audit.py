@@ -21,6 +21,7 @@ import msgspec
 from rota.application.ports import EventStore, RawRecord
 from rota.infrastructure.chain import GENESIS_HEX, link_row
 from rota.replay.checkpoint import Checkpoint
+from rota.replay.errors import ReplayCode
 
 Checkpoints = Checkpoint | Iterable[Checkpoint] | None
 
@@ -156,25 +157,25 @@ def _normalize(checkpoint: Checkpoints) -> list[Checkpoint]:
 
 def _compare(
     checkpoint: Checkpoint, store_id: str | None, head: int, stored_hash: str | None
-) -> tuple[str, str] | None:
+) -> tuple[ReplayCode, str] | None:
     """Why a log (its id, head position, stored hash at the checkpoint) does not extend it."""
     when = f"checkpoint at position {checkpoint.position} (written {checkpoint.written_at})"
     if store_id is not None and checkpoint.store_id != store_id:
         return (
-            "checkpoint_other_store",
+            ReplayCode.CHECKPOINT_OTHER_STORE,
             f"{when} is of store {checkpoint.store_id}, this log is store {store_id}: "
             "a different store",
         )
     if head < checkpoint.position:
         return (
-            "log_behind_checkpoint",
+            ReplayCode.LOG_BEHIND_CHECKPOINT,
             f"the log ends at position {head} but the {when} saw position "
             f"{checkpoint.position}: positions {head + 1}..{checkpoint.position} were "
             "truncated or lost",
         )
     if stored_hash != checkpoint.head_hash:
         return (
-            "log_rewritten",
+            ReplayCode.LOG_REWRITTEN,
             f"the stored hash at position {checkpoint.position} is not the {when}'s: the log "
             f"up to position {checkpoint.position} was rewritten and re-chained",
         )
@@ -186,7 +187,7 @@ def check_extends(
     checkpoint: Checkpoint,
     *,
     store_id: str | None = None,
-) -> tuple[str, str] | None:
+) -> tuple[ReplayCode, str] | None:
     """`(code, reason)` when the log does not extend the checkpoint, else None.
 
     For a store, reads only its id, head and the row at the checkpoint's position. For
@@ -243,7 +244,7 @@ def judge(
             matched = checkpoint
             continue
         reason = verdict[1]
-        if verdict[0] == "log_rewritten" and matched is not None:
+        if verdict[0] == ReplayCode.LOG_REWRITTEN and matched is not None:
             reason += f" (the checkpoint at position {matched.position} still matches)"
         failed = msgspec.structs.replace(
             report,
@@ -255,9 +256,9 @@ def judge(
         if not report.ok:
             return failed  # the chain's own first problem stays the report's
         bad = None
-        if verdict[0] == "log_behind_checkpoint":
+        if verdict[0] == ReplayCode.LOG_BEHIND_CHECKPOINT:
             bad = report.head_position + 1
-        elif verdict[0] == "log_rewritten":
+        elif verdict[0] == ReplayCode.LOG_REWRITTEN:
             bad = position
         return msgspec.structs.replace(failed, ok=False, first_bad_position=bad, reason=reason)
     return msgspec.structs.replace(

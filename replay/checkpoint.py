@@ -32,9 +32,11 @@ import msgspec
 
 from rota.application.ports import Clock, EventStore
 from rota.application.timestamps import format_timestamp, parse_timestamp
-from rota.domain.errors import RotaError
+from rota.domain.errors import DomainCode, RotaError
 from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.clock import SystemClock
+from rota.infrastructure.config import EntryCode
+from rota.replay.errors import ReplayCode
 
 FILE_RE = re.compile(r"^checkpoint-(\d{12,})\.json$")
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -42,7 +44,7 @@ MAX_FILE = 64 * 1024
 
 
 class CheckpointError(RotaError):
-    code = "invalid_checkpoint"
+    code = ReplayCode.INVALID_CHECKPOINT
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
@@ -159,13 +161,13 @@ def _ed25519() -> Any:
         raise RotaError(
             "signing and verifying checkpoints needs the cryptography package: "
             "install rota[signing] (pip install 'rota[signing]')",
-            code="signing_unavailable",
+            code=ReplayCode.SIGNING_UNAVAILABLE,
         ) from None
     return serialization, ed25519
 
 
 def _key_error(message: str) -> CheckpointError:
-    return CheckpointError(message, code="invalid_key")
+    return CheckpointError(message, code=DomainCode.INVALID_KEY)
 
 
 def _read_key(path: str | os.PathLike[str], what: str) -> bytes:
@@ -221,19 +223,19 @@ def verify_signature(checkpoint: Checkpoint, public_key: Any) -> None:
 
     where = f"checkpoint at position {checkpoint.position}"
     if checkpoint.signature is None:
-        raise CheckpointError(f"{where} is not signed", code="unsigned_checkpoint")
+        raise CheckpointError(f"{where} is not signed", code=ReplayCode.UNSIGNED_CHECKPOINT)
     expected = key_id(public_key)
     if checkpoint.key_id != expected:
         raise CheckpointError(
             f"{where} was signed by key {checkpoint.key_id}, not by this key ({expected})",
-            code="bad_signature",
+            code=ReplayCode.BAD_SIGNATURE,
         )
     try:
         public_key.verify(bytes.fromhex(checkpoint.signature), checkpoint.message())
     except (InvalidSignature, ValueError):
         raise CheckpointError(
             f"{where}: the signature does not match its content (the file was altered)",
-            code="bad_signature",
+            code=ReplayCode.BAD_SIGNATURE,
         ) from None
 
 
@@ -244,7 +246,9 @@ def keygen(out: str | os.PathLike[str]) -> tuple[Path, Path]:
     public_path = Path(f"{private_path}.pub")
     for path in (private_path, public_path):
         if path.exists():
-            raise CheckpointError(f"{path} already exists; not overwriting a key", code="usage")
+            raise CheckpointError(
+                f"{path} already exists; not overwriting a key", code=EntryCode.USAGE
+            )
     key = ed25519.Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
         serialization.Encoding.PEM,
@@ -292,7 +296,9 @@ class Checkpointer:
         clock: Clock | None = None,
     ) -> None:
         if every_events < 1 or every_seconds <= 0:
-            raise CheckpointError("every_events must be >= 1 and every_seconds > 0", code="usage")
+            raise CheckpointError(
+                "every_events must be >= 1 and every_seconds > 0", code=EntryCode.USAGE
+            )
         self.store = store
         self.directory = Path(directory)
         self.key = load_private_key(key_path) if key_path is not None else None

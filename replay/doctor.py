@@ -44,7 +44,7 @@ from urllib.parse import quote
 import apsw
 import msgspec
 
-from rota.application.errors import StoreError
+from rota.application.errors import PortCode, StoreError
 from rota.application.ports import Clock, EventStore, ProjectionStore
 from rota.application.timestamps import format_timestamp
 from rota.domain.policy import Binding, Settings
@@ -58,6 +58,7 @@ from rota.infrastructure.sqlite.store import SQLiteStore, sqlite_path
 from rota.projections import PERSISTED, SchedulerProjection
 from rota.replay import checkpoint as checkpoints
 from rota.replay.audit import check_extends, verify_chain
+from rota.replay.errors import ReplayCode
 from rota.replay.rebuild import first_difference, fold
 
 LAG_WARN = 10_000  # events: twice the live projections' save interval
@@ -157,7 +158,7 @@ class ReadOnlyLog(SQLiteStore):
         self._connections: list[apsw.Connection] = []
         self._connections_lock = threading.Lock()
         if not self.path.is_file():
-            raise StoreError(f"no log file at {self.path}", code="no_store")
+            raise StoreError(f"no log file at {self.path}", code=ReplayCode.NO_STORE)
 
     def _connect(self) -> apsw.Connection:
         conn = connect_readonly(self.path, immutable=self.immutable)
@@ -166,7 +167,7 @@ class ReadOnlyLog(SQLiteStore):
         return conn
 
     def write(self, body: Callable[[apsw.Cursor], Any]) -> Any:
-        raise StoreError(f"{self.path} is open read-only", code="read_only")
+        raise StoreError(f"{self.path} is open read-only", code=PortCode.READ_ONLY)
 
 
 class ReadOnlyProjections(SQLiteProjectionStore):

@@ -27,7 +27,7 @@ from rota.application.timestamps import format_timestamp, parse_timestamp
 from rota.application.transactions import Transactions
 from rota.application.views import dry_run_starts
 from rota.domain import admission
-from rota.domain.errors import RotaError
+from rota.domain.errors import DomainCode, RotaError
 from rota.domain.evolve import evolve
 from rota.domain.policy import Settings
 from rota.domain.state import WorkState
@@ -66,7 +66,7 @@ def work_story(store: EventStore, work_id: str) -> tuple[WorkState, HistoryProje
     """The Work's state and history, folded from its own stream."""
     events = store.read_stream(f"work/{work_id}")
     if not events:
-        raise RotaError(f"no Work {work_id!r} in this store", code="unknown_work")
+        raise RotaError(f"no Work {work_id!r} in this store", code=DomainCode.UNKNOWN_WORK)
     work: WorkState | None = None
     history = HistoryProjection()
     for r in events:
@@ -303,7 +303,7 @@ def _holders(
 ) -> list[tuple[str, int]]:
     """The slot holders keeping `work` out, each with the position of its claim."""
     projection, configuration = looking.projection, looking.configuration
-    if code == "capacity_scope":
+    if code == DomainCode.CAPACITY_SCOPE:
         limited = [
             s for s in admission.ancestors(work.scope) if s in configuration.settings.scope_limits
         ]

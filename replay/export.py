@@ -31,14 +31,16 @@ from typing import BinaryIO, Literal
 
 import msgspec
 
-from rota.application.errors import StoreError
+from rota.application.errors import PortCode, StoreError
 from rota.application.ports import EventStore, RawRecord
 from rota.domain.errors import RotaError
 from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.chain import GENESIS_HEX
+from rota.infrastructure.config import EntryCode
 from rota.infrastructure.stores import redact_url
 from rota.replay.audit import ChainReport, Checkpoints, iter_raw, verify_chain, verify_records
 from rota.replay.checkpoint import HASH_RE
+from rota.replay.errors import ReplayCode
 from rota.replay.progress import ProgressFactory, silent
 
 EXPORT_VERSION = 1
@@ -49,7 +51,7 @@ IMPORT_PAGE = 1000
 class ExportError(RotaError):
     """An export file cannot be read as one (`line` names where)."""
 
-    code = "invalid_export"
+    code = ReplayCode.INVALID_EXPORT
 
     def __init__(self, message: str, *, line: int, position: int | None = None) -> None:
         super().__init__(message)
@@ -97,7 +99,9 @@ def export(
     """Write the events after position `after` (up to the head now) as JSON lines."""
     head = store.head()
     if after < 0 or after > head.position:
-        raise RotaError(f"--from {after}: the log holds positions 1..{head.position}", code="usage")
+        raise RotaError(
+            f"--from {after}: the log holds positions 1..{head.position}", code=EntryCode.USAGE
+        )
     previous = GENESIS_HEX
     if after:
         (row,) = store.read_raw(after - 1, 1)
@@ -296,7 +300,7 @@ def import_export(
         raise StoreError(
             f"the target store {redact_url(store.url)} already holds {head.position} events; "
             "import only into an empty store",
-            code="store_not_empty",
+            code=ReplayCode.STORE_NOT_EMPTY,
         )
     report = verify_export(path, progress=progress)
     if not report.ok:
@@ -312,7 +316,7 @@ def import_export(
             raise RotaError(
                 f"refusing to import {path}: it holds only the events after position "
                 f"{header.from_}; import a whole-log export (without --from)",
-                code="partial_export",
+                code=ReplayCode.PARTIAL_EXPORT,
             )
         with progress(header.head_position, "import") as bar:
             batch: list[RawRecord] = []
@@ -334,7 +338,7 @@ def import_export(
             f"after importing {path}, the store's chain is not the export's "
             f"(store head {final.head_position} {final.head_hash}, export head "
             f"{header.head_position} {header.head_hash}; {final.reason or 'no chain error'})",
-            code="import_mismatch",
+            code=PortCode.IMPORT_MISMATCH,
         )
     return final
 
@@ -346,7 +350,8 @@ def _write(store: EventStore, batch: list[RawRecord], *, first: bool) -> None:
         if not first:
             raise
         raise StoreError(
-            f"the store {redact_url(store.url)} cannot import yet: {exc}", code="import_unsupported"
+            f"the store {redact_url(store.url)} cannot import yet: {exc}",
+            code=ReplayCode.IMPORT_UNSUPPORTED,
         ) from None
 
 

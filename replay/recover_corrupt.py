@@ -39,6 +39,7 @@ from pathlib import Path
 
 import msgspec
 
+from rota.application.errors import PortCode
 from rota.application.ports import Clock, EventStore
 from rota.application.timestamps import format_timestamp
 from rota.domain.errors import RotaError
@@ -57,6 +58,7 @@ from rota.replay.doctor import (
     integrity,
     quiescent,
 )
+from rota.replay.errors import ReplayCode
 from rota.replay.rebuild import RebuildReport, rebuild, verify
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -66,11 +68,11 @@ CHUNK = 1 << 20
 
 
 class RecoveryRefused(RotaError):
-    code = "recovery_refused"
+    code = ReplayCode.RECOVERY_REFUSED
 
 
 class StoreBusy(RotaError):
-    code = "store_busy"
+    code = ReplayCode.STORE_BUSY
 
 
 def validate_name(raw: object) -> str:
@@ -81,7 +83,7 @@ def validate_name(raw: object) -> str:
     raise RecoveryRefused(
         f"--backup-name {shown} is not a plain name: 1-128 letters, digits, '.', '_', '-', "
         "starting with a letter or digit",
-        code="invalid_backup_name",
+        code=ReplayCode.INVALID_BACKUP_NAME,
     )
 
 
@@ -231,7 +233,7 @@ def _planned(proj: Path) -> list[Path]:
     found = [p for p in found if os.path.lexists(p)]
     for path in found:
         if not stat.S_ISREG(os.lstat(path).st_mode):
-            raise RecoveryRefused(f"{path} is not a regular file", code="unsafe_path")
+            raise RecoveryRefused(f"{path} is not a regular file", code=ReplayCode.UNSAFE_PATH)
     return found
 
 
@@ -245,9 +247,13 @@ def _precheck_target(base: Path, name: str) -> Path:
         except FileNotFoundError:
             return base.joinpath(*RECOVERY_DIR, name)
         if part == name:
-            raise RecoveryRefused(f"{path} already exists: choose a new name", code="backup_exists")
+            raise RecoveryRefused(
+                f"{path} already exists: choose a new name", code=PortCode.BACKUP_EXISTS
+            )
         if not stat.S_ISDIR(mode):
-            raise RecoveryRefused(f"{path} is a symlink or not a directory", code="unsafe_path")
+            raise RecoveryRefused(
+                f"{path} is a symlink or not a directory", code=ReplayCode.UNSAFE_PATH
+            )
     return path
 
 
@@ -261,12 +267,14 @@ def _make_target(stack: ExitStack, base: Path, name: str) -> int:
             os.mkdir(part, 0o700 if part == name else 0o755, dir_fd=fd)
         except FileExistsError:
             if part == name:
-                raise RecoveryRefused(f"{name} already exists", code="backup_exists") from None
+                raise RecoveryRefused(
+                    f"{name} already exists", code=PortCode.BACKUP_EXISTS
+                ) from None
         try:
             fd = os.open(part, flags, dir_fd=fd)
         except OSError as exc:
             raise RecoveryRefused(
-                f"{part} is not a plain directory: {exc}", code="unsafe_path"
+                f"{part} is not a plain directory: {exc}", code=ReplayCode.UNSAFE_PATH
             ) from None
         stack.callback(os.close, fd)
     return fd
@@ -290,7 +298,9 @@ def _move(name: str, src_fd: int, dst_fd: int) -> None:
         writer.flush()
         os.fsync(writer.fileno())
     if _sha256_at(name, src_fd) != _sha256_at(name, dst_fd):
-        raise RotaError(f"the copy of {name} differs from it: not removed", code="copy_failed")
+        raise RotaError(
+            f"the copy of {name} differs from it: not removed", code=ReplayCode.COPY_FAILED
+        )
     os.unlink(name, dir_fd=src_fd)
 
 
@@ -321,7 +331,7 @@ def _verify_log(log: Path, checkpoint_dir: str | os.PathLike[str] | None) -> tup
     if bad:
         found = "; ".join(f"{c.name}: {c.detail}" for c in bad)
         raise RecoveryRefused(f"the log itself fails verification ({found}): {FULL_RESTORE}",
-                              code="log_corrupt")  # fmt: skip
+                              code=ReplayCode.LOG_CORRUPT)  # fmt: skip
     return [f"{c.name} {c.status}: {c.detail}" for c in checks], head
 
 
@@ -362,7 +372,7 @@ def recover_corrupt(
                 "--projections names a file, but the log is PostgreSQL: recover-corrupt "
                 "isolates the projections in the log's schema; rebuild a file with "
                 "'rota replay rebuild --projections FILE'",
-                code="not_sqlite",
+                code=ReplayCode.NOT_SQLITE,
             )
         from rota.replay.recover_corrupt_postgres import recover_corrupt_postgres
 
@@ -371,7 +381,7 @@ def recover_corrupt(
         )
     log = sqlite_path(url).absolute()
     if not log.is_file():
-        raise RecoveryRefused(f"no log file at {log}", code="no_store")
+        raise RecoveryRefused(f"no log file at {log}", code=ReplayCode.NO_STORE)
     proj = Path(projections).absolute() if projections else default_path(log)
     assert proj is not None
     target = _precheck_target(log.parent, backup_name)
@@ -379,7 +389,7 @@ def recover_corrupt(
     if proj not in files:
         raise RecoveryRefused(
             f"no projection file at {proj}: nothing to isolate ('rota replay rebuild' creates one)",
-            code="no_projection_store",
+            code=PortCode.NO_PROJECTION_STORE,
         )
     for lock in (f"{log}.lock", f"{proj}.lock"):
         if held_by_another(lock):

@@ -26,6 +26,7 @@ import os
 
 import msgspec
 
+from rota.application.errors import PortCode
 from rota.application.ports import Clock, EventStore
 from rota.application.timestamps import format_timestamp
 from rota.infrastructure.clock import SystemClock
@@ -40,6 +41,7 @@ from rota.infrastructure.postgres.projection_store import PostgresProjectionStor
 from rota.infrastructure.stores import open_store
 from rota.projections import PERSISTED
 from rota.replay.doctor import FULL_RESTORE, check_chain, check_checkpoint, guarded
+from rota.replay.errors import ReplayCode
 from rota.replay.rebuild import rebuild, verify
 from rota.replay.recover_corrupt import IsolatedFile, RecoveryRefused, RecoveryReport, StoreBusy
 
@@ -53,7 +55,8 @@ def _verify_log(log: EventStore, checkpoint_dir: str | os.PathLike[str] | None) 
     if bad:
         found = "; ".join(f"{c.name}: {c.detail}" for c in bad)
         raise RecoveryRefused(
-            f"the log itself fails verification ({found}): {FULL_RESTORE}", code="log_corrupt"
+            f"the log itself fails verification ({found}): {FULL_RESTORE}",
+            code=ReplayCode.LOG_CORRUPT,
         )
     return [f"{c.name} {c.status}: {c.detail}" for c in checks]
 
@@ -93,12 +96,12 @@ def _recover(
         raise RecoveryRefused(
             f"no projection tables in {tables.where}: nothing to isolate "
             "('rota replay rebuild' creates them)",
-            code="no_projection_store",
+            code=PortCode.NO_PROJECTION_STORE,
         )
     if backup_exists(tables, name):
         raise RecoveryRefused(
             f'a backup named {name!r} exists in "{s}".{MANIFEST_TABLE}: choose a new name',
-            code="backup_exists",
+            code=PortCode.BACKUP_EXISTS,
         )
     if not tables.writer_lock().acquire():
         raise StoreBusy(

@@ -17,15 +17,17 @@ from rota.application.timestamps import format_timestamp, parse_timestamp
 from rota.application.views import work_view
 from rota.domain.errors import RotaError
 from rota.domain.policy import Settings
+from rota.infrastructure.config import EntryCode
 from rota.projections import BudgetsProjection, CapacityProjection, HoldsProjection
 from rota.replay.audit import iter_raw
+from rota.replay.errors import ReplayCode
 from rota.replay.rebuild import folded
 
 
 def position_at(store: EventStore, when: datetime) -> tuple[int, str | None]:
     """The highest position recorded at or before `when` (0: none) and its recorded time."""
     if when.tzinfo is None:
-        raise RotaError(f"time {when.isoformat()} has no timezone", code="usage")
+        raise RotaError(f"time {when.isoformat()} has no timezone", code=EntryCode.USAGE)
     target = format_timestamp(when)
     found, found_at = 0, None
     for record in iter_raw(store, page=10_000):
@@ -57,7 +59,7 @@ def state_at(
     "scheduler": {"works", "ready", "live", "timers", "turns"}, "capacity", "holds",
     "budgets"}`. `settings` add the pool and scope limits to the capacity view."""
     if (position is None) == (time is None):
-        raise RotaError("give exactly one of position or time", code="usage")
+        raise RotaError("give exactly one of position or time", code=EntryCode.USAGE)
     head = store.head().position
     recorded_at: str | None
     if time is not None:
@@ -67,7 +69,8 @@ def state_at(
         assert position is not None
         if position < 0 or position > head:
             raise RotaError(
-                f"position {position} is outside the log (0..{head})", code="position_outside_log"
+                f"position {position} is outside the log (0..{head})",
+                code=ReplayCode.POSITION_OUTSIDE_LOG,
             )
         recorded_at = _recorded_at(store, position)
     scheduler, _ = folded(store, upto=position)

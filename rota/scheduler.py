@@ -50,7 +50,7 @@ from rota.domain.admission import Waiting
 from rota.domain.errors import NotEligible, RotaError
 from rota.domain.policy import POOL_AGENTS, Binding, Registration, RetryPolicy, Settings
 from rota.domain.state import WorkState
-from rota.infrastructure.config import Config
+from rota.infrastructure.config import Config, EntryCode
 from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.replay.checkpoint import Checkpointer
 
@@ -127,7 +127,7 @@ class Scheduler:
         can be submitted with `binding=name`.
         """
         if (fn is None) == (executor is None):
-            raise RotaError("register needs exactly one of fn or executor", code="usage")
+            raise RotaError("register needs exactly one of fn or executor", code=EntryCode.USAGE)
         if executor is None:
             assert fn is not None
             executor = InProcessExecutor(
@@ -315,7 +315,7 @@ class Scheduler:
             if deadline is not None and time.monotonic() >= deadline:
                 raise RotaError(
                     f"still busy after {timeout} s: {len(self.host.held)} attempts running",
-                    code="timeout",
+                    code=EntryCode.TIMEOUT,
                 )
             self.host.wake.wait(min(self.host.next_wake(0.5), 0.5))
             self.host.wake.clear()

@@ -32,6 +32,7 @@ from typing import Any
 
 import msgspec
 
+from rota.application.errors import PortCode
 from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
 from rota.domain.errors import InvalidCommand, RotaError
 from rota.domain.results import Result, validate_result
@@ -42,7 +43,7 @@ log = logging.getLogger("rota.executor")
 class Fail(RotaError):
     """Raise from an in-process callable to fail the attempt with an operation error."""
 
-    code = "failed"
+    code = PortCode.FAILED
 
     def __init__(
         self,
@@ -204,7 +205,7 @@ class InProcessExecutor(Executor):
         if entry is None or entry[0] != epoch:
             return False
         if ctx is not None:
-            ctx.cancel_reason = RotaError("the attempt was interrupted", code="interrupted")
+            ctx.cancel_reason = RotaError("the attempt was interrupted", code=PortCode.INTERRUPTED)
         entry[2].set()
         return True
 

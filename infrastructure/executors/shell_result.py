@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from rota.application.errors import ExecutorError
-from rota.domain.errors import InvalidCommand, RotaError
+from rota.domain.errors import DomainCode, InvalidCommand, RotaError
 from rota.domain.results import MAX_MESSAGE, TURN_KEY, Result, validate_result
 
 EX_CONFIG = 78
@@ -379,7 +379,7 @@ def _declared(stdout: bytes) -> dict[str, Any] | None:
         return None
     declared = line[RESULT_KEY]
     if not isinstance(declared, dict):
-        raise InvalidCommand(f"{RESULT_KEY} must be an object", code="invalid_result")
+        raise InvalidCommand(f"{RESULT_KEY} must be an object", code=DomainCode.INVALID_RESULT)
     return declared
 
 

@@ -20,7 +20,7 @@ import hashlib
 import json
 from typing import Any
 
-from rota.application.errors import ProjectionStoreError
+from rota.application.errors import PortCode, ProjectionStoreError
 from rota.infrastructure.postgres.projection_store import (
     META_TABLE,
     PG_ROW_TABLES,
@@ -90,7 +90,7 @@ def isolate(
         if conn.execute(f"SELECT 1 FROM {manifests} WHERE backup = %s", (name,)).fetchone():
             raise ProjectionStoreError(
                 f"a backup named {name!r} exists in {manifests}: choose a new name",
-                code="backup_exists",
+                code=PortCode.BACKUP_EXISTS,
             )
         moved = []
         for source, query in _sources(s).items():

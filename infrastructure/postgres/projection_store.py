@@ -43,9 +43,10 @@ import msgspec
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from rota.application.errors import ProjectionStoreError
+from rota.application.errors import PortCode, ProjectionStoreError
 from rota.application.ports import Clock, Persisted, ProjectionMeta
 from rota.infrastructure.clock import SystemClock
+from rota.infrastructure.config import EntryCode
 from rota.infrastructure.postgres.store import identifier, split_schema
 from rota.infrastructure.projection_tables import META_COLUMNS, ROW_TABLES, RowsToWrite
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
@@ -219,12 +220,12 @@ class PostgresProjectionStore(SQLiteProjectionStore):
 
     def _write(self, body: Callable[[Any], T]) -> T:
         if self.read_only:
-            raise ProjectionStoreError(f"{self.where} is open read-only", code="read_only")
+            raise ProjectionStoreError(f"{self.where} is open read-only", code=PortCode.READ_ONLY)
         if self._writer_lost:
             raise ProjectionStoreError(
                 f"the writer lock of the projections in {self.where} was lost with its "
                 "connection and another process keeps them now: reopen the store",
-                code="writer_lock_lost",
+                code=PortCode.WRITER_LOCK_LOST,
             )
         with self._lock:
             conn = self._run(self._begin_write, "begin a write to")
@@ -265,7 +266,9 @@ class PostgresProjectionStore(SQLiteProjectionStore):
     def _table(self, name: str) -> str:
         table = self._row_tables.get(name)
         if table is None:
-            raise ProjectionStoreError(f"no stored projection is named {name!r}", code="usage")
+            raise ProjectionStoreError(
+                f"no stored projection is named {name!r}", code=EntryCode.USAGE
+            )
         return table
 
     def _read_meta(self, conn: Any, name: str) -> ProjectionMeta | None:

@@ -88,6 +88,7 @@ from rota.application.errors import (
     ConcurrencyConflict,
     DeliveryConflict,
     ForkedConnection,
+    PortCode,
     StoreClosed,
     StoreError,
     StoreIntegrityError,
@@ -168,7 +169,7 @@ def identifier(name: str, what: str = "schema") -> str:
     if not IDENTIFIER.match(name):
         raise StoreError(
             f"{what} name {name!r} is not allowed: use ^[a-z_][a-z0-9_]{{0,62}}$",
-            code="invalid_identifier",
+            code=PortCode.INVALID_IDENTIFIER,
         )
     return name
 
@@ -276,7 +277,8 @@ class PostgresStore(EventStore):
         self.schema = s = identifier(url_schema or schema)
         if synchronous not in (None, *_SYNC):
             raise StoreError(
-                f"synchronous={synchronous!r}: use normal, full or extra", code="invalid_setting"
+                f"synchronous={synchronous!r}: use normal, full or extra",
+                code=PortCode.INVALID_SETTING,
             )
         add = "" if url_schema or "://" not in url else f"{'&' if '?' in url else '?'}schema={s}"
         self.url = url + add  # what another process passes to `open_store` (incl. credentials)
@@ -411,7 +413,7 @@ class PostgresStore(EventStore):
             raise StoreError(
                 f"schema {s!r} has store schema version {version}, newer than this rota's "
                 f"{SCHEMA_VERSION}: upgrade rota to open it",
-                code="schema_too_new",
+                code=PortCode.SCHEMA_TOO_NEW,
             )
 
     def _meta(self, key: str) -> str:

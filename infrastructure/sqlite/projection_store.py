@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 import apsw
 import msgspec
 
-from rota.application.errors import ProjectionStoreError
+from rota.application.errors import PortCode, ProjectionStoreError
 from rota.application.ports import (
     Clock,
     EventStore,
@@ -379,7 +379,7 @@ class SQLiteProjectionStore(ProjectionStore):
                     raise ProjectionStoreError(
                         f"the {projection.name} projection in {self.where} was rewritten by "
                         "another writer; reopen it",
-                        code="projection_moved",
+                        code=PortCode.PROJECTION_MOVED,
                     )
                 # The keys first: listing every Work may read the stored rows (`StoredWorks`),
                 # which must happen before they are cleared and not while they are written.

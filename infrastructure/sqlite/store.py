@@ -33,6 +33,7 @@ import apsw
 from rota.application.errors import (
     ConcurrencyConflict,
     ForkedConnection,
+    PortCode,
     StoreClosed,
     StoreError,
     StoreIntegrityError,
@@ -105,7 +106,7 @@ def sqlite_path(url: str) -> Path:
         raise StoreError(
             f"store URL {url!r} names no file: rota's SQLite store needs a file path "
             "(an in-memory database cannot be shared by the scheduler's connections)",
-            code="invalid_store_url",
+            code=PortCode.INVALID_STORE_URL,
         )
     return Path(path)
 
@@ -165,7 +166,7 @@ class SQLiteStore(EventStore):
         if synchronous not in ("full", "normal", "extra"):
             raise StoreError(
                 f"synchronous={synchronous!r} is not one of full, normal, extra",
-                code="invalid_setting",
+                code=PortCode.INVALID_SETTING,
             )
         self.path = sqlite_path(os.fspath(path))
         self.url = f"sqlite://{self.path}"
@@ -237,7 +238,7 @@ class SQLiteStore(EventStore):
                 raise StoreError(
                     f"the store at {self.path} has schema version {row[0]}, newer than this "
                     f"rota's {SCHEMA_VERSION}: upgrade rota to open it",
-                    code="schema_too_new",
+                    code=PortCode.SCHEMA_TOO_NEW,
                 )
 
         self.write(create)

@@ -13,22 +13,22 @@ import msgspec
 from rota import bootstrap
 from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
-from rota.infrastructure.config import Config, ConfigError
+from rota.infrastructure.config import Config, ConfigError, EntryCode
 from rota.scheduler import Scheduler
 from rota.scheduler import open as open_scheduler
 
-USAGE_CODES = frozenset({"usage", ConfigError.code})
+USAGE_CODES = frozenset({EntryCode.USAGE, ConfigError.code})
 
 
 class UsageError(RotaError):
-    code = "usage"
+    code = EntryCode.USAGE
 
 
 class Parser(argparse.ArgumentParser):
     """argparse with rota's one-line errors (still exit 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"rota: usage: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"rota: {EntryCode.USAGE}: {message} (see '{self.prog} --help')\n")
 
 
 def projections_option(parser: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from rota import bootstrap
+from rota.application.errors import PortCode
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.service import SchedulerService
 from rota.application.timestamps import parse_timestamp
@@ -127,7 +128,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         try:
             projections: ProjectionStore | None = _projections(args, store, must_exist=True)
         except RotaError as exc:
-            if exc.code != "no_projection_store":
+            if exc.code != PortCode.NO_PROJECTION_STORE:
                 raise
             projections = None  # explain folds the log instead
         try:

@@ -15,7 +15,7 @@ import msgspec
 
 from rota.cli.common import UsageError, open_rota, parse_json, print_json
 from rota.cli.ops import daemon_lock
-from rota.domain.errors import RotaError
+from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
 from rota.scheduler import Scheduler
 
@@ -28,7 +28,7 @@ def work_view(scheduler: Scheduler, work_id: str) -> dict[str, Any]:
     """`Scheduler.work`, or `unknown_work`."""
     view = scheduler.work(work_id)
     if view is None:
-        raise RotaError(f"no Work {work_id!r} in this store", code="unknown_work")
+        raise RotaError(f"no Work {work_id!r} in this store", code=DomainCode.UNKNOWN_WORK)
     return view
 
 

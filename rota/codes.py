@@ -1,0 +1,93 @@
+"""Every error code rota shows, one enum per boundary, and the renderer of docs/errors.md.
+
+`python -P -m rota.codes > docs/errors.md` regenerates the table from the enums (each
+member's docstring is its meaning); a test fails when the committed file and the enums
+disagree, so the CLI, the HTTP API, doctor and the docs cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+from rota.application.errors import PortCode
+from rota.domain.errors import DomainCode, ErrorCode
+from rota.infrastructure.config import EntryCode
+from rota.replay.errors import ReplayCode
+
+# Inner first: a code raised in two layers belongs to the inner one.
+BOUNDARIES: tuple[tuple[str, type[ErrorCode]], ...] = (
+    ("domain", DomainCode),
+    ("ports", PortCode),
+    ("entry points", EntryCode),
+    ("replay", ReplayCode),
+)
+
+HEADER = """# Error codes
+
+Every error rota raises on purpose carries a stable **code**. The `rota` command prints it
+as `rota: <code>: <message>` on stderr (exit status 2 for `usage` and `invalid_config`, 1
+otherwise); `rota doctor` and the HTTP API show it verbatim. Match on the code: a message
+may be reworded, a code is never renamed or reused.
+
+Generated from the enums by `python -P -m rota.codes > docs/errors.md` (a test checks it is
+current). Each code belongs to one boundary, the innermost layer that raises it:
+
+| boundary | enum | its codes |
+|---|---|---|
+"""
+
+TABLE = """
+## Codes
+
+Codes documented as *Waiting* are not raised: they say why admission held a ready Work back
+in a pass (`rota work show`, `rota capacity`, `rota explain`); it starts once the reason
+clears.
+
+| code | boundary | what it means, what to do |
+|---|---|---|
+"""
+
+
+def meanings(codes: type[ErrorCode]) -> dict[str, str]:
+    """Each member's docstring (the string literal under its assignment), by member name."""
+    body = ast.parse(inspect.getsource(codes)).body[0]
+    assert isinstance(body, ast.ClassDef)
+    found: dict[str, str] = {}
+    for statement, following in zip(body.body, body.body[1:], strict=False):
+        if (
+            isinstance(statement, ast.Assign)
+            and isinstance(statement.targets[0], ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            found[statement.targets[0].id] = " ".join(following.value.value.split())
+    return found
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render(boundaries: tuple[tuple[str, type[ErrorCode]], ...] = BOUNDARIES) -> str:
+    parts = [HEADER]
+    rows: list[tuple[str, str, str]] = []
+    for boundary, codes in boundaries:
+        summary = " ".join(inspect.cleandoc(codes.__doc__ or "").split("\n\n")[0].split())
+        parts.append(f"| {boundary} | `{codes.__module__}.{codes.__name__}` | {summary} |\n")
+        documented = meanings(codes)
+        for member in codes:
+            if member.name not in documented:
+                raise ValueError(f"{codes.__name__}.{member.name} has no docstring")
+            rows.append((member.value, boundary, documented[member.name]))
+    parts.append(TABLE)
+    for code, boundary, meaning in sorted(rows):
+        parts.append(f"| `{code}` | {boundary} | {_cell(meaning)} |\n")
+    return "".join(parts)
+
+
+__all__ = ["BOUNDARIES", "DomainCode", "EntryCode", "ErrorCode", "PortCode", "ReplayCode"]
+
+if __name__ == "__main__":
+    print(render(), end="")
