@@ -238,8 +238,18 @@ class Launches:
             env=env,
             resume=resume,
             persist=lambda metadata: lifecycle.persist_recovery(execution_id, epoch, metadata),
-            record_phase=lambda name, outcome: lifecycle.phase(execution_id, epoch, name, outcome),
+            record_phase=lambda name, outcome: self._record_phase(
+                execution_id, epoch, name, outcome
+            ),
         )
+
+    def _record_phase(self, execution_id: str, epoch: int, name: str, outcome: str | None) -> None:
+        """Record a launch phase; a write refused (lost lease, too many phases) only leaves
+        the trail short, it never aborts what the launch is doing (seed 001)."""
+        try:
+            self.service.lifecycle.phase(execution_id, epoch, name, outcome)
+        except Refusal as refusal:
+            log.info("launch phase %s of %s not recorded: %s", name, execution_id, refusal)
 
     def hold(self, attempt: AttemptState, ctx: LaunchContext, executor: Executor) -> Held:
         """Renew this attempt's lease on every pass from now on (until it is dropped)."""

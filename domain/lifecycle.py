@@ -53,6 +53,9 @@ UNKNOWN_HINT_DELAY = timedelta(minutes=30)
 HINT_MARGIN = timedelta(minutes=2)
 MAX_HINT_AHEAD = timedelta(days=7)
 MAX_METADATA_BYTES = 16 * 1024
+# Launch phases one segment records (seed 001's MaxLaunchPhases): a launch that begins
+# more has the rest refused, which only leaves its trail short.
+MAX_LAUNCH_PHASES = 16
 
 
 # -- Work and input -------------------------------------------------------------------
@@ -233,10 +236,17 @@ def invoke(work: WorkState, attempt: int, epoch: int, now: datetime, isolated: b
 
 
 def begin_phase(work: WorkState, attempt: int, epoch: int, now: datetime, phase: str) -> Emit:
-    fence(work, attempt, epoch, now)
+    current = fence(work, attempt, epoch, now)
     if not PHASE.match(phase):
         raise InvalidCommand(
             f"phase name {phase!r} must match {PHASE.pattern}", code=DomainCode.INVALID_PHASE
+        )
+    segment = current.open_segment
+    if segment is not None and len(segment.phases) >= MAX_LAUNCH_PHASES:
+        raise InvalidCommand(
+            f"{current.execution_id}: this segment already recorded {MAX_LAUNCH_PHASES} launch "
+            f"phases; {phase!r} is not recorded",
+            code=DomainCode.TOO_MANY_PHASES,
         )
     event = LaunchPhaseBegan(work_id=work.work_id, attempt=attempt, epoch=epoch, phase=phase)
     return Emit(work_stream(work.work_id), event)
@@ -245,7 +255,14 @@ def begin_phase(work: WorkState, attempt: int, epoch: int, now: datetime, phase:
 def end_phase(
     work: WorkState, attempt: int, epoch: int, now: datetime, phase: str, outcome: PhaseOutcome
 ) -> Emit:
-    fence(work, attempt, epoch, now)
+    current = fence(work, attempt, epoch, now)
+    segment = current.open_segment
+    if segment is None or not any(p.name == phase and p.ended_at is None for p in segment.phases):
+        raise InvalidCommand(
+            f"{current.execution_id}: no launch phase {phase!r} is open (its beginning was "
+            "not recorded), so its end is not recorded either",
+            code=DomainCode.PHASE_NOT_BEGUN,
+        )
     event = LaunchPhaseEnded(
         work_id=work.work_id, attempt=attempt, epoch=epoch, phase=phase, outcome=outcome
     )

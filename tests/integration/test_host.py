@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -279,3 +280,62 @@ def test_the_daemon_writes_audit_checkpoints_as_it_runs(tmp_path: Path) -> None:
         assert checkpoint is not None
         assert checkpoint.position == scheduler.store.head().position
         assert verify_chain(scheduler.store, checkpoint=checkpoint).ok
+
+
+class ManyPhases(rota.Executor):
+    """A launch that walks through more phases than a segment keeps."""
+
+    name = "many_phases"
+    pool = "agents"
+
+    def __init__(self, phases: int) -> None:
+        self.phases = phases
+        self.bodies_run = 0
+
+    def launch(self, ctx: rota.LaunchContext, done: Any) -> None:
+        for n in range(self.phases):
+            with ctx.phase(f"step-{n}"):
+                self.bodies_run += 1
+        done(rota.Result(data="launched"))
+
+
+def test_phases_past_the_cap_leave_the_trail_short_and_the_launch_goes_on(
+    scheduler: rota.Scheduler,
+) -> None:
+    from rota.domain.lifecycle import MAX_LAUNCH_PHASES
+
+    many = ManyPhases(MAX_LAUNCH_PHASES + 4)
+    scheduler.register("many", executor=many)
+    scheduler.submit("w", binding="many")
+    scheduler.run_until_idle(timeout=10)
+    work = scheduler.work("w")
+    assert work is not None and work["state"] == "completed"
+    assert many.bodies_run == MAX_LAUNCH_PHASES + 4  # every phase's work ran
+    phases = work["attempts"][0]["segments"][0]["phases"]
+    assert len(phases) == MAX_LAUNCH_PHASES
+    assert all(p["outcome"] == "ok" for p in phases)
+
+
+def test_a_phase_write_refused_by_a_lost_lease_does_not_raise_into_the_launch(
+    scheduler: rota.Scheduler, clock: ManualClock
+) -> None:
+    reached: list[str] = []
+
+    class LateLaunch(rota.Executor):
+        name = "late"
+        pool = "agents"
+        inline = True  # launched on the ticking thread: the test reads `reached` after tick()
+
+        def launch(self, ctx: rota.LaunchContext, done: Any) -> None:
+            clock.advance(3600)  # the lease lapses while the launch runs
+            with ctx.phase("container"):  # both phase writes are refused: lease lost
+                reached.append("body")
+            reached.append("after")
+
+    scheduler.register("late", executor=LateLaunch())
+    scheduler.submit("w", binding="late")
+    scheduler.tick()
+    assert reached == ["body", "after"]
+    work = scheduler.work("w")
+    assert work is not None
+    assert work["attempts"][0]["segments"][0]["phases"] == []

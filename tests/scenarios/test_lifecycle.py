@@ -206,6 +206,19 @@ def test_launch_phases_are_recorded_as_they_begin_and_end() -> None:
     story.refused(lambda w: lc.begin_phase(w, 1, 1, story.now, "Bad Name"), "invalid_phase")
 
 
+def test_a_segment_records_at_most_max_launch_phases() -> None:
+    story = story_with_input()
+    started(story)
+    for n in range(lc.MAX_LAUNCH_PHASES):
+        story.when(lambda w, n=n: lc.begin_phase(w, 1, 1, story.now, f"step-{n}"))
+    story.refused(lambda w: lc.begin_phase(w, 1, 1, story.now, "one-more"), "too_many_phases")
+    phases = story.state.current.segments[-1].phases  # type: ignore[union-attr]
+    assert len(phases) == lc.MAX_LAUNCH_PHASES
+    # The end of a phase whose beginning was refused is refused too: nothing to close.
+    story.refused(lambda w: lc.end_phase(w, 1, 1, story.now, "one-more", "ok"), "phase_not_begun")
+    story.when(lambda w: lc.end_phase(w, 1, 1, story.now, "step-0", "ok"))
+
+
 def test_recovery_metadata_is_bounded() -> None:
     story = story_with_input()
     started(story)
