@@ -209,9 +209,13 @@ class Host:
                 report.renewed += 1
             elif isinstance(refusal, LeaseLost):
                 report.lost += 1
-                if self.service.recovery.adoptable(held.execution_id, held.epoch):
-                    # Still running and still the Work's: it belongs to recovery, which
-                    # adopts it; stopping the process here could lose finished work.
+                if held.launching:
+                    # A launch still in progress ends at once, as under a LeaseHold (seed
+                    # 001): it does not run on to its next fenced write.
+                    self.launches.drop(held, reason=refusal)
+                elif self.service.recovery.adoptable(held.execution_id, held.epoch):
+                    # Launched, still running and still the Work's: it belongs to recovery,
+                    # which adopts it; stopping the process here could lose finished work.
                     self.launches.drop(held, reason=None, cancel=False)
                 else:
                     self.launches.drop(held, reason=refusal)

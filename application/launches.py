@@ -105,6 +105,9 @@ class Held:
     executor: Executor
     renew_at: datetime
     deadline: datetime
+    # True from the claim until the executor's `launch` returned: a lost lease then cancels
+    # the launch at once (seed 001); after it, a process still running belongs to recovery.
+    launching: bool = False
 
 
 class ExecutorDirectory:
@@ -251,7 +254,14 @@ class Launches:
         except Refusal as refusal:
             log.info("launch phase %s of %s not recorded: %s", name, execution_id, refusal)
 
-    def hold(self, attempt: AttemptState, ctx: LaunchContext, executor: Executor) -> Held:
+    def hold(
+        self,
+        attempt: AttemptState,
+        ctx: LaunchContext,
+        executor: Executor,
+        *,
+        launching: bool = False,
+    ) -> Held:
         """Renew this attempt's lease on every pass from now on (until it is dropped)."""
         third = timedelta(seconds=self.service.settings.lease_seconds / 3)
         held = Held(
@@ -261,6 +271,7 @@ class Launches:
             executor,
             self.service.now() + third,
             attempt.deadline,
+            launching,
         )
         with self.held_lock:
             self.held[attempt.execution_id] = held
@@ -298,17 +309,17 @@ class Launches:
             )
             self.results.put((attempt.execution_id, attempt.epoch, failure))
             return
-        done = self.done(self.hold(attempt, ctx, executor))
+        held = self.hold(attempt, ctx, executor, launching=True)
         if getattr(executor, "inline", False):
-            self._call_launch(executor, ctx, done)
+            self._call_launch(executor, held)
         else:
-            self.pool.submit(self._call_launch, executor, ctx, done)
+            self.pool.submit(self._call_launch, executor, held)
 
-    def _call_launch(
-        self, executor: Executor, ctx: LaunchContext, done: Callable[[Result], None]
-    ) -> None:
+    def _call_launch(self, executor: Executor, held: Held) -> None:
+        ctx, done = held.ctx, self.done(held)
         try:
             executor.launch(ctx, done)
+            held.launching = False
         except LeaseLost:
             ctx.cancel.set()
         except Exception:

@@ -339,3 +339,64 @@ def test_a_phase_write_refused_by_a_lost_lease_does_not_raise_into_the_launch(
     work = scheduler.work("w")
     assert work is not None
     assert work["attempts"][0]["segments"][0]["phases"] == []
+
+
+class CancellableLaunch(rota.Executor):
+    """A launch that waits for its cancellation (a container that is slow to come up)."""
+
+    name = "cancellable"
+    pool = "agents"
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.cancelled = threading.Event()
+        self.reason: BaseException | None = None
+
+    def launch(self, ctx: rota.LaunchContext, done: Any) -> None:
+        self.entered.set()
+        if ctx.cancel.wait(30):
+            self.reason = ctx.cancel_reason
+            self.cancelled.set()
+
+
+def test_a_lost_lease_ends_the_launch_at_once(
+    scheduler: rota.Scheduler, clock: ManualClock
+) -> None:
+    """The host's renewal, like LeaseHold, cancels a launch whose renewal is refused."""
+    launch = CancellableLaunch()
+    scheduler.register("slowstart", executor=launch)
+    scheduler.submit("w", binding="slowstart")
+    scheduler.tick()
+    assert launch.entered.wait(10)
+    clock.advance(61)  # the lease lapsed before its renewal: the renewal is refused
+    report = scheduler.tick()
+    assert report.lost == 1
+    assert launch.cancelled.wait(5), "the launch was left running to its next fenced write"
+    assert isinstance(launch.reason, rota.LeaseLost)
+
+
+def test_a_lost_lease_leaves_a_launched_running_attempt_to_recovery(
+    scheduler: rota.Scheduler, clock: ManualClock
+) -> None:
+    """Negative control: once launched, a running attempt whose renewal is refused is not
+    cancelled by the renewal step (recovery decides what becomes of it)."""
+    release = threading.Event()
+    running: list[rota.LaunchContext] = []
+    entered = threading.Event()
+
+    def job(ctx: rota.LaunchContext) -> str:
+        running.append(ctx)
+        entered.set()
+        release.wait(30)
+        return "done"
+
+    scheduler.register("job", job)
+    scheduler.submit("w", binding="job")
+    scheduler.tick()
+    assert entered.wait(10)
+    clock.advance(61)
+    scheduler.host.runtime_recovery.run = lambda report: None  # type: ignore[method-assign]
+    report = scheduler.tick()
+    assert report.lost == 1
+    assert not running[0].cancel.is_set()
+    release.set()
