@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ParamSpec, TypeVar
 
+from rota.application.errors import ExecutorError
 from rota.application.lifecycle import Claimed
 from rota.application.ports import Environment, Executor, LaunchContext
 from rota.application.service import SchedulerService
@@ -319,20 +320,40 @@ class Launches:
         ctx, done = held.ctx, self.done(held)
         try:
             executor.launch(ctx, done)
-            held.launching = False
         except LeaseLost:
             ctx.cancel.set()
-        except Exception:
+            return
+        except ExecutorError:
             log.warning(
-                "executor %s failed to launch %s", executor.name, ctx.execution_id, exc_info=True
+                "executor %s could not launch %s", executor.name, ctx.execution_id, exc_info=True
             )
-            done(
-                Result(
-                    outcome="failed",
-                    error_code="executor_error",
-                    error_message=f"executor {executor.name!r} could not launch",
-                )
+            done(_failure("executor_error", f"executor {executor.name!r} could not launch"))
+            return
+        except Exception:
+            # Not a definite refusal: something may have started. Keep the slot until a
+            # stop is verified (seed 001: missing acknowledgement or an ambiguous operation
+            # records a safe failure and retains resource exclusion).
+            log.warning(
+                "executor %s failed while launching %s", executor.name, ctx.execution_id,
+                exc_info=True,
+            )  # fmt: skip
+            message = f"executor {executor.name!r} failed while launching; its slot is kept"
+            done(_failure("launch_ambiguous", message, holds_resources=True))
+            return
+        finally:
+            held.launching = False
+        if "recover" in executor.capabilities and not ctx.recovery_persisted:
+            if ctx.cancel.is_set():
+                return  # cancelled (a lost lease): the launch's fenced writes were refused
+            log.warning(
+                "executor %s returned from launching %s without persisting its recovery "
+                "metadata", executor.name, ctx.execution_id,
+            )  # fmt: skip
+            message = (
+                f"executor {executor.name!r} returned from its launch without persisting its "
+                "recovery metadata; the attempt keeps its slot until its stop is verified"
             )
+            done(_failure("launch_unacknowledged", message, holds_resources=True))
 
     # -- stopping -------------------------------------------------------------------------
 
@@ -346,3 +367,12 @@ class Launches:
                 self.service.lifecycle.release(item.execution_id, item.epoch, "host_stopped")
             item.ctx.cancel_reason = LeaseLost("the host stopped and released the lease")
             item.ctx.cancel.set()
+
+
+def _failure(code: str, message: str, *, holds_resources: bool = False) -> Result:
+    return Result(
+        outcome="failed",
+        error_code=code,
+        error_message=message,
+        holds_resources=holds_resources,
+    )

@@ -52,8 +52,16 @@ Launch
   The host records the claim (the durable launch intent) and then the fenced invoke
   marker, and only then calls `launch(ctx, done)`. `launch` starts the work and returns
   promptly; when the attempt finishes or suspends, the executor calls `done(result)`
-  exactly once, from any thread. If `launch` raises, nothing was started and the host
-  records a failure (`executor_error`) with no error text from the executor.
+  exactly once, from any thread. If `launch` raises `ExecutorError`, nothing was started
+  and the host records a failure (`executor_error`) with no error text from the executor.
+
+Launch acknowledgement (seed 001)
+  An executor that declares `recover` must persist its recovery metadata
+  (`ctx.persist_recovery`) before `launch` returns. A launch that returns without having
+  done so (`launch_unacknowledged`), or that raises anything but `ExecutorError` or
+  `LeaseLost` (`launch_ambiguous`), is recorded as a safe failure that keeps the attempt's
+  capacity slot (`holds_resources`) until the executor's `stop` verifies nothing of it
+  runs, or an operator confirms the stop: the slot is never freed on the executor's word.
 
 Cancellation
   `ctx.cancel` is a `threading.Event`. The host sets it when the lease is lost (then
@@ -313,6 +321,9 @@ class LaunchContext:
     injected: queue.SimpleQueue[tuple[int, Any]] = field(default_factory=queue.SimpleQueue)
     persist: Callable[[Any], None] = lambda metadata: None
     record_phase: Callable[[str, str | None], None] = lambda name, outcome: None
+    # Set once `persist_recovery` succeeded: the launch acknowledgement an executor that
+    # declares `recover` owes before `launch` returns.
+    recovery_persisted: bool = False
 
     @property
     def execution_id(self) -> str:
@@ -333,6 +344,7 @@ class LaunchContext:
     def persist_recovery(self, metadata: Any) -> None:
         """Fenced: store recovery metadata for this attempt; raises LeaseLost when stale."""
         self.persist(metadata)
+        self.recovery_persisted = True
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

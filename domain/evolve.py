@@ -410,7 +410,7 @@ def _ended(work: WorkState, event: _Outcome, at: datetime) -> WorkState:
     elif isinstance(event, AttemptFailed):
         attempt = replace(
             attempt,
-            stop_confirmed=True,
+            stop_confirmed=not event.holds_resources,
             error_code=event.error_code,
             error_message=event.error_message,
             permanent=event.permanent,

@@ -370,6 +370,7 @@ def _failed(
         permanent=result.permanent,
         retry_at=result.retry_at if hinted else None,
         retry_unknown=result.retry_unknown and hinted,
+        holds_resources=result.holds_resources,
     )
     emits = [Emit(work_stream(work.work_id), failed)]
     emits.extend(retry_timer(work, attempt, now, permanent=result.permanent, hinted_due=due))

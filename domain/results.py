@@ -40,6 +40,9 @@ class Result(msgspec.Struct, frozen=True, kw_only=True):
     retry_at: datetime | None = None
     retry_unknown: bool = False
     consumed: list[int] = msgspec.field(default_factory=list)
+    # A failure that is no proof nothing of the attempt still runs (an unacknowledged or
+    # ambiguous launch): its capacity slot stays held until a stop is verified.
+    holds_resources: bool = False
 
 
 class Turn(msgspec.Struct, frozen=True):

@@ -172,6 +172,9 @@ class AttemptFailed(_Outcome, tag="core.execution.failed", frozen=True, kw_only=
     `permanent` marks a failure retrying cannot cure; `retry_at` is the executor's retry
     hint (a reset time) and `retry_unknown` a hint with an unknown reset. Any other error
     text an executor produced is never stored (it may carry provider output).
+    `holds_resources` marks a safe failure that is no proof nothing of the attempt runs
+    (a launch that returned without persisting its recovery metadata, or an ambiguous
+    launch): the attempt keeps its capacity slot until its stop is confirmed.
     """
 
     outcome_name: ClassVar[str] = "failed"
@@ -181,6 +184,7 @@ class AttemptFailed(_Outcome, tag="core.execution.failed", frozen=True, kw_only=
     permanent: bool = False
     retry_at: datetime | None = None
     retry_unknown: bool = False
+    holds_resources: bool = False
 
 
 class AttemptHandedOff(_Outcome, tag="core.execution.handed_off", frozen=True, kw_only=True):
