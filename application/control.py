@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -23,6 +24,13 @@ class Dispatch(msgspec.Struct, frozen=True):
     token: str
     epoch: int
     payload: Any
+
+
+class DispatchPass(msgspec.Struct):
+    """What a dispatch pass claimed, and the attempts whose executor this host lacks."""
+
+    dispatched: list[Dispatch]
+    unsupported: list[AttemptState]
 
 
 class ControlCommands:
@@ -58,16 +66,31 @@ class ControlCommands:
 
         return self.tx.transact(decide)
 
-    def dispatch_pass(self, limit: int = 64) -> list[Dispatch]:
-        """Claim every dispatchable control intent (one append, a fresh token each)."""
+    def dispatch_pass(
+        self,
+        limit: int = 64,
+        supported: Callable[[AttemptState], bool] = lambda attempt: True,
+    ) -> DispatchPass:
+        """Claim every dispatchable control intent (one append, a fresh token each).
+
+        `supported(attempt)` says whether this host has the attempt's pinned executor; an
+        intent for an unsupported attempt is not claimed (it would stay dispatched with no
+        one to deliver it) and its attempt is reported in `unsupported`.
+        """
+        unsupported: dict[str, AttemptState] = {}
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             emits: list[Emit] = []
             expected: dict[str, int] = {}
+            unsupported.clear()
             for work_id in sorted({*self.tx.projection.live.values(), *self._interrupting()}):
                 work = self.tx.projection.works[work_id]
                 for item in work.controls:
                     if len(emits) < limit and control.dispatchable(work, item):
+                        attempt = work.attempts[item.attempt - 1]
+                        if not supported(attempt):
+                            unsupported[attempt.execution_id] = attempt
+                            continue
                         emits.append(control.dispatch(work, item.intent))
                         expected[work_stream(work_id)] = work.version
             return emits, expected
@@ -84,7 +107,7 @@ class ControlCommands:
             dispatches.append(
                 Dispatch(work.work_id, attempt, item, event.token, event.epoch, payload)  # type: ignore[attr-defined]
             )
-        return dispatches
+        return DispatchPass(dispatches, list(unsupported.values()))
 
     def _interrupting(self) -> set[str]:
         """Work whose fenced (interrupted) attempt still holds a slot and awaits its control."""

@@ -126,6 +126,7 @@ class Host:
             report = TickReport()
             self.service.catch_up()
             self._observe(report)
+            self._let_go_of_ended()
             self._renew(report)
             # The fixed order (seed 002): runtime recovery, lost retry (the retry timers),
             # schedules (a later slot), then starting ready Work. When recovery or retry
@@ -145,7 +146,7 @@ class Host:
             except RotaError as exc:
                 report.errors.append(f"budget settlement: {exc.code}: {exc}")
             self._time_out(report)
-            self.stops.run()
+            self.stops.run(report)
             self.control_dispatch.run(report)
             self._start(report)
             return report
@@ -172,6 +173,17 @@ class Host:
             else:
                 report.finished += 1
                 self._forget(execution_id, epoch)
+
+    def _let_go_of_ended(self) -> None:
+        """Stop holding attempts the log says ended (interrupted, cancelled) or moved to a
+        newer epoch: there is no lease left to renew, and their executors were told."""
+        projection = self.service.projection
+        with self.launches.held_lock:
+            holding = list(self.held.values())
+        for held in holding:
+            found = projection.attempt(held.execution_id)
+            if found is None or not found[1].live or found[1].epoch != held.epoch:
+                self.launches.drop(held, reason=None, cancel=False)
 
     def _forget(self, execution_id: str, epoch: int) -> None:
         """The outcome is durable: let the executor drop what it kept for recovery."""
@@ -280,5 +292,5 @@ class Host:
         self._closed = True
         self.launches.release_all()
         self.launches.pool.shutdown(wait=True, cancel_futures=True)
-        for executor in self.executors.values():
+        for executor in self.directory.all_executors():
             executor.close()

@@ -80,7 +80,7 @@ class StopVerification:
         """Ask for verified stop evidence now rather than on a later pass."""
         self._next.pop(execution_id, None)
 
-    def run(self) -> None:
+    def run(self, report: Report) -> None:
         projection = self.service.projection
         now = time.monotonic()
         for holders in list(projection.slots.values()):
@@ -95,6 +95,8 @@ class StopVerification:
                     continue
                 executor = self.directory.executor_for(attempt)
                 if executor is None:
+                    # Its slot stays held (no evidence), and says so on every pass.
+                    report.errors.append(self.directory.unsupported(attempt))
                     continue
                 self._next[execution_id] = now + min(5.0, self.service.settings.lease_seconds)
                 self.stopping[execution_id] = (attempt.epoch, executor, attempt.recovery_metadata)
@@ -141,11 +143,8 @@ class RuntimeRecovery:
             self.page, supported=lambda attempt: directory.executor_for(attempt) is not None
         )
         report.held.extend(result.held)
-        for execution_id in result.unsupported:
-            report.errors.append(
-                f"unsupported_generation: {execution_id}: this host has no executor for the "
-                "attempt's pinned configuration generation; it is left for a host that has"
-            )
+        for attempt in result.unsupported:
+            report.errors.append(directory.unsupported(attempt) + "; left for a host that has")
         relaunch: list[Claimed] = []
         for item in result.recovered:
             report.recovered += 1
@@ -219,10 +218,15 @@ class ControlDispatch:
         self.launches = launches
 
     def run(self, report: Report) -> None:
-        for claim in self.service.control.dispatch_pass():
-            executor = self.directory.executor_for(claim.attempt)
-            if executor is None:
-                continue
+        directory = self.directory
+        result = self.service.control.dispatch_pass(
+            supported=lambda attempt: directory.executor_for(attempt) is not None
+        )
+        for attempt in result.unsupported:  # not claimed: left undispatched, and said
+            report.errors.append(directory.unsupported(attempt))
+        for claim in result.dispatched:
+            executor = directory.executor_for(claim.attempt)
+            assert executor is not None
             report.dispatched += 1
             self.launches.pool.submit(self._deliver, claim, executor)
 

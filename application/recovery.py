@@ -27,7 +27,7 @@ class Recovered(msgspec.Struct, frozen=True):
 class RecoveryPass(msgspec.Struct):
     recovered: list[Recovered]
     held: list[str]
-    unsupported: list[str]
+    unsupported: list[AttemptState]  # pinned to a generation the host cannot serve
     has_more: bool
 
 
@@ -49,7 +49,7 @@ class RecoveryCommands:
         unsupported attempt is left alone (never given to a replacement executor).
         """
         held: list[str] = []
-        unsupported: list[str] = []
+        unsupported: list[AttemptState] = []
         more = [False]
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
@@ -63,7 +63,7 @@ class RecoveryCommands:
             for work in due:
                 assert work.current is not None
                 if not supported(work.current):
-                    unsupported.append(work.current.execution_id)
+                    unsupported.append(work.current)
                     continue
                 found = recovery.recover(
                     work,

@@ -184,6 +184,14 @@ class AuditModel(BaseModel):
     every_seconds: float = Field(300.0, gt=0)
 
 
+class HistoricalModel(BaseModel):
+    """An older configuration generation whose attempts the current executors may serve."""
+
+    model_config = ConfigDict(extra="forbid")
+    generation: str = Field(pattern=r"^[0-9a-f]{12}$")
+    executors: list[str] | None = None  # None: every registration
+
+
 class ConfigModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     audit: AuditModel = AuditModel()
@@ -192,6 +200,7 @@ class ConfigModel(BaseModel):
     bindings: list[BindingModel] = []
     scopes: list[ScopeModel] = []
     budgets: list[BudgetModel] = []
+    historical: list[HistoricalModel] = []
 
 
 class Config:
@@ -225,6 +234,11 @@ class Config:
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
         if duplicate is not None:
             raise ConfigError(f"{source}: budgets: two budgets are both {duplicate!r}; give ids")
+        # generation -> the registrations whose current implementation serves it (None: all)
+        self.historical: dict[str, frozenset[str] | None] = {
+            h.generation: None if h.executors is None else frozenset(h.executors)
+            for h in model.historical
+        }
         self.bindings: dict[str, Binding] = {b.name: b.to_binding() for b in model.bindings}
         for binding in self.bindings.values():
             try:

@@ -87,6 +87,7 @@ class Scheduler:
             registrations=bootstrap.registrations_of(self.executors),
         )
         self.host = bootstrap.build_host(self.service, self.executors, environment=environment)
+        self.host.directory.compatible.update(config.historical)
         self._closed = False
         self._stop = threading.Event()
         self.service.catch_up()
@@ -134,6 +135,7 @@ class Scheduler:
                 name, fn, pool=pool, inline=inline, max_workers=max(4, self.settings.concurrency)
             )
         with self.service.lock:
+            before, executors = self.service.generation, dict(self.executors)
             self.executors[name] = executor
             self.service.set_registration(
                 Registration(
@@ -146,6 +148,38 @@ class Scheduler:
                 self.bind(
                     name, executor=name, timeout_seconds=timeout_seconds, retry=retry, config=config
                 )
+            # Attempts pinned to the generation this ends keep their implementation.
+            self.host.directory.keep(before, executors)
+
+    def register_historical(
+        self,
+        generation: str,
+        name: str,
+        fn: Callable[[LaunchContext], Any] | None = None,
+        *,
+        executor: Executor | None = None,
+        pool: str = POOL_AGENTS,
+    ) -> None:
+        """The implementation of registration `name` for attempts pinned to an older
+        configuration `generation` (seed 001's historical executors).
+
+        After a restart under a changed configuration, an attempt keeps the generation it
+        was pinned to; a non-stable executor of another generation never serves it (its
+        recovery, stop and control are then `unsupported_generation`). Register the older
+        implementation here, as a callable or an `Executor`. Within one process a
+        replaced registration keeps serving its attempts without this.
+        """
+        if (fn is None) == (executor is None):
+            raise RotaError(
+                "register_historical needs exactly one of fn or executor", code=EntryCode.USAGE
+            )
+        if executor is None:
+            assert fn is not None
+            executor = InProcessExecutor(
+                name, fn, pool=pool, max_workers=max(4, self.settings.concurrency)
+            )
+        with self.service.lock:
+            self.host.directory.historical[(generation, name)] = executor
 
     def bind(
         self,
@@ -160,6 +194,7 @@ class Scheduler:
         policy = retry or RetryPolicy()
         policy.validate(f"bindings.{name}.retry")
         with self.service.lock:
+            before, executors = self.service.generation, dict(self.executors)
             self.service.set_binding(
                 Binding(
                     name=name,
@@ -169,6 +204,7 @@ class Scheduler:
                     retry=policy,
                 )
             )
+            self.host.directory.keep(before, executors)
 
     # -- commands -----------------------------------------------------------------------
 

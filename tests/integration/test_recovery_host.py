@@ -138,13 +138,20 @@ def test_a_missing_generation_is_unsupported_never_replaced(
     scheduler.submit("w", binding="job")
     scheduler.service.lifecycle.start_pass()
     scheduler.service.lifecycle.invoke("w/1", 1)
-    scheduler.register("another", lambda ctx: None)  # a new configuration generation
-    clock.advance(61)
-    report = scheduler.tick()
-    assert report.recovered == 0
-    assert any(e.startswith("unsupported_generation: w/1") for e in report.errors)
-    view = scheduler.work("w")
-    assert view is not None and view["attempts"][0]["epoch"] == 1
+    # A process that registers one more executor has another configuration generation;
+    # it does not have the implementation the attempt was pinned to (in this process a
+    # replaced registration would keep serving it: test_historical_executors.py).
+    scheduler.close()
+    with rota.open(tmp_path / "rec.db", clock=clock, owner="host-b") as later:
+        # Registered in this order, the process never has the attempt's generation.
+        later.register("another", lambda ctx: None)
+        later.register("job", lambda ctx: None)
+        clock.advance(61)
+        report = later.tick()
+        assert report.recovered == 0
+        assert any(e.startswith("unsupported_generation: w/1") for e in report.errors)
+        view = later.work("w")
+        assert view is not None and view["attempts"][0]["epoch"] == 1
 
 
 def test_when_recovery_fails_the_pass_starts_nothing(
