@@ -256,6 +256,18 @@ def test_terminal_on_exhaustion_closes_work_whose_last_attempt_was_lost() -> Non
     story.refused(lambda w: lc.accept_input(w, work_id="w", payload=1, key="late"), "work_terminal")
 
 
+def test_a_stop_confirmation_cannot_target_an_attempt_adopted_since_at_another_epoch() -> None:
+    story = launched()
+    story.at(600)  # past the deadline: recovery adopts at epoch 2 and times the attempt out
+    recover(story)
+    attempt = story.state.current
+    assert attempt is not None and (attempt.epoch, attempt.outcome) == (2, "timed_out")
+    assert attempt.holds_slot
+    story.refused(lambda w: lc.confirm_stopped(w, 1, 1), "lease_lost")
+    story.when(lambda w: lc.confirm_stopped(w, 1, 2))
+    assert not story.state.current.holds_slot  # type: ignore[union-attr]
+
+
 def test_adoptable_tells_a_host_whether_recovery_owns_the_attempt() -> None:
     story = launched()
     assert rc.adoptable(story.state, 1, 1)
