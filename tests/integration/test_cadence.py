@@ -158,17 +158,23 @@ def test_lost_retry_fires_sixteen_timers_a_page_by_default(
 def test_a_full_page_of_timers_wakes_the_loop_for_the_rest(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    release = threading.Event()
+    running, release = threading.Event(), threading.Event()
+
+    def hog(ctx: rota.LaunchContext) -> None:
+        running.set()
+        release.wait(30)
+
     config = {"settings": {"concurrency": 1}}
     with rota.open(tmp_path / "wake.db", clock=clock, config=config) as scheduler:
         scheduler.host.timer_page = 2
         scheduler.register("flaky", lambda ctx: None, retry=rota.RetryPolicy(delays=(10.0, 10.0)))
-        scheduler.register("hog", lambda ctx: release.wait(30))
+        scheduler.register("hog", hog)
         fail_once(scheduler, "r1", "r2", "r3")
         scheduler.submit("hog", binding="hog")
-        assert scheduler.tick().started == 1  # the hog holds the only slot from now on
-        clock.advance(10)
         try:
+            assert scheduler.tick().started == 1  # the hog holds the only slot from now on
+            assert running.wait(10)  # its launch is done: nothing of it wakes the loop now
+            clock.advance(10)
             scheduler.host.wake.clear()
             first = scheduler.tick()
             assert (first.fired, first.started) == (2, 0)
