@@ -1,9 +1,14 @@
 """The host: one cadence that drives the scheduler (`rota run`, `Scheduler.tick()`).
 
-One pass, in a fixed order (seed 002): runtime recovery, lost retry, schedules (slots
-later issues fill), then due retry timers, observing finished attempts, timing out
-attempts past their deadline, renewing held leases, and starting ready Work. A tick that
-finds another tick running returns at once (re-entrant ticks coalesce).
+One pass observes finished attempts and renews held leases, then runs the fixed order of
+seed 002: runtime recovery (one page of expired leases), lost retry (one page of due retry
+timers: a lost attempt of idempotent or deduplicated Work is retried through the timer its
+lost transition armed, as every failure is), schedules (a slot later issues fill), then
+budget settlement, timing out attempts past their deadline, stop verification, control
+dispatch and starting ready Work. When recovery or lost retry fails, the pass starts
+nothing new; a step that found more than a page wakes the loop again at once. Pages are 16
+by default, at most 64 (`rota.domain.pages`). A tick that finds another tick running
+returns at once (re-entrant ticks coalesce).
 
 Launches run off the loop, each on a thread of its own, outside any store transaction,
 under the lease the claim took; the loop keeps renewing every held lease every third of the lease
@@ -76,9 +81,11 @@ class Host:
         environment: Environment | None = None,
         start_batch: int = 256,
         recovery_page: int = 16,
+        timer_page: int = 16,
     ) -> None:
         self.service = service
         self.start_batch = start_batch
+        self.timer_page = timer_page
         self.directory = ExecutorDirectory(service, executors)
         self.launches = Launches(service, self.directory, environment=environment)
         self.start_gates = StartGates(service)
@@ -137,10 +144,13 @@ class Host:
                 report.errors.append(f"runtime recovery: {exc.code}: {exc}")
                 return report
             try:
-                report.fired = self.service.lifecycle.fire_due_timers()
+                timers = self.service.lifecycle.fire_due_timers(self.timer_page)
             except RotaError as exc:
                 report.errors.append(f"retry timers: {exc.code}: {exc}")
                 return report
+            report.fired = timers.fired
+            if timers.has_more:
+                self.wake.set()  # one page a pass: come back for the rest at once
             try:
                 report.settled = self.service.admission.settle_pass()
             except RotaError as exc:

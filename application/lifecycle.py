@@ -16,7 +16,7 @@ import msgspec
 from rota.application.configuration import Configuration
 from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.transactions import Transactions
-from rota.domain import admission, lifecycle
+from rota.domain import admission, lifecycle, pages
 from rota.domain.admission import GateDecision, Waiting
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, Refusal
@@ -31,6 +31,13 @@ class Claimed(msgspec.Struct, frozen=True):
     work: WorkState
     attempt: AttemptState
     resume: bool
+
+
+class FiredTimers(msgspec.Struct, frozen=True):
+    """What one retry-timer page did: how many timers fired, and whether more are due."""
+
+    fired: int
+    has_more: bool
 
 
 class StartPass(msgspec.Struct):
@@ -317,18 +324,26 @@ class LifecycleCommands:
 
         return self.tx.transact(decide)
 
-    def fire_due_timers(self) -> int:
-        """Fire every retry timer due by the store's clock; returns how many fired."""
+    def fire_due_timers(self, limit: int = pages.DEFAULT_PAGE) -> FiredTimers:
+        """Fire one page of the retry timers due by the store's clock, in one append.
+
+        This is the cadence's lost-retry step (seed 002): a lost attempt of Work admitted
+        as idempotent or deduplicated armed its timer with the lost transition, as every
+        other failure does, and its fresh attempt starts once the timer fired. At most
+        `limit` timers (1..64), earliest due first; `has_more` says more were due. A Work
+        that cannot fire refuses the whole page: nothing is skipped past silently.
+        """
+        more = [False]
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             now = self.tx.now()
             emits: list[Emit] = []
             expected: dict[str, int] = {}
-            for work_id, due in list(self.tx.projection.timers.items()):
-                if due <= now:
-                    work = self.tx.projection.works[work_id]
-                    emits.append(lifecycle.fire_retry(work, now))
-                    expected[work_stream(work_id)] = work.version
+            due, more[0] = pages.due_timers(self.tx.projection.timers, now, limit)
+            for work_id in due:
+                work = self.tx.projection.works[work_id]
+                emits.append(lifecycle.fire_retry(work, now))
+                expected[work_stream(work_id)] = work.version
             return emits, expected
 
-        return self.tx.transact(decide).written
+        return FiredTimers(self.tx.transact(decide).written, more[0])

@@ -9,7 +9,7 @@ import msgspec
 from rota.application.configuration import Configuration
 from rota.application.ports import AppendResult
 from rota.application.transactions import Transactions
-from rota.domain import recovery
+from rota.domain import pages, recovery
 from rota.domain.emit import Emit, work_stream
 from rota.domain.state import AttemptState, WorkState
 
@@ -40,7 +40,7 @@ class RecoveryCommands:
 
     def recovery_pass(
         self,
-        limit: int = recovery.DEFAULT_PAGE,
+        limit: int = pages.DEFAULT_PAGE,
         supported: Callable[[AttemptState], bool] = lambda attempt: True,
     ) -> RecoveryPass:
         """Recover one page of attempts whose lease expired or was released, in one append.

@@ -76,7 +76,7 @@ class DomainCode(ErrorCode):
     NOTHING_TO_RETRY = "nothing_to_retry"
     """A manual retry of Work that has no failure to retry."""
     INVALID_PAGE = "invalid_page"
-    """A recovery page size outside 1..64."""
+    """A page size of a cadence scan (recovery, retry timers) outside 1..64."""
 
     # -- results an executor reports
     INVALID_RESULT = "invalid_result"

@@ -32,10 +32,9 @@ from rota.domain.events.recovery import (
     WorkHeld,
 )
 from rota.domain.lifecycle import fence, retry_timer
+from rota.domain.pages import check_limit, take
 from rota.domain.state import AttemptState, WorkState
 
-MAX_PAGE = 64
-DEFAULT_PAGE = 16
 OPERATOR_RELEASABLE = frozenset({"crash_loop", "budget", "operator"})
 
 
@@ -174,16 +173,13 @@ def release_hold(
 def page(works: list[WorkState], now: datetime, limit: int) -> tuple[list[WorkState], bool]:
     """The next page of Works needing recovery, oldest expiry first; True if there is more.
 
-    Fetches limit + 1 to know whether more remain; no cursor is kept across passes.
+    Fetches limit + 1 to know whether more remain; no cursor is kept across passes
+    (`rota.domain.pages`).
     """
-    if not 1 <= limit <= MAX_PAGE:
-        raise Refusal(
-            f"recovery page size must be 1..{MAX_PAGE}, not {limit}", code=DomainCode.INVALID_PAGE
-        )
+    check_limit(limit, "recovery")
     due = [w for w in works if needs_recovery(w, now) and not w.holds]
     due.sort(key=lambda w: (w.current.lease_expires_at if w.current else now, w.work_id))
-    fetched = due[: limit + 1]
-    return fetched[:limit], len(fetched) > limit
+    return take(due, limit)
 
 
 def adopted(work: WorkState, attempt: int, epoch: int, now: datetime) -> Emit:

@@ -47,7 +47,7 @@ from rota.application.views import (
     work_view,
 )
 from rota.domain.admission import Waiting
-from rota.domain.errors import NotEligible, RotaError
+from rota.domain.errors import DomainCode, InvalidCommand, NotEligible, RotaError
 from rota.domain.policy import POOL_AGENTS, Binding, Registration, RetryPolicy, Settings
 from rota.domain.state import WorkState
 from rota.infrastructure.config import Config, EntryCode
@@ -60,6 +60,16 @@ log = logging.getLogger("rota.scheduler")
 
 def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _check_timeout(binding: str, timeout_seconds: float | None) -> None:
+    """A binding's timeout must be > 0 (None: the settings' default); NaN is refused too."""
+    if timeout_seconds is not None and not timeout_seconds > 0:
+        raise InvalidCommand(
+            f"bindings.{binding}.timeout_seconds must be > 0, not {timeout_seconds!r} "
+            "(None: settings.timeout_seconds)",
+            code=DomainCode.INVALID_CONFIG,
+        )
 
 
 class Scheduler:
@@ -129,6 +139,8 @@ class Scheduler:
         """
         if (fn is None) == (executor is None):
             raise RotaError("register needs exactly one of fn or executor", code=EntryCode.USAGE)
+        if binding:
+            _check_timeout(name, timeout_seconds)  # before anything is registered
         if executor is None:
             assert fn is not None
             executor = InProcessExecutor(
@@ -190,7 +202,11 @@ class Scheduler:
         timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        """Define (or redefine) a binding; future attempts use it, running ones keep theirs."""
+        """Define (or redefine) a binding; future attempts use it, running ones keep theirs.
+
+        `timeout_seconds` (> 0) replaces `settings.timeout_seconds` for its attempts.
+        """
+        _check_timeout(name, timeout_seconds)
         policy = retry or RetryPolicy()
         policy.validate(f"bindings.{name}.retry")
         with self.service.lock:

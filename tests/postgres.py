@@ -1,4 +1,5 @@
-"""PostgreSQL test helpers: the server, a fresh schema per test, and the CI rule.
+"""PostgreSQL test helpers: the server, a fresh schema per test, the CI rule, and a database
+clock a test can set.
 
 The server is `ROTA_TEST_POSTGRES` (default `postgresql://postgres@127.0.0.1:5432/test`).
 When it cannot be reached, PostgreSQL tests are skipped, except under `CI=true`, where they
@@ -11,6 +12,8 @@ import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -75,3 +78,42 @@ def temporary_schema() -> Iterator[str]:
 def pg_schema() -> Iterator[str]:
     with temporary_schema() as schema:
         yield schema
+
+
+class DatabaseClock:
+    """The database's clock in one test schema, set by the test (and able to step back).
+
+    The PostgreSQL store reads time only from the database, with an unqualified
+    `clock_timestamp()`. This creates `"<schema>".clock_timestamp()`, reading a one-row
+    table, and `url` is the schema's URL with `search_path` set to `<schema>, pg_catalog`
+    for the store's own sessions, so their `clock_timestamp()` resolves to it (built-ins
+    are shadowed only when `pg_catalog` is named last). The store's clock is still the
+    database's; only this test sets it. Every other session, and the server, is untouched.
+    """
+
+    def __init__(self, schema: str, start: datetime) -> None:
+        assert schema.startswith("rota_test_") and schema.replace("_", "").isalnum()
+        self.schema = schema
+        admin_execute(
+            f'CREATE SCHEMA IF NOT EXISTS "{schema}"; '
+            f'CREATE TABLE "{schema}".test_clock (at timestamptz NOT NULL); '
+            f'CREATE FUNCTION "{schema}".clock_timestamp() RETURNS timestamptz '
+            f'LANGUAGE sql STABLE AS $$ SELECT at FROM "{schema}".test_clock $$'
+        )
+        admin_execute(f'INSERT INTO "{schema}".test_clock VALUES (%s)', (start,))
+        search_path = quote(f"-c search_path={schema},pg_catalog")
+        self.url = f"{schema_url(schema)}&options={search_path}"
+
+    def now(self) -> datetime:
+        rows = admin_execute(f'SELECT at FROM "{self.schema}".test_clock')
+        when = rows[0][0]
+        assert isinstance(when, datetime)
+        return when.astimezone(UTC)
+
+    def set(self, when: datetime) -> None:
+        admin_execute(f'UPDATE "{self.schema}".test_clock SET at = %s', (when,))
+
+    def advance(self, seconds: float) -> datetime:
+        when = self.now() + timedelta(seconds=seconds)
+        self.set(when)
+        return when

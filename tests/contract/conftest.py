@@ -6,20 +6,24 @@ independent handle on the same log (another connection, as another process would
 
 PostgreSQL runs each test in its own schema (dropped afterwards). It judges time by the
 database's clock, so the two tests that pin recorded times to a `ManualClock` are SQLite-only;
-`test_postgres_only.py` checks the database-clock equivalents.
+`test_postgres_only.py` checks the database-clock equivalents. `store_clock` gives a test the
+store's own clock to set and step back on both stores: a `ManualClock` for SQLite, the
+database's clock for PostgreSQL (`postgres.DatabaseClock`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 import pytest
-from postgres import schema_url, temporary_schema
+from postgres import DatabaseClock, schema_url, temporary_schema
 
 from rota.application.ports import EventStore
 from rota.infrastructure.clock import ManualClock
-from rota.infrastructure.postgres.store import PostgresStore
+from rota.infrastructure.postgres.store import PostgresStore, split_schema
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.infrastructure.stores import open_store as open_url
 
@@ -75,3 +79,46 @@ def open_store(store_url: str) -> Iterator[OpenStore]:
 @pytest.fixture
 def store(open_store: OpenStore) -> EventStore:
     return open_store()
+
+
+class StoreClock(Protocol):
+    """The clock a store judges time by, set by the test."""
+
+    def now(self) -> datetime: ...
+
+    def set(self, when: datetime) -> None: ...
+
+
+CLOCK_START = datetime(2026, 12, 1, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def store_clock(
+    store_kind: str, store_url: str
+) -> Iterator[tuple[Callable[[], EventStore], StoreClock]]:
+    """A factory of handles on the store under test, and the clock they all judge time by
+    (at `CLOCK_START`), which the test sets and steps back.
+
+    PostgreSQL's is the database's clock (a handle's `now()` asks it every time:
+    `clock_refresh=0`, so no sample is advanced by the local clock between two reads).
+    """
+    opened: list[EventStore] = []
+    clock: StoreClock
+    if store_kind == "sqlite":
+        clock = manual = ManualClock(CLOCK_START)
+
+        def factory() -> EventStore:
+            opened.append(SQLiteStore(store_url, clock=manual))
+            return opened[-1]
+    else:
+        _, schema = split_schema(store_url)
+        assert schema is not None
+        clock = database = DatabaseClock(schema, CLOCK_START)
+
+        def factory() -> EventStore:
+            opened.append(PostgresStore(database.url, clock_refresh=0))
+            return opened[-1]
+
+    yield factory, clock
+    for store in opened:
+        store.close()

@@ -1,5 +1,7 @@
 """Lease time on real stores: renewals never shorten a lease when the wall clock steps
-back (freezegun), and expiry is judged by the store's clock, not the host's."""
+back (freezegun, under SQLite's default system clock; the store contract holds every store
+to it with the store's own clock stepped back: tests/contract/test_lease_clock.py), and
+expiry is judged by the store's clock, not the host's."""
 
 from __future__ import annotations
 

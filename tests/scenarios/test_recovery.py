@@ -208,6 +208,66 @@ def test_lost_attempts_of_safe_work_without_retry_on_lost_fail() -> None:
     assert story.state.state == "failed"
 
 
+def lost_again(story: Story, policy: RetryPolicy, number: int) -> list[Emit]:
+    """Attempt `number` starts, its lease lapses, recovery adopts it and finds it gone."""
+    pin = pinned(retry=policy)
+    story.when(lambda w: lc.claim(w, now=story.now, owner="host-a", pinned=pin))
+    story.when(lambda w: lc.invoke(w, number, 1, story.now, False))
+    story.now += timedelta(seconds=60)
+    recover(story)
+    return story.when(lambda w: rc.lose(w, number, 2, story.now, "not_running"))
+
+
+def test_a_lost_attempt_with_no_attempts_left_fails_the_work() -> None:
+    story = story_with_input(safety="idempotent")
+    policy = RetryPolicy(max_attempts=2, retry_on_lost=True)
+    (armed,) = [e for e in events(lost_again(story, policy, 1)) if isinstance(e, RetryArmed)]
+    story.now = armed.due_at
+    story.when(lambda w: lc.fire_retry(w, story.now))
+    emits = lost_again(story, policy, 2)  # the second and last attempt is lost too
+    assert events(emits) == [
+        LeaseReleased(work_id="w", attempt=2, epoch=2, reason="lease_expired"),
+        AttemptLost(work_id="w", attempt=2, epoch=2, evidence="not_running"),
+    ]  # no retry timer
+    work = story.state
+    assert (work.state, work.retry.failures, work.retry.blocked_reason) == ("failed", 2, "lost")
+    assert work.retry.next_due is None and not work.startable
+    assert work.terminal is None  # open to a manual retry, as any exhausted Work
+    assert [p.key for p in work.pending] == ["k0"]  # the input is kept for that retry
+
+
+def test_an_earlier_failure_counts_against_the_attempts_a_lost_one_may_use() -> None:
+    story = story_with_input(safety="deduplicated")
+    policy = RetryPolicy(max_attempts=2, delays=(0.0,), retry_on_lost=True)
+    story.when(lambda w: lc.claim(w, now=story.now, owner="host-a", pinned=pinned(retry=policy)))
+    story.when(lambda w: lc.finish(w, 1, 1, story.now, lc.Result(outcome="failed")))
+    story.when(lambda w: lc.fire_retry(w, story.now))
+    emits = lost_again(story, policy, 2)
+    assert not [e for e in events(emits) if isinstance(e, RetryArmed)]
+    assert (story.state.state, story.state.retry.blocked_reason) == ("failed", "lost")
+
+
+def test_terminal_on_exhaustion_closes_work_whose_last_attempt_was_lost() -> None:
+    story = story_with_input(safety="idempotent")
+    policy = RetryPolicy(max_attempts=1, retry_on_lost=True, terminal_on_exhaustion=True)
+    emits = lost_again(story, policy, 1)
+    assert not [e for e in events(emits) if isinstance(e, RetryArmed)]
+    assert (story.state.state, story.state.terminal) == ("failed", "failed")
+    story.refused(lambda w: lc.accept_input(w, work_id="w", payload=1, key="late"), "work_terminal")
+
+
+def test_a_stop_confirmation_cannot_target_an_attempt_adopted_since_at_another_epoch() -> None:
+    story = launched()
+    story.at(600)  # past the deadline: recovery adopts at epoch 2 and times the attempt out
+    recover(story)
+    attempt = story.state.current
+    assert attempt is not None and (attempt.epoch, attempt.outcome) == (2, "timed_out")
+    assert attempt.holds_slot
+    story.refused(lambda w: lc.confirm_stopped(w, 1, 1), "lease_lost")
+    story.when(lambda w: lc.confirm_stopped(w, 1, 2))
+    assert not story.state.current.holds_slot  # type: ignore[union-attr]
+
+
 def test_adoptable_tells_a_host_whether_recovery_owns_the_attempt() -> None:
     story = launched()
     assert rc.adoptable(story.state, 1, 1)
