@@ -6,8 +6,9 @@ url = "sqlite:///var/lib/rota/rota.db"   # or a path; postgresql://... later
 synchronous = "full"                      # full (default), normal, extra
 
 [settings]
-concurrency = 4          # agent turns and executors without a pool
-job_concurrency = 4      # the jobs pool (shell)
+concurrency = 4          # agent turns and executors without a pool (0: unbounded)
+job_concurrency = 4      # the jobs pool (shell; 0: unbounded)
+pool_limits = { gpu = 2 }   # any other pool an executor declares (0: unbounded)
 lease_seconds = 60
 timeout_seconds = 3600
 
@@ -45,18 +46,29 @@ written to the log: the pinned binding keeps only their digest (rota.application
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rota.application.secrets import split_secrets
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
-from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy, Settings
+from rota.domain.policy import (
+    MAX_RETRY_DELAYS,
+    POOL_AGENTS,
+    POOL_JOBS,
+    Binding,
+    RetryPolicy,
+    Settings,
+)
 
 DEFAULT_CONFIG = Path("rota.toml")
+POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# The two pools with settings of their own: `pool_limits` names neither.
+RESERVED_POOLS = {POOL_AGENTS: "concurrency", POOL_JOBS: "job_concurrency"}
 
 
 class EntryCode(ErrorCode):
@@ -81,10 +93,14 @@ class StoreModel(BaseModel):
     synchronous: Literal["full", "normal", "extra"] = "full"
 
 
+PoolLimit = Annotated[int, Field(ge=0, le=10_000)]
+
+
 class SettingsModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    concurrency: int = Field(4, ge=1, le=10_000)
-    job_concurrency: int = Field(4, ge=1, le=10_000)
+    concurrency: int = Field(4, ge=0, le=10_000)
+    job_concurrency: int = Field(4, ge=0, le=10_000)
+    pool_limits: dict[str, PoolLimit] = {}
     lease_seconds: float = Field(60.0, gt=0, le=86_400)
     timeout_seconds: float = Field(3600.0, gt=0)
     max_segments: int = Field(50, ge=1, le=1000)
@@ -207,6 +223,17 @@ class Config:
         self.audit = model.audit
         self.synchronous = model.store.synchronous
         s = model.settings
+        for pool in s.pool_limits:
+            if pool in RESERVED_POOLS:
+                raise ConfigError(
+                    f"{source}: settings.pool_limits.{pool}: the {pool} pool is bounded by "
+                    f"settings.{RESERVED_POOLS[pool]}; set that instead"
+                )
+            if not POOL_NAME.match(pool):
+                raise ConfigError(
+                    f"{source}: settings.pool_limits: pool name {pool!r} must match "
+                    f"{POOL_NAME.pattern}"
+                )
         self.settings = Settings(
             concurrency=s.concurrency,
             job_concurrency=s.job_concurrency,
@@ -214,6 +241,7 @@ class Config:
             timeout_seconds=s.timeout_seconds,
             max_segments=s.max_segments,
             crash_loop_limit=s.crash_loop_limit,
+            pool_limits=dict(s.pool_limits),
             scope_limits={
                 scope.path: scope.limits.concurrency
                 for scope in model.scopes

@@ -55,6 +55,7 @@ from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.replay.checkpoint import Checkpointer
 
 _NO_INPUT = object()
+UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
 log = logging.getLogger("rota.scheduler")
 
 
@@ -130,9 +131,9 @@ class Scheduler:
             raise RotaError("register needs exactly one of fn or executor", code=EntryCode.USAGE)
         if executor is None:
             assert fn is not None
-            executor = InProcessExecutor(
-                name, fn, pool=pool, inline=inline, max_workers=max(4, self.settings.concurrency)
-            )
+            # As many threads as the pool has slots (0: unbounded); at least 4.
+            workers = max(4, self.settings.pool_limit(pool) or UNBOUNDED_POOL_THREADS)
+            executor = InProcessExecutor(name, fn, pool=pool, inline=inline, max_workers=workers)
         with self.service.lock:
             self.executors[name] = executor
             self.service.set_registration(

@@ -182,9 +182,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         print_json(view)
         return 0
     for pool, numbers in view["pools"].items():
-        print(
-            f"{pool:<8} {numbers['in_use']}/{numbers['limit']} in use, {numbers['waiting']} waiting"
-        )
+        limit = numbers["limit"] or "unbounded"  # a limit of 0 is unbounded
+        print(f"{pool:<8} {numbers['in_use']}/{limit} in use, {numbers['waiting']} waiting")
     for scope, numbers in view["scopes"].items():
         print(f"scope {scope}: {numbers['in_use']}/{numbers['limit']} in use")
     for item in view["waiting"]:

@@ -1,0 +1,54 @@
+"""The configuration file: what it accepts, and the field path of what it refuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rota.infrastructure.config import Config, ConfigError
+
+
+def refused(data: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as caught:
+        Config.parse(data)
+    assert caught.value.code == "invalid_config"
+    return caught.value.message
+
+
+# -- capacity pools ----------------------------------------------------------------------
+
+
+def test_pool_limits_name_any_pool_and_zero_is_unbounded() -> None:
+    settings = Config.parse(
+        {"settings": {"concurrency": 0, "job_concurrency": 3, "pool_limits": {"gpu": 2, "io": 0}}}
+    ).settings
+    limits = {pool: settings.pool_limit(pool) for pool in ("agents", "jobs", "gpu", "io", "x")}
+    assert limits == {"agents": 0, "jobs": 3, "gpu": 2, "io": 0, "x": 0}
+
+
+def test_without_pool_limits_the_defaults_are_unchanged() -> None:
+    settings = Config.parse({}).settings
+    assert settings.pool_limits == {}
+    limits = {pool: settings.pool_limit(pool) for pool in ("agents", "jobs", "gpu")}
+    assert limits == {"agents": 4, "jobs": 4, "gpu": 4}
+
+
+@pytest.mark.parametrize(
+    ("pool_limits", "message"),
+    [
+        ({"gpu": -1}, "settings.pool_limits.gpu: Input should be greater than or equal to 0"),
+        ({"gpu": "two"}, "settings.pool_limits.gpu: Input should be a valid integer"),
+        ({"jobs": 2}, "settings.pool_limits.jobs: the jobs pool is bounded by "),
+        ({"agents": 2}, "settings.pool_limits.agents: the agents pool is bounded by "),
+        ({"a b": 2}, "settings.pool_limits: pool name 'a b' must match"),
+    ],
+)
+def test_bad_pool_limits_are_refused_with_their_field_path(
+    pool_limits: dict[str, Any], message: str
+) -> None:
+    assert message in refused({"settings": {"pool_limits": pool_limits}})
+
+
+def test_a_negative_concurrency_is_refused() -> None:
+    assert "settings.concurrency" in refused({"settings": {"concurrency": -1}})
