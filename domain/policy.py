@@ -66,6 +66,8 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 HandoffPolicy = Literal["stop", "continue"]
+# What a definite failure to deliver an inject does with its input (pinned per attempt).
+ControlFallback = Literal["queue", "drop"]
 
 
 class Binding(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -84,7 +86,7 @@ class Binding(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     timeout_seconds: float | None = None
     retry: RetryPolicy = RetryPolicy()
     handoff: HandoffPolicy = "stop"
-    control_fallback: Literal["queue", "drop"] = "queue"
+    control_fallback: ControlFallback = "queue"
     secrets_digest: str | None = None
 
 

@@ -17,6 +17,7 @@ name = "report"
 executor = "shell"
 command = ["sh", "-c", "./report.sh"]   # executor-specific keys become the binding config
 timeout_seconds = 600
+control_fallback = "queue"              # a failed inject queues its input (or "drop")
 [bindings.retry]
 max_attempts = 3
 delays = [300, 600]
@@ -129,6 +130,7 @@ class BindingModel(BaseModel):
     timeout_seconds: float | None = Field(None, gt=0)
     retry: RetryModel = RetryModel()
     handoff: Literal["stop", "continue"] = "stop"
+    control_fallback: Literal["queue", "drop"] = "queue"
 
     def to_binding(self) -> Binding:
         config = dict(self.model_extra or {})
@@ -145,6 +147,7 @@ class BindingModel(BaseModel):
                 retry_on_lost=retry.retry_on_lost,
             ),
             handoff=self.handoff,
+            control_fallback=self.control_fallback,
         )
 
 

@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_args
 
 from rota import bootstrap
 from rota.application.host import TickReport
@@ -47,8 +47,15 @@ from rota.application.views import (
     work_view,
 )
 from rota.domain.admission import Waiting
-from rota.domain.errors import NotEligible, RotaError
-from rota.domain.policy import POOL_AGENTS, Binding, Registration, RetryPolicy, Settings
+from rota.domain.errors import DomainCode, InvalidCommand, NotEligible, RotaError
+from rota.domain.policy import (
+    POOL_AGENTS,
+    Binding,
+    ControlFallback,
+    Registration,
+    RetryPolicy,
+    Settings,
+)
 from rota.domain.state import WorkState
 from rota.infrastructure.config import Config, EntryCode
 from rota.infrastructure.executors.inproc import InProcessExecutor
@@ -121,11 +128,13 @@ class Scheduler:
         timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
         config: dict[str, Any] | None = None,
+        control_fallback: ControlFallback = "queue",
     ) -> None:
         """Register a Python callable (or an `Executor`) under `name`.
 
-        With `binding=True` (default) a binding of the same name is defined too, so Work
-        can be submitted with `binding=name`.
+        With `binding=True` (default) a binding of the same name is defined too (with
+        `timeout_seconds`, `retry`, `config` and `control_fallback`, as `bind()` takes
+        them), so Work can be submitted with `binding=name`.
         """
         if (fn is None) == (executor is None):
             raise RotaError("register needs exactly one of fn or executor", code=EntryCode.USAGE)
@@ -145,7 +154,12 @@ class Scheduler:
             )
             if binding:
                 self.bind(
-                    name, executor=name, timeout_seconds=timeout_seconds, retry=retry, config=config
+                    name,
+                    executor=name,
+                    timeout_seconds=timeout_seconds,
+                    retry=retry,
+                    config=config,
+                    control_fallback=control_fallback,
                 )
 
     def bind(
@@ -156,10 +170,22 @@ class Scheduler:
         config: dict[str, Any] | None = None,
         timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
+        control_fallback: ControlFallback = "queue",
     ) -> None:
-        """Define (or redefine) a binding; future attempts use it, running ones keep theirs."""
+        """Define (or redefine) a binding; future attempts use it, running ones keep theirs.
+
+        `control_fallback` is what a definite failure to deliver an inject does with its
+        input: `"queue"` (default; it stays pending for the next attempt) or `"drop"`. Each
+        attempt pins the fallback its binding had when it started.
+        """
+        where = f"bindings.{name}"
         policy = retry or RetryPolicy()
-        policy.validate(f"bindings.{name}.retry")
+        policy.validate(f"{where}.retry")
+        if control_fallback not in get_args(ControlFallback):
+            raise InvalidCommand(
+                f'{where}.control_fallback must be "queue" or "drop", not {control_fallback!r}',
+                code=DomainCode.INVALID_CONFIG,
+            )
         with self.service.lock:
             self.service.set_binding(
                 Binding(
@@ -168,6 +194,7 @@ class Scheduler:
                     config=dict(config or {}),
                     timeout_seconds=timeout_seconds,
                     retry=policy,
+                    control_fallback=control_fallback,
                 )
             )
 

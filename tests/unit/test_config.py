@@ -52,3 +52,22 @@ def test_bad_pool_limits_are_refused_with_their_field_path(
 
 def test_a_negative_concurrency_is_refused() -> None:
     assert "settings.concurrency" in refused({"settings": {"concurrency": -1}})
+
+
+# -- bindings ----------------------------------------------------------------------------
+
+SHELL = {"name": "report", "executor": "shell", "command": ["true"]}
+
+
+def test_a_binding_sets_its_control_fallback_and_it_is_not_executor_config() -> None:
+    bindings = Config.parse(
+        {"bindings": [{**SHELL, "control_fallback": "drop"}, {**SHELL, "name": "b"}]}
+    ).bindings
+    assert bindings["report"].control_fallback == "drop"
+    assert bindings["report"].config == {"command": ["true"]}
+    assert bindings["b"].control_fallback == "queue"  # the default
+
+
+def test_a_control_fallback_other_than_queue_or_drop_is_refused() -> None:
+    message = refused({"bindings": [{**SHELL, "control_fallback": "retry"}]})
+    assert "bindings[0].control_fallback: Input should be 'queue' or 'drop'" in message
