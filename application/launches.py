@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ParamSpec, TypeVar
 
+from rota.application.errors import InvalidExecutorConfig
 from rota.application.lifecycle import Claimed
 from rota.application.ports import Environment, Executor, LaunchContext
 from rota.application.service import SchedulerService
@@ -301,6 +302,9 @@ class Launches:
             executor.launch(ctx, done)
         except LeaseLost:
             ctx.cancel.set()
+        except InvalidExecutorConfig as refused:  # retrying cannot cure it: permanent
+            log.warning("executor %s refused %s: %s", executor.name, ctx.execution_id, refused)
+            done(refused.failure(executor.name))
         except Exception:
             log.warning(
                 "executor %s failed to launch %s", executor.name, ctx.execution_id, exc_info=True

@@ -40,8 +40,12 @@ warn_at = 0.8
 
 Every error names the field path (`bindings[0].retry.delays: ...`) and what was wrong.
 Executor-specific keys of a binding (`command`, `cwd`, `environment` ...) are kept as the
-binding's config. `environment` values are passed to the process at launch and never
-written to the log: the pinned binding keeps only their digest (rota.application.secrets).
+binding's config, checked by the executor's `validate_config` (`bindings[0].command: ...`)
+when it is a built-in one; an executor registered later in process checks its bindings
+when it is registered (`rota.Scheduler.register`), and `check_executors` refuses a binding
+whose executor is not registered at all (`unknown_executor`). `environment` values are
+passed to the process at launch and never written to the log: the pinned binding keeps
+only their digest (rota.application.secrets).
 """
 
 from __future__ import annotations
@@ -49,11 +53,14 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rota.application.errors import InvalidExecutorConfig, PortCode
+from rota.application.ports import Executor
 from rota.application.secrets import split_secrets
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
@@ -65,6 +72,7 @@ from rota.domain.policy import (
     RetryPolicy,
     Settings,
 )
+from rota.infrastructure.executors import builtin_executor_types
 
 DEFAULT_CONFIG = Path("rota.toml")
 POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -257,11 +265,21 @@ class Config:
         if duplicate is not None:
             raise ConfigError(f"{source}: budgets: two budgets are both {duplicate!r}; give ids")
         self.bindings: dict[str, Binding] = {b.name: b.to_binding() for b in model.bindings}
-        for binding in self.bindings.values():
-            try:
-                split_secrets(binding)  # refuse a malformed environment now, not at launch
-            except InvalidCommand as exc:
-                raise ConfigError(f"{source}: {exc}") from None
+        # Where each binding is written, for messages: `bindings[0]`.
+        self.binding_paths = {b.name: f"bindings[{i}]" for i, b in enumerate(model.bindings)}
+        builtin = builtin_executor_types()
+        for name, binding in self.bindings.items():
+            # A built-in executor's rules are known now; an executor registered in process
+            # later (a callable) checks its bindings when it is registered.
+            executor = builtin.get(binding.executor)
+            check_binding(binding, executor, self.binding_paths[name], source)
+
+    def check_executors(self, registered: Collection[str]) -> None:
+        """Refuse a binding naming an executor that is not in `registered`
+        (`unknown_executor`, with the binding's field path)."""
+        for name, binding in self.bindings.items():
+            if binding.executor not in registered:
+                raise unknown_executor(binding, registered, self.binding_paths[name], self.source)
 
     @classmethod
     def parse(cls, data: dict[str, Any], source: str = "<config>") -> Config:
@@ -286,6 +304,37 @@ class Config:
         except OSError as exc:
             raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
         return cls.parse(data, str(file))
+
+
+def check_binding(
+    binding: Binding, executor: type[Executor] | Executor | None, where: str, source: str = ""
+) -> None:
+    """Refuse a binding whose `environment` is malformed, or whose config its executor (when
+    known) refuses, naming the field under `where` (`bindings[0].command: ...`)."""
+    prefix = f"{source}: " if source else ""
+    try:
+        pinnable, _ = split_secrets(binding)  # a malformed environment now, not at launch
+    except InvalidCommand as exc:
+        raise ConfigError(f"{prefix}{exc}") from None
+    if executor is None:
+        return
+    try:
+        executor.validate_config(pinnable.config)
+    except InvalidExecutorConfig as exc:
+        raise ConfigError(f"{prefix}{exc.at(where)}") from None
+
+
+def unknown_executor(
+    binding: Binding, registered: Collection[str], where: str, source: str = ""
+) -> ConfigError:
+    """The refusal of a binding whose executor is not registered (`unknown_executor`)."""
+    prefix = f"{source}: " if source else ""
+    known = ", ".join(sorted(registered)) or "none"
+    return ConfigError(
+        f"{prefix}{where}.executor: no executor {binding.executor!r} is registered in this "
+        f"process (registered: {known})",
+        code=PortCode.UNKNOWN_EXECUTOR,
+    )
 
 
 def describe(exc: ValidationError) -> str:

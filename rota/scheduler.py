@@ -57,7 +57,7 @@ from rota.domain.policy import (
     Settings,
 )
 from rota.domain.state import WorkState
-from rota.infrastructure.config import Config, EntryCode
+from rota.infrastructure.config import Config, EntryCode, check_binding, unknown_executor
 from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.replay.checkpoint import Checkpointer
 
@@ -86,6 +86,9 @@ class Scheduler:
         self.config = config
         self.store = store
         self.executors: dict[str, Executor] = bootstrap.builtin_executors()
+        # Where each binding was defined, for messages: `bindings[0]` (the config file) or
+        # `bindings.<name>` (`bind()`).
+        self._binding_paths: dict[str, str] = dict(config.binding_paths)
         self.service = bootstrap.build_service(
             store,
             settings=config.settings,
@@ -144,6 +147,11 @@ class Scheduler:
             workers = max(4, self.settings.pool_limit(pool) or UNBOUNDED_POOL_THREADS)
             executor = InProcessExecutor(name, fn, pool=pool, inline=inline, max_workers=workers)
         with self.service.lock:
+            # The bindings already defined on this executor (in the config file, say) meet
+            # its config rules now, before any Work is accepted for them.
+            for defined in sorted(self.service.bindings.values(), key=lambda b: b.name):
+                if defined.executor == name:
+                    self._check_binding(defined, executor)
             self.executors[name] = executor
             self.service.set_registration(
                 Registration(
@@ -186,17 +194,47 @@ class Scheduler:
                 f'{where}.control_fallback must be "queue" or "drop", not {control_fallback!r}',
                 code=DomainCode.INVALID_CONFIG,
             )
+        binding = Binding(
+            name=name,
+            executor=executor,
+            config=dict(config or {}),
+            timeout_seconds=timeout_seconds,
+            retry=policy,
+            control_fallback=control_fallback,
+        )
         with self.service.lock:
-            self.service.set_binding(
-                Binding(
-                    name=name,
-                    executor=executor,
-                    config=dict(config or {}),
-                    timeout_seconds=timeout_seconds,
-                    retry=policy,
-                    control_fallback=control_fallback,
-                )
-            )
+            registered = self.executors.get(executor)
+            if registered is None:
+                raise unknown_executor(binding, self.executors, where)
+            check_binding(binding, registered, where)
+            self.service.set_binding(binding)
+            self._binding_paths[name] = where
+
+    def _where(self, binding_name: str) -> tuple[str, str]:
+        """The binding's field path, and the config file's name when it was defined there."""
+        where = self._binding_paths.get(binding_name, f"bindings.{binding_name}")
+        from_file = self.config.binding_paths.get(binding_name) == where
+        return where, self.config.source if from_file else ""
+
+    def _check_binding(self, binding: Binding, executor: Executor) -> None:
+        check_binding(binding, executor, *self._where(binding.name))
+
+    def check_bindings(self) -> None:
+        """Refuse (`unknown_executor`, naming the binding's field path) when a defined
+        binding names an executor this scheduler has not registered.
+
+        Call it once your executors are registered, to find a binding nothing here runs
+        before Work waits on it (`rota run` and `rota submit`, which register only the
+        built-in executors, check the config file so before they open the store)."""
+        with self.service.lock:
+            for name in sorted(self.service.bindings):
+                self._require_executor(name)
+
+    def _require_executor(self, binding_name: str) -> None:
+        binding = self.service.bindings.get(binding_name)
+        if binding is None or binding.executor in self.executors:
+            return  # an unknown binding waits (`unknown_binding`) until one is defined
+        raise unknown_executor(binding, self.executors, *self._where(binding_name))
 
     # -- commands -----------------------------------------------------------------------
 
@@ -219,7 +257,13 @@ class Scheduler:
         standing Work without input stays idle until input arrives. Submitting the same
         definition again is a no-op; the input's key (given or derived from the payload)
         makes a retried submit queue nothing twice.
+
+        A binding whose executor is not registered (yet) is refused (`unknown_executor`,
+        naming the binding's field path): no Work is accepted that nothing here could run.
+        A binding not defined at all is accepted; its Work waits (`unknown_binding`).
         """
+        with self.service.lock:
+            self._require_executor(binding)  # never accept Work nothing here could run
         inputs: list[tuple[Any, str | None, str | None]] = []
         if input is not _NO_INPUT:
             inputs.append((input, input_key, correlation_key))

@@ -85,7 +85,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {name: getattr(args, name) for name in names}
     if args.input is not None:
         options["input"] = parse_json(args.input, "--input")
-    with open_rota(args) as scheduler:
+    with open_rota(args, runs=True) as scheduler:
         before = scheduler.store.head().position
         scheduler.submit(args.work, **options)
         written = scheduler.store.head().position - before
@@ -194,7 +194,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.until_idle:
         raise UsageError("--timeout only applies with --until-idle")
-    with daemon_lock(args), open_rota(args) as scheduler:
+    with daemon_lock(args), open_rota(args, runs=True) as scheduler:
         if args.until_idle:
             scheduler.run_until_idle(timeout=args.timeout)
         else:

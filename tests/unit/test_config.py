@@ -71,3 +71,38 @@ def test_a_binding_sets_its_control_fallback_and_it_is_not_executor_config() -> 
 def test_a_control_fallback_other_than_queue_or_drop_is_refused() -> None:
     message = refused({"bindings": [{**SHELL, "control_fallback": "retry"}]})
     assert "bindings[0].control_fallback: Input should be 'queue' or 'drop'" in message
+
+
+@pytest.mark.parametrize(
+    ("binding", "message"),
+    [
+        ({"command": "./report.sh"}, "bindings[1].command: must be a list of strings, not a"),
+        ({"command": []}, "bindings[1].command: must be a list of strings (non-empty)"),
+        ({"command": ["true"], "comand": ["x"]}, "bindings[1].comand: unknown key; allowed"),
+        ({"command": ["true"], "cwd": 7}, "bindings[1].cwd: must be a directory's path"),
+        ({}, "bindings[1].command: must be a list of strings"),
+    ],
+)
+def test_a_shell_binding_is_checked_by_the_shell_executor_when_loaded(
+    binding: dict[str, Any], message: str
+) -> None:
+    data = {"bindings": [SHELL, {"name": "bad", "executor": "shell", **binding}]}
+    assert refused(data).startswith(f"<config>: {message}")
+
+
+def test_whether_a_cwd_exists_is_left_to_the_launch() -> None:
+    config = Config.parse({"bindings": [{**SHELL, "cwd": "/nonexistent/rota"}]})
+    assert config.bindings["report"].config["cwd"] == "/nonexistent/rota"
+
+
+def test_an_executor_registered_later_is_not_refused_at_load_but_by_check_executors() -> None:
+    config = Config.parse({"bindings": [SHELL, {"name": "b", "executor": "mine", "mode": 1}]})
+    assert config.bindings["b"].config == {"mode": 1}  # its executor checks it when registered
+    config.check_executors({"shell", "mine"})
+    with pytest.raises(ConfigError) as caught:
+        config.check_executors({"shell"})
+    assert caught.value.code == "unknown_executor"
+    assert caught.value.message == (
+        "<config>: bindings[1].executor: no executor 'mine' is registered in this process "
+        "(registered: shell)"
+    )
