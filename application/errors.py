@@ -9,6 +9,8 @@
 - `ProjectionStoreError`: a projection store could not be opened, read or written.
 - `ExecutorError`: an executor could not launch or deliver a control (its text is logged
   by the host, never stored).
+- `InvalidExecutorConfig`: an executor refused a binding's config, at a field; retrying
+  cannot cure it (a launch refused so fails permanently, `invalid_config`).
 
 These are the errors of the ports (`rota.application.ports`): every adapter raises them.
 Their codes are `PortCode` members (docs/errors.md lists them).
@@ -16,7 +18,10 @@ Their codes are `PortCode` members (docs/errors.md lists them).
 
 from __future__ import annotations
 
-from rota.domain.errors import ErrorCode, RotaError
+import re
+
+from rota.domain.errors import DomainCode, ErrorCode, RotaError
+from rota.domain.results import Result
 
 
 class PortCode(ErrorCode):
@@ -81,7 +86,7 @@ class PortCode(ErrorCode):
     UNKNOWN_BINDING = "unknown_binding"
     """The Work's binding is not configured: configure or register it (the Work waits)."""
     UNKNOWN_EXECUTOR = "unknown_executor"
-    """The binding names an executor that is not registered: register it (the Work waits)."""
+    """The binding names an executor that is not registered: register it (submit refuses it)."""
     UNKNOWN_EXECUTION = "unknown_execution"
     """A name that is not an execution id (`<work>/<attempt>`)."""
 
@@ -162,4 +167,39 @@ class ExecutorError(RotaError):
     """An executor could not launch, or refused a control; its text is logged by the host,
     never stored (it may hold output or secrets)."""
 
-    code = PortCode.EXECUTOR_ERROR
+    code: ErrorCode | str = PortCode.EXECUTOR_ERROR
+
+
+class InvalidExecutorConfig(ExecutorError):
+    """An executor refused a binding's config: `field` is where in it ("" for the whole
+    config), `problem` what is wrong. Trying again cannot cure it: raised by
+    `Executor.validate_config` it refuses the binding before any Work is accepted for it,
+    and raised by `launch` it fails the attempt permanently (`invalid_config`, no retry).
+    """
+
+    code = DomainCode.INVALID_CONFIG
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(self.at("config"))
+
+    def at(self, where: str) -> str:
+        """The problem under the binding's own path: `bindings[0].command: must be ...`."""
+        return f"{where}.{self.field}: {self.problem}" if self.field else f"{where}: {self.problem}"
+
+    def failure(self, executor: str) -> Result:
+        """The permanent failure a launch refused so records. It names the field only: the
+        problem is the executor's text, which the host logs and never stores."""
+        field = self.field if _FIELD.match(self.field) else ""
+        where = f"config.{field}" if field else "config"
+        return Result(
+            outcome="failed",
+            error_code=DomainCode.INVALID_CONFIG,
+            error_message=f"executor {executor!r} refused the binding's {where}: fix the "
+            "binding, then retry the Work",
+            permanent=True,
+        )
+
+
+_FIELD = re.compile(r"^[A-Za-z0-9_.\[\]-]{1,64}$")  # a field path, nothing an executor made up

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ParamSpec, TypeVar
 
-from rota.application.errors import ExecutorError
+from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.lifecycle import Claimed
 from rota.application.ports import Environment, Executor, LaunchContext
 from rota.application.service import SchedulerService
@@ -353,6 +353,10 @@ class Launches:
             executor.launch(ctx, done)
         except LeaseLost:
             ctx.cancel.set()
+            return
+        except InvalidExecutorConfig as refused:  # retrying cannot cure it: permanent
+            log.warning("executor %s refused %s: %s", executor.name, ctx.execution_id, refused)
+            done(refused.failure(executor.name))
             return
         except ExecutorError:
             log.warning(

@@ -48,12 +48,23 @@ An executor is registered under a name, belongs to a capacity pool, and declares
 capabilities (`stop`, `interrupt`, `inject`, `recover`). The host calls it **outside any
 store transaction**; a blocked executor can never hold the store's lock.
 
+Configuration
+  `validate_config(config)` (a classmethod: no instance, no I/O) refuses a binding's config
+  the executor could never launch with, raising `InvalidExecutorConfig(field, problem)`.
+  It is called when a binding naming the executor is loaded from the config file (for
+  the built-in executors), defined with `bind()`/`register()`, or found defined when the
+  executor is registered: before any Work is accepted for it. It sees the config as
+  `launch` will (`ctx.config`: without `environment`, whose values arrive in `ctx.env`).
+
 Launch
   The host records the claim (the durable launch intent) and then the fenced invoke
   marker, and only then calls `launch(ctx, done)`. `launch` starts the work and returns
   promptly; when the attempt finishes or suspends, the executor calls `done(result)`
   exactly once, from any thread. If `launch` raises `ExecutorError`, nothing was started
   and the host records a failure (`executor_error`) with no error text from the executor.
+  If it raises `InvalidExecutorConfig` (the config is wrong for a reason `validate_config`
+  could not see, such as a `cwd` that no longer exists), the failure is permanent
+  (`invalid_config`: no retry timer) and names only the field.
 
 Launch acknowledgement (seed 001)
   An executor that declares `recover` must persist its recovery metadata
@@ -366,6 +377,11 @@ class Executor(abc.ABC):
     capabilities: frozenset[str] = frozenset()
     stable: bool = False
     isolates: bool = False
+
+    @classmethod  # noqa: B027 (an optional hook with a no-op default)
+    def validate_config(cls, config: Mapping[str, Any]) -> None:
+        """Refuse a binding's config this executor could never launch with: raise
+        `InvalidExecutorConfig(field, problem)`; see "Configuration" above."""
 
     @abc.abstractmethod
     def launch(self, ctx: LaunchContext, done: Done) -> None:

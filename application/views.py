@@ -167,13 +167,16 @@ def dry_run_starts(
 def capacity_view(
     projection: SchedulerProjection, configuration: Configuration, now: datetime
 ) -> dict[str, Any]:
-    """`rota capacity --json`: per pool its limit, in_use and waiting; who waits and why.
+    """`rota capacity --json`: per pool its limit (0: unbounded), in_use and waiting; who
+    waits and why. The pools are `agents`, `jobs`, every pool named in `pool_limits` or
+    declared by a registered executor, and any pool the log holds slots in.
 
     `waiting` comes from a dry run of admission over the ready Work at `now` (nothing is
     written), so it is true in any process, not only in the daemon.
     """
     settings = configuration.settings
-    pools = {"agents", "jobs", *projection.slots}
+    declared = (r.pool for r in configuration.registrations.values())
+    pools = {"agents", "jobs", *projection.slots, *settings.pool_limits, *declared}
     plan = dry_run_starts(projection, configuration, now, projection.ready_order())
     by_pool: dict[str, int] = dict.fromkeys(pools, 0)
     for item in plan.waiting:
@@ -181,6 +184,7 @@ def capacity_view(
         if work is None or item.code not in (
             DomainCode.CAPACITY_CONCURRENCY,
             DomainCode.CAPACITY_JOB_CONCURRENCY,
+            DomainCode.CAPACITY_POOL,
         ):
             continue
         try:

@@ -1,8 +1,9 @@
 """Admission: which ready Work may start now, and what each start records. Pure.
 
 A start pass walks ready Work oldest first and, for each, checks in order:
-1. its pool (`jobs` bounded by `job_concurrency`, everything else by `concurrency`):
-   `capacity_job_concurrency` / `capacity_concurrency`;
+1. its own pool, against that pool's limit only (`Settings.pool_limit`; 0: unbounded):
+   `capacity_pool` (a `pool_limits` entry), `capacity_job_concurrency` (`jobs`) or
+   `capacity_concurrency` (`agents`, and a declared pool without an entry);
 2. its scope and every ancestor with a concurrency limit, counting every pool:
    `capacity_scope`;
 3. start gates, before a Work's first attempt only and only once capacity allows it:
@@ -36,7 +37,7 @@ from rota.domain.events.admission import (
     GateHeld,
     ScopeCapacityClaimed,
 )
-from rota.domain.policy import POOL_JOBS, Pinned, Settings
+from rota.domain.policy import Pinned, Settings
 from rota.domain.state import WorkState
 
 GateVerdict = Literal["let", "hold", "error"]
@@ -110,14 +111,9 @@ def plan_starts(
         pool = pinned.registration.pool
         in_pool = pool_in_use.get(pool, 0) + len(taken.get(pool, ()))
         ceiling = settings.pool_limit(pool)
-        if in_pool >= ceiling:
-            code = (
-                DomainCode.CAPACITY_JOB_CONCURRENCY
-                if pool == POOL_JOBS
-                else DomainCode.CAPACITY_CONCURRENCY
-            )
+        if ceiling and in_pool >= ceiling:
             detail = f"pool {pool} is full ({in_pool}/{ceiling})"
-            plan.waiting.append(Waiting(work.work_id, code, detail))
+            plan.waiting.append(Waiting(work.work_id, settings.pool_code(pool), detail))
             continue
         limited = [s for s in ancestors(work.scope) if s in settings.scope_limits]
         full = next(

@@ -121,6 +121,8 @@ class DomainCode(ErrorCode):
     """Waiting: the Work's pool is at `concurrency`; it starts when a slot frees."""
     CAPACITY_JOB_CONCURRENCY = "capacity_job_concurrency"
     """Waiting: the `jobs` pool is at `job_concurrency`; it starts when a slot frees."""
+    CAPACITY_POOL = "capacity_pool"
+    """Waiting: the executor's own pool is at its `pool_limits` entry; it starts when one frees."""
     CAPACITY_SCOPE = "capacity_scope"
     """Waiting: the Work's scope or an ancestor is at its concurrency limit."""
     START_GATE = "start_gate"

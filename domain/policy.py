@@ -66,6 +66,8 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 HandoffPolicy = Literal["stop", "continue"]
+# What a definite failure to deliver an inject does with its input (pinned per attempt).
+ControlFallback = Literal["queue", "drop"]
 
 
 class Binding(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -84,7 +86,7 @@ class Binding(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     timeout_seconds: float | None = None
     retry: RetryPolicy = RetryPolicy()
     handoff: HandoffPolicy = "stop"
-    control_fallback: Literal["queue", "drop"] = "queue"
+    control_fallback: ControlFallback = "queue"
     secrets_digest: str | None = None
 
 
@@ -97,7 +99,14 @@ class Registration(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """Scheduler-wide defaults (`[settings]` in rota.toml)."""
+    """Scheduler-wide defaults (`[settings]` in rota.toml).
+
+    Capacity pools (a limit of 0 is unbounded): `concurrency` bounds the `agents` pool,
+    where every executor that declares no pool of its own runs; `job_concurrency` the
+    `jobs` pool (the shell executor); `pool_limits[name]` any other pool an executor
+    declares. An attempt counts only against its own pool. A declared pool without an
+    entry in `pool_limits` is bounded by `concurrency` (its own slots, counted apart).
+    """
 
     concurrency: int = 4
     job_concurrency: int = 4
@@ -106,9 +115,21 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     max_segments: int = 50
     crash_loop_limit: int = 5
     scope_limits: dict[str, int] = msgspec.field(default_factory=dict)
+    pool_limits: dict[str, int] = msgspec.field(default_factory=dict)
 
     def pool_limit(self, pool: str) -> int:
+        """How many attempts of `pool` may hold a slot at once; 0: unbounded."""
+        if pool in self.pool_limits:
+            return self.pool_limits[pool]
         return self.job_concurrency if pool == POOL_JOBS else self.concurrency
+
+    def pool_code(self, pool: str) -> DomainCode:
+        """The code of the setting that bounds `pool`: what a start it holds back waits on."""
+        if pool in self.pool_limits:
+            return DomainCode.CAPACITY_POOL
+        if pool == POOL_JOBS:
+            return DomainCode.CAPACITY_JOB_CONCURRENCY
+        return DomainCode.CAPACITY_CONCURRENCY
 
 
 class Pinned(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -6,8 +6,9 @@ url = "sqlite:///var/lib/rota/rota.db"   # or a path; postgresql://... later
 synchronous = "full"                      # full (default), normal, extra
 
 [settings]
-concurrency = 4          # agent turns and executors without a pool
-job_concurrency = 4      # the jobs pool (shell)
+concurrency = 4          # agent turns and executors without a pool (0: unbounded)
+job_concurrency = 4      # the jobs pool (shell; 0: unbounded)
+pool_limits = { gpu = 2 }   # any other pool an executor declares (0: unbounded)
 lease_seconds = 60
 timeout_seconds = 3600
 
@@ -16,6 +17,7 @@ name = "report"
 executor = "shell"
 command = ["sh", "-c", "./report.sh"]   # executor-specific keys become the binding config
 timeout_seconds = 600
+control_fallback = "queue"              # a failed inject queues its input (or "drop")
 [bindings.retry]
 max_attempts = 3
 delays = [300, 600]
@@ -38,25 +40,44 @@ warn_at = 0.8
 
 Every error names the field path (`bindings[0].retry.delays: ...`) and what was wrong.
 Executor-specific keys of a binding (`command`, `cwd`, `environment` ...) are kept as the
-binding's config. `environment` values are passed to the process at launch and never
-written to the log: the pinned binding keeps only their digest (rota.application.secrets).
+binding's config, checked by the executor's `validate_config` (`bindings[0].command: ...`)
+when it is a built-in one; an executor registered later in process checks its bindings
+when it is registered (`rota.Scheduler.register`), and `check_executors` refuses a binding
+whose executor is not registered at all (`unknown_executor`). `environment` values are
+passed to the process at launch and never written to the log: the pinned binding keeps
+only their digest (rota.application.secrets).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rota.application.errors import InvalidExecutorConfig, PortCode
+from rota.application.ports import Executor
 from rota.application.secrets import split_secrets
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
-from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy, Settings
+from rota.domain.policy import (
+    MAX_RETRY_DELAYS,
+    POOL_AGENTS,
+    POOL_JOBS,
+    Binding,
+    RetryPolicy,
+    Settings,
+)
+from rota.infrastructure.executors import builtin_executor_types
 
 DEFAULT_CONFIG = Path("rota.toml")
+POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# The two pools with settings of their own: `pool_limits` names neither.
+RESERVED_POOLS = {POOL_AGENTS: "concurrency", POOL_JOBS: "job_concurrency"}
 
 
 class EntryCode(ErrorCode):
@@ -81,10 +102,14 @@ class StoreModel(BaseModel):
     synchronous: Literal["full", "normal", "extra"] = "full"
 
 
+PoolLimit = Annotated[int, Field(ge=0, le=10_000)]
+
+
 class SettingsModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    concurrency: int = Field(4, ge=1, le=10_000)
-    job_concurrency: int = Field(4, ge=1, le=10_000)
+    concurrency: int = Field(4, ge=0, le=10_000)
+    job_concurrency: int = Field(4, ge=0, le=10_000)
+    pool_limits: dict[str, PoolLimit] = {}
     lease_seconds: float = Field(60.0, gt=0, le=86_400)
     timeout_seconds: float = Field(3600.0, gt=0)
     max_segments: int = Field(50, ge=1, le=1000)
@@ -113,6 +138,7 @@ class BindingModel(BaseModel):
     timeout_seconds: float | None = Field(None, gt=0)
     retry: RetryModel = RetryModel()
     handoff: Literal["stop", "continue"] = "stop"
+    control_fallback: Literal["queue", "drop"] = "queue"
 
     def to_binding(self) -> Binding:
         config = dict(self.model_extra or {})
@@ -129,6 +155,7 @@ class BindingModel(BaseModel):
                 retry_on_lost=retry.retry_on_lost,
             ),
             handoff=self.handoff,
+            control_fallback=self.control_fallback,
         )
 
 
@@ -216,6 +243,17 @@ class Config:
         self.audit = model.audit
         self.synchronous = model.store.synchronous
         s = model.settings
+        for pool in s.pool_limits:
+            if pool in RESERVED_POOLS:
+                raise ConfigError(
+                    f"{source}: settings.pool_limits.{pool}: the {pool} pool is bounded by "
+                    f"settings.{RESERVED_POOLS[pool]}; set that instead"
+                )
+            if not POOL_NAME.match(pool):
+                raise ConfigError(
+                    f"{source}: settings.pool_limits: pool name {pool!r} must match "
+                    f"{POOL_NAME.pattern}"
+                )
         self.settings = Settings(
             concurrency=s.concurrency,
             job_concurrency=s.job_concurrency,
@@ -223,6 +261,7 @@ class Config:
             timeout_seconds=s.timeout_seconds,
             max_segments=s.max_segments,
             crash_loop_limit=s.crash_loop_limit,
+            pool_limits=dict(s.pool_limits),
             scope_limits={
                 scope.path: scope.limits.concurrency
                 for scope in model.scopes
@@ -240,11 +279,21 @@ class Config:
             for h in model.historical
         }
         self.bindings: dict[str, Binding] = {b.name: b.to_binding() for b in model.bindings}
-        for binding in self.bindings.values():
-            try:
-                split_secrets(binding)  # refuse a malformed environment now, not at launch
-            except InvalidCommand as exc:
-                raise ConfigError(f"{source}: {exc}") from None
+        # Where each binding is written, for messages: `bindings[0]`.
+        self.binding_paths = {b.name: f"bindings[{i}]" for i, b in enumerate(model.bindings)}
+        builtin = builtin_executor_types()
+        for name, binding in self.bindings.items():
+            # A built-in executor's rules are known now; an executor registered in process
+            # later (a callable) checks its bindings when it is registered.
+            executor = builtin.get(binding.executor)
+            check_binding(binding, executor, self.binding_paths[name], source)
+
+    def check_executors(self, registered: Collection[str]) -> None:
+        """Refuse a binding naming an executor that is not in `registered`
+        (`unknown_executor`, with the binding's field path)."""
+        for name, binding in self.bindings.items():
+            if binding.executor not in registered:
+                raise unknown_executor(binding, registered, self.binding_paths[name], self.source)
 
     @classmethod
     def parse(cls, data: dict[str, Any], source: str = "<config>") -> Config:
@@ -269,6 +318,37 @@ class Config:
         except OSError as exc:
             raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
         return cls.parse(data, str(file))
+
+
+def check_binding(
+    binding: Binding, executor: type[Executor] | Executor | None, where: str, source: str = ""
+) -> None:
+    """Refuse a binding whose `environment` is malformed, or whose config its executor (when
+    known) refuses, naming the field under `where` (`bindings[0].command: ...`)."""
+    prefix = f"{source}: " if source else ""
+    try:
+        pinnable, _ = split_secrets(binding)  # a malformed environment now, not at launch
+    except InvalidCommand as exc:
+        raise ConfigError(f"{prefix}{exc}") from None
+    if executor is None:
+        return
+    try:
+        executor.validate_config(pinnable.config)
+    except InvalidExecutorConfig as exc:
+        raise ConfigError(f"{prefix}{exc.at(where)}") from None
+
+
+def unknown_executor(
+    binding: Binding, registered: Collection[str], where: str, source: str = ""
+) -> ConfigError:
+    """The refusal of a binding whose executor is not registered (`unknown_executor`)."""
+    prefix = f"{source}: " if source else ""
+    known = ", ".join(sorted(registered)) or "none"
+    return ConfigError(
+        f"{prefix}{where}.executor: no executor {binding.executor!r} is registered in this "
+        f"process (registered: {known})",
+        code=PortCode.UNKNOWN_EXECUTOR,
+    )
 
 
 def describe(exc: ValidationError) -> str:

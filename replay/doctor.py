@@ -392,8 +392,9 @@ def check_timers(state: SchedulerProjection, now: datetime) -> Check:
 def check_capacity(view: dict[str, Any]) -> Check:
     parts, over, held_back = [], [], []
     for pool, cap in view["pools"].items():
-        parts.append(f"{pool} {cap['in_use']}/{cap['limit']} running, {cap['waiting']} held back")
-        if cap["limit"] is not None and cap["in_use"] > cap["limit"]:
+        limit = cap["limit"] or "unbounded"  # a limit of 0 is unbounded
+        parts.append(f"{pool} {cap['in_use']}/{limit} running, {cap['waiting']} held back")
+        if cap["limit"] and cap["in_use"] > cap["limit"]:
             over.append(pool)
     for scope, cap in view["scopes"].items():
         parts.append(f"scope {scope} {cap['in_use']}/{cap['limit']}")

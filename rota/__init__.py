@@ -19,6 +19,7 @@ from rota.application.errors import (
     CorruptRecord,
     DeliveryConflict,
     ExecutorError,
+    InvalidExecutorConfig,
     StoreError,
     StoreUnavailable,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "ExecutorError",
     "Fail",
     "InvalidCommand",
+    "InvalidExecutorConfig",
     "LaunchContext",
     "LeaseLost",
     "ManualClock",

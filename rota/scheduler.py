@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_args
 
 from rota import bootstrap
 from rota.application.host import TickReport
@@ -48,13 +48,21 @@ from rota.application.views import (
 )
 from rota.domain.admission import Waiting
 from rota.domain.errors import DomainCode, InvalidCommand, NotEligible, RotaError
-from rota.domain.policy import POOL_AGENTS, Binding, Registration, RetryPolicy, Settings
+from rota.domain.policy import (
+    POOL_AGENTS,
+    Binding,
+    ControlFallback,
+    Registration,
+    RetryPolicy,
+    Settings,
+)
 from rota.domain.state import WorkState
-from rota.infrastructure.config import Config, EntryCode
+from rota.infrastructure.config import Config, EntryCode, check_binding, unknown_executor
 from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.replay.checkpoint import Checkpointer
 
 _NO_INPUT = object()
+UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
 log = logging.getLogger("rota.scheduler")
 
 
@@ -88,6 +96,9 @@ class Scheduler:
         self.config = config
         self.store = store
         self.executors: dict[str, Executor] = bootstrap.builtin_executors()
+        # Where each binding was defined, for messages: `bindings[0]` (the config file) or
+        # `bindings.<name>` (`bind()`).
+        self._binding_paths: dict[str, str] = dict(config.binding_paths)
         self.service = bootstrap.build_service(
             store,
             settings=config.settings,
@@ -131,11 +142,13 @@ class Scheduler:
         timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
         config: dict[str, Any] | None = None,
+        control_fallback: ControlFallback = "queue",
     ) -> None:
         """Register a Python callable (or an `Executor`) under `name`.
 
-        With `binding=True` (default) a binding of the same name is defined too, so Work
-        can be submitted with `binding=name`.
+        With `binding=True` (default) a binding of the same name is defined too (with
+        `timeout_seconds`, `retry`, `config` and `control_fallback`, as `bind()` takes
+        them), so Work can be submitted with `binding=name`.
         """
         if (fn is None) == (executor is None):
             raise RotaError("register needs exactly one of fn or executor", code=EntryCode.USAGE)
@@ -143,11 +156,16 @@ class Scheduler:
             _check_timeout(name, timeout_seconds)  # before anything is registered
         if executor is None:
             assert fn is not None
-            executor = InProcessExecutor(
-                name, fn, pool=pool, inline=inline, max_workers=max(4, self.settings.concurrency)
-            )
+            # As many threads as the pool has slots (0: unbounded); at least 4.
+            workers = max(4, self.settings.pool_limit(pool) or UNBOUNDED_POOL_THREADS)
+            executor = InProcessExecutor(name, fn, pool=pool, inline=inline, max_workers=workers)
         with self.service.lock:
             before, executors = self.service.generation, dict(self.executors)
+            # The bindings already defined on this executor (in the config file, say) meet
+            # its config rules now, before any Work is accepted for them.
+            for defined in sorted(self.service.bindings.values(), key=lambda b: b.name):
+                if defined.executor == name:
+                    self._check_binding(defined, executor)
             self.executors[name] = executor
             self.service.set_registration(
                 Registration(
@@ -158,7 +176,12 @@ class Scheduler:
             )
             if binding:
                 self.bind(
-                    name, executor=name, timeout_seconds=timeout_seconds, retry=retry, config=config
+                    name,
+                    executor=name,
+                    timeout_seconds=timeout_seconds,
+                    retry=retry,
+                    config=config,
+                    control_fallback=control_fallback,
                 )
             # Attempts pinned to the generation this ends keep their implementation.
             self.host.directory.keep(before, executors)
@@ -201,26 +224,67 @@ class Scheduler:
         config: dict[str, Any] | None = None,
         timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
+        control_fallback: ControlFallback = "queue",
     ) -> None:
         """Define (or redefine) a binding; future attempts use it, running ones keep theirs.
 
         `timeout_seconds` (> 0) replaces `settings.timeout_seconds` for its attempts.
+        `control_fallback` is what a definite failure to deliver an inject does with its
+        input: `"queue"` (default; it stays pending for the next attempt) or `"drop"`. Each
+        attempt pins the fallback its binding had when it started.
         """
+        where = f"bindings.{name}"
         _check_timeout(name, timeout_seconds)
         policy = retry or RetryPolicy()
-        policy.validate(f"bindings.{name}.retry")
-        with self.service.lock:
-            before, executors = self.service.generation, dict(self.executors)
-            self.service.set_binding(
-                Binding(
-                    name=name,
-                    executor=executor,
-                    config=dict(config or {}),
-                    timeout_seconds=timeout_seconds,
-                    retry=policy,
-                )
+        policy.validate(f"{where}.retry")
+        if control_fallback not in get_args(ControlFallback):
+            raise InvalidCommand(
+                f'{where}.control_fallback must be "queue" or "drop", not {control_fallback!r}',
+                code=DomainCode.INVALID_CONFIG,
             )
+        binding = Binding(
+            name=name,
+            executor=executor,
+            config=dict(config or {}),
+            timeout_seconds=timeout_seconds,
+            retry=policy,
+            control_fallback=control_fallback,
+        )
+        with self.service.lock:
+            registered = self.executors.get(executor)
+            if registered is None:
+                raise unknown_executor(binding, self.executors, where)
+            check_binding(binding, registered, where)
+            before, executors = self.service.generation, dict(self.executors)
+            self.service.set_binding(binding)
             self.host.directory.keep(before, executors)
+            self._binding_paths[name] = where
+
+    def _where(self, binding_name: str) -> tuple[str, str]:
+        """The binding's field path, and the config file's name when it was defined there."""
+        where = self._binding_paths.get(binding_name, f"bindings.{binding_name}")
+        from_file = self.config.binding_paths.get(binding_name) == where
+        return where, self.config.source if from_file else ""
+
+    def _check_binding(self, binding: Binding, executor: Executor) -> None:
+        check_binding(binding, executor, *self._where(binding.name))
+
+    def check_bindings(self) -> None:
+        """Refuse (`unknown_executor`, naming the binding's field path) when a defined
+        binding names an executor this scheduler has not registered.
+
+        Call it once your executors are registered, to find a binding nothing here runs
+        before Work waits on it (`rota run` and `rota submit`, which register only the
+        built-in executors, check the config file so before they open the store)."""
+        with self.service.lock:
+            for name in sorted(self.service.bindings):
+                self._require_executor(name)
+
+    def _require_executor(self, binding_name: str) -> None:
+        binding = self.service.bindings.get(binding_name)
+        if binding is None or binding.executor in self.executors:
+            return  # an unknown binding waits (`unknown_binding`) until one is defined
+        raise unknown_executor(binding, self.executors, *self._where(binding_name))
 
     # -- commands -----------------------------------------------------------------------
 
@@ -243,7 +307,13 @@ class Scheduler:
         standing Work without input stays idle until input arrives. Submitting the same
         definition again is a no-op; the input's key (given or derived from the payload)
         makes a retried submit queue nothing twice.
+
+        A binding whose executor is not registered (yet) is refused (`unknown_executor`,
+        naming the binding's field path): no Work is accepted that nothing here could run.
+        A binding not defined at all is accepted; its Work waits (`unknown_binding`).
         """
+        with self.service.lock:
+            self._require_executor(binding)  # never accept Work nothing here could run
         inputs: list[tuple[Any, str | None, str | None]] = []
         if input is not _NO_INPUT:
             inputs.append((input, input_key, correlation_key))

@@ -1,11 +1,14 @@
 """The shell executor: runs one attempt as a command in its own process group.
 
-Config (`ctx.config`; errors raise `ExecutorError` naming the field before anything starts)
+Config (`ctx.config`; errors raise `InvalidExecutorConfig` naming the field, before anything
+starts: `validate_config` checks a binding when it is loaded or defined, `launch` again)
   command      list of str, required. A string is refused: a list avoids shell-quoting
                surprises, and `["sh", "-c", "..."]` runs a shell line.
-  cwd          optional existing working directory.
+  cwd          optional working directory; it must exist at launch (a launch whose `cwd`
+               is gone fails permanently, `invalid_config`).
   environment  optional object of str -> str.
-  Unknown keys are refused, so a misspelt key fails at launch instead of being ignored.
+  Unknown keys are refused, so a misspelt key fails when the binding is loaded instead of
+  being ignored.
 
 Environment and input
   PATH, HOME, LANG and TMPDIR are inherited; then come `environment`, `ctx.env` (secrets and
@@ -112,6 +115,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -119,7 +123,7 @@ from typing import Any
 
 import msgspec
 
-from rota.application.errors import ExecutorError
+from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
 from rota.domain.errors import LeaseLost
 from rota.domain.results import Result
@@ -253,29 +257,38 @@ def _variables_ok(env: Any) -> bool:
     )
 
 
-def _parse_config(config: Any) -> tuple[list[str], str | None, dict[str, str]]:
-    if not isinstance(config, dict):
-        raise ExecutorError("config must be an object with at least `command`")
+def _check_config(config: Any) -> None:
+    """The rules a config must keep whatever the machine: `ShellExecutor.validate_config`."""
+    if not isinstance(config, Mapping):
+        raise InvalidExecutorConfig("", "must be an object with at least `command`")
     unknown = sorted(str(key) for key in config if key not in CONFIG_KEYS)
     if unknown:
-        raise ExecutorError(f"config has unknown keys {unknown}; allowed: {list(CONFIG_KEYS)}")
+        also = f" (also unknown: {unknown[1:]})" if len(unknown) > 1 else ""
+        raise InvalidExecutorConfig(unknown[0], f"unknown key{also}; allowed: {list(CONFIG_KEYS)}")
     command = config.get("command")
     if isinstance(command, str):
-        raise ExecutorError(
-            "config.command must be a list of strings, not a string: a list avoids "
-            'shell-quoting surprises; use ["sh", "-c", "..."] to run a shell line'
+        raise InvalidExecutorConfig(
+            "command",
+            "must be a list of strings, not a string: a list avoids shell-quoting "
+            'surprises; use ["sh", "-c", "..."] to run a shell line',
         )
     if not isinstance(command, list) or not command:
-        raise ExecutorError("config.command must be a list of strings (non-empty)")
+        raise InvalidExecutorConfig("command", "must be a list of strings (non-empty)")
     if not all(_text(arg) for arg in command):
-        raise ExecutorError("config.command must be a list of strings without NUL characters")
+        raise InvalidExecutorConfig("command", "must be a list of strings without NUL characters")
     cwd = config.get("cwd")
-    if cwd is not None and (not isinstance(cwd, str) or not os.path.isdir(cwd)):
-        raise ExecutorError(f"config.cwd must name an existing directory, not {cwd!r}")
-    environment = config.get("environment") or {}
-    if not _variables_ok(environment):
-        raise ExecutorError("config.environment must be an object of strings to strings")
-    return list(command), cwd, dict(environment)
+    if cwd is not None and not _text(cwd):
+        raise InvalidExecutorConfig("cwd", f"must be a directory's path, not {cwd!r}")
+    if not _variables_ok(config.get("environment") or {}):
+        raise InvalidExecutorConfig("environment", "must be an object of strings to strings")
+
+
+def _parse_config(config: Any) -> tuple[list[str], str | None, dict[str, str]]:
+    _check_config(config)
+    cwd = config.get("cwd")
+    if cwd is not None and not os.path.isdir(cwd):  # it may have gone since it was checked
+        raise InvalidExecutorConfig("cwd", f"must name an existing directory, not {cwd!r}")
+    return list(config["command"]), cwd, dict(config.get("environment") or {})
 
 
 def _environment(ctx: LaunchContext, extra: dict[str, str], payload: bytes) -> dict[str, str]:
@@ -352,6 +365,12 @@ class ShellExecutor(Executor):
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
+
+    @classmethod
+    def validate_config(cls, config: Mapping[str, Any]) -> None:
+        """`command` a non-empty list of strings, `cwd` a path, `environment` strings to
+        strings, no other key; at launch `cwd` must also exist."""
+        _check_config(config)
 
     def launch(self, ctx: LaunchContext, done: Done) -> None:
         if self._closed.is_set():

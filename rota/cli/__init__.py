@@ -5,7 +5,8 @@ defaults; a missing named file is an error). The store is `--store URL`, else `$
 else the config's `[store] url`. Bindings come from the config's `[[bindings]]`; the CLI
 runs shell bindings (and any executor rota registers itself). Python callables cannot be
 given here: Work bound to one stays `ready` (waiting `unknown_binding`) until a process
-that registers it runs.
+that registers it runs. `run` and `submit` refuse a config whose bindings name an executor
+the CLI does not have (`unknown_executor`).
 
 Each command prints its result on stdout (JSON with `--json`) and exits 0 on success. On
 failure it prints one line on stderr, `rota: <code>: <what was wrong>`, and exits 2 for a

@@ -14,6 +14,7 @@ from rota import bootstrap
 from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure.config import Config, ConfigError, EntryCode
+from rota.infrastructure.executors import builtin_registrations
 from rota.scheduler import Scheduler
 from rota.scheduler import open as open_scheduler
 
@@ -57,8 +58,13 @@ def open_log(args: argparse.Namespace) -> EventStore:
     return bootstrap.open_log(store_url(args, config), config)
 
 
-def open_rota(args: argparse.Namespace) -> Scheduler:
+def open_rota(args: argparse.Namespace, *, runs: bool = False) -> Scheduler:
+    """The scheduler the arguments name. `runs`: for a command that runs or accepts Work
+    (`run`, `submit`), which refuses a config naming an executor the CLI does not have
+    (it registers only the built-in ones) before the store is opened."""
     config = load_config(args)
+    if runs:
+        config.check_executors(builtin_registrations())
     return open_scheduler(store_url(args, config), config=config)
 
 

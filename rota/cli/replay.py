@@ -110,7 +110,7 @@ def _print_state(state: dict[str, Any]) -> None:
     for work_id, view in works.items():
         print(f"  {work_id}: {view['state']} ({len(view['attempts'])} attempts)")
     for pool, cap in state["capacity"]["pools"].items():
-        limit = cap["limit"] if cap["limit"] is not None else "?"
+        limit = "?" if cap["limit"] is None else cap["limit"] or "unbounded"
         holders = ", ".join(cap["holders"])
         print(f"pool {pool}: {cap['in_use']}/{limit}" + (f" ({holders})" if holders else ""))
     for hold in state["holds"]:

@@ -85,7 +85,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {name: getattr(args, name) for name in names}
     if args.input is not None:
         options["input"] = parse_json(args.input, "--input")
-    with open_rota(args) as scheduler:
+    with open_rota(args, runs=True) as scheduler:
         before = scheduler.store.head().position
         scheduler.submit(args.work, **options)
         written = scheduler.store.head().position - before
@@ -182,9 +182,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         print_json(view)
         return 0
     for pool, numbers in view["pools"].items():
-        print(
-            f"{pool:<8} {numbers['in_use']}/{numbers['limit']} in use, {numbers['waiting']} waiting"
-        )
+        limit = numbers["limit"] or "unbounded"  # a limit of 0 is unbounded
+        print(f"{pool:<8} {numbers['in_use']}/{limit} in use, {numbers['waiting']} waiting")
     for scope, numbers in view["scopes"].items():
         print(f"scope {scope}: {numbers['in_use']}/{numbers['limit']} in use")
     for item in view["waiting"]:
@@ -195,7 +194,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.until_idle:
         raise UsageError("--timeout only applies with --until-idle")
-    with daemon_lock(args), open_rota(args) as scheduler:
+    with daemon_lock(args), open_rota(args, runs=True) as scheduler:
         if args.until_idle:
             scheduler.run_until_idle(timeout=args.timeout)
         else:

@@ -91,6 +91,91 @@ def test_scope_limits_count_the_scope_and_its_ancestors_across_pools(
         assert set(states(s).values()) == {"completed"}
 
 
+def test_a_declared_pool_counts_only_against_its_own_limit(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    settings = {"concurrency": 1, "job_concurrency": 1, "pool_limits": {"gpu": 2}}
+    with open_with(tmp_path, clock, settings=settings) as s:
+        executors = [Blocking("agent", "agents"), Blocking("job", "jobs"), Blocking("gpu", "gpu")]
+        for executor in executors:
+            s.register(executor.name, executor=executor)
+        for name in ("a1", "a2", "j1", "j2", "g1", "g2", "g3"):
+            s.submit(name, binding={"a": "agent", "j": "job", "g": "gpu"}[name[0]])
+        s.tick()
+        assert states(s) == {
+            **{"a1": "running", "a2": "ready", "j1": "running", "j2": "ready"},
+            **{"g1": "running", "g2": "running", "g3": "ready"},
+        }
+        capacity = s.capacity()
+        assert capacity["pools"]["gpu"] == {"limit": 2, "in_use": 2, "waiting": 1}
+        assert capacity["pools"]["agents"] == {"limit": 1, "in_use": 1, "waiting": 1}
+        codes = {w["work"]: w["code"] for w in capacity["waiting"]}
+        assert codes == {
+            "a2": "capacity_concurrency",
+            "j2": "capacity_job_concurrency",
+            "g3": "capacity_pool",
+        }
+        for executor in executors:
+            executor.release.set()
+        s.run_until_idle(timeout=10)
+        assert set(states(s).values()) == {"completed"}
+
+
+def test_a_declared_pool_without_a_limit_of_its_own_is_bounded_by_concurrency_apart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    with open_with(tmp_path, clock, settings={"concurrency": 1}) as s:
+        agent, gpu = Blocking("agent", "agents"), Blocking("gpu", "gpu")
+        s.register("agent", executor=agent)
+        s.register("gpu", executor=gpu)
+        for name in ("a1", "a2", "g1", "g2"):
+            s.submit(name, binding="agent" if name[0] == "a" else "gpu")
+        s.tick()
+        assert states(s) == {"a1": "running", "a2": "ready", "g1": "running", "g2": "ready"}
+        assert s.capacity()["pools"]["gpu"] == {"limit": 1, "in_use": 1, "waiting": 1}
+        assert s.work("g2")["waiting"]["code"] == "capacity_concurrency"  # type: ignore[index]
+        agent.release.set()
+        gpu.release.set()
+        s.run_until_idle(timeout=10)
+
+
+def test_a_limit_of_zero_is_unbounded(tmp_path: Path, clock: ManualClock) -> None:
+    settings = {"concurrency": 0, "job_concurrency": 0, "pool_limits": {"gpu": 0}}
+    with open_with(tmp_path, clock, settings=settings) as s:
+        executors = [Blocking("agent", "agents"), Blocking("job", "jobs"), Blocking("gpu", "gpu")]
+        for executor in executors:
+            s.register(executor.name, executor=executor)
+            for n in range(6):
+                s.submit(f"{executor.name}-{n}", binding=executor.name)
+        s.tick()
+        assert set(states(s).values()) == {"running"}
+        capacity = s.capacity()
+        for pool in ("agents", "jobs", "gpu"):
+            assert capacity["pools"][pool] == {"limit": 0, "in_use": 6, "waiting": 0}
+        assert capacity["waiting"] == []
+        for executor in executors:
+            executor.release.set()
+        s.run_until_idle(timeout=10)
+
+
+def test_scope_limits_count_named_pools_too(tmp_path: Path, clock: ManualClock) -> None:
+    scopes = [{"path": "root/team", "limits": {"concurrency": 2}}]
+    settings = {"pool_limits": {"gpu": 0}}
+    with open_with(tmp_path, clock, scopes=scopes, settings=settings) as s:
+        agent, gpu = Blocking("agent", "agents"), Blocking("gpu", "gpu")
+        s.register("agent", executor=agent)
+        s.register("gpu", executor=gpu)
+        s.submit("a", binding="agent", scope="root/team")
+        s.submit("g1", binding="gpu", scope="root/team/deep")
+        s.submit("g2", binding="gpu", scope="root/team")
+        s.tick()
+        assert states(s) == {"a": "running", "g1": "running", "g2": "ready"}
+        assert s.work("g2")["waiting"]["code"] == "capacity_scope"  # type: ignore[index]
+        agent.release.set()
+        gpu.release.set()
+        s.run_until_idle(timeout=10)
+
+
 # -- budgets -------------------------------------------------------------------------------
 
 

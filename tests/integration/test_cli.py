@@ -215,6 +215,30 @@ def test_first_binding_retry_delays_over_the_limit(tmp_path: Path) -> None:
     assert "bindings[0].retry.delays" in one_line_error(done, "invalid_config")
 
 
+def test_a_shell_binding_the_shell_executor_refuses_fails_every_command(home: Path) -> None:
+    broken = CONFIG.replace('command = ["sh", "-c", "echo broken >&2; exit 3"]', 'command = "x"')
+    (home / "rota.toml").write_text(broken)
+    done = rota(home, "work", "list")
+    assert done.returncode == 2
+    line = one_line_error(done, "invalid_config")
+    assert "rota.toml: bindings[1].command: must be a list of strings, not a string" in line
+    assert not (home / "rota.db").exists()
+
+
+def test_run_and_submit_refuse_a_binding_on_an_executor_the_cli_does_not_have(
+    home: Path,
+) -> None:
+    callable_binding = '[[bindings]]\nname = "py"\nexecutor = "greet"\n'
+    (home / "rota.toml").write_text(CONFIG + callable_binding)
+    for args in (("submit", "w", "--binding", "ok"), ("run", "--until-idle")):
+        done = rota(home, *args)
+        assert done.returncode == 1
+        line = one_line_error(done, "unknown_executor")
+        assert "rota.toml: bindings[2].executor: no executor 'greet' is registered" in line
+    assert not (home / "rota.db").exists()  # refused before the store was opened
+    assert json.loads(ok(home, "work", "list", "--json")) == []  # reading still works
+
+
 def test_store_selection(home: Path) -> None:
     ok(home, "--store", "other.db", "submit", "a", "--binding", "ok")
     assert (home / "other.db").exists() and not (home / "rota.db").exists()

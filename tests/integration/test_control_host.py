@@ -124,6 +124,50 @@ def test_settlements_keep_or_queue_the_input(
     executor.release.set()
 
 
+class StableRefusing(Refusing):
+    """A `Refusing` that serves attempts pinned under an older generation (`stable`), so a
+    redefined binding leaves the running attempt reachable."""
+
+    stable = True
+
+
+@pytest.mark.parametrize(
+    ("pinned", "redefined", "state", "kept"),
+    [("drop", "queue", "dropped", False), ("queue", "drop", "queued", True)],
+)
+def test_a_definite_control_failure_follows_the_fallback_the_attempt_pinned(
+    scheduler: rota.Scheduler, pinned: Any, redefined: Any, state: str, kept: bool
+) -> None:
+    executor = StableRefusing(rota.ExecutorError("provider said no"))
+    scheduler.register("refusing", executor=executor, control_fallback=pinned)
+    scheduler.submit("w", binding="refusing")
+    settle(scheduler, lambda: scheduler.work("w")["state"] == "running")  # type: ignore[index]
+    scheduler.bind("refusing", executor="refusing", control_fallback=redefined)
+    scheduler.inject("w", "x", key="m5")
+    settle(scheduler, lambda: controls(scheduler, "w")[0]["state"] in ("queued", "dropped"))
+    assert controls(scheduler, "w")[0]["state"] == state
+    view = scheduler.work("w")
+    assert view is not None
+    assert ([p["key"] for p in view["pending"]] == ["m5"]) is kept
+    (requested,) = [e for e in scheduler.events() if e["type"] == "core.control.requested"]
+    assert requested["data"]["fallback"] == pinned
+    executor.release.set()
+    scheduler.submit("next", binding="refusing")  # a new attempt pins the redefined one
+    settle(scheduler, lambda: scheduler.work("next")["state"] != "ready")  # type: ignore[index]
+    fallbacks = {
+        e["stream"]: e["data"]["pinned"]["binding"]["control_fallback"]
+        for e in scheduler.events()
+        if e["type"] == "core.execution.claimed" and e["data"]["attempt"] == 1
+    }
+    assert fallbacks == {"work/w": pinned, "work/next": redefined}
+
+
+def test_a_fallback_that_is_neither_queue_nor_drop_is_refused(scheduler: rota.Scheduler) -> None:
+    with pytest.raises(rota.InvalidCommand, match=r"bindings\.b\.control_fallback") as caught:
+        scheduler.bind("b", executor="shell", control_fallback="retry")  # type: ignore[arg-type]
+    assert caught.value.code == "invalid_config"
+
+
 def test_an_ambiguous_delivery_is_retried_under_the_same_intent(
     scheduler: rota.Scheduler,
 ) -> None:

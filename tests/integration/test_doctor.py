@@ -279,6 +279,15 @@ def test_scheduler_troubles_are_warnings_with_advice(tmp_path: Path) -> None:
         assert checks[name].advice
 
 
+def test_an_unbounded_pool_is_never_over_its_limit(tmp_path: Path) -> None:
+    service, clock = _troubled(tmp_path / "rota.db")
+    service.store.close()
+    settings = Settings(concurrency=0)
+    report = doctor(str(tmp_path / "rota.db"), clock=clock, settings=settings)
+    capacity = report.check("capacity")
+    assert capacity.status == "ok" and "agents 3/unbounded running" in capacity.detail
+
+
 def test_a_lagging_projection_warns(store: Path) -> None:
     with rota.open(store, config={}, projections=False) as scheduler:  # the file falls behind
         scheduler.register("more", lambda ctx: None)

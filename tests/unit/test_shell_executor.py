@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from rota.application.errors import ExecutorError
+from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.ports import LaunchContext
 from rota.domain.errors import LeaseLost
 from rota.domain.results import Result
@@ -451,25 +451,34 @@ def test_close_stops_what_still_runs() -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"command": "echo hi"}, r'config\.command must be a list of strings.*\["sh", "-c"'),
-        ({}, r"config\.command must be a list of strings"),
-        ({"command": []}, r"config\.command must be a list of strings"),
-        ({"command": ["echo", 3]}, r"config\.command must be a list of strings"),
-        ({"command": ["true"], "cwd": 5}, r"config\.cwd"),
-        ({"command": ["true"], "cwd": "/nonexistent/rota"}, r"config\.cwd"),
-        ({"command": ["true"], "environment": {"A": 1}}, r"config\.environment"),
-        ({"command": ["true"], "environment": ["A=1"]}, r"config\.environment"),
-        ({"command": ["true"], "enviroment": {}}, r"unknown keys \['enviroment'\]"),
-        (["true"], r"config must be an object"),
+        ({"command": "echo hi"}, r'config\.command: must be a list of strings.*\["sh", "-c"'),
+        ({}, r"config\.command: must be a list of strings"),
+        ({"command": []}, r"config\.command: must be a list of strings"),
+        ({"command": ["echo", 3]}, r"config\.command: must be a list of strings"),
+        ({"command": ["true"], "cwd": 5}, r"config\.cwd: "),
+        ({"command": ["true"], "cwd": "/nonexistent/rota"}, r"config\.cwd: must name an exist"),
+        ({"command": ["true"], "environment": {"A": 1}}, r"config\.environment: "),
+        ({"command": ["true"], "environment": ["A=1"]}, r"config\.environment: "),
+        ({"command": ["true"], "enviroment": {}}, r"config\.enviroment: unknown key; allowed"),
+        ({"command": ["true"], "b": 1, "a": 2}, r"config\.a: unknown key \(also unknown: \['b'\]"),
+        (["true"], r"config: must be an object"),
     ],
 )
 def test_config_errors_name_the_field_before_anything_starts(
     executor: ShellExecutor, config: Any, message: str
 ) -> None:
     ctx, persisted, phases = make_context(config)
-    with pytest.raises(ExecutorError, match=message):
+    with pytest.raises(InvalidExecutorConfig, match=message):
         executor.launch(ctx, lambda result: None)
     assert persisted == [] and phases == []
+    if "/nonexistent/rota" not in str(config):  # whether a directory exists is launch's
+        with pytest.raises(InvalidExecutorConfig, match=message):
+            ShellExecutor.validate_config(config)
+
+
+def test_validate_config_accepts_a_sound_config_without_looking_at_the_machine() -> None:
+    ShellExecutor.validate_config({"command": ["true"], "cwd": "/nonexistent/rota"})
+    ShellExecutor.validate_config({"command": ["sh", "-c", "x"], "environment": {"A": "1"}})
 
 
 def test_a_missing_program_fails_the_executor_phase(executor: ShellExecutor) -> None:
