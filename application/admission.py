@@ -21,17 +21,19 @@ class AdmissionCommands:
         self.config = config
 
     def configure_budgets(self, configured: Sequence[Budget]) -> bool:
-        """Record the budgets in force when they differ from the log's; True if recorded."""
-        wanted = tuple(configured)
-        budgets.validate(wanted)
+        """Record the budgets in force when they differ from the log's; True if recorded.
+
+        A budget configured without an id keeps the id an earlier release derived for it
+        (`budgets.keep_ids`)."""
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
-            if self.tx.projection.budgets == wanted:
+            projection = self.tx.projection
+            wanted = budgets.keep_ids(configured, projection.budgets)
+            budgets.validate(wanted)
+            if projection.budgets == wanted:
                 return [], {}
             event = BudgetsConfigured(budgets=list(wanted))
-            return [Emit(admission.LEDGERS, event)], {
-                admission.LEDGERS: self.tx.projection.ledger_version
-            }
+            return [Emit(admission.LEDGERS, event)], {admission.LEDGERS: projection.ledger_version}
 
         return self.tx.transact(decide).written > 0
 

@@ -5,6 +5,12 @@ A budget caps what Work consumes in a unit (`usd`, `tokens`, `minutes`, or `turn
 ledger's life or each UTC day or ISO week. A start is refused (and the Work held) when an
 applicable ledger has reached its max; crossing `warn_at` or `max` emits a notice once
 per ledger window, kind, limit and scope.
+
+A budget's identity (its id, which names its ledgers) never includes its `max`: a budget
+configured without an id is named by its unit, per, period and scope (`derived_id`), so
+raising or lowering the limit keeps what was charged. Releases before this rule derived ids
+with the max in them (`usd-work-day-50`); `keep_ids` carries such an id in force over to
+the id-less budget it now names, so an upgraded log keeps its ledgers.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
+
+import msgspec
 
 from rota.domain.emit import Emit
 from rota.domain.errors import DomainCode, InvalidCommand
@@ -55,6 +63,59 @@ def validate(budgets: Iterable[Budget], where: str = "budgets") -> None:
                 'every scope (use per = "scope" with scope = ...)',
                 code=DomainCode.INVALID_CONFIG,
             )
+
+
+def derived_id(budget: Budget) -> str:
+    """The id of a budget configured without one: unit, per, period and scope, never max."""
+    return f"{budget.unit}-{budget.per}-{budget.period}" + _scope_suffix(budget)
+
+
+def _scope_suffix(budget: Budget) -> str:
+    return f"-{budget.scope.replace('/', '.')}" if budget.scope else ""
+
+
+def _legacy_derived(budget: Budget) -> bool:
+    """Whether `budget.id` is what an earlier release derived for an id-less budget of its
+    unit, per, period and scope: the same as `derived_id` with a max after the period."""
+    prefix = re.escape(f"{budget.unit}-{budget.per}-{budget.period}-")
+    found = re.fullmatch(
+        prefix + r"([0-9][0-9.e+-]*|inf)" + re.escape(_scope_suffix(budget)), budget.id
+    )
+    if found is None:
+        return False
+    try:
+        return float(found[1]) > 0
+    except ValueError:
+        return False
+
+
+def keep_ids(wanted: Iterable[Budget], in_force: Iterable[Budget]) -> tuple[Budget, ...]:
+    """`wanted`, where a budget configured without an id (its id is `derived_id`) takes the
+    id in force for its unit, per, period and scope if an earlier release derived that id
+    with the max in it, so its ledgers (and notices) go on across the upgrade and any later
+    change of its max. An id another wanted budget names is never taken."""
+    wanted, in_force = tuple(wanted), tuple(in_force)
+    taken = {budget.id for budget in wanted}
+    kept: list[Budget] = []
+    for budget in wanted:
+        old = None
+        if budget.id == derived_id(budget):
+            old = next((o for o in in_force if _renamed(o, budget) and o.id not in taken), None)
+        if old is None:
+            kept.append(budget)
+        else:
+            taken.add(old.id)
+            kept.append(msgspec.structs.replace(budget, id=old.id))
+    return tuple(kept)
+
+
+def _renamed(old: Budget, budget: Budget) -> bool:
+    """Whether `old` is `budget` under an id an earlier release derived with its max."""
+    return _identity(old) == _identity(budget) and _legacy_derived(old)
+
+
+def _identity(budget: Budget) -> tuple[str, str, str, str | None]:
+    return budget.unit, budget.per, budget.period, budget.scope
 
 
 def window(budget: Budget, at: datetime) -> str:

@@ -29,7 +29,7 @@ checkpoint_dir = "/var/lib/rota/checkpoints"   # outside the store's file; see d
 key = "/etc/rota/audit-key.pem"                # optional: sign checkpoints (Ed25519)
 
 [[budgets]]                     # at most 50 usd per Work per UTC day, warn at 80 %
-unit = "usd"
+unit = "usd"                    # no id: named usd-work-day, so changing max keeps the ledger
 max = 50
 per = "work"                    # work, scope or all
 period = "day"                  # lifetime, day or week
@@ -49,9 +49,11 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rota.application.secrets import split_secrets
+from rota.domain.budgets import derived_id
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
 from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy, Settings
@@ -162,11 +164,10 @@ class BudgetModel(BaseModel):
         return self
 
     def to_budget(self) -> Budget:
-        ident = self.id or f"{self.unit}-{self.per}-{self.period}-{self.max:g}" + (
-            f"-{self.scope.replace('/', '.')}" if self.scope else ""
-        )
-        return Budget(
-            id=ident,
+        """The budget; without an `id`, named by unit, per, period and scope (not `max`,
+        so a changed limit keeps its ledgers: `rota.domain.budgets.derived_id`)."""
+        budget = Budget(
+            id=self.id or "",
             unit=self.unit,
             max=self.max,
             per=self.per,
@@ -174,6 +175,7 @@ class BudgetModel(BaseModel):
             scope=self.scope,
             warn_at=self.warn_at,
         )
+        return budget if self.id else msgspec.structs.replace(budget, id=derived_id(budget))
 
 
 class AuditModel(BaseModel):
@@ -224,7 +226,10 @@ class Config:
         ids = [b.id for b in self.budgets]
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
         if duplicate is not None:
-            raise ConfigError(f"{source}: budgets: two budgets are both {duplicate!r}; give ids")
+            raise ConfigError(
+                f"{source}: budgets: two budgets are both {duplicate!r} (a budget without an "
+                "id is named by its unit, per, period and scope); give them ids"
+            )
         self.bindings: dict[str, Binding] = {b.name: b.to_binding() for b in model.bindings}
         for binding in self.bindings.values():
             try:

@@ -14,8 +14,9 @@ Per = Literal["work", "scope", "all"]
 class Budget(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """At most `max` of `unit` per Work, per scope or across all, over a period.
 
-    `id` names the budget and its limit: changing the limit makes a new budget, whose
-    ledgers (and notices) start afresh from the position it is configured at.
+    `id` names the budget and its ledgers, never its limit: changing `max` keeps what the
+    ledgers were charged (and a limit lowered below it holds the next start). A budget
+    configured without an id is named by its unit, per, period and scope.
     """
 
     id: str
