@@ -57,10 +57,9 @@ class AdmissionCommands:
                 work_id, execution, usage, at = projection.staged[source]
                 scope = projection.works[work_id].scope
                 charges = budgets.charges_for(projection.budgets, work_id, scope, at, usage)
-                for n in budgets.notices(projection.budgets, charges, work_id, scope, used):
-                    if n.delivery_id not in sent:
-                        sent.add(n.delivery_id or "")
-                        emits.append(n)
+                emits.extend(
+                    budgets.notices(projection.budgets, charges, work_id, scope, used, sent)
+                )
                 for c in charges:
                     key = (c.budget, c.ledger, c.window)
                     charged[key] = charged.get(key, 0.0) + c.amount

@@ -177,8 +177,7 @@ def plan_starts(
                 plan.emits.append(Emit(work_stream(work.work_id), event))
                 charge = Charge(budget.id, ledger, window, budget.unit, 0.0)
                 notice = bg.notice("exceeded", budget, charge, work.scope, work.work_id, total)
-                if notice.delivery_id not in sent:
-                    sent.add(notice.delivery_id or "")
+                if bg.fresh(notice, sent):
                     plan.emits.append(notice)
                 plan.waiting.append(Waiting(work.work_id, DomainCode.OVER_BUDGET, reason))
                 continue
@@ -187,10 +186,9 @@ def plan_starts(
             amounts = {"turns": 1.0, "attempts": 1.0 if new_execution else 0.0}
             charges = bg.charges_for(budgets, work.work_id, work.scope, now, amounts)
             if charges:
-                for n in bg.notices(budgets, charges, work.work_id, work.scope, used_now):
-                    if n.delivery_id not in sent:
-                        sent.add(n.delivery_id or "")
-                        plan.emits.append(n)
+                plan.emits.extend(
+                    bg.notices(budgets, charges, work.work_id, work.scope, used_now, sent)
+                )
                 for c in charges:
                     key = (c.budget, c.ledger, c.window)
                     charged[key] = charged.get(key, 0.0) + c.amount

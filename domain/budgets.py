@@ -2,9 +2,11 @@
 
 A budget caps what Work consumes in a unit (`usd`, `tokens`, `minutes`, or `turns` and
 `attempts`, which rota counts itself) per Work, per scope or across every scope, over the
-ledger's life or each UTC day or ISO week. A start is refused (and the Work held) when an
-applicable ledger has reached its max; crossing `warn_at` or `max` emits a notice once
-per ledger window, kind, limit and scope.
+ledger's life or each UTC day or ISO week. A start is refused
+(and the Work held) when an applicable ledger has reached its max. A charge that leaves a
+ledger at or past `warn_at` or `max` emits a notice in the charged Work's scope, once per
+ledger window, kind, limit and scope: a `per = "all"` ledger is shared by every scope, so
+each scope is told in its own scope, by the first charge (or held start) of a Work in it.
 
 A budget's identity (its id, which names its ledgers) never includes its `max`: a budget
 configured without an id is named by its unit, per, period and scope (`derived_id`), so
@@ -184,18 +186,32 @@ def notices(
     work_id: str,
     scope: str,
     used: Used,
+    sent: set[str],
 ) -> list[Emit]:
-    """The warning/exceeded notices the charges cross (before < threshold <= after)."""
+    """The warning/exceeded notices due after the charges, in the Work's scope.
+
+    A notice is due when a charge leaves its ledger at or past the threshold (`warn_at` of
+    `max`, or `max`; a warning only while the ledger was below `max` before the charge) and
+    its identity is not in `sent` (the log's and this decision's); those returned are added
+    to `sent`. So each limit notifies once per window and scope: the charge that crosses it,
+    then the first charge of a Work in another scope of a shared ledger.
+    """
     by_id = {b.id: b for b in budgets}
     out: list[Emit] = []
     for charge in charges:
         budget = by_id[charge.budget]
         before = used(charge.budget, charge.ledger, charge.window)
         after = before + charge.amount
-        if budget.warn_at is not None and before < budget.warn_at * budget.max <= after:
-            out.append(notice("warning", budget, charge, scope, work_id, after))
-        if before < budget.max <= after:
-            out.append(notice("exceeded", budget, charge, scope, work_id, after))
+        due: list[str] = []
+        warn_at = budget.warn_at
+        if warn_at is not None and before < budget.max and warn_at * budget.max <= after:
+            due.append("warning")
+        if budget.max <= after:
+            due.append("exceeded")
+        for kind in due:
+            emit = notice(kind, budget, charge, scope, work_id, after)
+            if fresh(emit, sent):
+                out.append(emit)
     return out
 
 
@@ -212,6 +228,36 @@ def notice(
         unit=budget.unit,
         used=used,
         limit=budget.max,
+        per_limit=True,
     )
-    identity = f"budget-notice/{kind}/{budget.id}/{charge.ledger}/{charge.window}/{scope}"
-    return Emit("budget/notices", event, identity)
+    return Emit("budget/notices", event, notice_identity(event))
+
+
+def notice_identity(event: BudgetWarning | BudgetExceeded, *, legacy: bool = False) -> str:
+    """A notice's delivery identity: kind, budget, ledger, window, scope and limit.
+
+    A notice written before notices were kept per limit (`per_limit` false) has the same
+    identity without the limit (also given with `legacy=True`)."""
+    kind = "warning" if isinstance(event, BudgetWarning) else "exceeded"
+    base = f"budget-notice/{kind}/{event.budget}/{event.ledger}/{event.window}/{event.scope}"
+    if legacy or not event.per_limit:
+        return base
+    return f"{base}/{_number(event.limit)}"
+
+
+def fresh(emit: Emit, sent: set[str]) -> bool:
+    """Whether a notice is still to be sent: neither its identity nor the identity an
+    earlier release gave it (which stood for every limit of its window) is in `sent`.
+    Marks it sent."""
+    event = emit.event
+    assert isinstance(event, BudgetWarning | BudgetExceeded)
+    identity = notice_identity(event)
+    if identity in sent or notice_identity(event, legacy=True) in sent:
+        return False
+    sent.add(identity)
+    return True
+
+
+def _number(value: float) -> str:
+    """A limit as the shortest text that reads back as the same number (`50`, `0.5`)."""
+    return repr(float(value)).removesuffix(".0")

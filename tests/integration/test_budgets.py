@@ -96,6 +96,26 @@ def test_a_narrowed_per_scope_ledger_is_shared_by_its_subtree_only(
         assert used("attempts-scope-lifetime-root.team", "scope:root/team", "lifetime") == 2
 
 
+def test_a_per_all_budget_notifies_each_scope_in_its_own_scope(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    budgets = [{"unit": "turns", "max": 4, "per": "all", "warn_at": 0.5}]
+    with open_with(tmp_path / "a.db", clock, budgets) as s:
+        for work, scope in (("a", "root/x"), ("b", "root/x"), ("c", "root/y"), ("d", "root/y")):
+            assert run(s, work, scope) == "completed"
+        assert run(s, "e", "root/x") == "held"
+        assert run(s, "f", "root/y") == "held"
+        assert notices(s) == [
+            ("warning", "root/x", 4),  # b's turn crossed 2 of 4
+            ("warning", "root/y", 4),  # c's turn, the first charged in root/y
+            ("exceeded", "root/y", 4),  # d's turn reached 4
+            ("exceeded", "root/x", 4),  # e's held start (root/x was not told yet)
+        ]
+        for event in s.events():
+            if event["type"] in ("core.budget.warning", "core.budget.exceeded"):
+                assert event["stream"] == "budget/notices"  # named, never addressed to it
+
+
 # -- a budget's identity and its max -----------------------------------------------------
 
 
@@ -118,6 +138,20 @@ def test_a_limit_lowered_below_what_was_used_holds_the_next_start(
         assert view is not None and view["state"] == "held" and len(view["attempts"]) == 2
         assert "2 of 1 turns" in view["holds"][0]["reason"]
         assert notices(s) == [("exceeded", "root", 1)]  # the hold path tells it
+
+
+def test_a_raised_limit_keeps_the_ledger_and_notifies_at_the_new_limit(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    path = tmp_path / "r.db"
+    with open_with(path, clock, [{"unit": "turns", "max": 1, "per": "all"}]) as s:
+        assert run(s, "a") == "completed"
+        assert run(s, "b") == "held"
+        s.cancel("b")
+    with open_with(path, clock, [{"unit": "turns", "max": 2, "per": "all"}]) as s:
+        assert run(s, "c") == "completed"  # 1 used of 2: admitted, and 2 reached
+        assert run(s, "d") == "held"
+        assert notices(s) == [("exceeded", "root", 1), ("exceeded", "root", 2)]
 
 
 def test_a_log_whose_budget_id_an_earlier_release_derived_keeps_its_ledger(

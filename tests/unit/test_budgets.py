@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 
 from rota.domain import budgets as bg
-from rota.domain.events.admission import Budget
+from rota.domain.events.admission import Budget, BudgetExceeded, BudgetWarning, Charge
 from rota.infrastructure.config import Config, ConfigError
 
 WEEK = Budget(id="w", unit="usd", max=10, per="all", period="week")
@@ -95,3 +96,56 @@ def test_only_an_id_less_budget_takes_an_earlier_derived_id() -> None:
 
 
 # -- notices ---------------------------------------------------------------------------
+
+
+def _notices(
+    budget: Budget, amount: float, before: float, scope: str, sent: set[str]
+) -> list[tuple[str, str]]:
+    charge = Charge(budget.id, bg.ledger(budget, "w", scope), "lifetime", budget.unit, amount)
+    emits = bg.notices([budget], [charge], "w", scope, lambda *_: before, sent)
+    return [
+        ("warning" if isinstance(e.event, BudgetWarning) else "exceeded", e.event.scope)
+        for e in emits
+        if isinstance(e.event, BudgetWarning | BudgetExceeded)
+    ]
+
+
+def test_a_shared_ledger_notifies_each_scope_in_its_own_scope_once() -> None:
+    budget = Budget(id="all", unit="turns", max=4, per="all", warn_at=0.5)
+    sent: set[str] = set()
+    assert _notices(budget, 1, 1, "root/x", sent) == [("warning", "root/x")]  # crosses 2
+    assert _notices(budget, 1, 2, "root/x", sent) == []  # told already
+    assert _notices(budget, 1, 2, "root/y", sent) == [("warning", "root/y")]
+    assert _notices(budget, 1, 3, "root/y", sent) == [("exceeded", "root/y")]
+    assert _notices(budget, 1, 4, "root/x", sent) == [("exceeded", "root/x")]  # no warning
+    assert _notices(budget, 1, 5, "root/z", sent) == [("exceeded", "root/z")]
+    assert _notices(budget, 1, 6, "root/z", sent) == []
+
+
+def test_notices_are_kept_per_limit() -> None:
+    sent: set[str] = set()
+    low = Budget(id="b", unit="usd", max=2, per="work", warn_at=0.5)
+    assert _notices(low, 2, 0, "root", sent) == [("warning", "root"), ("exceeded", "root")]
+    raised = Budget(id="b", unit="usd", max=10, per="work", warn_at=0.5)
+    assert _notices(raised, 1, 2, "root", sent) == []
+    assert _notices(raised, 3, 3, "root", sent) == [("warning", "root")]  # 6 >= 5, a new limit
+    assert _notices(raised, 4, 6, "root", sent) == [("exceeded", "root")]
+
+
+def test_a_notice_an_earlier_release_sent_stands_for_every_limit_of_its_window() -> None:
+    legacy = "budget-notice/exceeded/b/work:w/lifetime/root"  # no /<limit>: written before
+    budget = Budget(id="b", unit="usd", max=10, per="work")
+    assert _notices(budget, 5, 10, "root", {legacy}) == []
+    assert _notices(budget, 5, 10, "root", set()) == [("exceeded", "root")]
+
+
+def test_a_notice_identity_names_its_limit() -> None:
+    budget = Budget(id="b", unit="usd", max=0.5, per="work")
+    charge = Charge("b", "work:w", "lifetime", "usd", 1)
+    emit = bg.notice("exceeded", budget, charge, "root", "w", 1.0)
+    assert emit.delivery_id == "budget-notice/exceeded/b/work:w/lifetime/root/0.5"
+    assert isinstance(emit.event, BudgetExceeded) and emit.event.per_limit
+    big = msgspec.structs.replace(budget, max=1234567.0)
+    assert bg.notice("exceeded", big, charge, "root", "w", 1.0).delivery_id == (
+        "budget-notice/exceeded/b/work:w/lifetime/root/1234567"
+    )
