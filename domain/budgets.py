@@ -2,7 +2,7 @@
 
 A budget caps what Work consumes in a unit (`usd`, `tokens`, `minutes`, or `turns` and
 `attempts`, which rota counts itself) per Work, per scope or across every scope, over the
-ledger's life or each UTC day or ISO week. A start is refused
+ledger's life or each UTC day or ISO week (Monday 00:00 UTC to Monday). A start is refused
 (and the Work held) when an applicable ledger has reached its max. A charge that leaves a
 ledger at or past `warn_at` or `max` emits a notice in the charged Work's scope, once per
 ledger window, kind, limit and scope: a `per = "all"` ledger is shared by every scope, so
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 
 import msgspec
 
@@ -121,7 +121,9 @@ def _identity(budget: Budget) -> tuple[str, str, str, str | None]:
 
 
 def window(budget: Budget, at: datetime) -> str:
-    """The ledger window `at` falls in: lifetime, a UTC day, or an ISO week."""
+    """The ledger window `at` falls in: lifetime, a UTC day, or an ISO week (UTC)."""
+    # Windows are UTC whatever zone a time arrives in (a naive time is taken as UTC).
+    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
     if budget.period == "day":
         return at.date().isoformat()
     if budget.period == "week":

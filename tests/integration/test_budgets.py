@@ -196,6 +196,31 @@ def test_usage_before_any_budget_is_never_charged(tmp_path: Path, clock: ManualC
         assert run(s, "last") == "held"
 
 
+def test_a_budget_added_later_is_not_charged_usage_that_finished_before_it(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    path = tmp_path / "later.db"
+    tokens = {"unit": "tokens", "max": 1000, "per": "all"}
+    with open_with(path, clock, [tokens]) as s:
+        s.submit("w", binding="job", input={"usd": 3.0, "tokens": 10.0})
+        (claimed,) = s.service.lifecycle.start_pass().claimed
+        attempt = claimed.attempt
+        # The outcome is recorded and its usage staged; the daemon stops before settling it.
+        usage = {"usd": 3.0, "tokens": 10.0}
+        refused = s.service.lifecycle.finish_many(
+            [(attempt.execution_id, attempt.epoch, rota.Result(usage=usage))]
+        )
+        assert not refused and s.service.projection.staged
+    usd = {"unit": "usd", "max": 5, "per": "all"}
+    with open_with(path, clock, [tokens, usd]) as s:
+        used = s.service.projection.used
+        assert used("tokens-all-lifetime", "all", "lifetime") == 10  # charged under the old
+        assert used("usd-all-lifetime", "all", "lifetime") == 0  # configured after it finished
+        assert not s.service.projection.staged
+        charged = [e for e in s.events() if e["type"] == "core.budget.charged"]
+        assert charged[-1]["position"] < s.events()[-1]["position"]  # before the new budgets
+
+
 # -- usage a shell script reports ------------------------------------------------------------
 
 

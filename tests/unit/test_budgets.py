@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import msgspec
 import pytest
@@ -30,6 +30,16 @@ DAY = Budget(id="d", unit="usd", max=10, per="all", period="day")
 )
 def test_weekly_windows_are_iso_weeks_from_monday_00_00_utc(at: datetime, window: str) -> None:
     assert bg.window(WEEK, at) == window
+
+
+def test_windows_are_utc_whatever_zone_a_time_comes_in() -> None:
+    east = timezone(timedelta(hours=2))
+    west = timezone(timedelta(hours=-5))
+    # Monday 01:00 at +02:00 is still Sunday in UTC; Sunday 20:00 at -05:00 is Monday.
+    assert bg.window(WEEK, datetime(2026, 11, 9, 1, 0, tzinfo=east)) == "2026-W45"
+    assert bg.window(WEEK, datetime(2026, 11, 8, 20, 0, tzinfo=west)) == "2026-W46"
+    assert bg.window(DAY, datetime(2026, 11, 9, 1, 0, tzinfo=east)) == "2026-11-08"
+    assert bg.window(DAY, datetime(2026, 11, 9, 1, 0)) == "2026-11-09"  # naive: taken as UTC
 
 
 # -- ledgers ---------------------------------------------------------------------------
