@@ -7,6 +7,8 @@ A start pass walks ready Work oldest first and, for each, checks in order:
    `capacity_scope`;
 3. start gates, before a Work's first attempt only and only once capacity allows it:
    hold (`core.gate.held`, `gate_held`) or fail to decide (`start_gate`, nothing held);
+   they are asked (`Plan.asks`) about the input that would trigger the attempt, and again
+   when another input would trigger it by the time their answer is used;
 4. budgets: an applicable ledger at its max holds the Work (`core.budget.held`,
    `over_budget`) unless a released budget hold left a pass; an admitted start is charged
    one `turns`, and one `attempts` when it creates an execution.
@@ -44,11 +46,16 @@ LEDGERS = "budget/ledgers"
 
 
 class GateDecision(msgspec.Struct, frozen=True):
-    """What the start gates said about one Work's first start (asked outside any write)."""
+    """What the start gates said about one Work's first start (asked outside any write).
+
+    `trigger` is the position of the input they were shown (the one that would trigger the
+    attempt); a decision about another input than the one that would trigger it now is not
+    used: the gates are asked again."""
 
     verdict: GateVerdict
     registration: str = ""
     reason: str = ""
+    trigger: int | None = None
 
 
 class Waiting(msgspec.Struct, frozen=True):
@@ -136,6 +143,8 @@ def plan_starts(
         first_start = not work.attempts
         if gated and first_start and not work.gate_pass:
             decision = (gates or {}).get(work.work_id)
+            if decision is not None and decision.trigger not in (None, _trigger(work)):
+                decision = None  # more input came since: the gates must see the new trigger
             if decision is None:
                 plan.asks.append(work.work_id)
                 plan.waiting.append(
@@ -217,6 +226,11 @@ def plan_starts(
         plan.emits.append(Emit(f"scope/{scope}", fence))
         plan.fences.add(f"scope/{scope}")
     return plan
+
+
+def _trigger(work: WorkState) -> int:
+    """The position of the input that would trigger the Work's next attempt."""
+    return lifecycle.select_inputs(work)[1].position
 
 
 def _pin(work: WorkState, pin: Callable[[WorkState], Pinned]) -> Pinned:

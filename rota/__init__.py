@@ -22,7 +22,7 @@ from rota.application.errors import (
     StoreError,
     StoreUnavailable,
 )
-from rota.application.ports import Clock, Executor, LaunchContext
+from rota.application.ports import Clock, Executor, Gate, GateAnswer, LaunchContext, StartHold
 from rota.domain.errors import (
     InvalidCommand,
     LeaseLost,
@@ -33,6 +33,7 @@ from rota.domain.errors import (
 )
 from rota.domain.policy import Binding, RetryPolicy, Settings
 from rota.domain.results import Result
+from rota.domain.state import PendingInput, WorkState
 from rota.infrastructure.clock import ManualClock, SystemClock
 from rota.infrastructure.config import Config, ConfigError
 from rota.infrastructure.executors.inproc import Fail
@@ -51,11 +52,14 @@ __all__ = [
     "Executor",
     "ExecutorError",
     "Fail",
+    "Gate",
+    "GateAnswer",
     "InvalidCommand",
     "LaunchContext",
     "LeaseLost",
     "ManualClock",
     "NotEligible",
+    "PendingInput",
     "Refusal",
     "Result",
     "RetryPolicy",
@@ -63,9 +67,11 @@ __all__ = [
     "Scheduler",
     "SchemaError",
     "Settings",
+    "StartHold",
     "StoreError",
     "StoreUnavailable",
     "SystemClock",
+    "WorkState",
     "__version__",
     "open",
 ]
