@@ -21,17 +21,22 @@ class AdmissionCommands:
         self.config = config
 
     def configure_budgets(self, configured: Sequence[Budget]) -> bool:
-        """Record the budgets in force when they differ from the log's; True if recorded."""
-        wanted = tuple(configured)
-        budgets.validate(wanted)
+        """Record the budgets in force when they differ from the log's; True if recorded.
+
+        A budget configured without an id keeps the id an earlier release derived for it
+        (`budgets.keep_ids`). Usage staged under the budgets in force is charged to them
+        in the same append, before the new ones take over: a ledger counts from the time
+        its budget is first configured, never usage that finished before."""
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
-            if self.tx.projection.budgets == wanted:
+            projection = self.tx.projection
+            wanted = budgets.keep_ids(configured, projection.budgets)
+            budgets.validate(wanted)
+            if projection.budgets == wanted:
                 return [], {}
-            event = BudgetsConfigured(budgets=list(wanted))
-            return [Emit(admission.LEDGERS, event)], {
-                admission.LEDGERS: self.tx.projection.ledger_version
-            }
+            emits = self._settlements(len(projection.staged))
+            emits.append(Emit(admission.LEDGERS, BudgetsConfigured(budgets=list(wanted))))
+            return emits, {admission.LEDGERS: projection.ledger_version}
 
         return self.tx.transact(decide).written > 0
 
@@ -39,36 +44,40 @@ class AdmissionCommands:
         """Charge staged usage to the ledgers (each outcome once); returns how many."""
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
-            projection = self.tx.projection
-            if not projection.staged or not projection.budgets:
+            emits = self._settlements(limit)
+            if not emits:
                 return [], {}
-            emits: list[Emit] = []
-            charged: dict[tuple[str, str, str], float] = {}
-            sent = set(projection.notified)
-
-            def used(budget: str, ledger: str, window: str) -> float:
-                return projection.used(budget, ledger, window) + charged.get(
-                    (budget, ledger, window), 0.0
-                )
-
-            for source in sorted(projection.staged)[:limit]:
-                work_id, execution, usage, at = projection.staged[source]
-                scope = projection.works[work_id].scope
-                charges = budgets.charges_for(projection.budgets, work_id, scope, at, usage)
-                for n in budgets.notices(projection.budgets, charges, work_id, scope, used):
-                    if n.delivery_id not in sent:
-                        sent.add(n.delivery_id or "")
-                        emits.append(n)
-                for c in charges:
-                    key = (c.budget, c.ledger, c.window)
-                    charged[key] = charged.get(key, 0.0) + c.amount
-                event = BudgetCharged(
-                    work_id=work_id, execution=execution, source=source, charges=charges
-                )
-                emits.append(Emit(admission.LEDGERS, event, f"charge/usage/{source}"))
-            return emits, {admission.LEDGERS: projection.ledger_version}
+            return emits, {admission.LEDGERS: self.tx.projection.ledger_version}
 
         return self.tx.transact(decide).written
+
+    def _settlements(self, limit: int) -> list[Emit]:
+        """The charges (and notices) of up to `limit` staged usages, oldest first."""
+        projection = self.tx.projection
+        if not projection.staged or not projection.budgets:
+            return []
+        emits: list[Emit] = []
+        charged: dict[tuple[str, str, str], float] = {}
+        sent = set(projection.notified)
+
+        def used(budget: str, ledger: str, window: str) -> float:
+            return projection.used(budget, ledger, window) + charged.get(
+                (budget, ledger, window), 0.0
+            )
+
+        for source in sorted(projection.staged)[:limit]:
+            work_id, execution, usage, at = projection.staged[source]
+            scope = projection.works[work_id].scope
+            charges = budgets.charges_for(projection.budgets, work_id, scope, at, usage)
+            emits.extend(budgets.notices(projection.budgets, charges, work_id, scope, used, sent))
+            for c in charges:
+                key = (c.budget, c.ledger, c.window)
+                charged[key] = charged.get(key, 0.0) + c.amount
+            event = BudgetCharged(
+                work_id=work_id, execution=execution, source=source, charges=charges
+            )
+            emits.append(Emit(admission.LEDGERS, event, f"charge/usage/{source}"))
+        return emits
 
     def settle_gate(
         self, work_id: str, registration: str, *, admit: bool, reason: str = ""

@@ -37,11 +37,12 @@ from rota.application.host_steps import (
 from rota.application.launches import ExecutorDirectory, Held, Launches
 from rota.application.lifecycle import StartPass
 from rota.application.ports import Environment, Executor, Gate
-from rota.application.service import SchedulerService, Waiting
+from rota.application.service import GateDecision, SchedulerService, Waiting
 from rota.domain.errors import LeaseLost, Refusal, RotaError
 from rota.domain.results import Result
 
 log = logging.getLogger("rota.host")
+GATE_ROUNDS = 3  # how often one start step asks the gates (again when a trigger changed)
 __all__ = ["Environment", "Gate", "Held", "Host", "TickReport"]
 
 
@@ -245,13 +246,19 @@ class Host:
     def _start(self, report: TickReport) -> None:
         gated = bool(self.gates)
         start = self.service.lifecycle.start_pass(self.start_batch, gated=gated)
-        if start.asks:
-            # Ask the gates outside any store transaction, then admit with their answers.
-            decisions = {work_id: self.start_gates.ask(work_id) for work_id in start.asks}
+        decisions: dict[str, GateDecision] = {}
+        for _ in range(GATE_ROUNDS):
+            if not start.asks:
+                break
+            # Ask the gates outside any store transaction, then admit with their answers;
+            # a Work whose trigger changed meanwhile is asked again (at most GATE_ROUNDS).
+            decisions.update((work_id, self.start_gates.ask(work_id)) for work_id in start.asks)
             again = self.service.lifecycle.start_pass(
                 self.start_batch, gated=gated, gates=decisions
             )
             start = StartPass([*start.claimed, *again.claimed], again.waiting, again.asks)
+        if start.asks:
+            self.wake.set()  # still to be asked: the next pass does
         report.waiting = start.waiting
         self.last_waiting = start.waiting
         if start.claimed:

@@ -18,6 +18,7 @@ from rota.application.lifecycle import Claimed
 from rota.application.ports import Executor, Gate
 from rota.application.service import Dispatch, GateDecision, SchedulerService
 from rota.domain.errors import Refusal
+from rota.domain.lifecycle import select_inputs
 from rota.domain.state import AttemptState
 
 log = logging.getLogger("rota.host")
@@ -41,22 +42,25 @@ class StartGates:
         self.gates: dict[str, Gate] = {}
 
     def ask(self, work_id: str) -> GateDecision:
-        """Ask every registered gate in name order; the first hold or error decides."""
+        """Ask every registered gate in name order about the Work, the binding it would run
+        on and the input that would trigger its attempt; the first hold or error decides."""
         work = self.service.projection.works.get(work_id)
         if work is None:
             return GateDecision("error", "", "the Work disappeared")
         binding = self.service.bindings.get(work.binding)
-        first_input = work.pending[0].payload if work.pending else None
+        if binding is None or not work.pending:
+            return GateDecision("error", "", "the Work has no binding or input to start on")
+        _, trigger = select_inputs(work)
         for name in sorted(self.gates):
             try:
-                verdict = self.gates[name](work, binding, first_input)
+                verdict = self.gates[name](work, binding, trigger)
             except Exception:
                 log.warning("start gate %s failed on %s", name, work_id, exc_info=True)
-                return GateDecision("error", name, "")
+                return GateDecision("error", name, "", trigger.position)
             if verdict is not None and verdict is not True:
                 reason = getattr(verdict, "reason", None) or str(verdict)
-                return GateDecision("hold", name, reason[:500])
-        return GateDecision("let")
+                return GateDecision("hold", name, str(reason)[:500], trigger.position)
+        return GateDecision("let", trigger=trigger.position)
 
 
 class StopVerification:

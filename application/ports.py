@@ -10,7 +10,8 @@ without importing any adapter.
 - `ProjectionStore`: the projections kept beside the log, with the position they applied.
 - `Executor` and `LaunchContext`: how an attempt is launched, recovered, stopped, reached.
 - `Clock`: the one source of the current time.
-- `Gate` and `Environment`: the start gates and the run-environment hook a host is given.
+- `Gate` (with `GateAnswer`, `StartHold`) and `Environment`: the start gates and the
+  run-environment hook a host is given.
 
 ## The event store
 
@@ -140,8 +141,9 @@ import msgspec
 
 from rota.application.timestamps import parse_timestamp
 from rota.domain.events import Event
+from rota.domain.policy import Binding
 from rota.domain.results import Result
-from rota.domain.state import AttemptState, WorkState
+from rota.domain.state import AttemptState, PendingInput, WorkState
 from rota.projections.history import HistoryProjection
 from rota.projections.scheduler import SchedulerProjection
 
@@ -558,6 +560,24 @@ class ProjectionStore(abc.ABC):
 # Called off the loop before the launch; what it returns reaches the executor in `ctx.env`
 # and nothing else. Raising fails the attempt (`environment_unavailable`).
 Environment = Callable[[WorkState, AttemptState], dict[str, str]]
-# A start gate: (work, binding, first input) -> None or True to let the start go on, or a
-# hold (any object with a `reason`, or a string); raising fails closed (nothing is held).
-Gate = Callable[[WorkState, Any, Any], Any]
+
+
+@dataclass(frozen=True)
+class StartHold:
+    """A start gate's answer that holds the Work's first start, with the reason people see."""
+
+    reason: str
+
+
+# What a start gate answers: None (or True) lets the start go on; a `StartHold` (or any
+# object with a `reason`, or a string, its reason) holds the Work (`core.gate.held`).
+GateAnswer = StartHold | str | bool | None
+# A start gate: `gate(work, binding, first_input) -> GateAnswer`, asked before a Work's
+# first attempt once capacity allows it, outside any store transaction, and in name order
+# with the other gates (the first hold or error decides). `work` is the Work as the
+# projection holds it; `binding` the one its attempt would pin; `first_input` the recorded
+# input that would be the attempt's first: its `position` (acceptance sequence), `key`,
+# `payload` and `correlation_key`; with trigger selection `last`, the input that would
+# trigger it (the newest), otherwise the oldest pending. Raising fails closed: nothing is
+# held and the next pass asks again.
+Gate = Callable[[WorkState, Binding, PendingInput], GateAnswer]

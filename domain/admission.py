@@ -8,6 +8,8 @@ A start pass walks ready Work oldest first and, for each, checks in order:
    `capacity_scope`;
 3. start gates, before a Work's first attempt only and only once capacity allows it:
    hold (`core.gate.held`, `gate_held`) or fail to decide (`start_gate`, nothing held);
+   they are asked (`Plan.asks`) about the input that would trigger the attempt, and again
+   when another input would trigger it by the time their answer is used;
 4. budgets: an applicable ledger at its max holds the Work (`core.budget.held`,
    `over_budget`) unless a released budget hold left a pass; an admitted start is charged
    one `turns`, and one `attempts` when it creates an execution.
@@ -45,11 +47,16 @@ LEDGERS = "budget/ledgers"
 
 
 class GateDecision(msgspec.Struct, frozen=True):
-    """What the start gates said about one Work's first start (asked outside any write)."""
+    """What the start gates said about one Work's first start (asked outside any write).
+
+    `trigger` is the position of the input they were shown (the one that would trigger the
+    attempt); a decision about another input than the one that would trigger it now is not
+    used: the gates are asked again."""
 
     verdict: GateVerdict
     registration: str = ""
     reason: str = ""
+    trigger: int | None = None
 
 
 class Waiting(msgspec.Struct, frozen=True):
@@ -132,6 +139,8 @@ def plan_starts(
         first_start = not work.attempts
         if gated and first_start and not work.gate_pass:
             decision = (gates or {}).get(work.work_id)
+            if decision is not None and decision.trigger not in (None, _trigger(work)):
+                decision = None  # more input came since: the gates must see the new trigger
             if decision is None:
                 plan.asks.append(work.work_id)
                 plan.waiting.append(
@@ -173,8 +182,7 @@ def plan_starts(
                 plan.emits.append(Emit(work_stream(work.work_id), event))
                 charge = Charge(budget.id, ledger, window, budget.unit, 0.0)
                 notice = bg.notice("exceeded", budget, charge, work.scope, work.work_id, total)
-                if notice.delivery_id not in sent:
-                    sent.add(notice.delivery_id or "")
+                if bg.fresh(notice, sent):
                     plan.emits.append(notice)
                 plan.waiting.append(Waiting(work.work_id, DomainCode.OVER_BUDGET, reason))
                 continue
@@ -183,10 +191,9 @@ def plan_starts(
             amounts = {"turns": 1.0, "attempts": 1.0 if new_execution else 0.0}
             charges = bg.charges_for(budgets, work.work_id, work.scope, now, amounts)
             if charges:
-                for n in bg.notices(budgets, charges, work.work_id, work.scope, used_now):
-                    if n.delivery_id not in sent:
-                        sent.add(n.delivery_id or "")
-                        plan.emits.append(n)
+                plan.emits.extend(
+                    bg.notices(budgets, charges, work.work_id, work.scope, used_now, sent)
+                )
                 for c in charges:
                     key = (c.budget, c.ledger, c.window)
                     charged[key] = charged.get(key, 0.0) + c.amount
@@ -215,6 +222,11 @@ def plan_starts(
         plan.emits.append(Emit(f"scope/{scope}", fence))
         plan.fences.add(f"scope/{scope}")
     return plan
+
+
+def _trigger(work: WorkState) -> int:
+    """The position of the input that would trigger the Work's next attempt."""
+    return lifecycle.select_inputs(work)[1].position
 
 
 def _pin(work: WorkState, pin: Callable[[WorkState], Pinned]) -> Pinned:

@@ -2,16 +2,26 @@
 
 A budget caps what Work consumes in a unit (`usd`, `tokens`, `minutes`, or `turns` and
 `attempts`, which rota counts itself) per Work, per scope or across every scope, over the
-ledger's life or each UTC day or ISO week. A start is refused (and the Work held) when an
-applicable ledger has reached its max; crossing `warn_at` or `max` emits a notice once
-per ledger window, kind, limit and scope.
+ledger's life or each UTC day or ISO week (Monday 00:00 UTC to Monday). A start is refused
+(and the Work held) when an applicable ledger has reached its max. A charge that leaves a
+ledger at or past `warn_at` or `max` emits a notice in the charged Work's scope, once per
+ledger window, kind, limit and scope: a `per = "all"` ledger is shared by every scope, so
+each scope is told in its own scope, by the first charge (or held start) of a Work in it.
+
+A budget's identity (its id, which names its ledgers) never includes its `max`: a budget
+configured without an id is named by its unit, per, period and scope (`derived_id`), so
+raising or lowering the limit keeps what was charged. Releases before this rule derived ids
+with the max in them (`usd-work-day-50`); `keep_ids` carries such an id in force over to
+the id-less budget it now names, so an upgraded log keeps its ledgers.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import UTC, datetime
+
+import msgspec
 
 from rota.domain.emit import Emit
 from rota.domain.errors import DomainCode, InvalidCommand
@@ -57,8 +67,63 @@ def validate(budgets: Iterable[Budget], where: str = "budgets") -> None:
             )
 
 
+def derived_id(budget: Budget) -> str:
+    """The id of a budget configured without one: unit, per, period and scope, never max."""
+    return f"{budget.unit}-{budget.per}-{budget.period}" + _scope_suffix(budget)
+
+
+def _scope_suffix(budget: Budget) -> str:
+    return f"-{budget.scope.replace('/', '.')}" if budget.scope else ""
+
+
+def _legacy_derived(budget: Budget) -> bool:
+    """Whether `budget.id` is what an earlier release derived for an id-less budget of its
+    unit, per, period and scope: the same as `derived_id` with a max after the period."""
+    prefix = re.escape(f"{budget.unit}-{budget.per}-{budget.period}-")
+    found = re.fullmatch(
+        prefix + r"([0-9][0-9.e+-]*|inf)" + re.escape(_scope_suffix(budget)), budget.id
+    )
+    if found is None:
+        return False
+    try:
+        return float(found[1]) > 0
+    except ValueError:
+        return False
+
+
+def keep_ids(wanted: Iterable[Budget], in_force: Iterable[Budget]) -> tuple[Budget, ...]:
+    """`wanted`, where a budget configured without an id (its id is `derived_id`) takes the
+    id in force for its unit, per, period and scope if an earlier release derived that id
+    with the max in it, so its ledgers (and notices) go on across the upgrade and any later
+    change of its max. An id another wanted budget names is never taken."""
+    wanted, in_force = tuple(wanted), tuple(in_force)
+    taken = {budget.id for budget in wanted}
+    kept: list[Budget] = []
+    for budget in wanted:
+        old = None
+        if budget.id == derived_id(budget):
+            old = next((o for o in in_force if _renamed(o, budget) and o.id not in taken), None)
+        if old is None:
+            kept.append(budget)
+        else:
+            taken.add(old.id)
+            kept.append(msgspec.structs.replace(budget, id=old.id))
+    return tuple(kept)
+
+
+def _renamed(old: Budget, budget: Budget) -> bool:
+    """Whether `old` is `budget` under an id an earlier release derived with its max."""
+    return _identity(old) == _identity(budget) and _legacy_derived(old)
+
+
+def _identity(budget: Budget) -> tuple[str, str, str, str | None]:
+    return budget.unit, budget.per, budget.period, budget.scope
+
+
 def window(budget: Budget, at: datetime) -> str:
-    """The ledger window `at` falls in: lifetime, a UTC day, or an ISO week."""
+    """The ledger window `at` falls in: lifetime, a UTC day, or an ISO week (UTC)."""
+    # Windows are UTC whatever zone a time arrives in (a naive time is taken as UTC).
+    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
     if budget.period == "day":
         return at.date().isoformat()
     if budget.period == "week":
@@ -123,18 +188,32 @@ def notices(
     work_id: str,
     scope: str,
     used: Used,
+    sent: set[str],
 ) -> list[Emit]:
-    """The warning/exceeded notices the charges cross (before < threshold <= after)."""
+    """The warning/exceeded notices due after the charges, in the Work's scope.
+
+    A notice is due when a charge leaves its ledger at or past the threshold (`warn_at` of
+    `max`, or `max`; a warning only while the ledger was below `max` before the charge) and
+    its identity is not in `sent` (the log's and this decision's); those returned are added
+    to `sent`. So each limit notifies once per window and scope: the charge that crosses it,
+    then the first charge of a Work in another scope of a shared ledger.
+    """
     by_id = {b.id: b for b in budgets}
     out: list[Emit] = []
     for charge in charges:
         budget = by_id[charge.budget]
         before = used(charge.budget, charge.ledger, charge.window)
         after = before + charge.amount
-        if budget.warn_at is not None and before < budget.warn_at * budget.max <= after:
-            out.append(notice("warning", budget, charge, scope, work_id, after))
-        if before < budget.max <= after:
-            out.append(notice("exceeded", budget, charge, scope, work_id, after))
+        due: list[str] = []
+        warn_at = budget.warn_at
+        if warn_at is not None and before < budget.max and warn_at * budget.max <= after:
+            due.append("warning")
+        if budget.max <= after:
+            due.append("exceeded")
+        for kind in due:
+            emit = notice(kind, budget, charge, scope, work_id, after)
+            if fresh(emit, sent):
+                out.append(emit)
     return out
 
 
@@ -151,6 +230,36 @@ def notice(
         unit=budget.unit,
         used=used,
         limit=budget.max,
+        per_limit=True,
     )
-    identity = f"budget-notice/{kind}/{budget.id}/{charge.ledger}/{charge.window}/{scope}"
-    return Emit("budget/notices", event, identity)
+    return Emit("budget/notices", event, notice_identity(event))
+
+
+def notice_identity(event: BudgetWarning | BudgetExceeded, *, legacy: bool = False) -> str:
+    """A notice's delivery identity: kind, budget, ledger, window, scope and limit.
+
+    A notice written before notices were kept per limit (`per_limit` false) has the same
+    identity without the limit (also given with `legacy=True`)."""
+    kind = "warning" if isinstance(event, BudgetWarning) else "exceeded"
+    base = f"budget-notice/{kind}/{event.budget}/{event.ledger}/{event.window}/{event.scope}"
+    if legacy or not event.per_limit:
+        return base
+    return f"{base}/{_number(event.limit)}"
+
+
+def fresh(emit: Emit, sent: set[str]) -> bool:
+    """Whether a notice is still to be sent: neither its identity nor the identity an
+    earlier release gave it (which stood for every limit of its window) is in `sent`.
+    Marks it sent."""
+    event = emit.event
+    assert isinstance(event, BudgetWarning | BudgetExceeded)
+    identity = notice_identity(event)
+    if identity in sent or notice_identity(event, legacy=True) in sent:
+        return False
+    sent.add(identity)
+    return True
+
+
+def _number(value: float) -> str:
+    """A limit as the shortest text that reads back as the same number (`50`, `0.5`)."""
+    return repr(float(value)).removesuffix(".0")

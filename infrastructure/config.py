@@ -31,7 +31,7 @@ checkpoint_dir = "/var/lib/rota/checkpoints"   # outside the store's file; see d
 key = "/etc/rota/audit-key.pem"                # optional: sign checkpoints (Ed25519)
 
 [[budgets]]                     # at most 50 usd per Work per UTC day, warn at 80 %
-unit = "usd"
+unit = "usd"                    # no id: named usd-work-day, so changing max keeps the ledger
 max = 50
 per = "work"                    # work, scope or all
 period = "day"                  # lifetime, day or week
@@ -57,11 +57,13 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rota.application.errors import InvalidExecutorConfig, PortCode
 from rota.application.ports import Executor
 from rota.application.secrets import split_secrets
+from rota.domain.budgets import derived_id
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
 from rota.domain.policy import (
@@ -189,11 +191,10 @@ class BudgetModel(BaseModel):
         return self
 
     def to_budget(self) -> Budget:
-        ident = self.id or f"{self.unit}-{self.per}-{self.period}-{self.max:g}" + (
-            f"-{self.scope.replace('/', '.')}" if self.scope else ""
-        )
-        return Budget(
-            id=ident,
+        """The budget; without an `id`, named by unit, per, period and scope (not `max`,
+        so a changed limit keeps its ledgers: `rota.domain.budgets.derived_id`)."""
+        budget = Budget(
+            id=self.id or "",
             unit=self.unit,
             max=self.max,
             per=self.per,
@@ -201,6 +202,7 @@ class BudgetModel(BaseModel):
             scope=self.scope,
             warn_at=self.warn_at,
         )
+        return budget if self.id else msgspec.structs.replace(budget, id=derived_id(budget))
 
 
 class AuditModel(BaseModel):
@@ -272,7 +274,10 @@ class Config:
         ids = [b.id for b in self.budgets]
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
         if duplicate is not None:
-            raise ConfigError(f"{source}: budgets: two budgets are both {duplicate!r}; give ids")
+            raise ConfigError(
+                f"{source}: budgets: two budgets are both {duplicate!r} (a budget without an "
+                "id is named by its unit, per, period and scope); give them ids"
+            )
         # generation -> the registrations whose current implementation serves it (None: all)
         self.historical: dict[str, frozenset[str] | None] = {
             h.generation: None if h.executors is None else frozenset(h.executors)

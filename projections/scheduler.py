@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from rota.domain.budgets import notice_identity
 from rota.domain.events import (
     BudgetCharged,
     BudgetExceeded,
@@ -239,10 +240,7 @@ class SchedulerProjection:
                 self.staged.pop(event.source, None)
                 self.dirty.add("staged")
         elif stream == "budget/notices" and isinstance(event, BudgetWarning | BudgetExceeded):
-            kind = "warning" if isinstance(event, BudgetWarning) else "exceeded"
-            notice = (
-                f"budget-notice/{kind}/{event.budget}/{event.ledger}/{event.window}/{event.scope}"
-            )
+            notice = notice_identity(event)
             self.notified.add(notice)
             self.dirty.add(NOTIFIED_ROW + notice)
 

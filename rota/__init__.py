@@ -23,7 +23,7 @@ from rota.application.errors import (
     StoreError,
     StoreUnavailable,
 )
-from rota.application.ports import Clock, Executor, LaunchContext
+from rota.application.ports import Clock, Executor, Gate, GateAnswer, LaunchContext, StartHold
 from rota.domain.errors import (
     InvalidCommand,
     LeaseLost,
@@ -34,6 +34,7 @@ from rota.domain.errors import (
 )
 from rota.domain.policy import Binding, RetryPolicy, Settings
 from rota.domain.results import Result
+from rota.domain.state import PendingInput, WorkState
 from rota.infrastructure.clock import ManualClock, SystemClock
 from rota.infrastructure.config import Config, ConfigError
 from rota.infrastructure.executors.inproc import Fail
@@ -52,12 +53,15 @@ __all__ = [
     "Executor",
     "ExecutorError",
     "Fail",
+    "Gate",
+    "GateAnswer",
     "InvalidCommand",
     "InvalidExecutorConfig",
     "LaunchContext",
     "LeaseLost",
     "ManualClock",
     "NotEligible",
+    "PendingInput",
     "Refusal",
     "Result",
     "RetryPolicy",
@@ -65,9 +69,11 @@ __all__ = [
     "Scheduler",
     "SchemaError",
     "Settings",
+    "StartHold",
     "StoreError",
     "StoreUnavailable",
     "SystemClock",
+    "WorkState",
     "__version__",
     "open",
 ]

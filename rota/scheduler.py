@@ -367,10 +367,14 @@ class Scheduler:
         """Register a start gate, asked (in name order, outside any write) before a Work's
         first attempt, once capacity allows it.
 
-        `gate(work, binding, first_input)` returns None (or True) to let the start go on,
-        or a hold: a string, or an object with a `reason`; the Work is then held
-        (`core.gate.held`) until `settle_gate` by this same name. Raising fails closed: the
-        start is refused (`start_gate`) and nothing is held, so the next pass asks again.
+        `gate(work, binding, first_input)` gets the Work (`WorkState`), the `Binding` its
+        attempt would run on and the input that would be its first (`rota.PendingInput`:
+        `position`, `key`, `payload`, `correlation_key`; with `trigger="last"` the newest
+        pending input, which triggers it). It returns None (or True) to let the start go
+        on, or a hold: `rota.StartHold(reason)` (or a string, or any object with a
+        `reason`); the Work is then held (`core.gate.held`) until `settle_gate` by this
+        same name, and the gates after it are not asked. Raising fails closed: the start is
+        refused (`start_gate`) and nothing is held, so the next pass asks again.
         """
         with self.service.lock:
             self.host.gates[name] = gate

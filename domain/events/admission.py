@@ -14,8 +14,9 @@ Per = Literal["work", "scope", "all"]
 class Budget(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """At most `max` of `unit` per Work, per scope or across all, over a period.
 
-    `id` names the budget and its limit: changing the limit makes a new budget, whose
-    ledgers (and notices) start afresh from the position it is configured at.
+    `id` names the budget and its ledgers, never its limit: changing `max` keeps what the
+    ledgers were charged (and a limit lowered below it holds the next start). A budget
+    configured without an id is named by its unit, per, period and scope.
     """
 
     id: str
@@ -79,7 +80,7 @@ class BudgetCharged(Event, tag="core.budget.charged", frozen=True, kw_only=True)
 class _BudgetNotice(Event, frozen=True, kw_only=True):
     stream_pattern: ClassVar[str] = "budget/notices"
     delivery_pattern: ClassVar[str | None] = (
-        "budget-notice/<kind>/<budget>/<ledger>/<window>/<scope>"
+        "budget-notice/<kind>/<budget>/<ledger>/<window>/<scope>/<limit>"
     )
 
     budget: str
@@ -90,17 +91,24 @@ class _BudgetNotice(Event, frozen=True, kw_only=True):
     unit: str
     used: float
     limit: float
+    per_limit: bool = False
 
 
 class BudgetWarning(_BudgetNotice, tag="core.budget.warning", frozen=True, kw_only=True):
-    """A charge crossed a budget's `warn_at` fraction (once per window, limit and scope).
+    """A charge left a ledger at or past a budget's `warn_at` fraction of its `max`.
 
-    It names the Work in its data but is not addressed to it: it never becomes input.
+    Once per ledger window, limit and scope, in the charged Work's scope (a `per = "all"`
+    ledger tells each scope in its own). It names the Work in its data but is not addressed
+    to it: it never becomes input. `per_limit` is true on notices kept per limit (the
+    identity ends with the limit); one written before (false, no `/<limit>`) stood for
+    every limit of its window and still does.
     """
 
 
 class BudgetExceeded(_BudgetNotice, tag="core.budget.exceeded", frozen=True, kw_only=True):
-    """A charge reached a budget's `max`, or a start found it reached (once per window)."""
+    """A charge left a ledger at or past a budget's `max`, or a start found it there (the
+    hold path, for a limit lowered below what was used). Once per ledger window, limit and
+    scope, as `core.budget.warning`."""
 
 
 class BudgetHeld(Event, tag="core.budget.held", frozen=True, kw_only=True):

@@ -56,7 +56,7 @@ Process groups
   running in its group is stopped the same way. Processes that leave the group (setsid,
   setpgid) are out of reach. Zombies count as stopped: they run nothing.
 
-Outcome (usage is always {"minutes": wall-clock minutes})
+Outcome (usage is {"minutes": wall-clock minutes}, and the units a rota.result line reports)
   exit 0          completed; data {"exit_code", "stdout_tail", "stderr_tail"}
   exit 78         failed, permanent, error_code "invalid_config": by the EX_CONFIG convention
                   (sysexits.h) the script says its configuration or input is wrong, so
@@ -66,7 +66,11 @@ Outcome (usage is always {"minutes": wall-clock minutes})
   ctx.cancel      failed, error_code "cancelled" (message "lease lost" or "cancelled")
   deadline        failed, error_code "timed_out"
   The last stdout line may hold a "rota.result" object (see `shell_result.py`): `outcome`,
-  `data`, `permanent`, `retry_unknown`, `turn`; an unsound one gives "invalid_result".
+  `data`, `permanent`, `retry_unknown`, `turn`, and `usage`, amounts by unit reported beside
+  the minutes for budgets to charge:
+      {"rota.result": {"usage": {"usd": 0.42, "tokens": 1800}}}
+  (units ^[a-z][a-z0-9_]{0,31}$ other than turns, attempts and minutes; finite amounts >= 0).
+  An unsound line gives "invalid_result".
 
 Untrusted output
   Only the last `capture_bytes` of each file are read; data holds the last 4096 characters of

@@ -9,9 +9,13 @@ The rota.result line
   If the last stdout line is a JSON object whose key "rota.result" holds an object, that object
   may set `outcome` (completed, failed, waiting, handoff; on exit 0 only, where failed gives
   error_code "reported_failure": a non-zero exit always fails), `data` (kept as data["result"]),
-  `permanent`, `retry_unknown` and `turn` ({"status", "comment"}, kept as data["core.turn.v1"]).
+  `permanent`, `retry_unknown`, `turn` ({"status", "comment"}, kept as data["core.turn.v1"])
+  and `usage`: an object of amounts by unit ({"usd": 0.42, "tokens": 1800}), reported beside
+  the wall-clock "minutes" the executor measures itself (a non-zero exit's too), which budgets
+  charge. Each unit matches ^[a-z][a-z0-9_]{0,31}$ and is not turns or attempts (rota counts
+  those) nor minutes; each amount is a finite, non-negative number.
   `validate_result` checks the result; an unsound one becomes a failed result, error_code
-  "invalid_result", with the validation message.
+  "invalid_result", with the validation message (and only the minutes as usage).
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ from rota.domain.results import MAX_MESSAGE, TURN_KEY, Result, validate_result
 EX_CONFIG = 78
 TAIL_CHARS = 4096
 RESULT_KEY = "rota.result"
-RESULT_FIELDS = ("outcome", "data", "permanent", "retry_unknown", "turn")
+RESULT_FIELDS = ("outcome", "data", "permanent", "retry_unknown", "turn", "usage")
+MINUTES = "minutes"  # the usage unit the executor reports itself: a run's wall-clock minutes
 OUTCOMES = ("completed", "failed", "waiting", "handoff")
 REDACTED = "[redacted]"
 KILLED = "the process ended without recording its exit status"
@@ -329,7 +334,7 @@ def build_result(
         "stdout_tail": tail_text(stdout, secrets),
         "stderr_tail": tail_text(stderr, secrets),
     }
-    usage = {"minutes": minutes}
+    usage = {MINUTES: minutes}
     if reason == "timed_out":
         return _failed("timed_out", "the deadline passed; the process was stopped", data, usage)
     if reason is not None:
@@ -401,8 +406,8 @@ def _apply(base: Result, declared: dict[str, Any], code: int) -> Result:
     if "turn" in declared:
         data[TURN_KEY] = turn
     result = msgspec.structs.replace(
-        base, data=data, permanent=base.permanent or flags["permanent"],
-        retry_unknown=flags["retry_unknown"],
+        base, data=data, usage=_usage(base.usage, declared.get("usage", {})),
+        permanent=base.permanent or flags["permanent"], retry_unknown=flags["retry_unknown"],
     )  # fmt: skip
     if code != 0:  # a non-zero exit fails whatever the line says
         return result
@@ -412,3 +417,20 @@ def _apply(base: Result, declared: dict[str, Any], code: int) -> Result:
     return msgspec.structs.replace(
         result, outcome="failed", error_code="reported_failure", error_message=message
     )
+
+
+def _usage(measured: dict[str, float], declared: Any) -> dict[str, float]:
+    """The measured minutes and the declared units (their names and amounts are checked by
+    `validate_result`, as every executor's usage is)."""
+    if not isinstance(declared, dict):
+        raise InvalidCommand(
+            f"{RESULT_KEY} usage must be an object of amounts by unit",
+            code=DomainCode.INVALID_USAGE,
+        )
+    if MINUTES in declared:
+        raise InvalidCommand(
+            f"{RESULT_KEY} usage cannot report {MINUTES!r}: the shell executor measures a run's "
+            "wall-clock minutes itself",
+            code=DomainCode.INVALID_USAGE,
+        )
+    return {**measured, **declared}

@@ -350,3 +350,119 @@ def test_the_gate_pass_survives_a_budget_hold(tmp_path: Path, clock: ManualClock
         s.release("w")
         s.run_until_idle(timeout=10)
         assert s.work("w")["state"] == "completed"  # type: ignore[index]
+
+
+def test_a_gate_is_shown_the_recorded_input_that_would_be_the_first(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    shown: list[tuple[str, str, rota.PendingInput]] = []
+
+    def gate(work: rota.WorkState, binding: rota.Binding, first: rota.PendingInput) -> None:
+        shown.append((work.work_id, binding.name, first))
+
+    with open_with(tmp_path, clock) as s:
+        s.register("job", lambda ctx: None, inline=True)
+        s.register_gate("look", gate)
+        s.submit("w", binding="job", input={"n": 1}, input_key="k1", correlation_key="thread-7")
+        s.run_until_idle(timeout=10)
+        accepted = next(e for e in s.events() if e["type"] == "core.input.accepted")
+        assert shown == [
+            ("w", "job", rota.PendingInput(accepted["position"], "k1", {"n": 1}, "thread-7"))
+        ]
+        assert s.work("w")["state"] == "completed"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("trigger", "expected"), [("all", "1"), ("first", "1"), ("last", "3")])
+def test_a_gate_is_shown_the_input_that_would_trigger_the_attempt(
+    tmp_path: Path, clock: ManualClock, trigger: str, expected: str
+) -> None:
+    shown: list[str] = []
+    with open_with(tmp_path, clock) as s:
+        s.register("job", lambda ctx: None, inline=True)
+        s.register_gate("look", lambda work, binding, first: shown.append(first.key))
+        s.submit("w", binding="job", kind="standing", trigger=trigger, input=1, input_key="1")
+        s.accept("w", 2, key="2")
+        s.accept("w", 3, key="3")
+        s.tick()
+        assert shown == [expected]  # the trigger, not merely the oldest pending input
+        assert triggered_by(s, "w") == expected
+
+
+def triggered_by(s: rota.Scheduler, work_id: str) -> str | None:
+    """The key of the input that triggered the Work's latest attempt."""
+    attempt = s.service.projection.works[work_id].current
+    assert attempt is not None
+    return attempt.trigger.key if attempt.trigger is not None else None
+
+
+def test_gates_are_asked_in_name_order_and_the_first_hold_decides(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    asked: list[tuple[str, str]] = []
+
+    def gate(name: str, hold: str | None) -> rota.Gate:
+        def ask(work: rota.WorkState, binding: rota.Binding, first: rota.PendingInput) -> Any:
+            asked.append((name, work.work_id))
+            return rota.StartHold(hold) if hold and work.work_id == "held" else None
+
+        return ask
+
+    with open_with(tmp_path, clock) as s:
+        s.register("job", lambda ctx: None, inline=True)
+        for name, hold in (("zeta", "zeta says no"), ("alpha", None), ("mid", "mid says no")):
+            s.register_gate(name, gate(name, hold))  # registered out of name order
+        s.submit("held", binding="job")
+        s.run_until_idle(timeout=10)
+        assert asked == [("alpha", "held"), ("mid", "held")]  # zeta is never asked
+        view = s.work("held")
+        assert view is not None and view["state"] == "held"
+        assert [(h["holder"], h["reason"]) for h in view["holds"]] == [("mid", "mid says no")]
+        asked.clear()
+        s.submit("free", binding="job")
+        s.run_until_idle(timeout=10)
+        assert asked == [("alpha", "free"), ("mid", "free"), ("zeta", "free")]
+        assert s.work("free")["state"] == "completed"  # type: ignore[index]
+
+
+def test_the_first_gate_that_fails_to_decide_decides(tmp_path: Path, clock: ManualClock) -> None:
+    asked: list[str] = []
+
+    def broken(work: rota.WorkState, binding: rota.Binding, first: rota.PendingInput) -> None:
+        asked.append("a")
+        raise RuntimeError("gate backend down")
+
+    def holding(work: rota.WorkState, binding: rota.Binding, first: rota.PendingInput) -> str:
+        asked.append("b")
+        return "b holds"
+
+    with open_with(tmp_path, clock) as s:
+        s.register("job", lambda ctx: None, inline=True)
+        s.register_gate("b", holding)
+        s.register_gate("a", broken)
+        s.submit("w", binding="job")
+        s.tick()
+        assert asked == ["a"]
+        view = s.work("w")
+        assert view is not None and view["state"] == "ready" and view["holds"] == []
+        assert (
+            view["waiting"]["code"] == "start_gate" and "start gate a" in view["waiting"]["detail"]
+        )
+
+
+def test_a_gate_is_asked_again_when_the_trigger_changed_before_its_answer_was_used(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    shown: list[str] = []
+    with open_with(tmp_path, clock) as s:
+
+        def gate(work: rota.WorkState, binding: rota.Binding, first: rota.PendingInput) -> None:
+            shown.append(first.key)
+            if len(shown) == 1:
+                s.accept("w", "newer", key="newer")  # arrives while the gate is asked
+
+        s.register("job", lambda ctx: None, inline=True)
+        s.register_gate("look", gate)
+        s.submit("w", binding="job", kind="standing", trigger="last", input="old", input_key="old")
+        s.tick()
+        assert shown == ["old", "newer"]  # the answer about "old" was not used for "newer"
+        assert triggered_by(s, "w") == "newer"

@@ -351,6 +351,14 @@ def test_the_result_line_sets_outcome_data_and_turn(executor: ShellExecutor) -> 
         ({"colour": "red"}, "unknown fields ['colour']"),
         ("completed", "rota.result must be an object"),
         ({"data": {"blob": "z" * 300_000}}, "result data is"),
+        ({"usage": [1, 2]}, "usage must be an object of amounts by unit"),
+        ({"usage": {"USD": 1}}, "usage unit 'USD' must match"),
+        ({"usage": {"turns": 1}}, "usage unit 'turns' is reserved"),
+        ({"usage": {"attempts": 1}}, "usage unit 'attempts' is reserved"),
+        ({"usage": {"minutes": 3}}, "measures a run's wall-clock minutes itself"),
+        ({"usage": {"usd": -0.5}}, "usage 'usd' must be finite and non-negative"),
+        ({"usage": {"usd": "0.5"}}, "usage 'usd' must be a number"),
+        ({"usage": {"usd": True}}, "usage 'usd' must be a number"),
     ],
 )
 def test_an_unsound_result_line_is_reported_as_invalid_result(declared: Any, message: str) -> None:
@@ -363,6 +371,18 @@ def test_an_unsound_result_line_is_reported_as_invalid_result(declared: Any, mes
     assert (result.outcome, result.error_code) == ("failed", "invalid_result")
     assert result.error_message is not None and message in result.error_message
     assert result.data["exit_code"] == 0 and "result" not in result.data
+    assert list(result.usage) == ["minutes"]  # nothing the line declared is charged
+
+
+def test_the_result_line_reports_usage_units_beside_the_minutes(executor: ShellExecutor) -> None:
+    line = result_line({"usage": {"usd": 0.42, "tokens": 1800}})
+    result = start(executor, ["sh", "-c", 'printf "%s\\n" "$1"', "sh", line]).result()
+    assert result.outcome == "completed"
+    assert set(result.usage) == {"minutes", "usd", "tokens"}
+    assert (result.usage["usd"], result.usage["tokens"]) == (0.42, 1800)
+    assert 0 <= result.usage["minutes"] < 1
+    failed = start(executor, ["sh", "-c", 'printf "%s\\n" "$1"; exit 3', "sh", line]).result()
+    assert failed.error_code == "exit_3" and failed.usage["usd"] == 0.42  # a failure cost too
 
 
 def test_a_non_zero_exit_fails_whatever_the_line_says(executor: ShellExecutor) -> None:
