@@ -25,6 +25,8 @@ from rota.domain.events import (
     AttemptParked,
     AttemptResumed,
     AttemptTimedOut,
+    HandoffContinued,
+    HandoffRefused,
     InputAccepted,
     LaunchInvoked,
     LaunchPhaseBegan,
@@ -56,6 +58,9 @@ MAX_METADATA_BYTES = 16 * 1024
 # Launch phases one segment records (seed 001's MaxLaunchPhases): a launch that begins
 # more has the rest refused, which only leaves its trail short.
 MAX_LAUNCH_PHASES = 16
+# Continuations in a row (handoff = "continue") before one is refused: a Work that keeps
+# handing itself its next input without outside input is stopped there, not run for ever.
+MAX_CONTINUATIONS = 100
 
 
 # -- Work and input -------------------------------------------------------------------
@@ -328,7 +333,52 @@ def finish(work: WorkState, attempt: int, epoch: int, now: datetime, result: Res
         outcome = AttemptParked(**common, remaining_seconds=remaining)
     else:
         return _failed(work, current, now, result, common)
-    return [Emit(work_stream(work.work_id), outcome), *_turns(work, current, result.data)]
+    emits = [Emit(work_stream(work.work_id), outcome)]
+    if isinstance(outcome, AttemptHandedOff) and current.pinned.binding.handoff == "continue":
+        emits.extend(_continuation(work, current, result))
+    return [*emits, *_turns(work, current, result.data)]
+
+
+def _continuation(work: WorkState, attempt: AttemptState, result: Result) -> list[Emit]:
+    """The derived continuation of a handoff (seed 001: off by default): the handoff
+    event and the queue checkpoint in the outcome's append, or a causal refusal."""
+    stream, delivery = work_stream(work.work_id), f"handoff/{attempt.execution_id}/{attempt.epoch}"
+    work_id, number, epoch = work.work_id, attempt.number, attempt.epoch
+    in_a_row = 1
+    for earlier in reversed(work.attempts):
+        trigger = earlier.trigger
+        if trigger is None or not trigger.key.startswith("handoff:"):
+            break
+        in_a_row += 1
+    reason, detail = "", ""
+    if work.kind == "run-once":
+        reason, detail = "run_once", "a run-once Work's handoff settles it as completed"
+    elif in_a_row > MAX_CONTINUATIONS:
+        reason = "continuation_limit"
+        detail = f"{MAX_CONTINUATIONS} continuations in a row without outside input"
+    else:
+        try:
+            check_payload(result.data, "handoff data")
+        except InvalidCommand as refusal:
+            reason, detail = "invalid_payload", refusal.message
+    if reason:
+        refused = HandoffRefused(
+            work_id=work_id, attempt=number, epoch=epoch, reason=reason, detail=detail
+        )
+        return [Emit(stream, refused, delivery)]
+    checkpoint = max((p.position for p in attempt.consumed), default=0)
+    key = f"handoff:{attempt.number}:{attempt.epoch}"
+    correlation = attempt.trigger.correlation_key if attempt.trigger is not None else None
+    queued = InputAccepted(
+        work_id=work.work_id, key=key, payload=result.data, correlation_key=correlation
+    )
+    continued = HandoffContinued(
+        work_id=work_id, attempt=number, epoch=epoch, checkpoint=checkpoint, continuation=in_a_row
+    )
+    return [
+        Emit(stream, continued, delivery),
+        Emit(stream, queued, f"input/{work.work_id}/{key}"),
+    ]
 
 
 def _remaining_budget(attempt: AttemptState, now: datetime) -> float:

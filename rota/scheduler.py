@@ -52,6 +52,7 @@ from rota.domain.policy import (
     POOL_AGENTS,
     Binding,
     ControlFallback,
+    HandoffPolicy,
     Registration,
     RetryPolicy,
     Settings,
@@ -143,11 +144,12 @@ class Scheduler:
         retry: RetryPolicy | None = None,
         config: dict[str, Any] | None = None,
         control_fallback: ControlFallback = "queue",
+        handoff: HandoffPolicy = "stop",
     ) -> None:
         """Register a Python callable (or an `Executor`) under `name`.
 
         With `binding=True` (default) a binding of the same name is defined too (with
-        `timeout_seconds`, `retry`, `config` and `control_fallback`, as `bind()` takes
+        `timeout_seconds`, `retry`, `config`, `control_fallback` and `handoff`, as `bind()` takes
         them), so Work can be submitted with `binding=name`.
         """
         if (fn is None) == (executor is None):
@@ -182,6 +184,7 @@ class Scheduler:
                     retry=retry,
                     config=config,
                     control_fallback=control_fallback,
+                    handoff=handoff,
                 )
             # Attempts pinned to the generation this ends keep their implementation.
             self.host.directory.keep(before, executors)
@@ -225,10 +228,13 @@ class Scheduler:
         timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
         control_fallback: ControlFallback = "queue",
+        handoff: HandoffPolicy = "stop",
     ) -> None:
         """Define (or redefine) a binding; future attempts use it, running ones keep theirs.
 
         `timeout_seconds` (> 0) replaces `settings.timeout_seconds` for its attempts.
+        `handoff="continue"` lets a handoff outcome queue its own data as the Work's next
+        input (a standing Work continues without outside input; off by default).
         `control_fallback` is what a definite failure to deliver an inject does with its
         input: `"queue"` (default; it stays pending for the next attempt) or `"drop"`. Each
         attempt pins the fallback its binding had when it started.
@@ -242,6 +248,11 @@ class Scheduler:
                 f'{where}.control_fallback must be "queue" or "drop", not {control_fallback!r}',
                 code=DomainCode.INVALID_CONFIG,
             )
+        if handoff not in get_args(HandoffPolicy):
+            raise InvalidCommand(
+                f'{where}.handoff must be "stop" or "continue", not {handoff!r}',
+                code=DomainCode.INVALID_CONFIG,
+            )
         binding = Binding(
             name=name,
             executor=executor,
@@ -249,6 +260,7 @@ class Scheduler:
             timeout_seconds=timeout_seconds,
             retry=policy,
             control_fallback=control_fallback,
+            handoff=handoff,
         )
         with self.service.lock:
             registered = self.executors.get(executor)

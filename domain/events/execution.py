@@ -240,6 +240,44 @@ class TurnPublished(Event, tag="core.execution.turn", frozen=True, kw_only=True)
     key: str | None = None
 
 
+class HandoffContinued(Event, tag="core.execution.handoff", frozen=True, kw_only=True):
+    """An attempt handed off under `handoff = "continue"`: the Work continues from it.
+
+    Derived from the outcome and appended with it, together with the queue checkpoint: a
+    `core.input.accepted` for the same Work under key `handoff:<attempt>:<epoch>`, whose
+    payload is the handoff's data, so the next attempt consumes it and continues without
+    outside input. `checkpoint` is the log position of the last input the handing-off
+    attempt consumed; `continuation` counts the continuations in a row (1, 2, ...).
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "handoff/<execution>/<epoch>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    checkpoint: int = 0
+    continuation: int = 1
+
+
+class HandoffRefused(Event, tag="core.execution.handoff_refused", frozen=True, kw_only=True):
+    """A continuation was refused for a causal reason; the handoff outcome stands.
+
+    `reason`: `run_once` (a run-once Work's handoff settles it as completed),
+    `continuation_limit` (MAX_CONTINUATIONS in a row without outside input) or
+    `invalid_payload` (the handoff's data cannot be the next input). No input is queued.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "handoff/<execution>/<epoch>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    reason: str
+    detail: str = ""
+
+
 OUTCOMES: tuple[type[_Outcome], ...] = (
     AttemptCompleted,
     AttemptFailed,
