@@ -156,6 +156,7 @@ def explain(
         _retrying(work, story, say)
     elif state in ("running", "waiting"):
         _live(attempts[-1], state, now or store.now(), say)
+        _pinned(work, attempts[-1], service, say)
     elif state == "ready" and not work.startable and attempts:
         _unverified(work, attempts[-1], say)
     elif state == "ready":
@@ -268,6 +269,27 @@ def _live(attempt: AttemptHistory, state: str, now: datetime, say: Any) -> None:
     elif now >= attempt.lease_expires_at:
         text += "; the lease has expired: recovery takes it over"
     say(Statement("running", text, sorted(set(cited))))
+
+
+def _pinned(
+    work: WorkState, last: AttemptHistory, service: SchedulerService | None, say: Any
+) -> None:
+    """Which configuration generation the live attempt is pinned to (historical executors)."""
+    current = work.current
+    if current is None:
+        return
+    pinned = current.pinned
+    text = (
+        f"pinned to configuration generation {pinned.generation} "
+        f"(executor {pinned.registration.name!r})"
+    )
+    if service is not None and service.generation != pinned.generation:
+        text += (
+            f"; this configuration is generation {service.generation}: only the pinned "
+            "generation's executor (or a stable one, such as shell) recovers, stops or "
+            "controls it, else each pass reports unsupported_generation"
+        )
+    say(Statement("pinned", text, [last.claimed]))
 
 
 def _ready(

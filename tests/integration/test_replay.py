@@ -288,6 +288,11 @@ def test_explain_running_and_unknown_work(log: SQLiteStore) -> None:
     running = explain(log, "a", service=service)
     assert running.state == "running"
     assert type_at(log, cited(running, "running")[0]) == "core.execution.claimed"
+    pinned = next(s for s in running.statements if s.kind == "pinned")
+    assert service.generation in pinned.text and "this configuration" not in pinned.text
+    service.set_binding(Binding(name="b2", executor="x"))  # a new configuration generation
+    moved = next(s for s in explain(log, "a", service=service).statements if s.kind == "pinned")
+    assert "unsupported_generation" in moved.text
     with pytest.raises(Exception, match="no Work 'nope'"):
         explain(log, "nope", service=service)
 
