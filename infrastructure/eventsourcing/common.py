@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 from uuid import UUID
 
@@ -20,6 +21,7 @@ from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
     ListenNotifySubscription,
+    Notification,
     ProcessRecorder,
     StoredEvent,
     TrackingRecorder,
@@ -37,6 +39,15 @@ class _Store(Protocol):
     def wait_for_commit(self, seen: int, timeout: float) -> bool: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RotaNotification(Notification):
+    """A notification of the rota log, with the schema version its payload was written in
+    (`type_version`; 0 for a row an eventsourcing application wrote), so that a follower
+    decodes rota's events exactly as rota replays them (see `...eventsourcing.follow`)."""
+
+    type_version: int = 0
 
 
 class EsDatastore:

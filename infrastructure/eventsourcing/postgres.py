@@ -54,6 +54,7 @@ from rota.infrastructure.eventsourcing.common import (
     EsFactory,
     EsRecorder,
     OriginatorIdType,
+    RotaNotification,
     version_range,
 )
 from rota.infrastructure.postgres.store import PostgresStore, Tx, identifier, split_schema
@@ -229,7 +230,7 @@ class PgApplicationRecorder(PgAggregateRecorder, ApplicationRecorder):
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
-        sql = "SELECT position, stream, version, type, data, data_bytes FROM "
+        sql = "SELECT position, stream, version, type, type_version, data, data_bytes FROM "
         sql += f"{self.datastore.table('events')} WHERE TRUE"
         params: list[Any] = []
         if start is not None:
@@ -245,10 +246,15 @@ class PgApplicationRecorder(PgAggregateRecorder, ApplicationRecorder):
         params.append(limit)
         originator = self.datastore.originator
         return [
-            Notification(
-                id=p, originator_id=originator(s), originator_version=v, topic=t, state=_state(x, b)
+            RotaNotification(
+                id=p,
+                originator_id=originator(s),
+                originator_version=v,
+                topic=t,
+                state=_state(x, b),
+                type_version=tv,
             )
-            for p, s, v, t, x, b in self.datastore.query(sql, params)
+            for p, s, v, t, tv, x, b in self.datastore.query(sql, params)
         ]
 
     def max_notification_id(self) -> int | None:

@@ -40,6 +40,7 @@ from rota.infrastructure.eventsourcing.common import (
     EsFactory,
     EsRecorder,
     OriginatorIdType,
+    RotaNotification,
     version_range,
 )
 from rota.infrastructure.sqlite.store import SQLiteStore
@@ -111,7 +112,7 @@ class ApswAggregateRecorder(ApswRecorder, AggregateRecorder):
 
         def body(cursor: apsw.Cursor) -> list[int]:
             if tracking is not None:
-                _insert_tracking(cursor, tracking)
+                insert_tracking_row(cursor, tracking)
             if self.side_table is not None:
                 cursor.executemany(
                     f"INSERT INTO {self.side_table} (stream, version, type, data) "
@@ -166,7 +167,7 @@ class ApswApplicationRecorder(ApswAggregateRecorder, ApplicationRecorder):
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
-        sql = "SELECT position, stream, version, type, data FROM events WHERE 1"
+        sql = "SELECT position, stream, version, type, type_version, data FROM events WHERE 1"
         params: list[Any] = []
         if start is not None:
             sql += " AND position >= ?" if inclusive_of_start else " AND position > ?"
@@ -181,14 +182,15 @@ class ApswApplicationRecorder(ApswAggregateRecorder, ApplicationRecorder):
         params.append(limit)
         originator = self.datastore.originator
         return [
-            Notification(
+            RotaNotification(
                 id=p,
                 originator_id=originator(s),
                 originator_version=v,
                 topic=t,
                 state=d if isinstance(d, bytes) else d.encode(),
+                type_version=tv,
             )
-            for p, s, v, t, d in self.datastore.query(sql, tuple(params))
+            for p, s, v, t, tv, d in self.datastore.query(sql, tuple(params))
         ]
 
     def max_notification_id(self) -> int | None:
@@ -208,7 +210,8 @@ class ApswSubscription(CommitSubscription[ApswApplicationRecorder]):
         return recorder.datastore.store.head_position()
 
 
-def _insert_tracking(cursor: apsw.Cursor, tracking: Tracking) -> None:
+def insert_tracking_row(cursor: apsw.Cursor, tracking: Tracking) -> None:
+    """Record `tracking` in the cursor's transaction; refuse a position not after the last."""
     row = cursor.execute(
         "SELECT notification_id FROM tracking WHERE application_name = ?",
         (tracking.application_name,),
@@ -229,7 +232,7 @@ class ApswTrackingRecorder(ApswRecorder, TrackingRecorder):
     """Tracking positions, one row per upstream application, only ever moving forward."""
 
     def insert_tracking(self, tracking: Tracking) -> None:
-        self.datastore.write(lambda c: _insert_tracking(c, tracking))
+        self.datastore.write(lambda c: insert_tracking_row(c, tracking))
 
     def max_tracking_id(self, application_name: str) -> int | None:
         rows = self.datastore.query(
