@@ -40,10 +40,11 @@ from rota.infrastructure.postgres.projection_recovery import (
 from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
 from rota.infrastructure.stores import open_store
 from rota.projections import PERSISTED
+from rota.replay.daemon_lock import StoreBusy
 from rota.replay.doctor import FULL_RESTORE, check_chain, check_checkpoint, guarded
 from rota.replay.errors import ReplayCode
 from rota.replay.rebuild import rebuild, verify
-from rota.replay.recover_corrupt import IsolatedFile, RecoveryRefused, RecoveryReport, StoreBusy
+from rota.replay.recovery_report import IsolatedFile, RecoveryRefused, RecoveryReport
 
 
 def _verify_log(log: EventStore, checkpoint_dir: str | os.PathLike[str] | None) -> list[str]:
