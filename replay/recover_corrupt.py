@@ -44,17 +44,7 @@ from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, d
 from rota.infrastructure.sqlite.store import sqlite_path
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import DaemonLock, StoreBusy, held_by_another
-from rota.replay.doctor import (
-    FULL_RESTORE,
-    ReadOnlyLog,
-    check_chain,
-    check_checkpoint,
-    check_log_integrity,
-    fingerprint,
-    guarded,
-    integrity,
-    quiescent,
-)
+from rota.replay.doctor_report import FULL_RESTORE, guarded
 from rota.replay.errors import ReplayCode
 from rota.replay.file_isolation import (
     RECOVERY_DIR,
@@ -64,6 +54,8 @@ from rota.replay.file_isolation import (
     sha256_at,
     write_manifest,
 )
+from rota.replay.log_checks import check_chain, check_checkpoint, check_log_integrity
+from rota.replay.read_only import ReadOnlyLog, fingerprint, integrity, quiescent
 from rota.replay.rebuild import RebuildReport, rebuild, verify
 from rota.replay.recovery_report import IsolatedFile, RecoveryRefused, RecoveryReport
 

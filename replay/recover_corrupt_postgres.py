@@ -41,8 +41,9 @@ from rota.infrastructure.postgres.projection_store import PostgresProjectionStor
 from rota.infrastructure.stores import open_store
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import StoreBusy
-from rota.replay.doctor import FULL_RESTORE, check_chain, check_checkpoint, guarded
+from rota.replay.doctor_report import FULL_RESTORE, guarded
 from rota.replay.errors import ReplayCode
+from rota.replay.log_checks import check_chain, check_checkpoint
 from rota.replay.rebuild import rebuild, verify
 from rota.replay.recovery_report import IsolatedFile, RecoveryRefused, RecoveryReport
 
