@@ -20,6 +20,7 @@ from rota.application.ports import Clock, EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure.projection_tables import default_path
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
+from rota.infrastructure.stored_projections import StoredProjections
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -44,7 +45,7 @@ def open_projection_store(
     must_exist: bool = False,
     read_only: bool = False,
     clock: Clock | None = None,
-) -> SQLiteProjectionStore | None:
+) -> StoredProjections | None:
     """The projection store of `log` (see the module docstring); None for a log that has
     no place for one (a store that is neither a file nor PostgreSQL).
 
