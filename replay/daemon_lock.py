@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
-from rota.infrastructure.sqlite.store import sqlite_path
+from rota.infrastructure.sqlite.log_file import sqlite_path
 from rota.replay.errors import ReplayCode
 
 

@@ -47,8 +47,8 @@ from rota.application.errors import StoreError
 from rota.application.ports import Clock, EventStore, ProjectionStore
 from rota.domain.policy import Binding, Settings
 from rota.infrastructure.projection_stores import is_postgres, open_projection_store
+from rota.infrastructure.sqlite.log_file import sqlite_path
 from rota.infrastructure.sqlite.projection_store import default_path
-from rota.infrastructure.sqlite.store import sqlite_path
 from rota.projections import PERSISTED, SchedulerProjection
 from rota.replay.doctor_report import FULL_RESTORE, Check, DoctorReport, guarded, recover_advice
 from rota.replay.log_checks import check_chain, check_checkpoint, check_log_integrity

@@ -22,7 +22,9 @@ from rota.application.errors import PortCode, StoreError
 from rota.application.ports import Clock
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.codec import DEFAULT_CODEC
+from rota.infrastructure.sqlite.appends import LogAppends
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
+from rota.infrastructure.sqlite.reads import LogReads
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay.errors import ReplayCode
 
@@ -76,8 +78,9 @@ class ReadOnlyLog(SQLiteStore):
         self.clock, self.codec, self.synchronous = clock or SystemClock(), DEFAULT_CODEC, "full"
         self._busy_ms, self._pid, self._closed = 30_000, os.getpid(), False
         self._write_lock, self._commit = threading.RLock(), threading.Condition()
-        self._local, self._data_version, self._head = threading.local(), None, None
-        self._versions: dict[str, int] = {}
+        self._local, self._data_version = threading.local(), None
+        self._reads = LogReads(self._query, self.codec)
+        self._appends = LogAppends(self.write, self.codec, self.clock, self._reads.recorded)
         self._connections: list[apsw.Connection] = []
         self._connections_lock = threading.Lock()
         if not self.path.is_file():

@@ -40,8 +40,8 @@ from rota.application.errors import PortCode
 from rota.application.ports import Clock
 from rota.application.timestamps import format_timestamp
 from rota.infrastructure.clock import SystemClock
+from rota.infrastructure.sqlite.log_file import sqlite_path
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
-from rota.infrastructure.sqlite.store import sqlite_path
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import DaemonLock, StoreBusy, held_by_another
 from rota.replay.doctor_report import FULL_RESTORE, guarded

@@ -56,8 +56,8 @@ from rota.infrastructure.eventsourcing.common import (
     OriginatorIdType,
     version_range,
 )
+from rota.infrastructure.log_rows import Row
 from rota.infrastructure.postgres.store import PostgresStore, Tx, identifier, split_schema
-from rota.infrastructure.sqlite.store import Row
 
 T = TypeVar("T")
 

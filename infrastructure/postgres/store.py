@@ -107,7 +107,7 @@ from rota.application.timestamps import format_timestamp
 from rota.infrastructure.chain import GENESIS_HEX, canonical_envelope, check_continuation, link
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 from rota.infrastructure.deliveries import match_deliveries
-from rota.infrastructure.sqlite.store import Row
+from rota.infrastructure.log_rows import Row
 
 SCHEMA_VERSION = 1
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
