@@ -57,7 +57,9 @@ from rota.infrastructure.eventsourcing.common import (
     version_range,
 )
 from rota.infrastructure.log_rows import Row
-from rota.infrastructure.postgres.store import PostgresStore, Tx, identifier, split_schema
+from rota.infrastructure.postgres.names import identifier, split_schema
+from rota.infrastructure.postgres.store import PostgresStore
+from rota.infrastructure.postgres.transactions import Tx
 
 T = TypeVar("T")
 

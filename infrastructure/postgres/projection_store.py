@@ -39,6 +39,7 @@ from rota.application.errors import PortCode, ProjectionStoreError
 from rota.application.ports import Clock, Persisted, ProjectionMeta
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.config import EntryCode
+from rota.infrastructure.postgres.names import identifier, split_schema
 from rota.infrastructure.postgres.projection_tables import (
     META_TABLE,
     PG_ROW_TABLES,
@@ -48,7 +49,6 @@ from rota.infrastructure.postgres.projection_tables import (
     put_meta,
     write_rows,
 )
-from rota.infrastructure.postgres.store import identifier, split_schema
 from rota.infrastructure.projection_tables import META_COLUMNS
 from rota.infrastructure.stored_projections import StoredProjections
 
