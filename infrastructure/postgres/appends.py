@@ -29,10 +29,10 @@ from typing import Any, Protocol, TypeVar
 from rota.application.errors import ConcurrencyConflict, DeliveryConflict
 from rota.application.ports import AppendResult, NewEvent, RawRecord, RecordedEvent
 from rota.application.timestamps import format_timestamp
-from rota.infrastructure.chain import canonical_envelope, check_continuation, link
+from rota.infrastructure.chain import check_continuation
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
-from rota.infrastructure.log_rows import Row
+from rota.infrastructure.log_rows import Row, chain_rows
 from rota.infrastructure.postgres.log_sql import LogStatements, json_literal
 from rota.infrastructure.postgres.transactions import Tx
 
@@ -143,21 +143,18 @@ class LogAppends:
         recorded_at = format_timestamp(when)
         columns: list[list[Any]] = [[] for _ in range(9)]
         written: list[tuple[int, Row, str]] = []
-        for row in rows:
-            position += 1
-            assert row.version is not None
-            key = (position, row.stream, row.version, row.type, row.type_version, row.delivery_id)
-            previous = link(previous, canonical_envelope(*key, recorded_at, row.data))
+        for row, key, digest in chain_rows(rows, position, previous, recorded_at):
             text, blob = (row.data, None) if isinstance(row.data, str) else (None, bytes(row.data))
-            for column, value in zip(columns, (*key, text, blob, previous.hex()), strict=True):
+            for column, value in zip(columns, (*key, text, blob, digest.hex()), strict=True):
                 column.append(value)
-            written.append((position, row, recorded_at))
-        params = (recorded_at, *columns, position, previous.hex(), self._channel, str(position))
+            written.append((key[0], row, recorded_at))
+        position = written[-1][0]
+        params = (recorded_at, *columns, position, digest.hex(), self._channel, str(position))
         if defer:
             tx.deferred.append((self._sql.insert, params))
         else:
             tx.cursor.execute(self._sql.insert, params)
-        tx.wrote_up_to(position, previous.hex(), when)
+        tx.wrote_up_to(position, digest.hex(), when)
         return written
 
     def append_raw(self, records: Sequence[RawRecord]) -> None:

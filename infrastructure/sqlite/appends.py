@@ -21,7 +21,7 @@ from rota.application.timestamps import format_timestamp
 from rota.infrastructure.chain import GENESIS, canonical_envelope, check_continuation, link
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
-from rota.infrastructure.log_rows import Row
+from rota.infrastructure.log_rows import Row, chain_rows
 from rota.infrastructure.sqlite.log_file import COLUMNS, INSERT
 
 T = TypeVar("T")
@@ -210,16 +210,12 @@ class LogAppends:
         recorded_at = format_timestamp(self.clock.now())
         values: list[tuple[Any, ...]] = []
         written: list[tuple[int, Row, str]] = []
-        for row in rows:
-            position += 1
-            assert row.version is not None
-            key = (position, row.stream, row.version, row.type, row.type_version, row.delivery_id)
-            previous = link(previous, canonical_envelope(*key, recorded_at, row.data))
-            values.append((*key, row.data, recorded_at, previous.hex()))
-            written.append((position, row, recorded_at))
+        for row, key, digest in chain_rows(rows, position, previous, recorded_at):
+            values.append((*key, row.data, recorded_at, digest.hex()))
+            written.append((key[0], row, recorded_at))
             self.versions.pop(row.stream, None)
         cursor.executemany(INSERT, values)
-        self.head = (position, previous)
+        self.head = (written[-1][0], digest)
         return written
 
     def _read_head(self, cursor: apsw.Cursor) -> tuple[int, bytes]:
