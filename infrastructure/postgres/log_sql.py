@@ -2,14 +2,17 @@
 
 The schema holds `events` (the columns of the SQLite store; rota payloads are text in
 `data`, eventsourcing payloads bytes in `data_bytes`, and the chain hashes exactly the
-stored bytes), `head` (one row: last position and hash), `rota_meta` and `tracking`. An
-append locks `head` and reads what it decides on in one statement list (`lock`, then the
-`versions` and `deliveries` reads, their values one JSON literal), then inserts its rows
-and moves `head` in one more (`insert`, or `import_` for rows recorded elsewhere). Every
-value is bound, or inlined as a quoted literal (`json_literal`).
+stored bytes), `head` (one row: last position and hash), `rota_meta` and `tracking`, as
+`log_schema.sql` (beside this module, packaged with it) creates them. An append locks
+`head` and reads what it decides on in one statement list (`lock`, then the `versions` and
+`deliveries` reads, their values one JSON literal), then inserts its rows and moves `head`
+in one more (`insert`, or `import_` for rows recorded elsewhere). Every value is bound, or
+inlined as a quoted literal (`json_literal`).
 """
 
 from __future__ import annotations
+
+from importlib.resources import files
 
 import msgspec
 from psycopg import sql as pg_sql
@@ -47,23 +50,11 @@ def json_literal(values: list[str]) -> str:
 _JSON = msgspec.json.Encoder()
 
 
-def ddl(s: str) -> str:
-    """The statements creating the log's tables in schema `s` (if they are missing)."""
-    return f"""
-CREATE SCHEMA IF NOT EXISTS "{s}";
-CREATE TABLE IF NOT EXISTS "{s}".events (
-    position BIGINT PRIMARY KEY, stream TEXT NOT NULL, version BIGINT NOT NULL,
-    type TEXT NOT NULL, type_version INTEGER NOT NULL, delivery_id TEXT UNIQUE,
-    data TEXT, data_bytes BYTEA, recorded_at TEXT NOT NULL, hash TEXT NOT NULL,
-    UNIQUE (stream, version), CHECK ((data IS NULL) <> (data_bytes IS NULL)));
-CREATE TABLE IF NOT EXISTS "{s}".head (
-    only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
-    position BIGINT NOT NULL, hash TEXT NOT NULL);
-INSERT INTO "{s}".head VALUES (TRUE, 0, '{GENESIS_HEX}') ON CONFLICT DO NOTHING;
-CREATE TABLE IF NOT EXISTS "{s}".rota_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS "{s}".tracking (
-    application_name TEXT PRIMARY KEY, notification_id BIGINT NOT NULL);
-"""
+def ddl(s: str) -> pg_sql.Composed:
+    """The statements creating the log's tables in schema `s` (`log_schema.sql`, beside this
+    module), the schema quoted as an identifier."""
+    text = files("rota.infrastructure.postgres").joinpath("log_schema.sql").read_text()
+    return pg_sql.SQL(text).format(schema=pg_sql.Identifier(s), genesis=pg_sql.Literal(GENESIS_HEX))
 
 
 class LogStatements:
