@@ -3,7 +3,7 @@
 - `--projections FILE` (or `projections=` in Python) names an SQLite projection file and
   wins over everything (a `postgresql://...?schema=` URL there names a PostgreSQL schema);
 - an SQLite log keeps its projections in the file beside it, `<log>.projections`;
-- a PostgreSQL log keeps them in its own schema (`projection_store_pg`).
+- a PostgreSQL log keeps them in its own schema (`postgres.projection_store`).
 
 `rota.open`, `rota replay verify|rebuild`, `rota explain`, `rota doctor` and
 `rota recover-corrupt` all open their projection store here, so a PostgreSQL deployment

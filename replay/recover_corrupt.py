@@ -6,7 +6,7 @@ The projection file is derived: everything in it is a fold of the log. When it i
 1. validate `--backup-name` (the raw value, before any path is built from it) against
    `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`;
 2. resolve the store: an SQLite log file (a PostgreSQL store keeps its projections in its
-   own schema: `recover_corrupt_pg` isolates their rows instead of a file);
+   own schema: `recover_corrupt_postgres` isolates their rows instead of a file);
 3. refuse while a daemon holds the store: `<log>.lock` (`rota run` holds it shared for its
    lifetime, see `daemon_lock`) or `<projections>.lock` (the scheduler that keeps the file);
 4. verify the log read-only (`PRAGMA integrity_check`, the hash chain, the newest

@@ -13,7 +13,7 @@ log's schema:
    (`log_corrupt`), the advice is a full restore;
 5. every projection row moves, in one transaction, into `rota_projection_recovery` under
    the backup name, with a manifest row (rows, bytes and SHA-256 per table;
-   `infrastructure.projection_recovery_pg`);
+   `infrastructure.postgres.projection_recovery`);
 6. every projection is rebuilt from the log and verified against a replay.
 
 Every refusal comes before anything is written; `dry_run` runs every check and returns the

@@ -6,7 +6,7 @@ the SQL), in tables beside the log's `events` and `head` (`postgres.projection_t
 
 Exactly once: a save writes the changed rows, the position and the log hash in ONE
 transaction, so the tables always hold some consistent prefix of the log. Positions are
-gapless and commit in order (see `postgres_store`), so "the prefix up to N, whose hash is
+gapless and commit in order (see `postgres.transactions`), so "the prefix up to N, whose hash is
 H" names one state. That, not the append's transaction, is what keeps them consistent: the
 projections are a fold the scheduler computes in memory after its appends, kept by one
 host while every host appends; saving inside each append would hold the log's one write
