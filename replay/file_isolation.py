@@ -50,26 +50,6 @@ def planned_files(proj: Path) -> list[Path]:
     return found
 
 
-def _precheck_target(base: Path, name: str) -> Path:
-    """Refuse a backup directory that exists or a path through a symlink (touches nothing)."""
-    path = base
-    for part in (*RECOVERY_DIR, name):
-        path = path / part
-        try:
-            mode = os.lstat(path).st_mode
-        except FileNotFoundError:
-            return base.joinpath(*RECOVERY_DIR, name)
-        if part == name:
-            raise RecoveryRefused(
-                f"{path} already exists: choose a new name", code=PortCode.BACKUP_EXISTS
-            )
-        if not stat.S_ISDIR(mode):
-            raise RecoveryRefused(
-                f"{path} is a symlink or not a directory", code=ReplayCode.UNSAFE_PATH
-            )
-    return path
-
-
 def make_target(stack: ExitStack, base: Path, name: str) -> int:
     """Create the recovery directories (NAME exclusively); the fd of NAME."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -17,7 +17,7 @@ from rota.infrastructure.codec import Codec
 from rota.infrastructure.postgres.log_sql import EVENT, RAW
 
 
-class Query(Protocol):
+class RunQuery(Protocol):
     """A read on a pooled connection (`LogConnections.query`)."""
 
     def __call__(self, sql: str, params: Sequence[Any] = ...) -> list[Any]: ...
@@ -26,7 +26,7 @@ class Query(Protocol):
 class LogReads:
     """The reads of the log in one schema (`events_table`) through `query`."""
 
-    def __init__(self, query: Query, codec: Codec, events_table: str) -> None:
+    def __init__(self, query: RunQuery, codec: Codec, events_table: str) -> None:
         self._query = query
         self.codec = codec
         self.events_table = events_table

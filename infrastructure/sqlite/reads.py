@@ -15,13 +15,13 @@ from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.sqlite.log_file import COLUMNS
 
-Query = Callable[[str, tuple[Any, ...]], list[Any]]
+RunQuery = Callable[[str, tuple[Any, ...]], list[Any]]
 
 
 class LogReads:
     """The reads of one SQLite log through `query`; see the module docstring."""
 
-    def __init__(self, query: Query, codec: Codec) -> None:
+    def __init__(self, query: RunQuery, codec: Codec) -> None:
         self._query = query
         self.codec = codec
 
