@@ -37,6 +37,7 @@ PACKAGES, PACKAGE_DIR = _packages()
 setup(
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
-    package_data={"rota": ["py.typed"]},
+    # The PostgreSQL log's DDL is a .sql file beside the store that runs it.
+    package_data={"rota": ["py.typed"], "rota.infrastructure.postgres": ["*.sql"]},
     include_package_data=False,
 )

@@ -40,7 +40,9 @@ import psycopg
 
 import rota
 from bench.common import REPEATS, Best, fmt_rate, print_table, progress
-from rota.infrastructure.postgres.store import PostgresStore, Tx, identifier, split_schema
+from rota.infrastructure.postgres.names import identifier, split_schema
+from rota.infrastructure.postgres.store import PostgresStore
+from rota.infrastructure.postgres.transactions import Tx
 
 TARGET = 2_000.0  # jobs/s end to end with 3 hosts
 SUBMIT_BATCH = 500

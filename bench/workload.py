@@ -35,7 +35,7 @@ from rota.application.ports import NewEvent
 from rota.application.timestamps import format_timestamp
 from rota.domain.events import ALL_EVENTS, Event, InputAccepted, WorkSubmitted
 from rota.infrastructure.codec import DEFAULT_CODEC
-from rota.infrastructure.sqlite.store import SCHEMA
+from rota.infrastructure.sqlite.log_file import SCHEMA
 
 RAW_HASH = "ab" * 32
 RAW_COLUMNS = "position, stream, version, type, type_version, delivery_id, data, recorded_at, hash"

@@ -3,7 +3,7 @@
 - `--projections FILE` (or `projections=` in Python) names an SQLite projection file and
   wins over everything (a `postgresql://...?schema=` URL there names a PostgreSQL schema);
 - an SQLite log keeps its projections in the file beside it, `<log>.projections`;
-- a PostgreSQL log keeps them in its own schema (`projection_store_pg`).
+- a PostgreSQL log keeps them in its own schema (`postgres.projection_store`).
 
 `rota.open`, `rota replay verify|rebuild`, `rota explain`, `rota doctor` and
 `rota recover-corrupt` all open their projection store here, so a PostgreSQL deployment
@@ -20,6 +20,7 @@ from rota.application.ports import Clock, EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure.projection_tables import default_path
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
+from rota.infrastructure.stored_projections import StoredProjections
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -44,7 +45,7 @@ def open_projection_store(
     must_exist: bool = False,
     read_only: bool = False,
     clock: Clock | None = None,
-) -> SQLiteProjectionStore | None:
+) -> StoredProjections | None:
     """The projection store of `log` (see the module docstring); None for a log that has
     no place for one (a store that is neither a file nor PostgreSQL).
 

@@ -41,7 +41,7 @@ def default_path(log: str | os.PathLike[str] | EventStore) -> Path | None:
     text = os.fspath(log)
     if text.startswith(("postgresql://", "postgres://")):
         return None
-    from rota.infrastructure.sqlite.store import sqlite_path
+    from rota.infrastructure.sqlite.log_file import sqlite_path
 
     return Path(f"{sqlite_path(text)}.projections")
 

@@ -16,7 +16,8 @@ from rota.application.ports import Clock, EventStore
 def open_store(url: str, *, clock: Clock | None = None, **settings: Any) -> EventStore:
     """Open the store a URL names. Settings are passed to the store (e.g. `synchronous`)."""
     if url.startswith(("postgresql://", "postgres://")):
-        from rota.infrastructure.postgres.store import PostgresStore, split_schema
+        from rota.infrastructure.postgres.names import split_schema
+        from rota.infrastructure.postgres.store import PostgresStore
 
         conninfo, schema = split_schema(url)
         return PostgresStore(conninfo, schema=schema or "rota", clock=clock, **settings)

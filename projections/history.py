@@ -25,7 +25,8 @@ from typing import Any
 import msgspec
 
 from rota.domain.events import Event, LeaseRenewed, WorkSubmitted
-from rota.projections.history_rules import ATTEMPT_ROW, ROUTES, attempt_row, renew, route_for
+from rota.projections.history_attempts import ATTEMPT_ROW, attempt_row, renew
+from rota.projections.history_rules import ROUTES, route_for
 from rota.projections.records import AttemptHistory, Mark, WorkHistory, encoder
 
 Loader = Callable[[str], bytes | None]

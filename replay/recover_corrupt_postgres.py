@@ -13,7 +13,7 @@ log's schema:
    (`log_corrupt`), the advice is a full restore;
 5. every projection row moves, in one transaction, into `rota_projection_recovery` under
    the backup name, with a manifest row (rows, bytes and SHA-256 per table;
-   `infrastructure.projection_recovery_pg`);
+   `infrastructure.postgres.projection_recovery`);
 6. every projection is rebuilt from the log and verified against a replay.
 
 Every refusal comes before anything is written; `dry_run` runs every check and returns the
@@ -40,10 +40,12 @@ from rota.infrastructure.postgres.projection_recovery import (
 from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
 from rota.infrastructure.stores import open_store
 from rota.projections import PERSISTED
-from rota.replay.doctor import FULL_RESTORE, check_chain, check_checkpoint, guarded
+from rota.replay.daemon_lock import StoreBusy
+from rota.replay.doctor_report import FULL_RESTORE, guarded
 from rota.replay.errors import ReplayCode
+from rota.replay.log_checks import check_chain, check_checkpoint
 from rota.replay.rebuild import rebuild, verify
-from rota.replay.recover_corrupt import IsolatedFile, RecoveryRefused, RecoveryReport, StoreBusy
+from rota.replay.recovery_report import IsolatedFile, RecoveryRefused, RecoveryReport
 
 
 def _verify_log(log: EventStore, checkpoint_dir: str | os.PathLike[str] | None) -> list[str]:

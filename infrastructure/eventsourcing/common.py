@@ -28,7 +28,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import resolve_topic, strtobool
 
-from rota.infrastructure.sqlite.store import Row
+from rota.infrastructure.log_rows import Row
 
 OriginatorIdType = Literal["uuid", "text"]
 

@@ -57,8 +57,10 @@ from rota.infrastructure.eventsourcing.common import (
     RotaNotification,
     version_range,
 )
-from rota.infrastructure.postgres.store import PostgresStore, Tx, identifier, split_schema
-from rota.infrastructure.sqlite.store import Row
+from rota.infrastructure.log_rows import Row
+from rota.infrastructure.postgres.names import identifier, split_schema
+from rota.infrastructure.postgres.store import PostgresStore
+from rota.infrastructure.postgres.transactions import Tx
 
 T = TypeVar("T")
 

@@ -21,11 +21,8 @@ import json
 from typing import Any
 
 from rota.application.errors import PortCode, ProjectionStoreError
-from rota.infrastructure.postgres.projection_store import (
-    META_TABLE,
-    PG_ROW_TABLES,
-    PostgresProjectionStore,
-)
+from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
+from rota.infrastructure.postgres.projection_tables import META_TABLE, PG_ROW_TABLES
 
 RECOVERY_TABLE = "rota_projection_recovery"
 MANIFEST_TABLE = "rota_projection_recovery_manifest"

@@ -1,19 +1,12 @@
 """Persisted projections in the log's own PostgreSQL schema (see `projection_store`).
 
-The same store as the SQLite projection file, with the same interface and guarantees
-(it inherits `SQLiteProjectionStore` and replaces only the SQL and the connection), in tables
-beside the log's `events` and `head`:
-- `rota_projection_meta(name, version, position, log_hash, digest, rebuilt_at, saved_at,
-  generation)`: per projection the fold version, the log position applied, the log's hash
-  there, its digest when one was computed, and the generation counter every write bumps;
-- `rota_projection_rows_scheduler(key, value)`, `rota_projection_rows_history(key, value)`:
-  msgspec JSON values as `bytea` (`convert_from(value, 'UTF8')` shows one in psql).
-The `rota_` prefix keeps them apart from the log's tables and from anything else that
-shares the schema.
+The same store as the SQLite projection file, with the same interface and guarantees (the
+loading and saving rules of `StoredProjections`; this module supplies the connection and
+the SQL), in tables beside the log's `events` and `head` (`postgres.projection_tables`).
 
 Exactly once: a save writes the changed rows, the position and the log hash in ONE
 transaction, so the tables always hold some consistent prefix of the log. Positions are
-gapless and commit in order (see `postgres_store`), so "the prefix up to N, whose hash is
+gapless and commit in order (see `postgres.transactions`), so "the prefix up to N, whose hash is
 H" names one state. That, not the append's transaction, is what keeps them consistent: the
 projections are a fold the scheduler computes in memory after its appends, kept by one
 host while every host appends; saving inside each append would hold the log's one write
@@ -39,7 +32,6 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-import msgspec
 import psycopg
 from psycopg.pq import TransactionStatus
 
@@ -47,31 +39,23 @@ from rota.application.errors import PortCode, ProjectionStoreError
 from rota.application.ports import Clock, Persisted, ProjectionMeta
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.config import EntryCode
-from rota.infrastructure.postgres.store import identifier, split_schema
-from rota.infrastructure.projection_tables import META_COLUMNS, ROW_TABLES, RowsToWrite
-from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
+from rota.infrastructure.postgres.names import identifier, split_schema
+from rota.infrastructure.postgres.projection_tables import (
+    META_TABLE,
+    PG_ROW_TABLES,
+    count_rows,
+    ddl,
+    fetch_rows,
+    put_meta,
+    write_rows,
+)
+from rota.infrastructure.projection_tables import META_COLUMNS
+from rota.infrastructure.stored_projections import StoredProjections
 
 T = TypeVar("T")
-META_TABLE = "rota_projection_meta"
-PG_ROW_TABLES = {name: f"rota_projection_{table}" for name, table in ROW_TABLES.items()}
 # Advisory lock keys: (class, schema). The two-key form never meets the log's one-key locks.
 WRITER_KEY = "rota.projections.writer"
 WRITE_KEY = "rota.projections.write"
-
-
-def _ddl(s: str) -> str:
-    rows = "".join(
-        f'CREATE TABLE IF NOT EXISTS "{s}".{table} '
-        '(key TEXT COLLATE "C" PRIMARY KEY, value BYTEA NOT NULL);\n'
-        for table in PG_ROW_TABLES.values()
-    )
-    return f"""
-CREATE SCHEMA IF NOT EXISTS "{s}";
-CREATE TABLE IF NOT EXISTS "{s}".{META_TABLE} (
-    name TEXT PRIMARY KEY, version INTEGER NOT NULL, position BIGINT NOT NULL,
-    log_hash TEXT NOT NULL, digest TEXT, rebuilt_at TEXT, saved_at TEXT NOT NULL,
-    generation BIGINT NOT NULL);
-{rows}"""
 
 
 class AdvisoryWriterLock:
@@ -88,7 +72,7 @@ class AdvisoryWriterLock:
         self.store._release_writer_lock()
 
 
-class PostgresProjectionStore(SQLiteProjectionStore):
+class PostgresProjectionStore(StoredProjections):
     """Persisted projections in one PostgreSQL schema; see the module docstring.
 
     `url` is the log's (`postgresql://...?schema=NAME`, as `PostgresStore.url` gives it).
@@ -184,7 +168,7 @@ class PostgresProjectionStore(SQLiteProjectionStore):
             with conn.transaction():
                 key = (WRITE_KEY, self.schema)
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", key)
-                conn.execute(_ddl(self.schema).encode())
+                conn.execute(ddl(self.schema).encode())
 
         self._run(create, "create the projection tables in")
 
@@ -312,40 +296,23 @@ class PostgresProjectionStore(SQLiteProjectionStore):
             f"SELECT key, value FROM {self._table(name)} "
             'WHERE key COLLATE "C" < %s OR key COLLATE "C" >= %s'
         )
-        return self._fetch_rows(conn, sql, (low, high))
+        return fetch_rows(conn, sql, (low, high))
 
     def _rows_between(
         self, conn: Any, name: str, low: str, high: str | None
     ) -> list[tuple[str, bytes]]:
         sql = f'SELECT key, value FROM {self._table(name)} WHERE key COLLATE "C" >= %s'
         if high is None:
-            return self._fetch_rows(conn, sql, (low,))
-        return self._fetch_rows(conn, sql + ' AND key COLLATE "C" < %s', (low, high))
+            return fetch_rows(conn, sql, (low,))
+        return fetch_rows(conn, sql + ' AND key COLLATE "C" < %s', (low, high))
 
     def _rows_in(self, conn: Any, name: str, keys: list[str]) -> list[tuple[str, bytes]]:
         sql = f"SELECT key, value FROM {self._table(name)} WHERE key = ANY(%s)"
-        return self._fetch_rows(conn, sql, (keys,))
-
-    @staticmethod
-    def _fetch_rows(conn: Any, sql: str, args: tuple[Any, ...]) -> list[tuple[str, bytes]]:
-        found = conn.cursor(binary=True).execute(sql, args).fetchall()
-        return [(key, bytes(value)) for key, value in found]
+        return fetch_rows(conn, sql, (keys,))
 
     def table_counts(self) -> dict[str, int]:
         """Rows per projection table, every row read (doctor's scan of the tables)."""
-
-        def body(conn: Any) -> dict[str, int]:
-            counts = {
-                META_TABLE: int(
-                    conn.execute(f"SELECT count(*) FROM {self._meta_table}").fetchone()[0]
-                )
-            }
-            for name, table in self._row_tables.items():
-                found = conn.execute(f"SELECT count(*), sum(length(value)) FROM {table}")
-                counts[PG_ROW_TABLES[name]] = int(found.fetchone()[0])
-            return counts
-
-        return self._read(body)
+        return self._read(lambda conn: count_rows(conn, self._meta_table, self._row_tables))
 
     # -- writing ------------------------------------------------------------------------
 
@@ -355,34 +322,10 @@ class PostgresProjectionStore(SQLiteProjectionStore):
     def _write_rows(
         self, conn: Any, projection: Persisted, keys: Iterable[str], *, cleared: bool
     ) -> int:
-        """Upsert each key's row, deleting the rows that no longer exist; into a table
-        emptied in this transaction, COPY the rows (no conflicts are possible)."""
-        table = self._table(projection.name)
-        rows = RowsToWrite(projection, keys)
-        cursor = conn.cursor(binary=True)
-        if cleared:
-            with cursor.copy(f"COPY {table} (key, value) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(["text", "bytea"])
-                for row in rows:
-                    copy.write_row(row)
-            return rows.count
-        cursor.executemany(
-            f"INSERT INTO {table} (key, value) VALUES (%s, %b) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            list(rows),
-        )
-        if rows.deletes:
-            cursor.executemany(f"DELETE FROM {table} WHERE key = %s", rows.deletes)
-        return rows.count
+        return write_rows(conn, self._table(projection.name), projection, keys, cleared=cleared)
 
     def _put_meta(self, conn: Any, meta: ProjectionMeta) -> int:
-        updates = ", ".join(f"{c} = excluded.{c}" for c in META_COLUMNS.split(", ")[1:])
-        conn.execute(
-            f"INSERT INTO {self._meta_table} ({META_COLUMNS}) "
-            f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET {updates}",
-            msgspec.structs.astuple(meta),
-        )
-        return meta.generation
+        return put_meta(conn, self._meta_table, meta)
 
     def _delete_meta(self, conn: Any, name: str) -> None:
         conn.execute(f"DELETE FROM {self._meta_table} WHERE name = %s", (name,))
@@ -433,4 +376,4 @@ class PostgresProjectionStore(SQLiteProjectionStore):
         return self
 
 
-__all__ = ["META_TABLE", "PG_ROW_TABLES", "AdvisoryWriterLock", "PostgresProjectionStore"]
+__all__ = ["AdvisoryWriterLock", "PostgresProjectionStore"]

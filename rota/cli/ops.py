@@ -16,7 +16,7 @@ import msgspec
 from rota.cli.common import load_config, print_json, projections_option, store_url
 
 if TYPE_CHECKING:
-    from rota.replay.recover_corrupt import DaemonLock
+    from rota.replay.daemon_lock import DaemonLock
 
 MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
@@ -25,7 +25,7 @@ def daemon_lock(args: argparse.Namespace) -> DaemonLock:
     """The lock `rota run` holds, shared, for its whole life (`with daemon_lock(args), ...`):
     recover-corrupt refuses while any daemon holds it, and a daemon does not start while
     recover-corrupt holds it."""
-    from rota.replay.recover_corrupt import DaemonLock
+    from rota.replay.daemon_lock import DaemonLock
 
     return DaemonLock.for_store(store_url(args, load_config(args)))
 

@@ -42,7 +42,8 @@ from rota.domain.events import InputAccepted, WorkSubmitted
 from rota.domain.policy import RetryPolicy
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.executors.inproc import Fail
-from rota.infrastructure.postgres.store import PostgresStore, split_schema
+from rota.infrastructure.postgres.names import split_schema
+from rota.infrastructure.postgres.store import PostgresStore
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.infrastructure.stores import open_store
 from rota.projections.scheduler import SchedulerProjection

@@ -20,15 +20,11 @@ from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections import PERSISTED
 from rota.replay import recover_corrupt as rc
+from rota.replay.daemon_lock import DaemonLock, StoreBusy, held_by_another
 from rota.replay.doctor import doctor
 from rota.replay.rebuild import fold
-from rota.replay.recover_corrupt import (
-    DaemonLock,
-    RecoveryRefused,
-    StoreBusy,
-    held_by_another,
-    recover_corrupt,
-)
+from rota.replay.recover_corrupt import recover_corrupt
+from rota.replay.recovery_report import RecoveryRefused
 
 from .test_doctor import (
     LOG_CHECKS,

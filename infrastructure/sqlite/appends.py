@@ -1,0 +1,271 @@
+"""Appending to the SQLite log: positions, versions and hashes, inside the write transaction.
+
+Positions are assigned inside the store's write lock as head + 1, so they are gapless and
+commit-ordered. Expected versions are checked against the streams as the transaction sees
+them (`ConcurrencyConflict`), and a delivery identity already recorded answers with the
+original event (`deliveries`). The writer keeps the log head and stream versions it last
+saw (`head`, `versions`); the store makes it `forget` them whenever another connection may
+have committed since, so they are trusted only while they are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+import apsw
+
+from rota.application.errors import ConcurrencyConflict
+from rota.application.ports import AppendResult, Clock, NewEvent, RawRecord, RecordedEvent
+from rota.application.timestamps import format_timestamp
+from rota.infrastructure.chain import GENESIS, canonical_envelope, check_continuation, link
+from rota.infrastructure.codec import Codec
+from rota.infrastructure.deliveries import match_deliveries
+from rota.infrastructure.log_rows import Row, chain_rows
+from rota.infrastructure.sqlite.log_file import COLUMNS, INSERT
+
+T = TypeVar("T")
+
+
+class Write(Protocol):
+    """The store's write transaction (`SQLiteStore.write`)."""
+
+    def __call__(self, body: Callable[[apsw.Cursor], T]) -> T: ...
+
+
+class _Written:
+    """A row this append wrote; decoded into a `RecordedEvent` after the commit."""
+
+    __slots__ = ("position", "recorded_at", "row")
+
+    def __init__(self, position: int, row: Row, recorded_at: str) -> None:
+        self.position = position
+        self.row = row
+        self.recorded_at = recorded_at
+
+    def decoded(self, decode: Callable[..., Any]) -> RecordedEvent:
+        row = self.row
+        event = decode(row.type, row.type_version, row.data, self.position)
+        return RecordedEvent(
+            self.position, row.stream, row.version or 0, row.delivery_id, self.recorded_at, event
+        )
+
+
+class LogAppends:
+    """The appends of one SQLite log and the writer's caches; see the module docstring."""
+
+    def __init__(
+        self,
+        write: Write,
+        codec: Codec,
+        clock: Clock,
+        recorded: Callable[[Sequence[Any]], RecordedEvent],
+    ) -> None:
+        self.write = write
+        self.codec = codec
+        self.clock = clock
+        self._recorded = recorded
+        # Writer-side caches of the log head and stream versions. They are trusted only while
+        # `PRAGMA data_version` shows no other connection committed since our last write.
+        self.head: tuple[int, bytes] | None = None
+        self.versions: dict[str, int] = {}
+
+    def forget(self) -> None:
+        self.head = None
+        self.versions.clear()
+
+    def append(
+        self, events: Sequence[NewEvent], expected: Mapping[str, int] | None = None
+    ) -> AppendResult:
+        expected = expected or {}
+        if len(events) == 1 and expected.keys() <= {events[0].stream}:
+            return self._append_one(events[0], expected)
+        encode = self.codec.encode
+        prepared: list[tuple[NewEvent, Row]] = []
+        for new in events:
+            tag, version, payload = encode(new.event)
+            prepared.append(
+                (new, Row(new.stream, None, tag, version, new.delivery_id, payload.decode()))
+            )
+        if not prepared and not expected:
+            return AppendResult([], 0)
+        result = self.write(lambda cursor: self._append_in(cursor, prepared, expected))
+        # Decode what was written outside the write lock: the events returned are exactly
+        # what a later read or replay will see.
+        decode = self.codec.decode
+        recorded = [
+            r if isinstance(r, RecordedEvent) else r.decoded(decode) for r in result.recorded
+        ]
+        return AppendResult(recorded, result.written)
+
+    def _append_one(self, new: NewEvent, expected: Mapping[str, int]) -> AppendResult:
+        """Append one event whose only expectation, if any, is on its own stream.
+
+        Many of the scheduler's writes are one event (a new Work, an input, a renewal). This
+        does what the general path does with fewer Python objects, and skips two reads
+        whenever the log's unique indexes can answer instead (see `_insert_one`).
+        """
+        tag, type_version, payload = self.codec.encode(new.event)
+        row = Row(new.stream, None, tag, type_version, new.delivery_id, payload.decode())
+        want = expected.get(new.stream)
+
+        def body(cursor: apsw.Cursor) -> AppendResult | _Written:
+            written = self._insert_one(cursor, row, want)
+            if written is not None:
+                return written
+            # Refused or undecided: the general path, in the same transaction, finds out
+            # why (a duplicate delivery, a stale expected version) and answers as always.
+            return self._append_in(cursor, [(new, row)], expected)
+
+        result = self.write(body)
+        if isinstance(result, _Written):
+            return AppendResult([result.decoded(self.codec.decode)], 1)
+        recorded = result.recorded[0]
+        if isinstance(recorded, _Written):
+            recorded = recorded.decoded(self.codec.decode)
+        return AppendResult([recorded], result.written)
+
+    def _insert_one(self, cursor: apsw.Cursor, row: Row, want: int | None) -> _Written | None:
+        """Insert `row` optimistically; None (nothing written) when the general path must decide.
+
+        Two reads are left to the unique indexes: the delivery identity (a duplicate makes the
+        INSERT fail) and, when the caller expects a new stream (`want == 0`), the stream's
+        version (an existing stream makes UNIQUE(stream, version) refuse version 1). A refused
+        INSERT undoes only itself; the caller's transaction goes on, still empty.
+        """
+        if want == 0 and not self.versions.get(row.stream):
+            version = 1
+        else:
+            current = self._stream_version(cursor, row.stream)
+            if want is not None and want != current:
+                return None
+            version = current + 1
+        row.version = version
+        position, previous = self.head or self._read_head(cursor)
+        position += 1
+        recorded_at = format_timestamp(self.clock.now())
+        stream, type_, delivery_id, data = row.stream, row.type, row.delivery_id, row.data
+        envelope = canonical_envelope(
+            position, stream, version, type_, row.type_version, delivery_id, recorded_at, data
+        )
+        digest = link(previous, envelope)
+        values = (position, stream, version, type_, row.type_version, delivery_id, data)
+        try:
+            cursor.execute(INSERT, (*values, recorded_at, digest.hex()))
+        except apsw.ConstraintError:
+            row.version = None
+            return None
+        self.head = (position, digest)
+        self.versions[stream] = version
+        return _Written(position, row, recorded_at)
+
+    def _append_in(
+        self,
+        cursor: apsw.Cursor,
+        prepared: list[tuple[NewEvent, Row]],
+        expected: Mapping[str, int],
+    ) -> AppendResult:
+        deliveries = match_deliveries(
+            [new for new, _ in prepared], lambda delivery_id: self._delivery(cursor, delivery_id)
+        )
+        duplicates = deliveries.all_recorded()
+        if duplicates is not None:
+            return AppendResult(duplicates, 0)
+
+        versions: dict[str, int] = {}
+        for stream, want in expected.items():
+            actual = self._stream_version(cursor, stream)
+            if actual != want:
+                raise ConcurrencyConflict(stream, want, actual)
+            versions[stream] = actual
+        fresh: list[Row] = []
+        for index, (_, row) in enumerate(prepared):
+            if not deliveries.is_new(index):
+                continue
+            current = versions.get(row.stream)
+            if current is None:
+                current = self._stream_version(cursor, row.stream)
+            row.version = current + 1
+            versions[row.stream] = row.version
+            fresh.append(row)
+        written = self.insert_rows(cursor, fresh)
+        recorded = deliveries.merge(_Written(*entry) for entry in written)
+        for row in fresh:
+            assert row.version is not None
+            self.versions[row.stream] = row.version
+        return AppendResult(recorded, len(fresh))  # type: ignore[arg-type]
+
+    def _delivery(self, cursor: apsw.Cursor, delivery_id: str) -> RecordedEvent | None:
+        """The event recorded under `delivery_id`, read inside the write transaction."""
+        found = cursor.execute(
+            f"SELECT {COLUMNS} FROM events WHERE delivery_id = ?", (delivery_id,)
+        ).fetchone()
+        return None if found is None else self._recorded(found)
+
+    def insert_rows(self, cursor: apsw.Cursor, rows: Sequence[Row]) -> list[tuple[int, Row, str]]:
+        """Chain and insert rows whose versions are set; call inside `write`."""
+        if not rows:
+            return []
+        position, previous = self.head or self._read_head(cursor)
+        recorded_at = format_timestamp(self.clock.now())
+        values: list[tuple[Any, ...]] = []
+        written: list[tuple[int, Row, str]] = []
+        for row, key, digest in chain_rows(rows, position, previous, recorded_at):
+            values.append((*key, row.data, recorded_at, digest.hex()))
+            written.append((key[0], row, recorded_at))
+            self.versions.pop(row.stream, None)
+        cursor.executemany(INSERT, values)
+        self.head = (written[-1][0], digest)
+        return written
+
+    def _read_head(self, cursor: apsw.Cursor) -> tuple[int, bytes]:
+        """The log's last (position, hash), read inside the write transaction and cached."""
+        head = cursor.execute(
+            "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+        ).fetchone()
+        self.head = (0, GENESIS) if head is None else (head[0], bytes.fromhex(head[1]))
+        return self.head
+
+    def append_raw(self, records: Sequence[RawRecord]) -> None:
+        if records:
+            self.write(lambda cursor: self._append_raw_in(cursor, records))
+
+    def _append_raw_in(self, cursor: apsw.Cursor, records: Sequence[RawRecord]) -> None:
+        head = cursor.execute(
+            "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+        ).fetchone()
+        check_continuation(
+            0 if head is None else int(head[0]),
+            None if head is None else str(head[1]),
+            records,
+        )
+        values = [
+            (
+                r.position,
+                r.stream,
+                r.version,
+                r.type,
+                r.type_version,
+                r.delivery_id,
+                r.data,
+                r.recorded_at,
+                r.hash,
+            )
+            for r in records
+        ]
+        cursor.executemany(INSERT, values)
+        # The writer caches (head, stream versions) do not know these rows.
+        self.forget()
+
+    def _stream_version(self, cursor: apsw.Cursor, stream: str) -> int:
+        cached = self.versions.get(stream)
+        if cached is not None:
+            return cached
+        row = cursor.execute(
+            "SELECT max(version) FROM events WHERE stream = ?", (stream,)
+        ).fetchone()
+        version = int(row[0]) if row is not None and row[0] is not None else 0
+        if len(self.versions) > 100_000:
+            self.versions.clear()
+        self.versions[stream] = version
+        return version
