@@ -29,7 +29,7 @@ from rota.infrastructure.codec import DEFAULT_CODEC
 from rota.infrastructure.eventsourcing.common import RotaNotification
 from rota.infrastructure.eventsourcing.sqlite import ApswTrackingRecorder, insert_tracking_row
 from rota.infrastructure.projection_stores import is_postgres
-from rota.infrastructure.sqlite.store import sqlite_path
+from rota.infrastructure.sqlite.log_file import sqlite_path
 
 SQLITE_MODULE = "rota.infrastructure.eventsourcing.sqlite"
 POSTGRES_MODULE = "rota.infrastructure.eventsourcing.postgres"
