@@ -33,7 +33,11 @@ def check_leases(state: SchedulerProjection, now: datetime) -> Check:
         lease = timedelta(seconds=attempt.pinned.lease_seconds)
         if needs_recovery(work, now) and not work.holds and now - attempt.lease_expires_at > lease:
             expired = format_timestamp(attempt.lease_expires_at)
-            late.append(f"{attempt.execution_id} (epoch {attempt.epoch}, expired {expired})")
+            pinned = attempt.pinned
+            late.append(
+                f"{attempt.execution_id} (epoch {attempt.epoch}, expired {expired}, "
+                f"generation {pinned.generation}, executor {pinned.registration.name!r})"
+            )
     if not late:
         return Check("expired_leases", "ok", "no expired lease waits for recovery")
     return Check(
@@ -41,7 +45,9 @@ def check_leases(state: SchedulerProjection, now: datetime) -> Check:
         "warn",
         f"{len(late)} attempts expired more than one lease ago: {_listed(late)}",
         "is 'rota run' running? its recovery adopts or relaunches them (16 per pass); "
-        "'rota explain WORK' shows the evidence",
+        "'rota explain WORK' shows the evidence. A host without the executor of an "
+        "attempt's generation leaves it alone and reports unsupported_generation: register "
+        "that implementation (Scheduler.register_historical, or [[historical]] in the config)",
     )
 
 

@@ -7,7 +7,8 @@ module: replay and the views receive what they need (a store, a projection store
 `Configuration`) from their caller.
 
     config --> open_log(url)             the event store the URL names (SQLite, PostgreSQL)
-           --> open_projections(log)     the projections beside it (a file, the log's schema)
+           --> open_projections(log)     the projections beside it (a file, the log's schema;
+                                         projection_store(log, ...) for replay's commands)
            --> build_service(log, ...)   SchedulerService: transactions + command groups
            --> builtin_executors()       shell (and what the caller registers)
            --> build_host(service, ...)  the cadence over the service and the executors
@@ -74,6 +75,14 @@ def open_projections(
         return None
 
 
+def projection_store(
+    log: EventStore, projections: str | os.PathLike[str] | None = None, *, must_exist: bool
+) -> ProjectionStore | None:
+    """The projection store a command reads or rebuilds (`projections` overrides the
+    default place); errors are raised, not logged (`must_exist`: refuse to create one)."""
+    return open_projection_store(log, projections, must_exist=must_exist)
+
+
 def build_service(
     store: EventStore,
     *,
@@ -126,6 +135,7 @@ __all__ = [
     "builtin_executors",
     "open_log",
     "open_projections",
+    "projection_store",
     "read_only_service",
     "registrations_of",
 ]

@@ -1,7 +1,7 @@
 """Commands on projections: replay verify, replay rebuild, replay at, explain.
 
 The projection store is `--projections FILE`, else `<log file>.projections` beside an
-SQLite log, or the PostgreSQL log's own schema (`projection_stores.open_projection_store`).
+SQLite log, or the PostgreSQL log's own schema (`rota.bootstrap.projection_store`).
 """
 
 from __future__ import annotations
@@ -24,14 +24,13 @@ from rota.cli.common import (
     projections_option,
 )
 from rota.domain.errors import RotaError
-from rota.infrastructure.projection_stores import open_projection_store
 
 
 def _projections(
     args: argparse.Namespace, store: EventStore, *, must_exist: bool
 ) -> ProjectionStore:
     """The projection store of `store` (`--projections` overrides; see the docstring)."""
-    found = open_projection_store(store, args.projections or None, must_exist=must_exist)
+    found = bootstrap.projection_store(store, args.projections or None, must_exist=must_exist)
     if found is None:
         raise UsageError("this store keeps no projections: name a file (--projections)")
     return found

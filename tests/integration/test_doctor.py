@@ -268,6 +268,12 @@ def test_scheduler_troubles_are_warnings_with_advice(tmp_path: Path) -> None:
     assert report.ok  # warnings only
     assert checks["expired_leases"].status == "warn"
     assert "stuck/1" in checks["expired_leases"].detail
+    # It names the generation and executor the attempt is pinned to (historical executors).
+    stuck = service.projection.works["stuck"].current
+    assert stuck is not None and f"generation {stuck.pinned.generation}" in (
+        checks["expired_leases"].detail
+    )
+    assert "register_historical" in checks["expired_leases"].advice
     assert "loop" not in checks["expired_leases"].detail  # held: not recovery's to take
     assert checks["overdue_timers"].status == "warn" and "late" in checks["overdue_timers"].detail
     assert checks["budgets"].status == "warn" and "spend: budget usd" in checks["budgets"].detail
