@@ -6,12 +6,7 @@ from datetime import datetime, timedelta
 
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal
-from rota.domain.events import (
-    ManualRetry,
-    RetryArmed,
-    RetryFired,
-    RetryRequested,
-)
+from rota.domain.events import ManualRetry, RetryArmed, RetryFired, RetryRequested
 from rota.domain.state import AttemptState, WorkState
 
 

@@ -6,10 +6,7 @@ from datetime import datetime, timedelta
 
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, NotEligible
-from rota.domain.events import (
-    AttemptClaimed,
-    AttemptResumed,
-)
+from rota.domain.events import AttemptClaimed, AttemptResumed
 from rota.domain.policy import Pinned
 from rota.domain.state import PendingInput, WorkState
 

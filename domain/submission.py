@@ -10,10 +10,7 @@ import msgspec
 
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal
-from rota.domain.events import (
-    InputAccepted,
-    WorkSubmitted,
-)
+from rota.domain.events import InputAccepted, WorkSubmitted
 from rota.domain.results import check_payload
 from rota.domain.state import WorkState
 
