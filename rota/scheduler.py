@@ -38,16 +38,11 @@ from rota.application.ports import (
     ProjectionStore,
 )
 from rota.application.views import (
-    attempt_view,
     capacity_view,
-    event_json,
-    work_summary,
-    work_view,
 )
 from rota.bindings import BindingPaths, check_timeout, define_binding
 from rota.daemon import AuditCheckpoints, DaemonLoop
-from rota.domain.admission import Waiting
-from rota.domain.errors import NotEligible, RotaError
+from rota.domain.errors import RotaError
 from rota.domain.policy import (
     POOL_AGENTS,
     ControlFallback,
@@ -56,9 +51,9 @@ from rota.domain.policy import (
     RetryPolicy,
     Settings,
 )
-from rota.domain.state import WorkState
 from rota.infrastructure.config import Config, EntryCode, check_binding, unknown_executor
 from rota.infrastructure.executors.inproc import InProcessExecutor
+from rota.read_models import ReadModels
 
 _NO_INPUT = object()
 UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
@@ -97,6 +92,7 @@ class Scheduler:
         self.host.directory.compatible.update(config.historical)
         self._closed = False
         self._daemon = DaemonLoop(self.host, store, self.checkpoint)
+        self._read = ReadModels(self.service, self.host, store)
         self.service.catch_up()
         self.service.admission.configure_budgets(config.budgets)
         self._audit = AuditCheckpoints(store, config.audit)
@@ -437,47 +433,19 @@ class Scheduler:
 
     def work(self, work_id: str) -> dict[str, Any] | None:
         """The Work's JSON view (state, attempts, segments, retry), or None."""
-        with self.service.lock:
-            self.service.catch_up()
-            work = self.service.projection.works.get(work_id)
-            if work is None:
-                return None
-            return work_view(work, self._waiting(work))
-
-    def _waiting(self, work: WorkState) -> Waiting | None:
-        """Why a ready Work is not starting: the last pass's reason, or a missing binding."""
-        found = next((w for w in self.host.last_waiting if w.work_id == work.work_id), None)
-        if found is not None or work.state != "ready":
-            return found
-        try:
-            self.service.pinned_for(work.binding)
-        except NotEligible as refusal:
-            return Waiting(work.work_id, refusal.code, refusal.message)
-        return None
+        return self._read.work(work_id)
 
     def works(self) -> list[dict[str, Any]]:
-        with self.service.lock:
-            self.service.catch_up()
-            return [
-                work_summary(w, self._waiting(w))
-                for w in sorted(self.service.projection.works.values(), key=lambda w: w.work_id)
-            ]
+        return self._read.works()
 
     def executions(self, work_id: str) -> list[dict[str, Any]]:
-        with self.service.lock:
-            self.service.catch_up()
-            work = self.service.projection.works.get(work_id)
-            return [] if work is None else [attempt_view(a) for a in work.attempts]
+        return self._read.executions(work_id)
 
     def events(self, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
-        return [event_json(r) for r in self.store.read(after, limit)]
+        return self._read.events(after, limit)
 
     def iter_events(self, after: int = 0) -> Iterator[dict[str, Any]]:
-        position = after
-        while batch := self.store.read(position, 5000):
-            for recorded in batch:
-                yield event_json(recorded)
-            position = batch[-1].position
+        return self._read.iter_events(after)
 
     # -- lifecycle ------------------------------------------------------------------------
 
