@@ -27,7 +27,7 @@ from typing import Literal
 import msgspec
 
 from rota.domain import budgets as bg
-from rota.domain import lifecycle
+from rota.domain import starts
 from rota.domain.emit import Emit, pool_stream, work_stream
 from rota.domain.errors import DomainCode, NotEligible
 from rota.domain.events import CapacityClaimed
@@ -204,7 +204,7 @@ def plan_starts(
                 identity = f"charge/{execution}/{epoch}/admission"
                 plan.emits.append(Emit(LEDGERS, event_c, identity))
             plan.fences.add(LEDGERS)
-        claim = lifecycle.claim(work, now=now, owner=owner, pinned=pinned)
+        claim = starts.claim(work, now=now, owner=owner, pinned=pinned)
         if passes:
             claim = Emit(claim.stream, msgspec.structs.replace(claim.event, passes=passes))
         plan.emits.append(claim)
@@ -226,7 +226,7 @@ def plan_starts(
 
 def _trigger(work: WorkState) -> int:
     """The position of the input that would trigger the Work's next attempt."""
-    return lifecycle.select_inputs(work)[1].position
+    return starts.select_inputs(work)[1].position
 
 
 def _pin(work: WorkState, pin: Callable[[WorkState], Pinned]) -> Pinned:

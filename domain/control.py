@@ -20,8 +20,8 @@ from rota.domain.events.control import (
     ControlRequested,
     ControlSettled,
 )
-from rota.domain.lifecycle import accept_input, derived_input_key
 from rota.domain.state import AttemptState, Control, WorkState
+from rota.domain.submission import accept_input, derived_input_key
 
 OPEN_STATES = frozenset({"pending", "dispatched"})
 

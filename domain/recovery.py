@@ -31,8 +31,9 @@ from rota.domain.events.recovery import (
     HoldReleased,
     WorkHeld,
 )
-from rota.domain.lifecycle import fence, retry_timer
+from rota.domain.fences import fence
 from rota.domain.pages import check_limit, take
+from rota.domain.retries import retry_timer
 from rota.domain.state import AttemptState, WorkState
 
 OPERATOR_RELEASABLE = frozenset({"crash_loop", "budget", "operator"})

@@ -18,7 +18,8 @@ from typing import Any
 import msgspec
 
 from rota.domain.events import Event
-from rota.projections.scheduler import SchedulerProjection, ledger_row
+from rota.projections.scheduler import SchedulerProjection
+from rota.projections.scheduler_rows import ledger_row
 
 _encoder = msgspec.json.Encoder(order="sorted")
 

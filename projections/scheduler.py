@@ -6,12 +6,11 @@ and updates the Works through `rota.domain.evolve`, plus the indices the cadence
 It reads time only from events and never appends, so a projection rebuilt from position 0
 equals the one maintained live (`digest()` compares them).
 
-Persistence hooks (used by `rota.infrastructure.sqlite.projection_store`): the state splits into
-rows, one per Work (`work/<id>`), one per ledger (`ledger/<json key>`) and per budget notice
-sent (`notified/<identity>`), and a few singletons (`SINGLETONS`). `apply` records the keys
-of the rows it changed in `dirty`, so a save writes only those; `from_rows` rebuilds the
-object from rows, deriving every index with the same `_index` code the fold uses. None of
-this takes part in the fold or in `digest()`.
+Persistence hooks (used by the projection stores): `row`, `row_keys` and `from_rows`, whose
+rows are defined in `rota.projections.scheduler_rows`. `apply` records the keys of the rows
+it changed in `dirty`, so a save writes only those; `from_rows` rebuilds the object from
+rows, deriving every index with the same `_index` code the fold uses. None of this takes
+part in the fold or in `digest()`.
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ import heapq
 from collections.abc import Container, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
-
-import msgspec
 
 from rota.domain.budgets import notice_identity
 from rota.domain.events import (
@@ -38,40 +35,17 @@ from rota.domain.events.admission import Budget
 from rota.domain.events.execution import _Outcome
 from rota.domain.evolve import evolve, renew
 from rota.domain.state import AttemptState, WorkState
-
-
-def _plain(obj: object) -> object:
-    # A datetime subclass (freezegun's, in tests) encodes as a datetime would.
-    if isinstance(obj, datetime):
-        return obj.isoformat().replace("+00:00", "Z")
-    raise TypeError(f"cannot encode {type(obj).__name__}")
-
-
-_digest_encoder = msgspec.json.Encoder(enc_hook=_plain)
-
-# Row keys of the persisted form (see the module docstring).
-WORK_ROW = "work/"
-LEDGER_ROW = "ledger/"
-NOTIFIED_ROW = "notified/"
-ACTIVE_ROW = "active"  # the sorted ids of the Works some index names
-Staged = dict[int, tuple[str, str, dict[str, float], datetime]]
-SINGLETONS: dict[str, Any] = {
-    "pool_versions": dict[str, int],
-    "scope_versions": dict[str, int],
-    "budgets": tuple[Budget, ...],
-    "staged": Staged,
-    "ledger_version": int,
-    "turns": int,
-}
-_work_decoder = msgspec.json.Decoder(WorkState)
-_ledger_key_decoder = msgspec.json.Decoder(tuple[str, str, str])
-_float_decoder = msgspec.json.Decoder(float)
-_singleton_decoders = {name: msgspec.json.Decoder(kind) for name, kind in SINGLETONS.items()}
-
-
-def ledger_row(key: tuple[str, str, str]) -> str:
-    """The row key of one ledger: `ledger/["budget","ledger","window"]`."""
-    return LEDGER_ROW + _digest_encoder.encode(list(key)).decode()
+from rota.projections.scheduler_rows import (
+    ACTIVE_ROW,
+    NOTIFIED_ROW,
+    SINGLETONS,
+    WORK_ROW,
+    canonical_encoder,
+    decode_rows,
+    encode_row,
+    ledger_row,
+    persisted_keys,
+)
 
 
 class OnDemandWorks(dict[str, WorkState]):
@@ -341,14 +315,14 @@ class SchedulerProjection:
         """A canonical SHA-256 of the whole state: equal states, equal digests."""
         h = hashlib.sha256()
         for work_id in sorted(self.works):
-            h.update(_digest_encoder.encode(self.works[work_id]))
+            h.update(canonical_encoder.encode(self.works[work_id]))
             h.update(b"\n")
-        h.update(_digest_encoder.encode(sorted(self.pool_versions.items())))
-        h.update(_digest_encoder.encode(sorted(self.scope_versions.items())))
-        h.update(_digest_encoder.encode(list(self.budgets)))
-        h.update(_digest_encoder.encode(sorted(self.ledgers.items())))
-        h.update(_digest_encoder.encode(sorted(self.staged)))
-        h.update(_digest_encoder.encode(sorted(self.notified)))
+        h.update(canonical_encoder.encode(sorted(self.pool_versions.items())))
+        h.update(canonical_encoder.encode(sorted(self.scope_versions.items())))
+        h.update(canonical_encoder.encode(list(self.budgets)))
+        h.update(canonical_encoder.encode(sorted(self.ledgers.items())))
+        h.update(canonical_encoder.encode(sorted(self.staged)))
+        h.update(canonical_encoder.encode(sorted(self.notified)))
         h.update(f"|{self.turns}|{self.position}".encode())
         return h.hexdigest()
 
@@ -356,31 +330,11 @@ class SchedulerProjection:
 
     def row(self, key: str) -> bytes | None:
         """The encoded value of one persisted row (None: the row does not exist)."""
-        if key.startswith(WORK_ROW):
-            work = self.works.get(key[len(WORK_ROW) :])
-            return None if work is None else _digest_encoder.encode(work)
-        if key.startswith(LEDGER_ROW):
-            ledger = _ledger_key_decoder.decode(key[len(LEDGER_ROW) :])
-            amount = self.ledgers.get(ledger)
-            return None if amount is None else _digest_encoder.encode(amount)
-        if key.startswith(NOTIFIED_ROW):
-            return b"true" if key[len(NOTIFIED_ROW) :] in self.notified else None
-        if key in SINGLETONS:
-            return _digest_encoder.encode(getattr(self, key))
-        if key == ACTIVE_ROW:
-            return _digest_encoder.encode(sorted(self.active_works()))
-        raise KeyError(f"no row {key!r} in the scheduler projection")
+        return encode_row(self, key)
 
     def row_keys(self) -> Iterator[str]:
         """Every persisted row key, in no particular order."""
-        yield from SINGLETONS
-        yield ACTIVE_ROW
-        for work_id in self.works:
-            yield WORK_ROW + work_id
-        for ledger in self.ledgers:
-            yield ledger_row(ledger)
-        for notice in self.notified:
-            yield NOTIFIED_ROW + notice
+        return persisted_keys(self)
 
     @classmethod
     def restore(
@@ -402,25 +356,7 @@ class SchedulerProjection:
     @classmethod
     def from_rows(cls, position: int, rows: Iterable[tuple[str, bytes]]) -> SchedulerProjection:
         """Decode persisted rows (as `row()` encodes them) into a projection at `position`."""
-        works: list[WorkState] = []
-        ledgers: dict[tuple[str, str, str], float] = {}
-        notified: set[str] = set()
-        fields: dict[str, Any] = {}
-        decode_work = _work_decoder.decode
-        for key, value in rows:
-            if key.startswith(WORK_ROW):
-                works.append(decode_work(value))
-            elif key.startswith(LEDGER_ROW):
-                ledger = _ledger_key_decoder.decode(key[len(LEDGER_ROW) :])
-                ledgers[ledger] = _float_decoder.decode(value)
-            elif key.startswith(NOTIFIED_ROW):
-                notified.add(key[len(NOTIFIED_ROW) :])
-            elif key in _singleton_decoders:
-                fields[key] = _singleton_decoders[key].decode(value)
-            elif key != ACTIVE_ROW:  # derived from the Works; read when opened with quiet Works
-                raise KeyError(f"no row {key!r} in the scheduler projection")
-        fields["ledgers"] = ledgers
-        fields["notified"] = notified
+        works, fields = decode_rows(rows)
         return cls.restore(position, works, fields)
 
     def active_works(self) -> set[str]:
@@ -438,3 +374,7 @@ class SchedulerProjection:
         keep = self.active_works()
         keep.update(key[len(WORK_ROW) :] for key in self.dirty if key.startswith(WORK_ROW))
         return works.forget(keep)
+
+
+# The row keys the projection stores import from here, beside the projection itself.
+__all__ = ["ACTIVE_ROW", "WORK_ROW", "OnDemandWorks", "SchedulerProjection"]

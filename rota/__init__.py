@@ -38,7 +38,8 @@ from rota.domain.state import PendingInput, WorkState
 from rota.infrastructure.clock import ManualClock, SystemClock
 from rota.infrastructure.config import Config, ConfigError
 from rota.infrastructure.executors.inproc import Fail
-from rota.scheduler import Scheduler, open
+from rota.opening import open
+from rota.scheduler import Scheduler
 
 __version__ = "0.1.0"
 

@@ -18,20 +18,18 @@ daemon loop until stopped. Callables registered with `register()` run on a threa
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, get_args
+from typing import Any
 
 from rota import bootstrap
 from rota.application.host import TickReport
 from rota.application.lease_hold import LeaseHold
 from rota.application.ports import (
-    Clock,
     Environment,
     EventStore,
     Executor,
@@ -40,45 +38,29 @@ from rota.application.ports import (
     ProjectionStore,
 )
 from rota.application.views import (
-    attempt_view,
     capacity_view,
-    event_json,
-    work_summary,
-    work_view,
 )
-from rota.domain.admission import Waiting
-from rota.domain.errors import DomainCode, InvalidCommand, NotEligible, RotaError
+from rota.bindings import BindingPaths, check_timeout, define_binding
+from rota.daemon import AuditCheckpoints, DaemonLoop
+from rota.domain.errors import RotaError
 from rota.domain.policy import (
     POOL_AGENTS,
-    Binding,
     ControlFallback,
     HandoffPolicy,
     Registration,
     RetryPolicy,
     Settings,
 )
-from rota.domain.state import WorkState
 from rota.infrastructure.config import Config, EntryCode, check_binding, unknown_executor
 from rota.infrastructure.executors.inproc import InProcessExecutor
-from rota.replay.checkpoint import Checkpointer
+from rota.read_models import ReadModels
 
 _NO_INPUT = object()
 UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
-log = logging.getLogger("rota.scheduler")
 
 
 def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def _check_timeout(binding: str, timeout_seconds: float | None) -> None:
-    """A binding's timeout must be > 0 (None: the settings' default); NaN is refused too."""
-    if timeout_seconds is not None and not timeout_seconds > 0:
-        raise InvalidCommand(
-            f"bindings.{binding}.timeout_seconds must be > 0, not {timeout_seconds!r} "
-            "(None: settings.timeout_seconds)",
-            code=DomainCode.INVALID_CONFIG,
-        )
 
 
 class Scheduler:
@@ -97,9 +79,7 @@ class Scheduler:
         self.config = config
         self.store = store
         self.executors: dict[str, Executor] = bootstrap.builtin_executors()
-        # Where each binding was defined, for messages: `bindings[0]` (the config file) or
-        # `bindings.<name>` (`bind()`).
-        self._binding_paths: dict[str, str] = dict(config.binding_paths)
+        self._binding_paths = BindingPaths(config)
         self.service = bootstrap.build_service(
             store,
             settings=config.settings,
@@ -111,19 +91,12 @@ class Scheduler:
         self.host = bootstrap.build_host(self.service, self.executors, environment=environment)
         self.host.directory.compatible.update(config.historical)
         self._closed = False
-        self._stop = threading.Event()
+        self._daemon = DaemonLoop(self.host, store, self.checkpoint)
+        self._read = ReadModels(self.service, self.host, store)
         self.service.catch_up()
         self.service.admission.configure_budgets(config.budgets)
-        self.checkpointer: Checkpointer | None = None
-        self._checkpoint_error: str | None = None
-        if config.audit.checkpoint_dir:
-            self.checkpointer = Checkpointer(
-                store,
-                config.audit.checkpoint_dir,
-                key_path=config.audit.key,
-                every_events=config.audit.every_events,
-                every_seconds=config.audit.every_seconds,
-            )
+        self._audit = AuditCheckpoints(store, config.audit)
+        self.checkpointer = self._audit.checkpointer
 
     # -- configuration --------------------------------------------------------------
 
@@ -155,7 +128,7 @@ class Scheduler:
         if (fn is None) == (executor is None):
             raise RotaError("register needs exactly one of fn or executor", code=EntryCode.USAGE)
         if binding:
-            _check_timeout(name, timeout_seconds)  # before anything is registered
+            check_timeout(name, timeout_seconds)  # before anything is registered
         if executor is None:
             assert fn is not None
             # As many threads as the pool has slots (0: unbounded); at least 4.
@@ -167,7 +140,7 @@ class Scheduler:
             # its config rules now, before any Work is accepted for them.
             for defined in sorted(self.service.bindings.values(), key=lambda b: b.name):
                 if defined.executor == name:
-                    self._check_binding(defined, executor)
+                    self._binding_paths.check(defined, executor)
             self.executors[name] = executor
             self.service.set_registration(
                 Registration(
@@ -240,25 +213,12 @@ class Scheduler:
         attempt pins the fallback its binding had when it started.
         """
         where = f"bindings.{name}"
-        _check_timeout(name, timeout_seconds)
-        policy = retry or RetryPolicy()
-        policy.validate(f"{where}.retry")
-        if control_fallback not in get_args(ControlFallback):
-            raise InvalidCommand(
-                f'{where}.control_fallback must be "queue" or "drop", not {control_fallback!r}',
-                code=DomainCode.INVALID_CONFIG,
-            )
-        if handoff not in get_args(HandoffPolicy):
-            raise InvalidCommand(
-                f'{where}.handoff must be "stop" or "continue", not {handoff!r}',
-                code=DomainCode.INVALID_CONFIG,
-            )
-        binding = Binding(
-            name=name,
+        binding = define_binding(
+            name,
             executor=executor,
-            config=dict(config or {}),
+            config=config,
             timeout_seconds=timeout_seconds,
-            retry=policy,
+            retry=retry,
             control_fallback=control_fallback,
             handoff=handoff,
         )
@@ -270,16 +230,7 @@ class Scheduler:
             before, executors = self.service.generation, dict(self.executors)
             self.service.set_binding(binding)
             self.host.directory.keep(before, executors)
-            self._binding_paths[name] = where
-
-    def _where(self, binding_name: str) -> tuple[str, str]:
-        """The binding's field path, and the config file's name when it was defined there."""
-        where = self._binding_paths.get(binding_name, f"bindings.{binding_name}")
-        from_file = self.config.binding_paths.get(binding_name) == where
-        return where, self.config.source if from_file else ""
-
-    def _check_binding(self, binding: Binding, executor: Executor) -> None:
-        check_binding(binding, executor, *self._where(binding.name))
+            self._binding_paths.paths[name] = where
 
     def check_bindings(self) -> None:
         """Refuse (`unknown_executor`, naming the binding's field path) when a defined
@@ -290,13 +241,9 @@ class Scheduler:
         built-in executors, check the config file so before they open the store)."""
         with self.service.lock:
             for name in sorted(self.service.bindings):
-                self._require_executor(name)
-
-    def _require_executor(self, binding_name: str) -> None:
-        binding = self.service.bindings.get(binding_name)
-        if binding is None or binding.executor in self.executors:
-            return  # an unknown binding waits (`unknown_binding`) until one is defined
-        raise unknown_executor(binding, self.executors, *self._where(binding_name))
+                self._binding_paths.require_executor(
+                    self.service.bindings.get(name), self.executors
+                )
 
     # -- commands -----------------------------------------------------------------------
 
@@ -325,7 +272,9 @@ class Scheduler:
         A binding not defined at all is accepted; its Work waits (`unknown_binding`).
         """
         with self.service.lock:
-            self._require_executor(binding)  # never accept Work nothing here could run
+            # Never accept Work nothing here could run.
+            known = self.service.bindings.get(binding)
+            self._binding_paths.require_executor(known, self.executors)
         inputs: list[tuple[Any, str | None, str | None]] = []
         if input is not _NO_INPUT:
             inputs.append((input, input_key, correlation_key))
@@ -462,8 +411,7 @@ class Scheduler:
 
     def stop(self) -> None:
         """Ask a running `run()` loop to stop (it releases the leases it holds)."""
-        self._stop.set()
-        self.host.wake.set()
+        self._daemon.stop()
 
     def run(self, stop: threading.Event | None = None) -> None:
         """The daemon loop: tick, then sleep until something can happen, until stopped.
@@ -471,35 +419,7 @@ class Scheduler:
         Stops when `stop` is set (the loop notices within a second) or `Scheduler.stop()`
         is called (at once).
         """
-        stop = stop or self._stop
-        if stop is not self._stop:
-            threading.Thread(target=self._forward_stop, args=(stop,), daemon=True).start()
-        watcher = threading.Thread(target=self._watch_log, args=(stop,), daemon=True)
-        watcher.start()
-        failures = 0
-        try:
-            while not stop.is_set() and not self._stop.is_set():
-                try:
-                    report = self.host.tick()
-                except Exception:
-                    # One bad pass never kills the daemon: report it, back off, go on.
-                    failures += 1
-                    log.exception("scheduler pass failed (%d in a row)", failures)
-                    self.host.wake.wait(min(5.0, 0.1 * 2**failures))
-                    self.host.wake.clear()
-                    continue
-                failures = 0
-                for error in report.errors:
-                    log.warning("scheduler pass: %s", error)
-                self.checkpoint()
-                self.host.wake.wait(self.host.next_wake(5.0))
-                self.host.wake.clear()
-        finally:
-            stop.set()
-            self._stop.set()
-            self.host.release_all()
-            self.checkpoint()
-            watcher.join(timeout=5)
+        self._daemon.run(stop)
 
     def checkpoint(self) -> None:
         """Write an audit checkpoint when one is due (every N events or T seconds).
@@ -507,76 +427,25 @@ class Scheduler:
         A log that no longer extends the previous checkpoint (lost commits, rewrites) is
         logged once as an error and never hidden behind a new checkpoint.
         """
-        if self.checkpointer is None:
-            return
-        try:
-            self.checkpointer.maybe_write()
-        except (RotaError, OSError) as exc:
-            code = getattr(exc, "code", "checkpoint_io")
-            if code != self._checkpoint_error:
-                log.error("audit checkpoint not written: %s: %s", code, exc)
-            self._checkpoint_error = code
-        else:
-            self._checkpoint_error = None
-
-    def _forward_stop(self, stop: threading.Event) -> None:
-        while not self._stop.is_set():
-            if stop.wait(1.0):
-                self.stop()
-                return
-
-    def _watch_log(self, stop: threading.Event) -> None:
-        position = self.store.head().position
-        while not stop.is_set():
-            if self.store.wait_for_commit(position, 0.5):
-                position = self.store.head().position
-                self.host.wake.set()
+        self._audit.write_due()
 
     # -- read models ----------------------------------------------------------------------
 
     def work(self, work_id: str) -> dict[str, Any] | None:
         """The Work's JSON view (state, attempts, segments, retry), or None."""
-        with self.service.lock:
-            self.service.catch_up()
-            work = self.service.projection.works.get(work_id)
-            if work is None:
-                return None
-            return work_view(work, self._waiting(work))
-
-    def _waiting(self, work: WorkState) -> Waiting | None:
-        """Why a ready Work is not starting: the last pass's reason, or a missing binding."""
-        found = next((w for w in self.host.last_waiting if w.work_id == work.work_id), None)
-        if found is not None or work.state != "ready":
-            return found
-        try:
-            self.service.pinned_for(work.binding)
-        except NotEligible as refusal:
-            return Waiting(work.work_id, refusal.code, refusal.message)
-        return None
+        return self._read.work(work_id)
 
     def works(self) -> list[dict[str, Any]]:
-        with self.service.lock:
-            self.service.catch_up()
-            return [
-                work_summary(w, self._waiting(w))
-                for w in sorted(self.service.projection.works.values(), key=lambda w: w.work_id)
-            ]
+        return self._read.works()
 
     def executions(self, work_id: str) -> list[dict[str, Any]]:
-        with self.service.lock:
-            self.service.catch_up()
-            work = self.service.projection.works.get(work_id)
-            return [] if work is None else [attempt_view(a) for a in work.attempts]
+        return self._read.executions(work_id)
 
     def events(self, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
-        return [event_json(r) for r in self.store.read(after, limit)]
+        return self._read.events(after, limit)
 
     def iter_events(self, after: int = 0) -> Iterator[dict[str, Any]]:
-        position = after
-        while batch := self.store.read(position, 5000):
-            for recorded in batch:
-                yield event_json(recorded)
-            position = batch[-1].position
+        return self._read.iter_events(after)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -599,42 +468,4 @@ class Scheduler:
         self.close()
 
 
-def open(
-    path_or_url: str | os.PathLike[str] | None = None,
-    *,
-    config: Config | str | os.PathLike[str] | dict[str, Any] | None = None,
-    clock: Clock | None = None,
-    owner: str | None = None,
-    environment: Environment | None = None,
-    projections: str | os.PathLike[str] | bool = True,
-) -> Scheduler:
-    """Open a scheduler on a store (a path, `sqlite:///...`; default: the config's store).
-
-    `projections`: where the projections that let a scheduler open without replaying the
-    log are kept: by default the file `<log>.projections` beside an SQLite log, or the
-    PostgreSQL log's own schema; a file path, or False to fold from 0 at every open.
-    """
-    if isinstance(config, dict):
-        loaded = Config.parse(config)
-    elif isinstance(config, Config):
-        loaded = config
-    elif config is None:
-        loaded = Config.load()
-    else:
-        loaded = Config.load(config, required=True)
-    url = os.fspath(path_or_url) if path_or_url is not None else loaded.store_url
-    store = bootstrap.open_log(url, loaded, clock=clock)
-    stored: ProjectionStore | None = None
-    try:
-        stored = bootstrap.open_projections(store, projections)
-        return Scheduler(
-            store, config=loaded, owner=owner, environment=environment, projections=stored
-        )
-    except BaseException:
-        if stored is not None:
-            stored.close()
-        store.close()
-        raise
-
-
-__all__ = ["Scheduler", "open"]
+__all__ = ["Scheduler"]

@@ -15,8 +15,8 @@ from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure.config import Config, ConfigError, EntryCode
 from rota.infrastructure.executors import builtin_registrations
+from rota.opening import open as open_scheduler
 from rota.scheduler import Scheduler
-from rota.scheduler import open as open_scheduler
 
 USAGE_CODES = frozenset({EntryCode.USAGE, ConfigError.code})
 

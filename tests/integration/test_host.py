@@ -302,7 +302,7 @@ class ManyPhases(rota.Executor):
 def test_phases_past_the_cap_leave_the_trail_short_and_the_launch_goes_on(
     scheduler: rota.Scheduler,
 ) -> None:
-    from rota.domain.lifecycle import MAX_LAUNCH_PHASES
+    from rota.domain.fences import MAX_LAUNCH_PHASES
 
     many = ManyPhases(MAX_LAUNCH_PHASES + 4)
     scheduler.register("many", executor=many)

@@ -27,7 +27,7 @@ from rota.application.ports import LaunchContext
 from rota.domain.errors import LeaseLost
 from rota.domain.results import Result
 from rota.infrastructure.executors.shell import ShellExecutor
-from rota.infrastructure.executors.shell_result import read_tail
+from rota.infrastructure.executors.shell_runs import read_tail
 
 WAIT = 10.0  # seconds: a bound for waits that normally end in milliseconds
 EXECUTION = "w-1/2"
@@ -851,7 +851,7 @@ def test_a_wrapper_whose_daemon_dies_before_the_pin_never_starts_the_command(
 
 LAUNCHER = """
 import os, subprocess, sys
-from rota.infrastructure.executors.shell_result import WRAPPER
+from rota.infrastructure.executors.shell_wrapper import WRAPPER
 run, report, wake, argv = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 held = [run, report, wake, str(os.getpid()), "30"]
 subprocess.Popen(

@@ -1,0 +1,106 @@
+"""Decisions of a Work's definition and its input: `submit` and `accept_input`."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import msgspec
+
+from rota.domain.emit import Emit, work_stream
+from rota.domain.errors import DomainCode, InvalidCommand, Refusal
+from rota.domain.events import InputAccepted, WorkSubmitted
+from rota.domain.results import check_payload
+from rota.domain.state import WorkState
+
+WORK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+SCOPE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+INPUT_KEY = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
+
+
+def submit(
+    existing: WorkState | None,
+    *,
+    work_id: str,
+    scope: str,
+    binding: str,
+    kind: str = "run-once",
+    trigger: str = "all",
+    safety: str = "undeclared",
+) -> list[Emit]:
+    """Define a Work. The same definition again is a no-op; another one is refused."""
+    if not WORK_ID.match(work_id):
+        raise InvalidCommand(
+            f"Work id {work_id!r} must match {WORK_ID.pattern}", code=DomainCode.INVALID_WORK_ID
+        )
+    if not SCOPE.match(scope):
+        raise InvalidCommand(
+            f"scope {scope!r} must be a path like root/team/project", code=DomainCode.INVALID_SCOPE
+        )
+    event = _submitted(work_id, scope, binding, kind, trigger, safety)
+    if existing is not None:
+        same = (existing.scope, existing.binding, existing.kind, existing.trigger, existing.safety)
+        if same == (scope, binding, kind, trigger, safety):
+            return []
+        raise Refusal(
+            f"Work {work_id!r} already exists with another definition "
+            f"(scope {existing.scope!r}, binding {existing.binding!r}, kind {existing.kind!r})",
+            code=DomainCode.WORK_CONFLICT,
+        )
+    return [Emit(work_stream(work_id), event)]
+
+
+def _submitted(
+    work_id: str, scope: str, binding: str, kind: str, trigger: str, safety: str
+) -> WorkSubmitted:
+    try:
+        return msgspec.convert(
+            {
+                "work_id": work_id,
+                "scope": scope,
+                "binding": binding,
+                "kind": kind,
+                "trigger": trigger,
+                "safety": safety,
+            },
+            WorkSubmitted,
+        )
+    except msgspec.ValidationError as exc:
+        raise InvalidCommand(
+            f"invalid Work definition: {exc}", code=DomainCode.INVALID_WORK
+        ) from exc
+
+
+def derived_input_key(payload: Any) -> str:
+    """A key derived from the payload, for callers that supply none."""
+    digest = hashlib.sha256(msgspec.json.encode(payload, order="sorted")).hexdigest()
+    return f"sha256:{digest[:32]}"
+
+
+def accept_input(
+    work: WorkState | None,
+    *,
+    work_id: str,
+    payload: Any = None,
+    key: str | None = None,
+    correlation_key: str | None = None,
+) -> Emit:
+    """Accept an input for a Work under delivery identity `input/<work>/<key>`."""
+    if work is None:
+        raise Refusal(f"no Work {work_id!r}: submit it first", code=DomainCode.UNKNOWN_WORK)
+    if work.terminal is not None:
+        raise Refusal(
+            f"Work {work_id!r} is {work.terminal}; it accepts no more input",
+            code=DomainCode.WORK_TERMINAL,
+        )
+    check_payload(payload, "input payload")
+    key = key if key is not None else derived_input_key(payload)
+    if not INPUT_KEY.match(key):
+        raise InvalidCommand(
+            f"input key {key!r} must match {INPUT_KEY.pattern}", code=DomainCode.INVALID_KEY
+        )
+    event = InputAccepted(
+        work_id=work_id, key=key, payload=payload, correlation_key=correlation_key
+    )
+    return Emit(work_stream(work_id), event, f"input/{work_id}/{key}")

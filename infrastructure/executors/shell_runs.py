@@ -1,0 +1,106 @@
+"""A shell run's directory: creating it, finding it from recovery metadata, reading its
+status and output tails back, testing its wrapper's lock, and removing it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets as random
+import stat
+import string
+from pathlib import Path
+from typing import Any
+
+from rota.application.errors import ExecutorError
+
+RUN_FILES = ("input.json", "stdout", "stderr", "status.tmp", "status", "go", "abandoned")
+SAFE = frozenset(string.ascii_letters + string.digits + "._:@-")
+
+
+def run_prefix(execution_id: str) -> str:
+    """How the names of an attempt's run directories begin: `<execution id, / as _>-e`."""
+    return "".join(c if c in SAFE else "_" for c in execution_id) + "-e"
+
+
+def make_run(root: Path, execution_id: str, epoch: int) -> Path:
+    """A new run directory (0700) in `root`, which is created 0700 if missing and must be a
+    directory of this user that no one else may write to."""
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = root.stat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            raise ExecutorError(f"runs_dir {root} must be a directory owned by this user")
+        if info.st_mode & 0o022:
+            raise ExecutorError(f"runs_dir {root} must not be writable by others")
+        directory = root / f"{run_prefix(execution_id)}{epoch}-{random.token_hex(4)}"
+        directory.mkdir(mode=0o700)
+        os.chmod(directory, 0o700)
+    except OSError as error:
+        raise ExecutorError(f"cannot create a run directory in {root}: {error}") from None
+    return directory
+
+
+def run_of(execution_id: str, metadata: dict[str, Any]) -> Path | None:
+    """The run directory the metadata names, if it is an absolute one of this attempt."""
+    run = metadata.get("run")
+    if not isinstance(run, str) or "\0" in run or not os.path.isabs(run):
+        return None
+    path = Path(run)
+    return path if path.name.startswith(run_prefix(execution_id)) else None
+
+
+def read_status(directory: Path) -> int | None:
+    """The exit code the wrapper recorded (-N: signal N); None while there is none."""
+    try:
+        return int((directory / "status").read_bytes()[:32])
+    except (OSError, ValueError):
+        return None
+
+
+def read_tail(path: Path, limit: int) -> bytes:
+    """The last `limit` bytes of a file (b"" if it is missing); only those are read."""
+    try:
+        with open(path, "rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - limit))
+            return file.read(limit)
+    except OSError:
+        return b""
+
+
+def wrapper_alive(directory: Path) -> bool:
+    """Whether a wrapper still holds the lock of the run directory (False if it is missing)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True  # held (or the lock cannot be tested: assume it is)
+    finally:
+        os.close(fd)  # releases the lock if this call took it
+    return False
+
+
+def held_back(directory: Path) -> bool | None:
+    """Whether the wrapper of a run that waits for `go` never started its command and never
+    will: True (it gave up, or it is gone and `go` never came), False (`go` came: it may have
+    started) or None (it still waits)."""
+    if (directory / "abandoned").exists():
+        return True  # created after its last look for `go`: a final decision
+    if (directory / "go").exists():
+        return False
+    if wrapper_alive(directory):
+        return None
+    return not (directory / "go").exists()  # looked at again: it may have come meanwhile
+
+
+def remove_run(directory: Path) -> None:
+    """Best effort: remove the files a run directory holds, then the directory."""
+    for name in RUN_FILES:
+        with contextlib.suppress(OSError):
+            os.unlink(directory / name)
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)

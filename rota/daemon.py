@@ -1,0 +1,104 @@
+"""The daemon loop of an embedded scheduler: tick, then sleep until something can happen
+(another process's commit wakes it), until stopped; and the audit checkpoints it writes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from rota.application.host import Host
+from rota.application.ports import EventStore
+from rota.domain.errors import RotaError
+from rota.infrastructure.config import AuditModel
+from rota.replay.checkpoint import Checkpointer
+
+log = logging.getLogger("rota.scheduler")  # the facade's logger, as before the loop moved here
+
+
+class AuditCheckpoints:
+    """The audit checkpoints of a scheduler (`[audit]`), written when due."""
+
+    def __init__(self, store: EventStore, audit: AuditModel) -> None:
+        self.checkpointer: Checkpointer | None = None
+        self._error: str | None = None
+        if audit.checkpoint_dir:
+            self.checkpointer = Checkpointer(
+                store,
+                audit.checkpoint_dir,
+                key_path=audit.key,
+                every_events=audit.every_events,
+                every_seconds=audit.every_seconds,
+            )
+
+    def write_due(self) -> None:
+        """Write a checkpoint when one is due; a failure is logged once per code, not raised."""
+        if self.checkpointer is None:
+            return
+        try:
+            self.checkpointer.maybe_write()
+        except (RotaError, OSError) as exc:
+            code = getattr(exc, "code", "checkpoint_io")
+            if code != self._error:
+                log.error("audit checkpoint not written: %s: %s", code, exc)
+            self._error = code
+        else:
+            self._error = None
+
+
+class DaemonLoop:
+    """`Scheduler.run` and `Scheduler.stop`: one loop over a host and its log."""
+
+    def __init__(self, host: Host, store: EventStore, checkpoint: Callable[[], None]) -> None:
+        self.host, self.store, self.checkpoint = host, store, checkpoint
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Ask a running `run()` to stop (it releases the leases it holds)."""
+        self.stopped.set()
+        self.host.wake.set()
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Tick, then sleep until something can happen, until `stop` or `self.stopped`."""
+        stop = stop or self.stopped
+        if stop is not self.stopped:
+            threading.Thread(target=self._forward_stop, args=(stop,), daemon=True).start()
+        watcher = threading.Thread(target=self._watch_log, args=(stop,), daemon=True)
+        watcher.start()
+        failures = 0
+        try:
+            while not stop.is_set() and not self.stopped.is_set():
+                try:
+                    report = self.host.tick()
+                except Exception:
+                    # One bad pass never kills the daemon: report it, back off, go on.
+                    failures += 1
+                    log.exception("scheduler pass failed (%d in a row)", failures)
+                    self.host.wake.wait(min(5.0, 0.1 * 2**failures))
+                    self.host.wake.clear()
+                    continue
+                failures = 0
+                for error in report.errors:
+                    log.warning("scheduler pass: %s", error)
+                self.checkpoint()
+                self.host.wake.wait(self.host.next_wake(5.0))
+                self.host.wake.clear()
+        finally:
+            stop.set()
+            self.stopped.set()
+            self.host.release_all()
+            self.checkpoint()
+            watcher.join(timeout=5)
+
+    def _forward_stop(self, stop: threading.Event) -> None:
+        while not self.stopped.is_set():
+            if stop.wait(1.0):
+                self.stop()
+                return
+
+    def _watch_log(self, stop: threading.Event) -> None:
+        position = self.store.head().position
+        while not stop.is_set():
+            if self.store.wait_for_commit(position, 0.5):
+                position = self.store.head().position
+                self.host.wake.set()
