@@ -96,6 +96,7 @@ class Host:
         )
         self.control_dispatch = ControlDispatch(service, self.directory, self.launches)
         self.last_waiting: list[Waiting] = []
+        self.starting = True  # False once draining or stopping: the start step is skipped
         self._tick_lock = threading.Lock()
         self._closed = False
 
@@ -244,6 +245,8 @@ class Host:
                     self.launches.drop(held, reason=refusal)
 
     def _start(self, report: TickReport) -> None:
+        if not self.starting:
+            return  # draining or stopping: start nothing new
         gated = bool(self.gates)
         start = self.service.lifecycle.start_pass(self.start_batch, gated=gated)
         decisions: dict[str, GateDecision] = {}
@@ -299,15 +302,21 @@ class Host:
                 candidates.append((attempt.lease_expires_at - now).total_seconds())
         return max(0.0, min(candidates))
 
+    def busy(self) -> bool:
+        """Whether this host still holds, launches or stops an attempt of its own."""
+        return bool(self.held or self.launches.launching or self.stops.stopping)
+
     def release_all(self) -> None:
         """Release every held lease (graceful stop); the attempts become recoverable."""
         self.launches.release_all()
 
     def close(self) -> None:
+        """A graceful stop: release every lease, leave adoptable work running (detach)."""
         if self._closed:
             return
         self._closed = True
-        self.launches.release_all()
+        self.starting = False
+        self.launches.release_all(leave_running=True)
         self.launches.pool.shutdown(wait=True, cancel_futures=True)
         for executor in self.directory.all_executors():
-            executor.close()
+            executor.detach()

@@ -392,14 +392,21 @@ class Launches:
 
     # -- stopping -------------------------------------------------------------------------
 
-    def release_all(self) -> None:
-        """Release every held lease (graceful stop); the attempts become recoverable."""
+    def release_all(self, *, leave_running: bool = True) -> None:
+        """Release every held lease (a graceful stop): the attempts become recoverable.
+
+        With `leave_running`, the work of an executor that can be adopted (it declares
+        `recover`: a detached process) is left running for the next host to adopt rather
+        than cancelled (seed 001: release makes the same attempt recoverable); any other
+        launch is cancelled, since it cannot outlive this process anyway."""
         with self.held_lock:
             held = list(self.held.values())
             self.held.clear()
         for item in held:
             with contextlib.suppress(Refusal):
                 self.service.lifecycle.release(item.execution_id, item.epoch, "host_stopped")
+            if leave_running and "recover" in item.executor.capabilities:
+                continue
             item.ctx.cancel_reason = LeaseLost("the host stopped and released the lease")
             item.ctx.cancel.set()
 

@@ -418,6 +418,12 @@ class Executor(abc.ABC):
     def close(self) -> None:  # noqa: B027 (optional hook with a no-op default)
         """Release resources (threads, processes) at scheduler shutdown."""
 
+    def detach(self) -> None:
+        """A graceful stop: stop observing, and leave the attempts' work running for the
+        next host to adopt (`recover`). The default is `close()`; an executor whose work
+        outlives its process (the shell executor's detached process groups) overrides it."""
+        self.close()
+
 
 # -- the projection store ----------------------------------------------------------------
 

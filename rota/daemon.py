@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from rota.application.host import Host
@@ -58,16 +59,30 @@ class DaemonLoop:
         self.stopped.set()
         self.host.wake.set()
 
-    def run(self, stop: threading.Event | None = None) -> None:
-        """Tick, then sleep until something can happen, until `stop` or `self.stopped`."""
+    def run(self, stop: threading.Event | None = None, *, drain: float = 0.0) -> None:
+        """Tick, then sleep until something can happen, until `stop` or `self.stopped`.
+
+        Stopping is graceful: nothing new starts, and the leases held are released (the
+        attempts become recoverable; detached processes are left running for the next host
+        to adopt). With `drain` seconds, the loop first goes on observing and renewing, for
+        at most that long, until the attempts it holds have ended."""
         stop = stop or self.stopped
         if stop is not self.stopped:
             threading.Thread(target=self._forward_stop, args=(stop,), daemon=True).start()
         watcher = threading.Thread(target=self._watch_log, args=(stop,), daemon=True)
         watcher.start()
         failures = 0
+        drain_until: float | None = None
         try:
-            while not stop.is_set() and not self.stopped.is_set():
+            while True:
+                if stop.is_set() or self.stopped.is_set():
+                    if drain_until is None:
+                        drain_until = time.monotonic() + max(0.0, drain)
+                        self.host.starting = False
+                        if drain > 0:
+                            log.info("draining for at most %.0f s: nothing new starts", drain)
+                    if not self.host.busy() or time.monotonic() >= drain_until:
+                        break
                 try:
                     report = self.host.tick()
                 except Exception:
@@ -81,7 +96,10 @@ class DaemonLoop:
                 for error in report.errors:
                     log.warning("scheduler pass: %s", error)
                 self.checkpoint()
-                self.host.wake.wait(self.host.next_wake(5.0))
+                pause = self.host.next_wake(5.0)
+                if drain_until is not None:
+                    pause = min(pause, 0.5, max(0.0, drain_until - time.monotonic()))
+                self.host.wake.wait(pause)
                 self.host.wake.clear()
         finally:
             stop.set()

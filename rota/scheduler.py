@@ -398,7 +398,7 @@ class Scheduler:
         """Run passes until nothing is ready or running and no timer is due now."""
         deadline = None if timeout is None else time.monotonic() + timeout
         report = self.host.tick()
-        while not self.host.idle():
+        while not self.host.idle() and not self._daemon.stopped.is_set():
             if deadline is not None and time.monotonic() >= deadline:
                 raise RotaError(
                     f"still busy after {timeout} s: {len(self.host.held)} attempts running",
@@ -413,13 +413,16 @@ class Scheduler:
         """Ask a running `run()` loop to stop (it releases the leases it holds)."""
         self._daemon.stop()
 
-    def run(self, stop: threading.Event | None = None) -> None:
+    def run(self, stop: threading.Event | None = None, *, drain: float = 0.0) -> None:
         """The daemon loop: tick, then sleep until something can happen, until stopped.
 
         Stops when `stop` is set (the loop notices within a second) or `Scheduler.stop()`
-        is called (at once).
+        is called (at once). Stopping is graceful: nothing new starts, the leases held are
+        released and detached processes (shell jobs) keep running for the next host to
+        adopt; with `drain` seconds it first waits, that long at most, for the attempts it
+        holds to end.
         """
-        self._daemon.run(stop)
+        self._daemon.run(stop, drain=drain)
 
     def checkpoint(self) -> None:
         """Write an audit checkpoint when one is due (every N events or T seconds).

@@ -358,6 +358,16 @@ class ShellExecutor(Executor):
             return False
         return signal_group(run.pid, signal.SIGTERM)
 
+    def detach(self) -> None:
+        """A graceful stop: stop watching every run and leave its process group running.
+
+        Its run directory stays, so the next host's recovery adopts it (and, once it has
+        ended, reads its status): a restart neither kills a job nor charges it a failure."""
+        with self._lock:
+            for run in self._runs.values():
+                run.proc = None  # watched as adopted from now on: closing leaves it running
+        self.close()
+
     def close(self) -> None:
         """Stop every process this executor launched (SIGTERM, SIGKILL after the grace) and
         join; adopted runs are only no longer watched (the next recovery finds them)."""

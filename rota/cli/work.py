@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 import msgspec
@@ -194,11 +195,14 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.until_idle:
         raise UsageError("--timeout only applies with --until-idle")
+    if args.drain is not None and (args.until_idle or args.drain < 0):
+        raise UsageError("--drain takes a number of seconds >= 0, without --until-idle")
     with daemon_lock(args), open_rota(args, runs=True) as scheduler:
         if args.until_idle:
-            scheduler.run_until_idle(timeout=args.timeout)
+            with _stop_on_signals(scheduler.stop):
+                scheduler.run_until_idle(timeout=args.timeout)
         else:
-            _daemon(scheduler)
+            _daemon(scheduler, drain=args.drain or 0.0)
         works = scheduler.works()
     if args.json:
         print_json({"states": _count_states(works), "works": works})
@@ -207,7 +211,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _daemon(scheduler: Scheduler) -> None:
+@contextlib.contextmanager
+def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM/SIGINT call `stop` (a graceful stop: the leases are released on the way
+    out, shell jobs keep running); the previous handlers come back after."""
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) or signal.SIG_DFL for sig in signals}
+    for sig in signals:
+        signal.signal(sig, lambda signum, frame: stop())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _daemon(scheduler: Scheduler, *, drain: float = 0.0) -> None:
     """`Scheduler.run` on a worker thread until SIGTERM/SIGINT; handlers restored after."""
     stop = threading.Event()
     failure: list[BaseException] = []
@@ -226,7 +245,7 @@ def _daemon(scheduler: Scheduler) -> None:
 
     def loop() -> None:
         try:
-            scheduler.run(stop)
+            scheduler.run(stop, drain=drain)
         except BaseException as exc:
             failure.append(exc)
 
@@ -362,6 +381,13 @@ def register(commands: Any) -> None:
         help="return once nothing is ready or running and no retry timer is due now",
     )
     run.add_argument("--timeout", type=float, metavar="SECONDS", help="with --until-idle")
+    run.add_argument(
+        "--drain",
+        type=float,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, first wait (at most this long) for running attempts to end; "
+        "then release the leases, leaving shell jobs running for the next daemon to adopt",
+    )
     run.add_argument("--json", action="store_true", help="print the final summary as JSON")
     run.set_defaults(handler=cmd_run)
 

@@ -382,18 +382,20 @@ def test_a_lost_lease_leaves_a_launched_running_attempt_to_recovery(
     cancelled by the renewal step (recovery decides what becomes of it)."""
     release = threading.Event()
     running: list[rota.LaunchContext] = []
-    entered = threading.Event()
 
-    def job(ctx: rota.LaunchContext) -> str:
-        running.append(ctx)
-        entered.set()
-        release.wait(30)
-        return "done"
+    class Detached(rota.Executor):
+        name = "detached"
+        pool = "agents"
+        inline = True  # launched on the ticking thread: launched once tick() returns
 
-    scheduler.register("job", job)
-    scheduler.submit("w", binding="job")
+        def launch(self, ctx: rota.LaunchContext, done: Any) -> None:
+            running.append(ctx)
+            threading.Thread(target=lambda: release.wait(30) and None, daemon=True).start()
+
+    scheduler.register("detached", executor=Detached())
+    scheduler.submit("w", binding="detached")
     scheduler.tick()
-    assert entered.wait(10)
+    assert len(running) == 1
     clock.advance(61)
     scheduler.host.runtime_recovery.run = lambda report: None  # type: ignore[method-assign]
     report = scheduler.tick()
