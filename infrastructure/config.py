@@ -92,6 +92,12 @@ class EntryCode(ErrorCode):
     """A command was called wrongly (options, names, ranges): see `rota <command> --help`."""
     TIMEOUT = "timeout"
     """`Scheduler.run_until_idle(timeout=...)` was still busy when the timeout passed."""
+    CANNOT_READ = "cannot_read"
+    """A file the command was given could not be read (missing, no permission): fix the path."""
+    CANNOT_WRITE = "cannot_write"
+    """An output file could not be created (a missing directory, no permission): fix the path."""
+    OUTPUT_CLOSED = "output_closed"
+    """The reader of the command's output went away (`rota doctor | head`); nothing is wrong."""
 
 
 class ConfigError(RotaError):
@@ -317,9 +323,15 @@ class Config:
                 raise ConfigError(f"config file {file} does not exist")
             return cls(ConfigModel())
         try:
-            data = tomllib.loads(file.read_text())
-        except tomllib.TOMLDecodeError as exc:
+            data = tomllib.loads(file.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{file}: not UTF-8 ({exc.reason} at byte {exc.start}); TOML files are UTF-8"
+            ) from None
+        except ValueError as exc:  # TOMLDecodeError, and an integer over the digit limit
             raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"{file}: not valid TOML: nested too deep") from None
         except OSError as exc:
             raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
         return cls.parse(data, str(file))
