@@ -1,12 +1,13 @@
 """The `rota` command line: `rota [--config FILE] [--store URL] <command> ...`.
 
-The configuration is `--config FILE`, else `./rota.toml` (a missing default file means the
-defaults; a missing named file is an error). The store is `--store URL`, else `$ROTA_STORE`,
-else the config's `[store] url`. Bindings come from the config's `[[bindings]]`; the CLI
-runs shell bindings (and any executor rota registers itself). Python callables cannot be
-given here: Work bound to one stays `ready` (waiting `unknown_binding`) until a process
-that registers it runs. `run` and `submit` refuse a config whose bindings name an executor
-the CLI does not have (`unknown_executor`).
+The configuration is `--config FILE`, else `$ROTA_CONFIG`, else `./rota.toml` (a missing
+default file means the defaults; a missing named file is an error); `rota config validate`
+checks it and `rota config show` prints every value with where it came from. The store is
+`--store URL`, else `$ROTA_STORE`, else the config's `[store] url`. Bindings come from the
+config's `[[bindings]]`; the CLI runs shell bindings (and any executor rota registers
+itself). Python callables cannot be given here: Work bound to one stays `ready` (waiting
+`unknown_binding`) until a process that registers it runs. `run` and `submit` refuse a
+config whose bindings name an executor the CLI does not have (`unknown_executor`).
 
 Each command prints its result on stdout (JSON with `--json`) and exits 0 on success. On
 failure it prints one line on stderr, `rota: <code>: <what was wrong>` (with `--json`, one
@@ -28,14 +29,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from rota.cli import log, ops, replay, work
+from rota.cli import config, log, ops, replay, work
 from rota.cli.common import USAGE_CODES, Parser, UsageError
 from rota.domain.errors import RotaError
 from rota.infrastructure.config import DEFAULT_CONFIG, EntryCode
 
 Command = Callable[[argparse.Namespace], int]
 # Each module adds its commands to the parser; a new command group is a new module here.
-COMMAND_MODULES = (work, log, replay, ops)
+COMMAND_MODULES = (work, log, replay, ops, config)
 
 __all__ = ["UsageError", "build_parser", "run"]
 
@@ -43,7 +44,9 @@ __all__ = ["UsageError", "build_parser", "run"]
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="rota", description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
-        "--config", metavar="FILE", help=f"the config file (default: ./{DEFAULT_CONFIG})"
+        "--config",
+        metavar="FILE",
+        help=f"the config file (default: $ROTA_CONFIG, else ./{DEFAULT_CONFIG})",
     )
     parser.add_argument(
         "--store", metavar="URL", help="store URL (default: $ROTA_STORE, else the config's)"

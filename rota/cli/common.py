@@ -78,8 +78,20 @@ def projections_option(parser: argparse.ArgumentParser) -> None:
 # -- opening the config, the store and the scheduler --------------------------------------
 
 
+def config_path(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The config file the arguments name and where that came from: `--config FILE`
+    (flag), else `$ROTA_CONFIG` (environment), else ./rota.toml (default: None)."""
+    if args.config:
+        return args.config, "flag"
+    if os.environ.get("ROTA_CONFIG"):
+        return os.environ["ROTA_CONFIG"], "environment"
+    return None, "default"
+
+
 def load_config(args: argparse.Namespace) -> Config:
-    return Config.load(args.config)
+    """The config: a file named by `--config` or `$ROTA_CONFIG` must exist; a missing
+    ./rota.toml is the defaults."""
+    return Config.load(config_path(args)[0])
 
 
 def store_url(args: argparse.Namespace, config: Config) -> str:
