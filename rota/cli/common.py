@@ -171,21 +171,18 @@ def parse_json(text: str, option: str) -> Any:
 def read_input(value: str, option: str = "--input") -> Any:
     """The JSON payload `value` names: inline JSON, `@FILE` (a file's contents) or `-`
     (stdin), at most MAX_DATA_BYTES (the store's payload limit) when read."""
-    if value == "-":
-        data = sys.stdin.buffer.read(MAX_DATA_BYTES + 1)
-        where = f"{option} - (stdin)"
-    elif value.startswith("@"):
-        path = value[1:]
-        where = f"{option} @{path}"
-        try:
-            with open(path, "rb") as file:
-                data = file.read(MAX_DATA_BYTES + 1)
-        except OSError as exc:
-            raise RotaError(
-                f"{where}: cannot read: {exc.strerror}", code=EntryCode.CANNOT_READ
-            ) from None
-    else:
+    if value != "-" and not value.startswith("@"):
         return parse_json(value, option)
+    where = f"{option} - (stdin)" if value == "-" else f"{option} {value}"
+    try:
+        if value == "-":
+            data = sys.stdin.buffer.read(MAX_DATA_BYTES + 1)
+        else:
+            with open(value[1:], "rb") as file:
+                data = file.read(MAX_DATA_BYTES + 1)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise RotaError(f"{where}: cannot read: {reason}", code=EntryCode.CANNOT_READ) from None
     if len(data) > MAX_DATA_BYTES:
         raise RotaError(
             f"{where} is over {MAX_DATA_BYTES} bytes, the store's payload limit",
