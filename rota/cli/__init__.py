@@ -63,7 +63,9 @@ def run(argv: Sequence[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
         handler: Command = args.handler
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()  # a closed stdout fails here, not in the interpreter's exit
+        return status
     except RotaError as exc:
         report(exc.code, str(exc), json_errors=json_errors)
         return 2 if exc.code in USAGE_CODES else 1
