@@ -62,7 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rota.application.errors import InvalidExecutorConfig, PortCode
 from rota.application.ports import Executor
-from rota.application.secrets import split_secrets
+from rota.application.secrets import SECRET_KEYS, split_secrets
 from rota.domain.budgets import derived_id
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
@@ -92,6 +92,12 @@ class EntryCode(ErrorCode):
     """A command was called wrongly (options, names, ranges): see `rota <command> --help`."""
     TIMEOUT = "timeout"
     """`Scheduler.run_until_idle(timeout=...)` was still busy when the timeout passed."""
+    CANNOT_READ = "cannot_read"
+    """A file the command was given could not be read (missing, no permission): fix the path."""
+    CANNOT_WRITE = "cannot_write"
+    """An output file could not be created (a missing directory, no permission): fix the path."""
+    OUTPUT_CLOSED = "output_closed"
+    """The reader of the command's output went away (`rota doctor | head`); nothing is wrong."""
 
 
 class ConfigError(RotaError):
@@ -241,6 +247,7 @@ class Config:
         if duplicates:
             raise ConfigError(f"{source}: bindings: duplicate binding name {duplicates[0]!r}")
         self.source = source
+        self.model = model
         self.store_url = model.store.url
         self.audit = model.audit
         self.synchronous = model.store.synchronous
@@ -317,12 +324,49 @@ class Config:
                 raise ConfigError(f"config file {file} does not exist")
             return cls(ConfigModel())
         try:
-            data = tomllib.loads(file.read_text())
-        except tomllib.TOMLDecodeError as exc:
+            data = tomllib.loads(file.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{file}: not UTF-8 ({exc.reason} at byte {exc.start}); TOML files are UTF-8"
+            ) from None
+        except ValueError as exc:  # TOMLDecodeError, and an integer over the digit limit
             raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"{file}: not valid TOML: nested too deep") from None
         except OSError as exc:
             raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
         return cls.parse(data, str(file))
+
+
+REDACTED = "<redacted>"
+
+
+def shown(model: BaseModel, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """Every value of a validated config as `(key, value, origin)`, origin `file` when the
+    file set it and `default` otherwise (`rota config show`). A binding's `environment`
+    values are replaced by `<redacted>`: they are secrets, never shown."""
+    rows: list[tuple[str, Any, str]] = []
+    given = model.model_fields_set
+    fields = [(name, getattr(model, name), name in given) for name in type(model).model_fields]
+    fields += [(name, value, True) for name, value in (model.model_extra or {}).items()]
+    for name, value, from_file in fields:
+        key = f"{prefix}{name}"
+        if isinstance(value, BaseModel):
+            rows += _inherit(shown(value, f"{key}."), from_file)
+        elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
+            for i, item in enumerate(value):
+                rows += shown(item, f"{key}[{i}].")
+        else:
+            if name in SECRET_KEYS and isinstance(model, BindingModel):
+                secret = isinstance(value, dict)
+                value = dict.fromkeys(value, REDACTED) if secret else REDACTED  # noqa: PLW2901
+            rows.append((key, value, "file" if from_file else "default"))
+    return rows
+
+
+def _inherit(rows: list[tuple[str, Any, str]], from_file: bool) -> list[tuple[str, Any, str]]:
+    """A table the file did not write at all is the defaults, whatever its model says."""
+    return rows if from_file else [(key, value, "default") for key, value, _ in rows]
 
 
 def check_binding(

@@ -1,16 +1,19 @@
 """The `rota` command line: `rota [--config FILE] [--store URL] <command> ...`.
 
-The configuration is `--config FILE`, else `./rota.toml` (a missing default file means the
-defaults; a missing named file is an error). The store is `--store URL`, else `$ROTA_STORE`,
-else the config's `[store] url`. Bindings come from the config's `[[bindings]]`; the CLI
-runs shell bindings (and any executor rota registers itself). Python callables cannot be
-given here: Work bound to one stays `ready` (waiting `unknown_binding`) until a process
-that registers it runs. `run` and `submit` refuse a config whose bindings name an executor
-the CLI does not have (`unknown_executor`).
+The configuration is `--config FILE`, else `$ROTA_CONFIG`, else `./rota.toml` (a missing
+default file means the defaults; a missing named file is an error); `rota config validate`
+checks it and `rota config show` prints every value with where it came from. The store is
+`--store URL`, else `$ROTA_STORE`, else the config's `[store] url`. Bindings come from the
+config's `[[bindings]]`; the CLI runs shell bindings (and any executor rota registers
+itself). Python callables cannot be given here: Work bound to one stays `ready` (waiting
+`unknown_binding`) until a process that registers it runs. `run` and `submit` refuse a
+config whose bindings name an executor the CLI does not have (`unknown_executor`).
 
 Each command prints its result on stdout (JSON with `--json`) and exits 0 on success. On
-failure it prints one line on stderr, `rota: <code>: <what was wrong>`, and exits 2 for a
-usage error or an invalid config, 1 otherwise (130 when interrupted).
+failure it prints one line on stderr, `rota: <code>: <what was wrong>` (with `--json`, one
+JSON object instead: `{"error": {"code": ..., "message": ...}}`), and exits 2 for a usage
+error or an invalid config, 1 otherwise (130 when interrupted). A reader that closes stdout
+early (`rota doctor | head`) is `output_closed`, exit 1.
 
 `rota run` (the daemon) prints `rota: running (...)` on stderr once its SIGTERM/SIGINT
 handlers are in place and `rota: stopped` when it has stopped, keeping stdout for its final
@@ -20,17 +23,20 @@ summary; the first signal stops it gracefully (leases released), a second one fo
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 
-from rota.cli import log, ops, replay, work
+from rota.cli import config, log, ops, replay, work
 from rota.cli.common import USAGE_CODES, Parser, UsageError
 from rota.domain.errors import RotaError
-from rota.infrastructure.config import DEFAULT_CONFIG
+from rota.infrastructure.config import DEFAULT_CONFIG, EntryCode
 
 Command = Callable[[argparse.Namespace], int]
 # Each module adds its commands to the parser; a new command group is a new module here.
-COMMAND_MODULES = (work, log, replay, ops)
+COMMAND_MODULES = (work, log, replay, ops, config)
 
 __all__ = ["UsageError", "build_parser", "run"]
 
@@ -38,7 +44,9 @@ __all__ = ["UsageError", "build_parser", "run"]
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="rota", description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
-        "--config", metavar="FILE", help=f"the config file (default: ./{DEFAULT_CONFIG})"
+        "--config",
+        metavar="FILE",
+        help=f"the config file (default: $ROTA_CONFIG, else ./{DEFAULT_CONFIG})",
     )
     parser.add_argument(
         "--store", metavar="URL", help="store URL (default: $ROTA_STORE, else the config's)"
@@ -50,15 +58,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: Sequence[str]) -> int:
-    parser = build_parser()
-    args = parser.parse_args(list(argv))
-    handler: Command = args.handler
+    argv = list(argv)
+    json_errors = "--json" in argv
     try:
-        return handler(args)
+        args = build_parser().parse_args(argv)
+        handler: Command = args.handler
+        status = handler(args)
+        sys.stdout.flush()  # a closed stdout fails here, not in the interpreter's exit
+        return status
     except RotaError as exc:
-        message = " ".join(str(exc).split())  # one line, whatever the message holds
-        print(f"rota: {exc.code}: {message}", file=sys.stderr)
+        report(exc.code, str(exc), json_errors=json_errors)
         return 2 if exc.code in USAGE_CODES else 1
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        report(EntryCode.OUTPUT_CLOSED, "the reader of stdout went away", json_errors=json_errors)
+        return 1
     except KeyboardInterrupt:
         print("rota: interrupted", file=sys.stderr)
         return 130
+
+
+def report(code: str, message: str, *, json_errors: bool = False) -> None:
+    """The one line on stderr that a failure prints: `rota: <code>: <message>`, or with
+    `--json` the object `{"error": {"code": ..., "message": ...}}`."""
+    message = " ".join(message.split())  # one line, whatever the message holds
+    if json_errors:
+        error = {"error": {"code": str(code), "message": message}}
+        line = json.dumps(error, ensure_ascii=True)
+    else:
+        line = f"rota: {code}: {message}"
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Any, NoReturn
@@ -12,7 +13,8 @@ import msgspec
 
 from rota import bootstrap
 from rota.application.ports import EventStore
-from rota.domain.errors import RotaError
+from rota.domain.errors import DomainCode, RotaError
+from rota.domain.results import MAX_DATA_BYTES
 from rota.infrastructure.config import Config, ConfigError, EntryCode
 from rota.infrastructure.executors import builtin_registrations
 from rota.opening import open as open_scheduler
@@ -26,10 +28,41 @@ class UsageError(RotaError):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with rota's one-line errors (still exit 2)."""
+    """argparse whose errors are `UsageError`s, reported by rota.cli.run (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"rota: {EntryCode.USAGE}: {message} (see '{self.prog} --help')\n")
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# Positions and counts are 64-bit in every store: a larger number is a usage error.
+MAX_POSITION = 2**63 - 1
+
+
+def position(text: str) -> int:
+    """An argparse type: a log position, 0 to MAX_POSITION."""
+    return _bounded(text, "a log position")
+
+
+def count(text: str) -> int:
+    """An argparse type: a count, 0 to MAX_POSITION."""
+    return _bounded(text, "a count")
+
+
+def _bounded(text: str, what: str) -> int:
+    try:
+        value = int(text) if len(text) <= 20 else None
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= MAX_POSITION:
+        raise argparse.ArgumentTypeError(
+            f"{what} is a whole number from 0 to {MAX_POSITION}, not {text[:40]!a}"
+        )
+    return value
+
+
+def cannot_write(path: str, exc: OSError) -> RotaError:
+    """An output file that could not be created (`cannot_write`), naming the path."""
+    return RotaError(f"cannot write {path}: {exc.strerror}", code=EntryCode.CANNOT_WRITE)
 
 
 def projections_option(parser: argparse.ArgumentParser) -> None:
@@ -45,8 +78,20 @@ def projections_option(parser: argparse.ArgumentParser) -> None:
 # -- opening the config, the store and the scheduler --------------------------------------
 
 
+def config_path(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The config file the arguments name and where that came from: `--config FILE`
+    (flag), else `$ROTA_CONFIG` (environment), else ./rota.toml (default: None)."""
+    if args.config:
+        return args.config, "flag"
+    if os.environ.get("ROTA_CONFIG"):
+        return os.environ["ROTA_CONFIG"], "environment"
+    return None, "default"
+
+
 def load_config(args: argparse.Namespace) -> Config:
-    return Config.load(args.config)
+    """The config: a file named by `--config` or `$ROTA_CONFIG` must exist; a missing
+    ./rota.toml is the defaults."""
+    return Config.load(config_path(args)[0])
 
 
 def store_url(args: argparse.Namespace, config: Config) -> str:
@@ -72,8 +117,79 @@ def print_json(value: Any) -> None:
     sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _check_strings(value: Any, option: str) -> None:
+    """Refuse lone surrogates (`"\\ud800"`) and non-finite numbers anywhere in `value`,
+    without recursion (the parser already bounded the depth)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            texts = [item]
+        elif isinstance(item, dict):
+            texts = list(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            texts = []
+            stack.extend(item)
+        else:
+            if isinstance(item, float) and not math.isfinite(item):
+                raise UsageError(f"{option}: {item!r} is not a finite JSON number")
+            continue
+        for text in texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UsageError(
+                    f"{option} holds a lone surrogate ({text!a}): not valid Unicode"
+                ) from None
+
+
 def parse_json(text: str, option: str) -> Any:
+    """`text` as strict JSON: refusals are one-line `usage` errors, a document nested too
+    deep for the parser `payload_too_deep` (the store refuses anything over its own depth
+    limit anyway)."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{option} is not valid UTF-8") from None
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise RotaError(
+            f"{option} is nested too deep to parse", code=DomainCode.PAYLOAD_TOO_DEEP
+        ) from None
+    except ValueError as exc:  # JSONDecodeError, and a number over Python's digit limit
         raise UsageError(f"{option} is not valid JSON: {exc}") from None
+    _check_strings(value, option)
+    return value
+
+
+def read_input(value: str, option: str = "--input") -> Any:
+    """The JSON payload `value` names: inline JSON, `@FILE` (a file's contents) or `-`
+    (stdin), at most MAX_DATA_BYTES (the store's payload limit) when read."""
+    if value != "-" and not value.startswith("@"):
+        return parse_json(value, option)
+    where = f"{option} - (stdin)" if value == "-" else f"{option} {value}"
+    try:
+        if value == "-":
+            data = sys.stdin.buffer.read(MAX_DATA_BYTES + 1)
+        else:
+            with open(value[1:], "rb") as file:
+                data = file.read(MAX_DATA_BYTES + 1)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise RotaError(f"{where}: cannot read: {reason}", code=EntryCode.CANNOT_READ) from None
+    if len(data) > MAX_DATA_BYTES:
+        raise RotaError(
+            f"{where} is over {MAX_DATA_BYTES} bytes, the store's payload limit",
+            code=DomainCode.PAYLOAD_TOO_LARGE,
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{where} is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
+    return parse_json(text, where)

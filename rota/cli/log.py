@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from typing import Any
@@ -11,20 +10,28 @@ from typing import Any
 import msgspec
 
 from rota import bootstrap
+from rota.application.ports import RecordedEvent
 from rota.application.views import event_json
-from rota.cli.common import UsageError, load_config, open_log, print_json
+from rota.cli.common import (
+    UsageError,
+    cannot_write,
+    count,
+    load_config,
+    open_log,
+    position,
+    print_json,
+)
 from rota.infrastructure.stores import redact_url
 
 
 def cmd_events(args: argparse.Namespace) -> int:
     with open_log(args) as store:
-        position, rows = args.after, []
-        while batch := store.read(position, 5000):
+        after, rows = args.after, list[RecordedEvent]()
+        while (args.limit is None or len(rows) < args.limit) and (batch := store.read(after, 5000)):
             rows.extend(batch)
-            position = batch[-1].position
-            if args.limit and len(rows) >= args.limit:
-                rows = rows[: args.limit]
-                break
+            after = batch[-1].position
+        if args.limit is not None:
+            rows = rows[: args.limit]
     if args.json:
         print_json([event_json(r) for r in rows])
     else:
@@ -107,7 +114,10 @@ def cmd_audit_checkpoint(args: argparse.Namespace) -> int:
 def cmd_audit_keygen(args: argparse.Namespace) -> int:
     from rota.replay.checkpoint import key_id, keygen, load_public_key
 
-    private, public = keygen(args.out)
+    try:
+        private, public = keygen(args.out)
+    except OSError as exc:
+        raise cannot_write(args.out, exc) from None
     ident = key_id(load_public_key(public))
     if args.json:
         print_json({"private_key": str(private), "public_key": str(public), "key_id": ident})
@@ -126,16 +136,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     progress = factory(json=args.json)
     with open_log(args) as store:
         if args.out:
-            header = export_to_file(store, args.out, after=args.from_, progress=progress)
-        else:
             try:
-                export(store, sys.stdout.buffer, after=args.from_, progress=progress)
-                sys.stdout.buffer.flush()
-            except BrokenPipeError:
-                # The reader went away (`rota export | head`): stop quietly, exit 1.
-                with contextlib.suppress(OSError):
-                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-                return 1
+                header = export_to_file(store, args.out, after=args.from_, progress=progress)
+            except OSError as exc:
+                raise cannot_write(args.out, exc) from None
+        else:
+            # A reader that goes away (`rota export | head`) is rota.cli.run's output_closed.
+            export(store, sys.stdout.buffer, after=args.from_, progress=progress)
+            sys.stdout.buffer.flush()
             return 0
     summary = {
         "path": args.out,
@@ -180,8 +188,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def register(commands: Any) -> None:
     events = commands.add_parser("events", help="print the log")
-    events.add_argument("--after", type=int, default=0, help="only events after this position")
-    events.add_argument("--limit", type=int, default=0, help="at most this many events")
+    events.add_argument(
+        "--after", type=position, default=0, metavar="N", help="only events after this position"
+    )
+    events.add_argument(
+        "--limit", type=count, metavar="N", help="at most this many events (0: none; default: all)"
+    )
     events.add_argument("--json", action="store_true", help="a JSON list")
     events.set_defaults(handler=cmd_events)
 
@@ -234,7 +246,7 @@ def register(commands: Any) -> None:
     export.add_argument(
         "--from",
         dest="from_",
-        type=int,
+        type=position,
         default=0,
         metavar="N",
         help="only the events after position N (the header carries the hash at N)",

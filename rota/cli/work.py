@@ -14,13 +14,14 @@ from typing import Any, get_args
 
 import msgspec
 
-from rota.cli.common import UsageError, open_rota, parse_json, print_json
+from rota.cli.common import UsageError, open_rota, print_json, read_input
 from rota.cli.ops import daemon_lock
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
 from rota.scheduler import Scheduler
 
 STATE_ORDER: tuple[str, ...] = get_args(WorkStateName)
+INPUT_HELP = "the input payload: JSON, @FILE (a JSON file) or - (JSON on stdin)"
 
 # -- reading Work ------------------------------------------------------------------------
 
@@ -85,7 +86,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     names = ("binding", "scope", "kind", "trigger", "safety", "input_key", "correlation_key")
     options: dict[str, Any] = {name: getattr(args, name) for name in names}
     if args.input is not None:
-        options["input"] = parse_json(args.input, "--input")
+        options["input"] = read_input(args.input)
     with open_rota(args, runs=True) as scheduler:
         before = scheduler.store.head().position
         scheduler.submit(args.work, **options)
@@ -104,7 +105,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    payload = parse_json(args.input, "--input") if args.input is not None else None
+    payload = read_input(args.input) if args.input is not None else None
     with open_rota(args) as scheduler:
         position = scheduler.accept(
             args.work, payload, key=args.input_key, correlation_key=args.correlation_key
@@ -160,7 +161,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_inject(args: argparse.Namespace) -> int:
-    payload = parse_json(args.input, "--input")
+    payload = read_input(args.input)
     return _act(
         args,
         lambda s: s.inject(args.work, payload, key=args.input_key, by=args.by),
@@ -306,7 +307,7 @@ def cmd_work_list(args: argparse.Namespace) -> int:
 
 
 def _input_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--input", metavar="JSON", help="the input payload, as JSON")
+    parser.add_argument("--input", metavar="JSON", help=INPUT_HELP)
     parser.add_argument(
         "--input-key", metavar="KEY", help="the input's idempotency key (default: derived)"
     )
@@ -362,7 +363,7 @@ def register(commands: Any) -> None:
 
     inject = commands.add_parser("inject", help="give the running attempt an input now")
     inject.add_argument("work", metavar="WORK")
-    inject.add_argument("--input", required=True, metavar="JSON", help="the input, as JSON")
+    inject.add_argument("--input", required=True, metavar="JSON", help=INPUT_HELP)
     inject.add_argument("--input-key", metavar="KEY", help="idempotency key (default: derived)")
     _operator_options(inject, cmd_inject)
 

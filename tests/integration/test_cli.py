@@ -155,9 +155,13 @@ def test_events_json_contract(ran: Path) -> None:
 
 
 def test_unknown_work_exits_1(ran: Path) -> None:
-    done = rota(ran, "work", "show", "nobody", "--json")
+    done = rota(ran, "work", "show", "nobody")
     assert done.returncode == 1 and done.stdout == ""
     one_line_error(done, "unknown_work")
+    as_json_error = rota(ran, "work", "show", "nobody", "--json")  # with --json: JSON
+    assert as_json_error.returncode == 1 and as_json_error.stdout == ""
+    (line,) = as_json_error.stderr.splitlines()
+    assert json.loads(line)["error"]["code"] == "unknown_work"
 
 
 # -- idempotency and refusals ------------------------------------------------------------
