@@ -110,6 +110,10 @@ def check_payload(value: Any, what: str) -> None:
 
 
 SCALARS = (type(None), bool, int, str)
+# Python converts integers of at most 4300 characters (sys.int_info; msgspec's decoder
+# counts the sign too), so neither the encoder nor a replay could read a longer one; below
+# 2**14280 an integer has at most 4299 digits.
+MAX_INT_BITS = 14_280
 KEY_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -119,6 +123,13 @@ def _check(value: Any, what: str, path: str, level: int) -> None:
             f"{what} is nested deeper than {MAX_DEPTH}", code=DomainCode.PAYLOAD_TOO_DEEP
         )
     kind = type(value)
+    if kind is int and value.bit_length() > MAX_INT_BITS:
+        _not_json(
+            what,
+            path,
+            f"an integer of {value.bit_length()} bits is too long: rota stores integers of "
+            f"at most {MAX_INT_BITS} bits (4299 digits); store it as a string",
+        )
     if kind in SCALARS:
         return
     if kind is float:

@@ -17,7 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rota.domain.errors import DomainCode, InvalidCommand
+from rota.domain.events import InputAccepted
 from rota.domain.results import Result, check_payload, validate_result
+from rota.infrastructure.codec import Codec
 from rota.infrastructure.executors.inproc import to_result
 
 
@@ -36,6 +38,7 @@ REFUSED: list[tuple[Any, str, str]] = [
     ({"a b": [frozenset()]}, 'input payload["a b"][0]', "a frozenset is not a JSON value"),
     ({1: "one"}, "input payload", "the key 1 is not a string"),
     ({"c": Colour.RED}, "input payload.c", "a Colour is not a JSON value"),
+    ({"n": [-(2**14280)]}, "input payload.n[0]", "an integer of 14281 bits is too long"),
 ]
 
 
@@ -76,6 +79,15 @@ def test_every_json_value_is_kept_exactly(value: Any) -> None:
     assert msgspec.json.decode(msgspec.json.encode(value)) == value
 
 
+def test_the_longest_integer_is_kept_exactly() -> None:
+    longest = -(2**14280 - 1)  # 4299 digits and a sign: as many characters as Python reads
+    check_payload([longest], "input payload")
+    event = InputAccepted(work_id="w", key="k", payload=[longest])
+    codec = Codec()
+    tag, version, stored = codec.encode(event)
+    assert codec.decode(tag, version, stored) == event
+
+
 def test_a_result_with_a_set_is_refused() -> None:
     with pytest.raises(InvalidCommand) as refused:
         validate_result(Result(data={"seen": {"a"}}))
@@ -95,3 +107,40 @@ def test_an_in_process_return_value_json_cannot_hold_is_invalid_result(returned:
 def test_an_in_process_json_return_value_completes_unchanged() -> None:
     value = {"n": 1, "xs": [1.5, None, True], "s": "é"}
     assert to_result(value) == Result(outcome="completed", data=value)
+
+
+ANYTHING = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**14300), max_value=2**14300)
+    | st.floats()
+    | st.text()
+    | st.binary(max_size=4)
+    | st.datetimes()
+    | st.sampled_from([Colour.RED, 1j, object(), float("-inf")]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.frozensets(st.integers(), max_size=3)
+        | st.dictionaries(st.text() | st.integers() | st.booleans(), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(ANYTHING)
+def test_any_python_value_is_kept_exactly_or_refused_with_a_code(value: Any) -> None:
+    """The fuzz of issue 15's Must show, for payloads: no other exception, ever."""
+    try:
+        check_payload(value, "input payload")
+    except InvalidCommand as refusal:
+        assert refusal.code in {
+            DomainCode.NOT_JSON,
+            DomainCode.PAYLOAD_TOO_DEEP,
+            DomainCode.PAYLOAD_TOO_LARGE,
+        }
+        assert refusal.message.startswith("input payload")
+        return
+    event = InputAccepted(work_id="w", key="k", payload=value)
+    codec = Codec()
+    assert codec.decode(*codec.encode(event)) == event
