@@ -62,13 +62,17 @@ def test_1e999_as_the_cli_parses_it_is_refused() -> None:
     )
 
 
+def _json_containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4)
+
+
 JSON = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    _json_containers,
     max_leaves=20,
 )
 
@@ -109,6 +113,15 @@ def test_an_in_process_json_return_value_completes_unchanged() -> None:
     assert to_result(value) == Result(outcome="completed", data=value)
 
 
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.frozensets(st.integers(), max_size=3)
+        | st.dictionaries(st.text() | st.integers() | st.booleans(), inner, max_size=4)
+    )
+
+
 ANYTHING = st.recursive(
     st.none()
     | st.booleans()
@@ -118,12 +131,7 @@ ANYTHING = st.recursive(
     | st.binary(max_size=4)
     | st.datetimes()
     | st.sampled_from([Colour.RED, 1j, object(), float("-inf")]),
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.tuples(inner, inner)
-        | st.frozensets(st.integers(), max_size=3)
-        | st.dictionaries(st.text() | st.integers() | st.booleans(), inner, max_size=4)
-    ),
+    _containers,
     max_leaves=20,
 )
 
