@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,16 +157,30 @@ def load_all(directory: str | os.PathLike[str]) -> list[Checkpoint]:
     return [load(p) for p in paths(directory)]
 
 
+def newest_first(
+    directory: str | os.PathLike[str], store_id: str | None = None
+) -> Iterator[Checkpoint]:
+    """The checkpoints of a directory, highest position first (of `store_id` only, if
+    given), each file read only when reached: a file named for another store is skipped
+    unread; one in the earlier naming is read to learn its store."""
+    if not Path(directory).is_dir():
+        return
+    found = []
+    for path in Path(directory).iterdir():
+        if m := FILE_RE.match(path.name):
+            found.append((int(m.group(1)), m.group(2) or "", path))
+    for _, named, path in sorted(found, reverse=True):
+        if store_id is not None and named and named != store_id:
+            continue
+        checkpoint = load(path)
+        if store_id is None or checkpoint.store_id == store_id:
+            yield checkpoint
+
+
 def latest(directory: str | os.PathLike[str], store_id: str | None = None) -> Checkpoint | None:
     """The checkpoint with the highest position (of `store_id` only, if given), or None
     (also for a missing directory)."""
-    if not Path(directory).is_dir():
-        return None
-    if store_id is None:
-        found = paths(directory)
-        return load(found[-1]) if found else None
-    own = [c for c in load_all(directory) if c.store_id == store_id]
-    return own[-1] if own else None
+    return next(newest_first(directory, store_id), None)
 
 
 # -- signing -----------------------------------------------------------------------------

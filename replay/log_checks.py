@@ -7,6 +7,7 @@ never recover-corrupt.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from rota.application.ports import EventStore
@@ -54,15 +55,14 @@ def check_checkpoint(log: EventStore, directory: str | os.PathLike[str] | None) 
             "set [audit] checkpoint_dir (on another disk) in the config; 'rota run' writes "
             "checkpoints there",
         )
+    store_id = log.store_id
     try:
-        every = checkpoints.load_all(directory) if Path(directory).is_dir() else []
+        newest = checkpoints.latest(directory, store_id)
+        if newest is not None:
+            return _judge_own(log, newest, _other_stores(directory, store_id))
+        foreign = list(_foreign_newest_first(log, directory, store_id))
     except checkpoints.CheckpointError as exc:
         return Check("checkpoint", "fail", str(exc), f"inspect the files in {directory}")
-    store_id = log.store_id
-    own = [c for c in every if c.store_id == store_id]
-    foreign = [c for c in every if c.store_id != store_id]
-    if own:
-        return _judge_own(log, own[-1], foreign)
     if not foreign:
         return Check(
             "checkpoint",
@@ -73,15 +73,34 @@ def check_checkpoint(log: EventStore, directory: str | os.PathLike[str] | None) 
     return _judge_foreign(log, directory, store_id, foreign)
 
 
-def _judge_own(log: EventStore, newest: Checkpoint, foreign: list[Checkpoint]) -> Check:
+def _other_stores(directory: str | os.PathLike[str], store_id: str) -> list[str]:
+    """The stores other checkpoint files of the directory are named for (names only)."""
+    return sorted(
+        m.group(2)
+        for p in checkpoints.paths(directory)
+        if (m := checkpoints.FILE_RE.match(p.name)) and m.group(2) and m.group(2) != store_id
+    )
+
+
+def _foreign_newest_first(
+    log: EventStore, directory: str | os.PathLike[str], store_id: str
+) -> Iterator[Checkpoint]:
+    """Other stores' checkpoints, newest first, down to the first at or below the head."""
+    head = log.head().position
+    for checkpoint in checkpoints.newest_first(directory):
+        yield checkpoint
+        if checkpoint.position <= head:
+            return
+
+
+def _judge_own(log: EventStore, newest: Checkpoint, others: list[str]) -> Check:
     verdict = check_extends(log, newest)
     if verdict is None:
-        others = f"; {_stores(foreign)} are left alone" if foreign else ""
         return Check(
             "checkpoint",
             "ok",
             f"the log extends the checkpoint at position {newest.position} "
-            f"(written {newest.written_at}){others}",
+            f"(written {newest.written_at}){_left_alone(others)}",
         )
     code, reason = verdict
     return Check("checkpoint", "fail", f"{code}: {reason}", FULL_RESTORE)
@@ -90,11 +109,11 @@ def _judge_own(log: EventStore, newest: Checkpoint, foreign: list[Checkpoint]) -
 def _judge_foreign(
     log: EventStore, directory: str | os.PathLike[str], store_id: str, foreign: list[Checkpoint]
 ) -> Check:
-    newest = foreign[-1]
+    newest, last = foreign[0], foreign[-1]
     head = log.head().position
-    matching = [
-        c for c in foreign if c.position <= head and _hash_at(log, c.position) == c.head_hash
-    ]
+    matching = (
+        [last] if last.position <= head and _hash_at(log, last.position) == last.head_hash else []
+    )
     write_own = (
         f"'rota run' writes this store's own checkpoints beside them (or 'rota audit "
         f"checkpoint --dir {directory}' now); keep the old store's files with its export"
@@ -137,7 +156,9 @@ def _hash_at(log: EventStore, position: int) -> str | None:
     return rows[0].hash if rows and rows[0].position == position else None
 
 
-def _stores(found: list[Checkpoint]) -> str:
-    ids = sorted({c.store_id for c in found})
+def _left_alone(others: list[str]) -> str:
+    if not others:
+        return ""
+    ids = sorted(set(others))
     shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-    return f"{len(found)} checkpoints of other stores ({shown})"
+    return f"; {len(others)} checkpoints of other stores ({shown}) are left alone"
