@@ -20,6 +20,7 @@ from rota.domain.events.control import (
     ControlRequested,
     ControlSettled,
 )
+from rota.domain.results import check_payload
 from rota.domain.state import AttemptState, Control, WorkState
 from rota.domain.submission import accept_input, derived_input_key
 
@@ -59,6 +60,7 @@ def request_inject(
     """Accept input for the Work and ask its running attempt to take it now."""
     work, attempt = _live(work, work_id)
     _capable(attempt, "inject")
+    check_payload(payload, "input payload")  # before the key: a hash of it needs JSON
     key = key if key is not None else derived_input_key(payload)
     accepted = accept_input(work, work_id=work_id, payload=payload, key=key)
     intent = f"inject/{key}"

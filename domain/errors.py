@@ -89,6 +89,8 @@ class DomainCode(ErrorCode):
     """Input or result data is over its encoded size limit: store less, or a reference."""
     PAYLOAD_TOO_DEEP = "payload_too_deep"
     """Input or result data is nested deeper than allowed: flatten it."""
+    NOT_JSON = "not_json"
+    """Input or result data holds a value JSON cannot hold exactly (NaN, a set, bytes ...)."""
 
     # -- configuration values the domain validates
     INVALID_CONFIG = "invalid_config"

@@ -91,8 +91,16 @@ def validate_result(result: Result) -> Result:
 
 
 def check_payload(value: Any, what: str) -> None:
-    """Refuse payloads above 256 KiB or nested deeper than 32 levels."""
-    _depth(value, what, 0)
+    """Refuse a payload that is not exactly a JSON value, above 256 KiB or nested deeper
+    than 32 levels.
+
+    A payload is kept as given or refused, never changed: only `None`, `bool`, `int`, a
+    finite `float`, `str`, `list` and `dict` with `str` keys (those exact types) are JSON
+    values. NaN, infinities, sets, tuples, bytes, datetimes and every other type would be
+    stored as something else (null, a list, a string), so the refusal names the path of the
+    first bad value: `input payload[3].when: a datetime is not a JSON value`.
+    """
+    _check(value, what, "", 0)
     size = len(msgspec.json.encode(value))
     if size > MAX_DATA_BYTES:
         raise InvalidCommand(
@@ -101,17 +109,67 @@ def check_payload(value: Any, what: str) -> None:
         )
 
 
-def _depth(value: Any, what: str, level: int) -> None:
+SCALARS = (type(None), bool, int, str)
+# Python converts integers of at most 4300 characters (sys.int_info; msgspec's decoder
+# counts the sign too), so neither the encoder nor a replay could read a longer one; below
+# 2**14280 an integer has at most 4299 digits.
+MAX_INT_BITS = 14_280
+KEY_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check(value: Any, what: str, path: str, level: int) -> None:
     if level > MAX_DEPTH:
         raise InvalidCommand(
             f"{what} is nested deeper than {MAX_DEPTH}", code=DomainCode.PAYLOAD_TOO_DEEP
         )
-    if isinstance(value, dict):
-        for item in value.values():
-            _depth(item, what, level + 1)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _depth(item, what, level + 1)
+    kind = type(value)
+    if kind is int and value.bit_length() > MAX_INT_BITS:
+        _not_json(
+            what,
+            path,
+            f"an integer of {value.bit_length()} bits is too long: rota stores integers of "
+            f"at most {MAX_INT_BITS} bits (4299 digits); store it as a string",
+        )
+    if kind in SCALARS:
+        return
+    if kind is float:
+        if not math.isfinite(value):
+            _not_json(
+                what,
+                path,
+                f"{value!r} is not a JSON number (JSON has no NaN or Infinity, and a number "
+                "beyond ±1.8e308 reads as Infinity)",
+            )
+        return
+    if kind is list:
+        for index, item in enumerate(value):
+            _check(item, what, f"{path}[{index}]", level + 1)
+        return
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                _not_json(what, path, f"the key {key!r} is not a string (JSON keys are strings)")
+            step = f".{key}" if KEY_PATH.match(key) else f"[{msgspec.json.encode(key).decode()}]"
+            _check(item, what, path + step, level + 1)
+        return
+    _not_json(
+        what,
+        path,
+        f"{_named(kind.__name__)} is not a JSON value (use null, true/false, a finite number, a "
+        "string, a list or an object with string keys)",
+    )
+
+
+def _named(type_name: str) -> str:
+    if type_name in ("bytes", "bytearray"):
+        return type_name
+    return ("an " if type_name[0].lower() in "aeiou" else "a ") + type_name
+
+
+def _not_json(what: str, path: str, why: str) -> None:
+    if len(path) > 200:  # the message must stay short enough to be stored as an error
+        path = "..." + path[-200:]
+    raise InvalidCommand(f"{what}{path}: {why}", code=DomainCode.NOT_JSON)
 
 
 def turn_of(data: Any) -> Turn | None:

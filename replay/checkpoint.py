@@ -6,9 +6,13 @@ old backup, a forger) is a perfectly valid chain. A checkpoint written earlier t
 place, saying "store S had position P with hash H at time T", reveals it: the log must still
 hold position P, with hash H. It also reveals a rewrite that recomputed every later hash.
 
-Files: one JSON object per checkpoint, `checkpoint-<position:012d>.json`, in a directory
-that should live on another disk or machine than the store (copy it off-site). A file is
-written atomically (tmp file, fsync, rename, fsync of the directory).
+Files: one JSON object per checkpoint, `checkpoint-<position:012d>-<store_id>.json`, in a
+directory that should live on another disk or machine than the store (copy it off-site). A
+file is written atomically (tmp file, fsync, rename, fsync of the directory). The name
+carries the store it belongs to, so two stores sharing a directory (the old and the new one
+after an import) never overwrite each other's checkpoints; files named by an earlier rota,
+`checkpoint-<position:012d>.json`, are still read. Each store judges only its own (`latest`
+with `store_id`).
 
 Signing (optional): with an Ed25519 private key (PEM, `rota audit keygen`), `signature` is
 the hex Ed25519 signature of the canonical JSON `{"head_hash":H,"position":P,"store_id":S,
@@ -25,6 +29,7 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +43,8 @@ from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.config import EntryCode
 from rota.replay.errors import ReplayCode
 
-FILE_RE = re.compile(r"^checkpoint-(\d{12,})\.json$")
+FILE_RE = re.compile(r"^checkpoint-(\d{12,})(?:-([0-9A-Za-z-]{1,64}))?\.json$")
+STORE_IN_NAME = re.compile(r"^[0-9A-Za-z-]{1,64}$")  # a UUID, as stores make them
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 MAX_FILE = 64 * 1024
 
@@ -69,8 +75,12 @@ class Checkpoint(msgspec.Struct, frozen=True):
         )
 
 
-def file_name(position: int) -> str:
-    return f"checkpoint-{position:012d}.json"
+def file_name(position: int, store_id: str | None = None) -> str:
+    """The file a checkpoint of `store_id` at `position` is written to (without a store:
+    the name an earlier rota wrote)."""
+    if store_id is None or not STORE_IN_NAME.match(store_id):
+        return f"checkpoint-{position:012d}.json"
+    return f"checkpoint-{position:012d}-{store_id}.json"
 
 
 # -- files -------------------------------------------------------------------------------
@@ -80,7 +90,7 @@ def write_file(directory: str | os.PathLike[str], checkpoint: Checkpoint) -> Pat
     """Write one checkpoint file atomically; returns its path."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / file_name(checkpoint.position)
+    target = folder / file_name(checkpoint.position, checkpoint.store_id)
     with atomic_write(target, mode=0o644, sync_directory=True) as out:
         out.write(msgspec.json.encode(checkpoint) + b"\n")
     return target
@@ -108,6 +118,11 @@ def load(path: str | os.PathLike[str]) -> Checkpoint:
         raise CheckpointError(
             f"checkpoint {file} names position {int(named.group(1))} but holds position "
             f"{checkpoint.position}: the file was renamed or edited"
+        )
+    if named and named.group(2) is not None and named.group(2) != checkpoint.store_id:
+        raise CheckpointError(
+            f"checkpoint {file} names store {named.group(2)} but holds store "
+            f"{checkpoint.store_id}: the file was renamed or edited"
         )
     return checkpoint
 
@@ -138,16 +153,34 @@ def paths(directory: str | os.PathLike[str]) -> list[Path]:
 
 
 def load_all(directory: str | os.PathLike[str]) -> list[Checkpoint]:
-    """Every checkpoint of a directory, by position."""
+    """Every checkpoint of a directory, by position (of every store)."""
     return [load(p) for p in paths(directory)]
 
 
-def latest(directory: str | os.PathLike[str]) -> Checkpoint | None:
-    """The checkpoint with the highest position, or None (also for a missing directory)."""
+def newest_first(
+    directory: str | os.PathLike[str], store_id: str | None = None
+) -> Iterator[Checkpoint]:
+    """The checkpoints of a directory, highest position first (of `store_id` only, if
+    given), each file read only when reached: a file named for another store is skipped
+    unread; one in the earlier naming is read to learn its store."""
     if not Path(directory).is_dir():
-        return None
-    found = paths(directory)
-    return load(found[-1]) if found else None
+        return
+    found = []
+    for path in Path(directory).iterdir():
+        if m := FILE_RE.match(path.name):
+            found.append((int(m.group(1)), m.group(2) or "", path))
+    for _, named, path in sorted(found, reverse=True):
+        if store_id is not None and named and named != store_id:
+            continue
+        checkpoint = load(path)
+        if store_id is None or checkpoint.store_id == store_id:
+            yield checkpoint
+
+
+def latest(directory: str | os.PathLike[str], store_id: str | None = None) -> Checkpoint | None:
+    """The checkpoint with the highest position (of `store_id` only, if given), or None
+    (also for a missing directory)."""
+    return next(newest_first(directory, store_id), None)
 
 
 # -- signing -----------------------------------------------------------------------------
@@ -280,9 +313,10 @@ class Checkpointer:
 
     The daemon calls `maybe_write()` once per pass; it costs one head query when there is
     nothing to do. Before writing, it checks that the log still extends the last checkpoint
-    of the directory and refuses (`CheckpointError`: `log_behind_checkpoint`,
-    `log_rewritten` or `checkpoint_other_store`) rather than write one that would paper over
-    a lost or rewritten tail.
+    this store wrote to the directory and refuses (`CheckpointError`:
+    `log_behind_checkpoint` or `log_rewritten`) rather than write one that would paper over
+    a lost or rewritten tail. Other stores' checkpoints in the directory (the old store's,
+    after an import) are left alone.
     """
 
     def __init__(
@@ -311,7 +345,7 @@ class Checkpointer:
 
     def _last(self) -> Checkpoint | None:
         if not self._loaded:
-            self.last = latest(self.directory)
+            self.last = latest(self.directory, self.store.store_id)
             self._loaded = True
         return self.last
 

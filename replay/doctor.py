@@ -5,8 +5,9 @@ Every check is a function returning a `Check(name, status, detail, advice)`; `st
 check fails (a warning needs a look, not a restore). The checks, in order:
 
 `log_integrity` (full `PRAGMA integrity_check` of the log file), `hash_chain`
-(`verify_chain`), `checkpoint` (the log must extend the newest checkpoint of `[audit]
-checkpoint_dir`; behind it, its tail was lost), `projection_integrity` (the projection
+(`verify_chain`), `checkpoint` (the log must extend this store's newest checkpoint in `[audit]
+checkpoint_dir`; behind it, its tail was lost; another store's, as after an import, are
+told apart: `log_checks.check_checkpoint`), `projection_integrity` (the projection
 file's `PRAGMA integrity_check`), `projection_drift` (every stored row, byte for byte and
 decoded, against a replay of the log to the projection's position), `projection_lag`
 (warn beyond `lag_threshold` events), `expired_leases` (warn: live attempts whose lease

@@ -7,11 +7,14 @@ never recover-corrupt.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from rota.application.ports import EventStore
+from rota.infrastructure.chain import GENESIS_HEX
 from rota.replay import checkpoint as checkpoints
 from rota.replay.audit import check_extends, verify_chain
+from rota.replay.checkpoint import Checkpoint
 from rota.replay.doctor_report import FULL_RESTORE, Check
 from rota.replay.read_only import integrity
 
@@ -34,6 +37,16 @@ def check_chain(log: EventStore) -> Check:
 
 
 def check_checkpoint(log: EventStore, directory: str | os.PathLike[str] | None) -> Check:
+    """The log must extend this store's newest checkpoint; another store's are told apart.
+
+    Behind its own checkpoint, the log lost its tail (fail, full restore). Checkpoints of
+    another store (the old one, after an import into a new store with the same
+    `checkpoint_dir`) are not this log's: if this log holds the same hash at their newest
+    position it continues that store (a migration: warn until this store writes its own);
+    if it holds that store's earlier hashes but ends before its newest, the import missed
+    that store's last events (fail: export and import again); otherwise the directory is
+    shared with an unrelated store (warn).
+    """
     if not directory:
         return Check(
             "checkpoint",
@@ -42,24 +55,110 @@ def check_checkpoint(log: EventStore, directory: str | os.PathLike[str] | None) 
             "set [audit] checkpoint_dir (on another disk) in the config; 'rota run' writes "
             "checkpoints there",
         )
+    store_id = log.store_id
     try:
-        newest = checkpoints.latest(directory)
+        newest = checkpoints.latest(directory, store_id)
+        if newest is not None:
+            return _judge_own(log, newest, _other_stores(directory, store_id))
+        foreign = list(_foreign_newest_first(log, directory, store_id))
     except checkpoints.CheckpointError as exc:
         return Check("checkpoint", "fail", str(exc), f"inspect the files in {directory}")
-    if newest is None:
+    if not foreign:
         return Check(
             "checkpoint",
             "warn",
             f"no checkpoint in {directory} yet",
             f"'rota audit checkpoint --dir {directory}' writes one now",
         )
+    return _judge_foreign(log, directory, store_id, foreign)
+
+
+def _other_stores(directory: str | os.PathLike[str], store_id: str) -> list[str]:
+    """The stores other checkpoint files of the directory are named for (names only)."""
+    return sorted(
+        m.group(2)
+        for p in checkpoints.paths(directory)
+        if (m := checkpoints.FILE_RE.match(p.name)) and m.group(2) and m.group(2) != store_id
+    )
+
+
+def _foreign_newest_first(
+    log: EventStore, directory: str | os.PathLike[str], store_id: str
+) -> Iterator[Checkpoint]:
+    """Other stores' checkpoints, newest first, down to the first at or below the head."""
+    head = log.head().position
+    for checkpoint in checkpoints.newest_first(directory):
+        yield checkpoint
+        if checkpoint.position <= head:
+            return
+
+
+def _judge_own(log: EventStore, newest: Checkpoint, others: list[str]) -> Check:
     verdict = check_extends(log, newest)
     if verdict is None:
         return Check(
             "checkpoint",
             "ok",
             f"the log extends the checkpoint at position {newest.position} "
-            f"(written {newest.written_at})",
+            f"(written {newest.written_at}){_left_alone(others)}",
         )
     code, reason = verdict
     return Check("checkpoint", "fail", f"{code}: {reason}", FULL_RESTORE)
+
+
+def _judge_foreign(
+    log: EventStore, directory: str | os.PathLike[str], store_id: str, foreign: list[Checkpoint]
+) -> Check:
+    newest, last = foreign[0], foreign[-1]
+    head = log.head().position
+    matching = (
+        [last] if last.position <= head and _hash_at(log, last.position) == last.head_hash else []
+    )
+    write_own = (
+        f"'rota run' writes this store's own checkpoints beside them (or 'rota audit "
+        f"checkpoint --dir {directory}' now); keep the old store's files with its export"
+    )
+    where = f"{directory} holds only checkpoints of store {newest.store_id}, not of this store"
+    if matching and matching[-1] is newest:
+        return Check(
+            "checkpoint",
+            "warn",
+            f"{where} ({store_id}); this log continues that store's (the same hash at its "
+            f"newest checkpoint, position {newest.position}): an import into a new store, "
+            "not a lost tail",
+            write_own,
+        )
+    if matching and newest.position > head:
+        return Check(
+            "checkpoint",
+            "fail",
+            f"{where} ({store_id}); this log holds that store's events up to position "
+            f"{matching[-1].position} or later but ends at {head}, before its checkpoint at "
+            f"position {newest.position} (written {newest.written_at}): the export this store "
+            f"was imported from missed positions {head + 1}..{newest.position}",
+            "if the old store still exists, stop its daemon, export it again ('rota export') "
+            "and import that into an empty store; otherwise restore a full backup of the old "
+            "store. Do not run recover-corrupt",
+        )
+    return Check(
+        "checkpoint",
+        "warn",
+        f"{where} ({store_id}) and this log does not continue them: another store shares "
+        "the directory",
+        f"give each store its own [audit] checkpoint_dir; {write_own}",
+    )
+
+
+def _hash_at(log: EventStore, position: int) -> str | None:
+    if position == 0:
+        return GENESIS_HEX
+    rows = log.read_raw(position - 1, 1)
+    return rows[0].hash if rows and rows[0].position == position else None
+
+
+def _left_alone(others: list[str]) -> str:
+    if not others:
+        return ""
+    ids = sorted(set(others))
+    shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+    return f"; {len(others)} checkpoints of other stores ({shown}) are left alone"

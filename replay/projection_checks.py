@@ -58,12 +58,20 @@ def check_projection_integrity(path: Path | ProjectionStore | None, immutable: b
 def stored_rows(ro: ProjectionStore, kind: Any, log: EventStore) -> tuple[Any, Any, str | None]:
     """(meta, rows by key, refusal) of one stored projection."""
     meta, rows = ro.rows(kind.name)
-    by_key = {key: _bytes(value) for key, value in rows}
+    by_key = {key: _bytes(kind.name, key, value) for key, value in rows}
     return meta, by_key, ro.refusal(meta, kind.version, log)
 
 
-def _bytes(value: Any) -> bytes:
-    return value.encode() if isinstance(value, str) else bytes(value)
+def _bytes(name: str, key: str, value: Any) -> bytes:
+    """A stored row's bytes; a damaged file (a cut page) can hand back NULL or a number."""
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise ValueError(
+        f"{name} row {key!r} holds {'NULL' if value is None else type(value).__name__}, "
+        "not the bytes of a row"
+    )
 
 
 def compare_stored(kind: Any, meta: Any, rows: dict[str, bytes], fresh: Any) -> str | None:

@@ -30,8 +30,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-import msgspec
-
 from rota.application.errors import PortCode
 from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
 from rota.domain.errors import InvalidCommand, RotaError
@@ -63,18 +61,9 @@ class Fail(RotaError):
 
 def to_result(value: Any) -> Result:
     """The Result a callable's return value stands for (validated)."""
-    if isinstance(value, Result):
-        result = value
-    else:
-        try:
-            msgspec.json.encode(value)
-        except (TypeError, msgspec.EncodeError) as exc:
-            return Result(
-                outcome="failed",
-                error_code="invalid_result",
-                error_message=f"return value is not JSON-serializable: {type(exc).__name__}",
-            )
-        result = Result(outcome="completed", data=value)
+    # The value is stored exactly or refused: `validate_result` checks that the data is a
+    # JSON value (a set, a tuple, bytes, a datetime or NaN is `invalid_result`, not changed).
+    result = value if isinstance(value, Result) else Result(outcome="completed", data=value)
     try:
         return validate_result(result)
     except InvalidCommand as refusal:

@@ -102,7 +102,7 @@ def cmd_audit_checkpoint(args: argparse.Namespace) -> int:
 
     with open_log(args) as store:
         written = Checkpointer(store, args.dir, key_path=args.key).write()
-    path = os.path.join(args.dir, file_name(written.position))
+    path = os.path.join(args.dir, file_name(written.position, written.store_id))
     if args.json:
         print_json({**msgspec.to_builtins(written), "path": path})
     else:

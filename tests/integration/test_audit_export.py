@@ -352,7 +352,7 @@ def test_signed_checkpoints_verify_and_tampering_fails(log: Path, tmp_path: Path
     assert stat.S_IMODE(private.stat().st_mode) == 0o600 and public.name == "audit.key.pub"
     with SQLiteStore(log) as store:
         written = cp.Checkpointer(store, tmp_path / "cps", key_path=private).write()
-    path = tmp_path / "cps" / cp.file_name(written.position)
+    path = tmp_path / "cps" / cp.file_name(written.position, written.store_id)
     key = cp.load_public_key(public)
     loaded = cp.load(path)
     cp.verify_signature(loaded, key)
@@ -591,3 +591,83 @@ def test_import_moves_a_sqlite_log_onto_postgresql(log: Path, tmp_path: Path) ->
     ours = out.read_bytes().splitlines()
     theirs = again.getvalue().splitlines()
     assert theirs[1:] == ours[1:]  # every row byte for byte; only the store id differs
+
+
+def _doctor_checkpoint(cwd: Path, store: str) -> dict[str, Any]:
+    done = _rota(cwd, "--store", store, "doctor", "--json")
+    report = json.loads(done.stdout)
+    check: dict[str, Any] = next(c for c in report["checks"] if c["name"] == "checkpoint")
+    return {**check, "ok": report["ok"]}
+
+
+def test_doctor_after_an_import_tells_the_old_stores_checkpoints_from_a_lost_tail(
+    log: Path, tmp_path: Path
+) -> None:
+    """Issue 15 item 9: export, import into a new store, keep the same `checkpoint_dir`."""
+    (tmp_path / "rota.toml").write_text('[audit]\ncheckpoint_dir = "cps"\n')
+    old = f"sqlite://{log}"
+    _ok(tmp_path, "--store", old, "audit", "checkpoint", "--dir", "cps")
+    _ok(tmp_path, "--store", old, "export", "--out", "all.jsonl")
+    _ok(tmp_path, "import", "all.jsonl", "--to", "sqlite://new.db")
+    new = f"sqlite://{tmp_path / 'new.db'}"
+    imported = _doctor_checkpoint(tmp_path, new)
+    assert imported["ok"] and imported["status"] == "warn", imported
+    assert "an import into a new store, not a lost tail" in imported["detail"]
+    assert "restore" not in imported["advice"] and "rota run" in imported["advice"]
+    # The new store writes its own checkpoint beside the old store's, which stays intact.
+    before = {p.name: p.read_bytes() for p in (tmp_path / "cps").iterdir()}
+    _ok(tmp_path, "--store", new, "audit", "checkpoint", "--dir", "cps")
+    after = {p.name: p.read_bytes() for p in (tmp_path / "cps").iterdir()}
+    assert len(after) == 2 and all(after[name] == data for name, data in before.items())
+    own = _doctor_checkpoint(tmp_path, new)
+    assert own["ok"] and own["status"] == "ok", own
+    assert "1 checkpoints of other stores" in own["detail"]
+    # The old store still judges its own checkpoint, not the new store's.
+    assert _doctor_checkpoint(tmp_path, old)["status"] == "ok"
+    # Its own checkpoint is still held against the new store: a lost tail fails as ever.
+    position, _ = _head(tmp_path / "new.db")
+    with SQLiteStore(tmp_path / "new.db") as store:
+        store.write(lambda c: c.execute("DELETE FROM events WHERE position > ?", (position - 2,)))
+    lost = _doctor_checkpoint(tmp_path, new)
+    assert not lost["ok"] and lost["status"] == "fail"
+    assert "log_behind_checkpoint" in lost["detail"] and "restore a full backup" in lost["advice"]
+
+
+def test_doctor_names_an_import_that_missed_the_old_stores_last_events(
+    log: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "rota.toml").write_text('[audit]\ncheckpoint_dir = "cps"\n')
+    old = f"sqlite://{log}"
+    _ok(tmp_path, "--store", old, "audit", "checkpoint", "--dir", "cps")
+    _ok(tmp_path, "--store", old, "export", "--out", "early.jsonl")
+    make_log(log, works=1, start=WORKS)  # the old store ran on after the export
+    _ok(tmp_path, "--store", old, "audit", "checkpoint", "--dir", "cps")
+    _ok(tmp_path, "import", "early.jsonl", "--to", "sqlite://new.db")
+    missed = _doctor_checkpoint(tmp_path, f"sqlite://{tmp_path / 'new.db'}")
+    assert not missed["ok"] and missed["status"] == "fail", missed
+    assert "the export this store was imported from missed positions" in missed["detail"]
+    assert "export it again" in missed["advice"] and "recover-corrupt" in missed["advice"]
+    # A store that shares the directory but not the log: a warning, not a restore.
+    make_log(tmp_path / "other.db", works=1)
+    other = _doctor_checkpoint(tmp_path, f"sqlite://{tmp_path / 'other.db'}")
+    assert other["ok"] and other["status"] == "warn", other
+    assert "another store shares the directory" in other["detail"]
+
+
+def test_checkpoint_files_name_their_store_and_earlier_names_still_read(
+    log: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "cps"
+    with SQLiteStore(log) as store:
+        written = cp.Checkpointer(store, folder).write()
+        store_id = store.store_id
+    named = folder / f"checkpoint-{written.position:012d}-{store_id}.json"
+    assert [p.name for p in folder.iterdir()] == [named.name]
+    legacy = folder / cp.file_name(written.position)
+    named.rename(legacy)  # as an earlier rota named it
+    assert cp.latest(folder, store_id) == written and cp.latest(folder, "another") is None
+    other = folder / cp.file_name(written.position, "0000-another-store")
+    shutil.copy(legacy, other)
+    with pytest.raises(cp.CheckpointError) as renamed:
+        cp.load(other)
+    assert "names store 0000-another-store" in str(renamed.value)

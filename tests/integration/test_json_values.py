@@ -1,0 +1,91 @@
+"""Issue 15 item 6 end to end: input and results are JSON values, kept or refused, never
+changed, through the command line and through `rota.open`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rota
+from rota.domain.errors import RotaError
+
+CONFIG = """\
+[[bindings]]
+name = "ok"
+executor = "shell"
+command = ["sh", "-c", "echo done"]
+"""
+TIMEOUT = 60
+
+
+def _rota(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.pop("ROTA_STORE", None)
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "rota", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "where"),
+    [
+        ('{"n": NaN}', "input payload.n: nan"),
+        ("[1, Infinity]", "input payload[1]: inf"),
+        ('{"xs": [0, {"big": 1e999}]}', "input payload.xs[1].big: inf"),
+        ("-Infinity", "input payload: -inf"),
+    ],
+)
+def test_the_cli_refuses_a_number_json_cannot_hold(tmp_path: Path, given: str, where: str) -> None:
+    (tmp_path / "rota.toml").write_text(CONFIG)
+    done = _rota(tmp_path, "submit", "w", "--binding", "ok", f"--input={given}")
+    assert done.returncode == 1, done
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rota: not_json: {where} is not a JSON number")
+    assert "Traceback" not in done.stderr
+    # Nothing was stored, so no `null` input shares its derived key with a real null.
+    events = json.loads(_rota(tmp_path, "events", "--json").stdout or "[]")
+    assert not any(e["type"] == "core.input.accepted" for e in events)
+    real_null = _rota(tmp_path, "submit", "w", "--binding", "ok", "--input", "null")
+    assert real_null.returncode == 0, real_null.stderr
+    events = json.loads(_rota(tmp_path, "events", "--json").stdout)
+    accepted = [e["data"] for e in events if e["type"] == "core.input.accepted"]
+    assert [a["payload"] for a in accepted] == [None]
+
+
+def _returns_a_set(ctx: rota.LaunchContext) -> Any:
+    return {"seen", "twice"}
+
+
+def test_a_callable_returning_a_set_fails_with_invalid_result(tmp_path: Path) -> None:
+    with rota.open(tmp_path / "rota.db", config={}) as scheduler:
+        scheduler.register("sets", _returns_a_set)
+        scheduler.submit("w", binding="sets", input={"n": 1})
+        scheduler.run_until_idle(timeout=TIMEOUT)
+        work = scheduler.work("w")
+    assert work is not None and work["state"] != "completed", work
+    last = work["attempts"][-1]
+    assert last["outcome"] == "failed" and last["error"]["code"] == "invalid_result", last
+    assert "a set is not a JSON value" in last["error"]["message"]
+
+
+def test_the_api_refuses_a_datetime_in_the_input_and_stores_nothing(tmp_path: Path) -> None:
+    with rota.open(tmp_path / "rota.db", config={}) as scheduler:
+        scheduler.register("sets", _returns_a_set)
+        with pytest.raises(RotaError) as refused:
+            scheduler.submit("w", binding="sets", input=[0, 1, 2, {"when": datetime.now(UTC)}])
+        assert refused.value.code == "not_json"
+        assert str(refused.value).startswith("input payload[3].when: a datetime is not a JSON")
+        assert scheduler.work("w") is None
