@@ -40,20 +40,23 @@ def _rota(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    ("given", "where"),
+    ("given", "said"),
     [
-        ('{"n": NaN}', "input payload.n: nan"),
-        ("[1, Infinity]", "input payload[1]: inf"),
-        ('{"xs": [0, {"big": 1e999}]}', "input payload.xs[1].big: inf"),
-        ("-Infinity", "input payload: -inf"),
+        ('{"n": NaN}', "NaN is not a JSON number"),
+        ("[1, Infinity]", "Infinity is not a JSON number"),
+        ('{"xs": [0, {"big": 1e999}]}', "inf is not a finite JSON number"),
+        ("-Infinity", "-Infinity is not a JSON number"),
     ],
 )
-def test_the_cli_refuses_a_number_json_cannot_hold(tmp_path: Path, given: str, where: str) -> None:
+def test_the_cli_refuses_a_number_json_cannot_hold(tmp_path: Path, given: str, said: str) -> None:
+    """The command line refuses these while parsing --input (a usage error, exit 2);
+    `check_payload` refuses the same values from Python callers (test_json_values unit)."""
     (tmp_path / "rota.toml").write_text(CONFIG)
     done = _rota(tmp_path, "submit", "w", "--binding", "ok", f"--input={given}")
-    assert done.returncode == 1, done
+    assert done.returncode == 2, done
     lines = done.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"rota: not_json: {where} is not a JSON number")
+    assert len(lines) == 1 and lines[0].startswith("rota: usage: --input"), lines
+    assert said in lines[0]
     assert "Traceback" not in done.stderr
     # Nothing was stored, so no `null` input shares its derived key with a real null.
     events = json.loads(_rota(tmp_path, "events", "--json").stdout or "[]")
