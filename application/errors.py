@@ -59,6 +59,14 @@ class PortCode(ErrorCode):
     """A PostgreSQL schema or table name is not a plain lower-case SQL identifier."""
     SCHEMA_TOO_NEW = "schema_too_new"
     """The store was written by a newer rota (a newer store schema): upgrade rota."""
+    STORE_NOT_FOUND = "store_not_found"
+    """No rota store where the URL points: reading never creates one (submit, run, import do)."""
+    NOT_A_ROTA_STORE = "not_a_rota_store"
+    """The file is an SQLite database of another program: rota refuses to take it over."""
+    STORE_URL_MOVED = "store_url_moved"
+    """`sqlite:///x` is now relative and names no file, but `/x` exists: write `sqlite:////x`."""
+    MISSING_EXTRA = "missing_extra"
+    """A postgresql:// store needs the PostgreSQL extra: install 'rota[postgresql]'."""
 
     # -- projection stores
     PROJECTION_STORE = "projection_store"
