@@ -66,15 +66,16 @@ def home(tmp_path: Path) -> Path:
 def test_a_read_on_a_missing_store_refuses_and_creates_nothing(
     home: Path, command: tuple[str, ...], form: str
 ) -> None:
-    target = home / "missing" / "rota.db"
+    missing = f"missing-{home.name}"  # unique: nor may its old meaning, /missing-..., exist
+    target = home / missing / "rota.db"
     url = {
         "path": str(target),
-        "relative": "sqlite:///missing/rota.db",
+        "relative": f"sqlite:///{missing}/rota.db",
         "absolute": f"sqlite:///{target}",
     }[form]
     message = refused(rota(home, "--store", url, *command), "store_not_found")
     assert str(target.relative_to(home) if form == "relative" else target) in message
-    assert not (home / "missing").exists()
+    assert not (home / missing).exists()
     assert not (home / "out.jsonl").exists()
 
 
@@ -182,3 +183,23 @@ def test_a_read_on_a_missing_postgresql_schema_refuses_and_creates_nothing(home:
         ).fetchone()
     drop_schema(schema)
     assert found is None
+
+
+@pytest.mark.postgres
+def test_a_postgresql_store_written_by_a_newer_rota_is_refused_with_both_versions(
+    home: Path,
+) -> None:
+    require_postgres()
+    import psycopg
+
+    schema = new_schema_name()
+    url = schema_url(schema)
+    try:
+        assert rota(home, "--store", url, "submit", "w1", "--binding", "ok").returncode == 0
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"UPDATE {schema}.rota_meta SET value = '9' WHERE key = 'schema_version'")
+        for command in (("events",), ("submit", "w2", "--binding", "ok")):
+            message = refused(rota(home, "--store", url, *command), "schema_too_new")
+            assert "schema version 9, newer than this rota's 1" in message
+    finally:
+        drop_schema(schema)
