@@ -52,7 +52,7 @@ class PortCode(ErrorCode):
     IMPORT_MISMATCH = "import_mismatch"
     """Imported rows do not continue the log (position or hash): import the right export."""
     INVALID_STORE_URL = "invalid_store_url"
-    """A store URL has an unknown scheme or names no file: use sqlite:///path or postgresql://."""
+    """A store URL has an unknown scheme or names no file: sqlite:///relative, sqlite:////absolute."""
     INVALID_SETTING = "invalid_setting"
     """A store setting is out of range (`synchronous` is one of normal, full, extra)."""
     INVALID_IDENTIFIER = "invalid_identifier"
