@@ -20,6 +20,7 @@ used to name, so `sqlite_path` refuses loudly (`store_url_moved`) when only that
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,8 +60,8 @@ def parse(url: str | os.PathLike[str]) -> SqliteURL | PostgresURL:
             raise _no_file(text)
         if not rest.startswith("/"):
             raise StoreError(
-                f"store URL {text!r} has a host ({rest.split('/', 1)[0]!r}); SQLite has none: "
-                f"write sqlite:///{rest} (relative) or sqlite:////{rest.lstrip('/')} (absolute)",
+                f"store URL {redact_url(text)!r} names a host, and SQLite has none: write "
+                "sqlite:///relative/path (three slashes) or sqlite:////absolute/path (four)",
                 code=PortCode.INVALID_STORE_URL,
             )
         path = rest[1:]
@@ -101,7 +102,28 @@ def store_not_found(where: str) -> StoreError:
 
 def _no_file(url: str) -> StoreError:
     return StoreError(
-        f"store URL {url!r} names no file: rota's SQLite store needs a file path "
+        f"store URL {redact_url(url)!r} names no file: rota's SQLite store needs a file path "
         "(an in-memory database cannot be shared by the scheduler's connections)",
         code=PortCode.INVALID_STORE_URL,
     )
+
+
+def redact_url(url: str) -> str:
+    """The URL as it may be shown (errors, logs, output): any password replaced by `***`.
+
+    A store URL may carry credentials (`postgresql://user:password@host/db`, or
+    `?password=...`); only the process that connects needs them. Everything else is kept
+    exactly as written.
+    """
+    shown = _PASSWORD_PARAM.sub(r"\1***", url)
+    scheme, sep, rest = shown.partition("://")
+    if not sep:
+        return shown
+    authority, tail = re.match(r"([^/?#]*)(.*)", rest, re.DOTALL).groups()  # type: ignore[union-attr]
+    userinfo, at, host = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = f"{userinfo.split(':', 1)[0]}:***@{host}"
+    return f"{scheme}://{authority}{tail}"
+
+
+_PASSWORD_PARAM = re.compile(r"([?&](?:password|sslpassword)=)[^&#]*", re.IGNORECASE)

@@ -11,12 +11,11 @@ program's database is refused either way (`not_a_rota_store`).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rota.application.errors import PortCode, StoreError
 from rota.application.ports import Clock, EventStore
-from rota.infrastructure.store_url import PostgresURL, parse
+from rota.infrastructure.store_url import PostgresURL, parse, redact_url
 
 
 def open_store(
@@ -50,22 +49,4 @@ def require_postgres_extra() -> None:
         ) from None
 
 
-def redact_url(url: str) -> str:
-    """The URL as it may be shown (errors, logs, output): any password replaced by `***`.
-
-    A store URL may carry credentials (`postgresql://user:password@host/db`, or
-    `?password=...`); only the process that connects needs them. Everything else is kept
-    exactly as written.
-    """
-    shown = _PASSWORD_PARAM.sub(r"\1***", url)
-    scheme, sep, rest = shown.partition("://")
-    if not sep:
-        return shown
-    authority, tail = re.match(r"([^/?#]*)(.*)", rest, re.DOTALL).groups()  # type: ignore[union-attr]
-    userinfo, at, host = authority.rpartition("@")
-    if at and ":" in userinfo:
-        authority = f"{userinfo.split(':', 1)[0]}:***@{host}"
-    return f"{scheme}://{authority}{tail}"
-
-
-_PASSWORD_PARAM = re.compile(r"([?&](?:password|sslpassword)=)[^&#]*", re.IGNORECASE)
+__all__ = ["open_store", "redact_url", "require_postgres_extra"]
