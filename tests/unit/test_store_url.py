@@ -96,7 +96,8 @@ def test_a_path_round_trips_through_its_url(path: str) -> None:
     parsed = parse(url)
     assert isinstance(parsed, SqliteURL)
     assert os.fspath(parsed.path) == os.fspath(Path(path))
-    assert parse(path) == SqliteURL(Path(path))  # the bare path names the same file
+    if "://" not in path and not path.startswith(("sqlite:", "postgres")):
+        assert parse(path) == SqliteURL(Path(path))  # the bare path names the same file
 
 
 NAMES = st.text(
