@@ -2,7 +2,7 @@
 
 ```toml
 [store]
-url = "sqlite:///var/lib/rota/rota.db"   # or a path; postgresql://... later
+url = "sqlite:////var/lib/rota/rota.db"  # or sqlite:///relative, a path, postgresql://...
 synchronous = "full"                      # full (default), normal, extra
 
 [settings]
@@ -106,7 +106,7 @@ class ConfigError(RotaError):
 
 class StoreModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    url: str = "sqlite://rota.db"
+    url: str = "sqlite:///rota.db"
     synchronous: Literal["full", "normal", "extra"] = "full"
 
 

@@ -20,7 +20,9 @@ from rota.application.ports import Clock, EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure.projection_tables import default_path
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
+from rota.infrastructure.store_url import is_postgres_url
 from rota.infrastructure.stored_projections import StoredProjections
+from rota.infrastructure.stores import require_postgres_extra
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -28,7 +30,7 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 def is_postgres(target: str | os.PathLike[str] | EventStore) -> bool:
     """Whether a store (or its URL) is PostgreSQL."""
     url = getattr(target, "url", "") if isinstance(target, EventStore) else os.fspath(target)
-    return isinstance(url, str) and url.startswith(POSTGRES_SCHEMES)
+    return isinstance(url, str) and is_postgres_url(url)
 
 
 def missing(where: str) -> ProjectionStoreError:
@@ -57,6 +59,7 @@ def open_projection_store(
         return _file(Path(projections), must_exist, clock)
     if projections is not None or is_postgres(log):
         url = os.fspath(projections) if projections is not None else str(getattr(log, "url", ""))
+        require_postgres_extra()
         from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
 
         store = PostgresProjectionStore(

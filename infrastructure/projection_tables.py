@@ -38,10 +38,12 @@ def default_path(log: str | os.PathLike[str] | EventStore) -> Path | None:
     if isinstance(log, EventStore):
         path = getattr(log, "path", None)
         return None if path is None else Path(f"{path}.projections")
-    text = os.fspath(log)
-    if text.startswith(("postgresql://", "postgres://")):
-        return None
     from rota.infrastructure.sqlite.log_file import sqlite_path
+    from rota.infrastructure.store_url import is_postgres_url
+
+    text = os.fspath(log)
+    if is_postgres_url(text):
+        return None
 
     return Path(f"{sqlite_path(text)}.projections")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure.sqlite.log_file import sqlite_path
+from rota.infrastructure.store_url import is_postgres_url
 from rota.replay.errors import ReplayCode
 
 
@@ -40,7 +41,7 @@ class DaemonLock:
             path = getattr(store, "path", None)
             return cls(None if path is None else f"{path}.lock", exclusive=exclusive)
         url = os.fspath(store)
-        if url.startswith(("postgresql://", "postgres://")):
+        if is_postgres_url(url):
             return cls(None, exclusive=exclusive)
         return cls(f"{sqlite_path(url)}.lock", exclusive=exclusive)
 

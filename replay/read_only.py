@@ -26,6 +26,7 @@ from rota.infrastructure.sqlite.appends import LogAppends
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
 from rota.infrastructure.sqlite.reads import LogReads
 from rota.infrastructure.sqlite.store import SQLiteStore
+from rota.infrastructure.store_url import sqlite_url
 from rota.replay.errors import ReplayCode
 
 COMPANIONS = ("-wal", "-shm", "-journal")
@@ -51,7 +52,7 @@ def fingerprint(path: Path) -> tuple[Any, ...]:
 
 def connect_readonly(path: Path, *, immutable: bool) -> apsw.Connection:
     """A connection that cannot write the file (`immutable`: nor create its companions)."""
-    uri = f"file:{quote(os.path.abspath(path))}?mode=ro" + ("&immutable=1" if immutable else "")
+    uri = f"file://{quote(os.path.abspath(path))}?mode=ro" + ("&immutable=1" if immutable else "")
     conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     conn.setbusytimeout(30_000)
     return conn
@@ -74,7 +75,7 @@ class ReadOnlyLog(SQLiteStore):
 
     def __init__(self, path: Path, *, immutable: bool, clock: Clock | None = None) -> None:
         # SQLiteStore.__init__ opens a writer and creates the schema: set up by hand.
-        self.path, self.url, self.immutable = Path(path), f"sqlite://{path}", immutable
+        self.path, self.url, self.immutable = Path(path), sqlite_url(path), immutable
         self.clock, self.codec, self.synchronous = clock or SystemClock(), DEFAULT_CODEC, "full"
         self._busy_ms, self._pid, self._closed = 30_000, os.getpid(), False
         self._write_lock, self._commit = threading.RLock(), threading.Condition()

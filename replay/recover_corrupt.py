@@ -42,6 +42,7 @@ from rota.application.timestamps import format_timestamp
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.sqlite.log_file import sqlite_path
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
+from rota.infrastructure.store_url import is_postgres_url
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import DaemonLock, StoreBusy, held_by_another
 from rota.replay.doctor_report import FULL_RESTORE, guarded
@@ -146,7 +147,7 @@ def recover_corrupt(
     """Isolate the projection file under `diagnostics/scheduler-recovery/NAME` and rebuild
     it from the log (see the module docstring); raises `RecoveryRefused` or `StoreBusy`."""
     backup_name = validate_name(name)
-    if url.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(url):
         if projections is not None:
             raise RecoveryRefused(
                 "--projections names a file, but the log is PostgreSQL: recover-corrupt "

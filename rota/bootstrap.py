@@ -48,12 +48,19 @@ def registrations_of(executors: dict[str, Executor]) -> dict[str, Registration]:
 
 
 def open_log(
-    url: str | os.PathLike[str], config: Config | None = None, *, clock: Clock | None = None
+    url: str | os.PathLike[str],
+    config: Config | None = None,
+    *,
+    clock: Clock | None = None,
+    create: bool = True,
 ) -> EventStore:
-    """The event store `url` names, with the configuration's store settings."""
+    """The event store `url` names, with the configuration's store settings.
+
+    `create`: create the store if it does not exist (the commands that write: submit, run,
+    import, and `rota.open`); without it a missing store is `store_not_found`."""
     synchronous = config.synchronous if config is not None else None
     settings = {"synchronous": synchronous} if synchronous is not None else {}
-    return open_store(os.fspath(url), clock=clock, **settings)
+    return open_store(os.fspath(url), clock=clock, create=create, **settings)
 
 
 def open_projections(

@@ -23,7 +23,7 @@ from rota.replay.audit import verify_chain
 DATA = Path("demo-data")
 CONFIG = """\
 [store]
-url = "sqlite://{db}"
+url = "sqlite:///{db}"
 
 [[bindings]]
 name = "report"

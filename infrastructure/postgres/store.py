@@ -59,6 +59,7 @@ from rota.infrastructure.postgres.log_sql import SCHEMA_VERSION, LogStatements, 
 from rota.infrastructure.postgres.names import identifier, split_schema
 from rota.infrastructure.postgres.reads import LogReads
 from rota.infrastructure.postgres.transactions import Tx
+from rota.infrastructure.store_url import store_not_found
 
 T = TypeVar("T")
 
@@ -81,6 +82,7 @@ class PostgresStore(EventStore):
         poll_interval: float = 1.0,
         clock_refresh: float = 0.5,
         synchronous: str | None = None,
+        create: bool = True,
     ) -> None:
         conninfo, url_schema = split_schema(url)
         self.schema = s = identifier(url_schema or schema)
@@ -121,6 +123,7 @@ class PostgresStore(EventStore):
         self._appends = LogAppends(
             self.write, self._sql, self._channel, codec, self._reads.decode_rows, self._db.count
         )
+        self._create = create
         self._db.open(self._create_schema)
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -130,6 +133,8 @@ class PostgresStore(EventStore):
         s = self.schema
         names = tuple(f'"{s}".{t}' for t in ("events", "head", "rota_meta", "tracking"))
         if None in self._query("SELECT " + ", ".join(["to_regclass(%s)"] * 4), names)[0]:
+            if not self._create:
+                raise store_not_found(f"schema {s!r}")
 
             def create(tx: Tx) -> None:
                 tx.cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"rota {s}",))

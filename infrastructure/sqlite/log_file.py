@@ -14,6 +14,7 @@ from typing import Literal
 import apsw
 
 from rota.application.errors import PortCode, StoreError
+from rota.infrastructure.store_url import SqliteURL, parse, sqlite_url, store_not_found
 
 SCHEMA_VERSION = 1
 Synchronous = Literal["full", "normal", "extra"]
@@ -45,28 +46,73 @@ INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def sqlite_path(url: str) -> Path:
-    """The file a `sqlite:` URL (or a bare path) names.
+    """The file a `sqlite:` URL (or a bare path) names (`store_url.parse`: `sqlite:///relative`,
+    `sqlite:////absolute`, a bare path).
 
-    `sqlite:///var/lib/rota/rota.db` is the absolute path `/var/lib/rota/rota.db`;
-    `sqlite:rota.db` and `rota.db` are relative to the working directory.
+    A `sqlite:///x` URL that names no file while `/x` (what it meant in earlier versions of
+    rota) exists is refused with `store_url_moved`, never read or created as a new store.
     """
-    if url.startswith("sqlite://"):
-        path = url[len("sqlite://") :]
-    elif url.startswith("sqlite:"):
-        path = url[len("sqlite:") :]
-    else:
-        path = url
-    if not path or path == ":memory:":
+    parsed = parse(url)
+    if not isinstance(parsed, SqliteURL):
         raise StoreError(
-            f"store URL {url!r} names no file: rota's SQLite store needs a file path "
-            "(an in-memory database cannot be shared by the scheduler's connections)",
-            code=PortCode.INVALID_STORE_URL,
+            "a postgresql:// URL does not name an SQLite file", code=PortCode.INVALID_STORE_URL
         )
-    return Path(path)
+    old = parsed.old_meaning
+    if old is not None and not parsed.path.exists() and old.exists():
+        raise StoreError(
+            f"store URL {url!r} now names {parsed.path} (relative to the working directory, as "
+            f"in SQLAlchemy), which does not exist; earlier versions of rota read it as "
+            f"{old}, which does: write {sqlite_url(old)!r} (four slashes) for that file, or "
+            f"{sqlite_url(parsed.path.absolute())!r} for a new store here",
+            code=PortCode.STORE_URL_MOVED,
+        )
+    return parsed.path
 
 
-def create_schema(cursor: apsw.Cursor, path: Path) -> None:
-    """Create the tables (if missing) and the store's meta; refuse a newer schema version."""
+def check_file(path: Path, *, create: bool) -> None:
+    """Refuse, before anything is written to it, a file that is not a rota store: another
+    program's database (`not_a_rota_store`), or (without `create`) a missing or empty file
+    (`store_not_found`). A file SQLite cannot read is left to the store's own open."""
+    if not path.is_file() or path.stat().st_size == 0:
+        if not create:
+            raise store_not_found(str(path))
+        return
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            tables = {str(row[0]) for row in found}
+        finally:
+            conn.close()
+    except apsw.Error:
+        return
+    refuse_foreign(tables, path, create=create)
+
+
+def refuse_foreign(tables: set[str], path: Path, *, create: bool) -> None:
+    """`not_a_rota_store` for tables without `rota_meta`; `store_not_found` for none
+    (unless `create`)."""
+    if "rota_meta" in tables:
+        return
+    if tables:
+        raise StoreError(
+            f"{path} is an SQLite database but not a rota store (it has tables "
+            f"{', '.join(sorted(tables)[:5])} and no rota_meta): rota does not take it over",
+            code=PortCode.NOT_A_ROTA_STORE,
+        )
+    if not create:
+        raise store_not_found(str(path))
+
+
+def create_schema(cursor: apsw.Cursor, path: Path, *, create: bool = True) -> None:
+    """Create the tables (if missing) and the store's meta; refuse a newer schema version.
+
+    A file that holds tables but no `rota_meta` is another program's database: refused
+    (`not_a_rota_store`), never taken over. Without `create`, a file with no rota store in
+    it is `store_not_found` and nothing is written.
+    """
+    found = cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    refuse_foreign({str(row[0]) for row in found}, path, create=create)
     cursor.execute(SCHEMA)
     row = cursor.execute("SELECT value FROM rota_meta WHERE key = 'schema_version'").fetchone()
     if row is None:

@@ -53,8 +53,14 @@ from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 from rota.infrastructure.log_rows import Row
 from rota.infrastructure.sqlite.appends import LogAppends
-from rota.infrastructure.sqlite.log_file import Synchronous, create_schema, sqlite_path
+from rota.infrastructure.sqlite.log_file import (
+    Synchronous,
+    check_file,
+    create_schema,
+    sqlite_path,
+)
 from rota.infrastructure.sqlite.reads import LogReads
+from rota.infrastructure.store_url import sqlite_url
 
 T = TypeVar("T")
 
@@ -70,6 +76,7 @@ class SQLiteStore(EventStore):
         codec: Codec = DEFAULT_CODEC,
         synchronous: Synchronous = "full",
         busy_timeout: float = 30.0,
+        create: bool = True,
     ) -> None:
         if synchronous not in ("full", "normal", "extra"):
             raise StoreError(
@@ -77,7 +84,8 @@ class SQLiteStore(EventStore):
                 code=PortCode.INVALID_SETTING,
             )
         self.path = sqlite_path(os.fspath(path))
-        self.url = f"sqlite://{self.path}"
+        self.url = sqlite_url(self.path)
+        check_file(self.path, create=create)
         self.clock: Clock = clock or SystemClock()
         self.codec = codec
         self.synchronous = synchronous
@@ -97,7 +105,7 @@ class SQLiteStore(EventStore):
         self._connections_lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = self._connect()
-        self._create_schema()
+        self._create_schema(create)
 
     # -- connections -----------------------------------------------------------------
 
@@ -130,8 +138,12 @@ class SQLiteStore(EventStore):
             self._local.conn = conn
         return conn
 
-    def _create_schema(self) -> None:
-        self.write(lambda cursor: create_schema(cursor, self.path))
+    def _create_schema(self, create: bool = True) -> None:
+        try:
+            self.write(lambda cursor: create_schema(cursor, self.path, create=create))
+        except StoreError:
+            self.close()
+            raise
 
     @property
     def store_id(self) -> str:

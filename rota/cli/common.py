@@ -99,18 +99,24 @@ def store_url(args: argparse.Namespace, config: Config) -> str:
 
 
 def open_log(args: argparse.Namespace) -> EventStore:
+    """The log the arguments name, for a command that only reads it: a store that does not
+    exist is `store_not_found`, never created (only submit, run and import create one)."""
     config = load_config(args)
-    return bootstrap.open_log(store_url(args, config), config)
+    return bootstrap.open_log(store_url(args, config), config, create=False)
 
 
 def open_rota(args: argparse.Namespace, *, runs: bool = False) -> Scheduler:
     """The scheduler the arguments name. `runs`: for a command that runs or accepts Work
     (`run`, `submit`), which refuses a config naming an executor the CLI does not have
-    (it registers only the built-in ones) before the store is opened."""
+    (it registers only the built-in ones) before the store is opened, and creates the store
+    if it does not exist; every other command refuses a missing store (`store_not_found`)."""
     config = load_config(args)
+    url = store_url(args, config)
     if runs:
         config.check_executors(builtin_registrations())
-    return open_scheduler(store_url(args, config), config=config)
+    else:
+        bootstrap.open_log(url, config, create=False).close()
+    return open_scheduler(url, config=config)
 
 
 def print_json(value: Any) -> None:

@@ -51,7 +51,7 @@ def _database_clock(request: pytest.FixtureRequest) -> None:
 @pytest.fixture
 def store_url(store_kind: str, tmp_path: Path) -> Iterator[str]:
     if store_kind == "sqlite":
-        yield f"sqlite://{tmp_path / 'log.db'}"
+        yield f"sqlite:///{tmp_path / 'log.db'}"
         return
     with temporary_schema() as schema:
         yield schema_url(schema)

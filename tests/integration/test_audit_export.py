@@ -505,7 +505,7 @@ def _ok(cwd: Path, *args: str) -> str:
 
 def test_cli_export_verify_import(log: Path, tmp_path: Path) -> None:
     position, head_hash = _head(log)
-    store = f"sqlite://{log}"
+    store = f"sqlite:///{log}"
     dump = _ok(tmp_path, "--store", store, "export")
     assert dump.count("\n") == position + 1
     (tmp_path / "all.jsonl").write_text(dump)
@@ -518,8 +518,8 @@ def test_cli_export_verify_import(log: Path, tmp_path: Path) -> None:
         assert report["ok"] and report["head_hash"] == head_hash
     line = _ok(tmp_path, "audit", "verify", "--file", "all.jsonl")
     assert line == f"ok: {position} events, head {position} {head_hash}\n"
-    text = _ok(tmp_path, "import", "all.jsonl", "--to", "sqlite://copy.db")
-    assert text.startswith(f"imported {position} events into sqlite://copy.db")
+    text = _ok(tmp_path, "import", "all.jsonl", "--to", "sqlite:///copy.db")
+    assert text.startswith(f"imported {position} events into sqlite:///copy.db")
     assert _rows(tmp_path / "copy.db") == _rows(log)
     again = _rota(tmp_path, "import", "all.jsonl", "--store", "copy.db")
     assert again.returncode == 1 and again.stderr.startswith("rota: store_not_empty: ")
@@ -534,7 +534,7 @@ def test_cli_export_verify_import(log: Path, tmp_path: Path) -> None:
 
 
 def test_cli_checkpoints_keygen_and_truncation(log: Path, tmp_path: Path) -> None:
-    store = f"sqlite://{log}"
+    store = f"sqlite:///{log}"
     keys = json.loads(_ok(tmp_path, "audit", "keygen", "--out", "audit.key", "--json"))
     assert keys["public_key"] == "audit.key.pub" and len(keys["key_id"]) == 16
     written = json.loads(

@@ -33,7 +33,7 @@ TRIALS = int(os.environ.get("ROTA_CRASH_TRIALS", "50"))
 
 CONFIG = """\
 [store]
-url = "sqlite://{db}"
+url = "sqlite:///{db}"
 [settings]
 lease_seconds = {lease}
 concurrency = 2

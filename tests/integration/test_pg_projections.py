@@ -363,7 +363,7 @@ def test_sqlite_to_postgresql_moves_and_projections_are_kept_there(
     db = tmp_path / "rota.db"
     head = populate(db)
     export = tmp_path / "rota.export.jsonl"
-    done = run_cli("--store", f"sqlite://{db}", "export", "--out", str(export), cwd=tmp_path)
+    done = run_cli("--store", f"sqlite:///{db}", "export", "--out", str(export), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     done = run_cli("import", str(export), "--to", url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -144,7 +144,7 @@ def test_a_sqlite_deployment_moves_to_postgresql_and_its_work_continues(
 
     # The documented commands: export, verify the file, import, verify the new store.
     export = tmp_path / "rota.export.jsonl"
-    done = _rota("--store", f"sqlite://{db}", "export", "--out", str(export), cwd=tmp_path)
+    done = _rota("--store", f"sqlite:///{db}", "export", "--out", str(export), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     done = _rota("audit", "verify", "--file", str(export), cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("ok: "), done.stdout + done.stderr

@@ -104,7 +104,7 @@ def run(service: SchedulerService, steps: Sequence[tuple[object, ...]]) -> None:
 
 def test_default_path_sits_beside_the_log(log: SQLiteStore) -> None:
     assert default_path(log) == Path(f"{log.path}.projections")
-    assert default_path("sqlite:///var/lib/rota/rota.db") == Path(
+    assert default_path("sqlite:////var/lib/rota/rota.db") == Path(
         "/var/lib/rota/rota.db.projections"
     )
     assert default_path("postgresql://localhost/rota") is None
