@@ -605,11 +605,11 @@ def test_doctor_after_an_import_tells_the_old_stores_checkpoints_from_a_lost_tai
 ) -> None:
     """Issue 15 item 9: export, import into a new store, keep the same `checkpoint_dir`."""
     (tmp_path / "rota.toml").write_text('[audit]\ncheckpoint_dir = "cps"\n')
-    old = f"sqlite://{log}"
+    old = f"sqlite:///{log}"
     _ok(tmp_path, "--store", old, "audit", "checkpoint", "--dir", "cps")
     _ok(tmp_path, "--store", old, "export", "--out", "all.jsonl")
-    _ok(tmp_path, "import", "all.jsonl", "--to", "sqlite://new.db")
-    new = f"sqlite://{tmp_path / 'new.db'}"
+    _ok(tmp_path, "import", "all.jsonl", "--to", "sqlite:///new.db")
+    new = f"sqlite:///{tmp_path / 'new.db'}"
     imported = _doctor_checkpoint(tmp_path, new)
     assert imported["ok"] and imported["status"] == "warn", imported
     assert "an import into a new store, not a lost tail" in imported["detail"]
@@ -637,19 +637,19 @@ def test_doctor_names_an_import_that_missed_the_old_stores_last_events(
     log: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "rota.toml").write_text('[audit]\ncheckpoint_dir = "cps"\n')
-    old = f"sqlite://{log}"
+    old = f"sqlite:///{log}"
     _ok(tmp_path, "--store", old, "audit", "checkpoint", "--dir", "cps")
     _ok(tmp_path, "--store", old, "export", "--out", "early.jsonl")
     make_log(log, works=1, start=WORKS)  # the old store ran on after the export
     _ok(tmp_path, "--store", old, "audit", "checkpoint", "--dir", "cps")
-    _ok(tmp_path, "import", "early.jsonl", "--to", "sqlite://new.db")
-    missed = _doctor_checkpoint(tmp_path, f"sqlite://{tmp_path / 'new.db'}")
+    _ok(tmp_path, "import", "early.jsonl", "--to", "sqlite:///new.db")
+    missed = _doctor_checkpoint(tmp_path, f"sqlite:///{tmp_path / 'new.db'}")
     assert not missed["ok"] and missed["status"] == "fail", missed
     assert "the export this store was imported from missed positions" in missed["detail"]
     assert "export it again" in missed["advice"] and "recover-corrupt" in missed["advice"]
     # A store that shares the directory but not the log: a warning, not a restore.
     make_log(tmp_path / "other.db", works=1)
-    other = _doctor_checkpoint(tmp_path, f"sqlite://{tmp_path / 'other.db'}")
+    other = _doctor_checkpoint(tmp_path, f"sqlite:///{tmp_path / 'other.db'}")
     assert other["ok"] and other["status"] == "warn", other
     assert "another store shares the directory" in other["detail"]
 

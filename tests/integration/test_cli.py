@@ -240,7 +240,7 @@ def test_run_and_submit_refuse_a_binding_on_an_executor_the_cli_does_not_have(
         line = one_line_error(done, "unknown_executor")
         assert "rota.toml: bindings[2].executor: no executor 'greet' is registered" in line
     assert not (home / "rota.db").exists()  # refused before the store was opened
-    one_line_error(rota(home, "work", "list", "--json"), "store_not_found")  # nor is a read
+    one_line_error(rota(home, "work", "list"), "store_not_found")  # nor is a read
     assert not (home / "rota.db").exists()
 
 

@@ -58,10 +58,10 @@ def test_config_show_names_where_each_value_came_from(tmp_path: Path) -> None:
     assert values["bindings[0].environment"] == ({"API_TOKEN": "<redacted>"}, "file")
     assert values["store.url"] == ("postgresql://rota:***@db.example/rota", "file")
 
-    from_env = show(tmp_path, ROTA_STORE="sqlite://env.db")
-    assert from_env["store.url"] == ("sqlite://env.db", "environment")
-    from_flag = show(tmp_path, "--store", "sqlite://flag.db", ROTA_STORE="sqlite://env.db")
-    assert from_flag["store.url"] == ("sqlite://flag.db", "flag")
+    from_env = show(tmp_path, ROTA_STORE="sqlite:///env.db")
+    assert from_env["store.url"] == ("sqlite:///env.db", "environment")
+    from_flag = show(tmp_path, "--store", "sqlite:///flag.db", ROTA_STORE="sqlite:///env.db")
+    assert from_flag["store.url"] == ("sqlite:///flag.db", "flag")
 
     text = rota(tmp_path, "config", "show")
     assert text.returncode == 0

@@ -148,6 +148,8 @@ def test_export_into_a_missing_directory(home: Path) -> None:
 
 
 def test_json_errors_are_json_on_stderr(home: Path) -> None:
+    created = rota(home, "submit", "w", "--binding", "ok")  # a store to export
+    assert created.returncode == 0, created.stderr
     out = str(home / "missing" / "dir" / "x")
     done = rota(home, "export", "--out", out, "--json")
     assert done.returncode == 1 and "Traceback" not in done.stderr.decode()
