@@ -45,7 +45,7 @@ class Place:
         self.root = root
         self.config = root / "rota.toml"
         self.config.write_text(CONFIG)
-        self.store = f"sqlite://{root / 'rota.db'}"
+        self.store = f"sqlite:///{root / 'rota.db'}"  # root is absolute: four slashes
 
     def call(self, *args: str, config: Path | None = None) -> tuple[int, str, str]:
         """`rota --config C --store S ARGS...` in process: (exit code, stdout, stderr)."""
