@@ -273,7 +273,7 @@ class Host:
     def idle(self) -> bool:
         """Nothing running (here or elsewhere: a live attempt of a lost host still needs
         recovery), nothing startable, no result waiting, no timer due now."""
-        if self.held or self.launches.launching or not self.results.empty() or self.stops.stopping:
+        if self.busy() or not self.results.empty():
             return False
         projection = self.service.projection
         if projection.live:

@@ -141,7 +141,7 @@ import msgspec
 
 from rota.application.timestamps import parse_timestamp
 from rota.domain.events import Event
-from rota.domain.policy import Binding
+from rota.domain.policy import Binding, Registration
 from rota.domain.results import Result
 from rota.domain.state import AttemptState, PendingInput, WorkState
 from rota.projections.history import HistoryProjection
@@ -558,6 +558,14 @@ class ProjectionStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def registration_of(name: str, executor: Executor | type[Executor]) -> Registration:
+    """How `executor` (an instance or, for class-level settings, its class) registers
+    under `name`: its capacity pool and its capabilities, sorted."""
+    return Registration(
+        name=name, pool=executor.pool, capabilities=tuple(sorted(executor.capabilities))
+    )
 
 
 # -- start gates and the run environment --------------------------------------------------

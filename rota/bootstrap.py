@@ -21,11 +21,18 @@ import os
 
 from rota.application.errors import ProjectionStoreError
 from rota.application.host import Host
-from rota.application.ports import Clock, Environment, EventStore, Executor, ProjectionStore
+from rota.application.ports import (
+    Clock,
+    Environment,
+    EventStore,
+    Executor,
+    ProjectionStore,
+    registration_of,
+)
 from rota.application.service import SchedulerService
 from rota.domain.policy import Binding, Registration, Settings
 from rota.infrastructure.config import Config
-from rota.infrastructure.executors import builtin_registrations
+from rota.infrastructure.executors import builtin_executor_types, builtin_registrations
 from rota.infrastructure.projection_stores import open_projection_store
 from rota.infrastructure.stores import open_store
 
@@ -33,18 +40,13 @@ logger = logging.getLogger("rota")
 
 
 def builtin_executors() -> dict[str, Executor]:
-    """The executors every scheduler has: `shell`."""
-    from rota.infrastructure.executors.shell import ShellExecutor
-
-    return {"shell": ShellExecutor()}
+    """The executors every scheduler has (`shell`), started."""
+    return {name: kind() for name, kind in builtin_executor_types().items()}
 
 
 def registrations_of(executors: dict[str, Executor]) -> dict[str, Registration]:
     """Each executor as registered: its name, pool and capabilities."""
-    return {
-        name: Registration(name=name, pool=ex.pool, capabilities=tuple(sorted(ex.capabilities)))
-        for name, ex in executors.items()
-    }
+    return {name: registration_of(name, executor) for name, executor in executors.items()}
 
 
 def open_log(

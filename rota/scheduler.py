@@ -36,6 +36,7 @@ from rota.application.ports import (
     Gate,
     LaunchContext,
     ProjectionStore,
+    registration_of,
 )
 from rota.application.views import (
     capacity_view,
@@ -47,7 +48,6 @@ from rota.domain.policy import (
     POOL_AGENTS,
     ControlFallback,
     HandoffPolicy,
-    Registration,
     RetryPolicy,
     Settings,
 )
@@ -142,13 +142,7 @@ class Scheduler:
                 if defined.executor == name:
                     self._binding_paths.check(defined, executor)
             self.executors[name] = executor
-            self.service.set_registration(
-                Registration(
-                    name=name,
-                    pool=executor.pool,
-                    capabilities=tuple(sorted(executor.capabilities)),
-                )
-            )
+            self.service.set_registration(registration_of(name, executor))
             if binding:
                 self.bind(
                     name,

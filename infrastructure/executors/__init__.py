@@ -8,7 +8,7 @@ built-in ones; `builtin_registrations` says how they register without starting a
 
 from __future__ import annotations
 
-from rota.application.ports import Executor
+from rota.application.ports import Executor, registration_of
 from rota.domain.policy import Registration
 
 
@@ -21,11 +21,4 @@ def builtin_executor_types() -> dict[str, type[Executor]]:
 
 def builtin_registrations() -> dict[str, Registration]:
     """The registrations of the executors every scheduler has (`shell`)."""
-    from rota.infrastructure.executors.shell import ShellExecutor
-
-    shell = ShellExecutor
-    return {
-        shell.name: Registration(
-            name=shell.name, pool=shell.pool, capabilities=tuple(sorted(shell.capabilities))
-        )
-    }
+    return {name: registration_of(name, kind) for name, kind in builtin_executor_types().items()}
