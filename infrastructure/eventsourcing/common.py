@@ -111,6 +111,29 @@ def version_range(
     return sql
 
 
+def position_range(
+    sql: str,
+    params: list[Any],
+    mark: str,
+    *,
+    start: int | None,
+    stop: int | None,
+    inclusive: bool,
+    limit: int,
+) -> str:
+    """`sql` narrowed to log positions from `start` (`inclusive` or not) to `stop`, in
+    position order and limited; appends to `params`. `mark` is the driver's placeholder."""
+    if start is not None:
+        sql += f" AND position >= {mark}" if inclusive else f" AND position > {mark}"
+        params.append(start)
+    if stop is not None:
+        sql += f" AND position <= {mark}"
+        params.append(stop)
+    sql += f" ORDER BY position LIMIT {mark}"
+    params.append(limit)
+    return sql
+
+
 A = TypeVar("A", bound=ApplicationRecorder)
 
 

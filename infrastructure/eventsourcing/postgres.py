@@ -55,6 +55,7 @@ from rota.infrastructure.eventsourcing.common import (
     EsRecorder,
     OriginatorIdType,
     RotaNotification,
+    position_range,
     version_range,
 )
 from rota.infrastructure.log_rows import Row
@@ -235,17 +236,12 @@ class PgApplicationRecorder(PgAggregateRecorder, ApplicationRecorder):
         sql = "SELECT position, stream, version, type, type_version, data, data_bytes FROM "
         sql += f"{self.datastore.table('events')} WHERE TRUE"
         params: list[Any] = []
-        if start is not None:
-            sql += " AND position >= %s" if inclusive_of_start else " AND position > %s"
-            params.append(start)
-        if stop is not None:
-            sql += " AND position <= %s"
-            params.append(stop)
         if topics:
             sql += " AND type = ANY(%s)"
             params.append(list(topics))
-        sql += " ORDER BY position LIMIT %s"
-        params.append(limit)
+        sql = position_range(
+            sql, params, "%s", start=start, stop=stop, inclusive=inclusive_of_start, limit=limit
+        )
         originator = self.datastore.originator
         return [
             RotaNotification(

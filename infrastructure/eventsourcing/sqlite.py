@@ -41,6 +41,7 @@ from rota.infrastructure.eventsourcing.common import (
     EsRecorder,
     OriginatorIdType,
     RotaNotification,
+    position_range,
     version_range,
 )
 from rota.infrastructure.sqlite.store import SQLiteStore
@@ -169,17 +170,12 @@ class ApswApplicationRecorder(ApswAggregateRecorder, ApplicationRecorder):
     ) -> Sequence[Notification]:
         sql = "SELECT position, stream, version, type, type_version, data FROM events WHERE 1"
         params: list[Any] = []
-        if start is not None:
-            sql += " AND position >= ?" if inclusive_of_start else " AND position > ?"
-            params.append(start)
-        if stop is not None:
-            sql += " AND position <= ?"
-            params.append(stop)
         if topics:
             sql += f" AND type IN ({', '.join('?' for _ in topics)})"
             params.extend(topics)
-        sql += " ORDER BY position LIMIT ?"
-        params.append(limit)
+        sql = position_range(
+            sql, params, "?", start=start, stop=stop, inclusive=inclusive_of_start, limit=limit
+        )
         originator = self.datastore.originator
         return [
             RotaNotification(
