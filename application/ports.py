@@ -95,6 +95,9 @@ Recovery
   that the work never started and never will: the attempt is relaunched, failing nothing)
   or `"unknown"` (the host fails closed and tries again on a later pass). Recovery never
   calls `launch` to replace a process; only a relaunch (a launch that started nothing) does.
+  Evidence about work of this very process is what it runs: an attempt it still runs, or
+  ran to a result the log has not recorded (refused because the lease lapsed, as after a
+  wall-clock jump), is `"attached"`, never `"stopped"`; keep such a result until `forget`.
 
   `stable = True` declares that the executor's behaviour is fully determined by what the
   attempt pinned (binding config, registration), so it may serve attempts pinned under an

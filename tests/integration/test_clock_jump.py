@@ -9,9 +9,13 @@ recovery at all or this host's adoption of its own attempt.
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
+import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rota
+from rota.domain.results import Result
 from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.executors.inproc import InProcessExecutor
+from rota.infrastructure.executors.shell_supervision import Run, _stop_reason
+from rota.scheduler import default_owner
 
 WAIT = 10.0  # seconds: a bound for waits that normally end in milliseconds
 FAILURES = {"core.execution.lost", "core.execution.failed", "core.execution.timed_out"}
@@ -295,3 +303,43 @@ def test_a_call_that_runs_to_completion_here_completes_exactly_once(
         view = settle(s)
         assert_completed_once(s, view)
         assert fn.calls == 1
+
+
+def test_an_in_process_result_is_kept_until_forgotten_for_the_adopting_recovery() -> None:
+    # The executor's evidence: a call this process ran to its end, whose result the log
+    # has not recorded, is "attached" and reports to the new epoch; `forget` drops it.
+    executor = InProcessExecutor("fast", lambda ctx: "done")
+    first: queue.Queue[Result] = queue.Queue()
+    executor.launch(context(epoch=1), first.put)
+    assert first.get(timeout=WAIT).data == "done"
+    again: list[Result] = []
+    ctx = context(epoch=2)
+    ctx.previous_owner = default_owner()  # this very process: nothing of it could run
+    assert executor.recover(ctx, None, again.append) == "attached"
+    assert [r.data for r in again] == ["done"]
+    executor.forget("w/1", 2)  # the outcome is durable: now nothing of it is here
+    ctx = context(epoch=3)
+    ctx.previous_owner = default_owner()
+    assert executor.recover(ctx, None, again.append) == "stopped"
+    assert len(again) == 1
+    executor.close()
+
+
+def context(epoch: int) -> rota.LaunchContext:
+    return rota.LaunchContext(
+        work_id="w", attempt=1, epoch=epoch, inputs=[], input_positions=[], config={},
+        deadline=datetime(2026, 10, 1, 10, tzinfo=UTC), persist=lambda metadata: None,
+        record_phase=lambda name, outcome: None,
+    )  # fmt: skip
+
+
+def test_a_shell_run_is_timed_out_by_run_time_not_by_a_wall_step(tmp_path: Path) -> None:
+    ctx = replace(context(epoch=1), deadline=datetime.now(UTC) + timedelta(seconds=60))
+    run = Run(ctx, lambda result: None, tmp_path, os.getpid(), None, ())
+    closed = threading.Event()
+    assert _stop_reason(run, closed) is None
+    # The wall clock jumped two hours forward: past the deadline, a minute of run time left.
+    run.ctx = replace(ctx, deadline=datetime.now(UTC) - timedelta(hours=2))
+    assert _stop_reason(run, closed) is None
+    run.budget_end = time.monotonic() - 1  # negative control: run time spent as well
+    assert _stop_reason(run, closed) == "timed_out"
