@@ -4,7 +4,8 @@
 alone, as an NTP correction or a resumed VM does. For in-process calls and shell jobs, after
 a step back, a step forward, or back then forward, the Work completes exactly once: no
 `lost` with `not_running`, no failure charged, no timeout, and the log holds either no
-recovery at all or this host's adoption of its own attempt.
+recovery at all or this host's adoption of its own attempt. On PostgreSQL the database's
+clock is the one that jumps.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from postgres import DatabaseClock, temporary_schema
 
 import rota
 from rota.domain.results import Result
@@ -343,3 +345,32 @@ def test_a_shell_run_is_timed_out_by_run_time_not_by_a_wall_step(tmp_path: Path)
     assert _stop_reason(run, closed) is None
     run.budget_end = time.monotonic() - 1  # negative control: run time spent as well
     assert _stop_reason(run, closed) == "timed_out"
+
+
+def test_on_postgresql_a_database_clock_step_forward_is_adopted(tmp_path: Path) -> None:
+    # The store judges leases by the database's clock; the host measures run time by the
+    # system's monotonic clock. The database clock jumps two hours: the attempt is adopted
+    # by its own host with its deadline moved, and completes once.
+    with temporary_schema() as schema:
+        start = datetime.now(UTC).replace(microsecond=0)
+        database = DatabaseClock(schema, start)
+        fn = Blocked()
+        with rota.open(database.url) as s:
+            s.register("slow", fn)
+            s.submit("w", binding="slow")
+            assert s.tick().started == 1
+            database.set(start + timedelta(hours=2))
+            for _ in range(int(WAIT / 0.02)):  # the store's clock sample follows it
+                if s.store.now() >= start + timedelta(hours=2):
+                    break
+                s.host.wake.wait(0.02)
+                s.host.wake.clear()
+            report = s.tick()
+            assert report.recovered == 1 and report.timed_out == 0
+            [claim] = recovered(s)
+            moved = datetime.fromisoformat(claim["deadline"])
+            assert moved > start + timedelta(hours=2, minutes=59)  # an hour of run time left
+            fn.release.set()
+            view = settle(s)
+            assert_completed_once(s, view)
+            assert fn.calls == 1
