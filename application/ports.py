@@ -95,6 +95,9 @@ Recovery
   that the work never started and never will: the attempt is relaunched, failing nothing)
   or `"unknown"` (the host fails closed and tries again on a later pass). Recovery never
   calls `launch` to replace a process; only a relaunch (a launch that started nothing) does.
+  Evidence about work of this very process is what it runs: an attempt it still runs, or
+  ran to a result the log has not recorded (refused because the lease lapsed, as after a
+  wall-clock jump), is `"attached"`, never `"stopped"`; keep such a result until `forget`.
 
   `stable = True` declares that the executor's behaviour is fully determined by what the
   attempt pinned (binding config, registration), so it may serve attempts pinned under an
@@ -121,9 +124,10 @@ keeps a store (`writer_lock`); others read it.
 
 ## The clock
 
-A `Clock` returns an aware UTC datetime. Nothing in rota calls `datetime.now()` on its
-own; a fold reads time only from events. On PostgreSQL the database's clock is the
-store's (`EventStore.now`).
+A `Clock` returns an aware UTC datetime (`now`) and a monotonic reading (`monotonic`).
+Nothing in rota calls `datetime.now()` on its own; a fold reads time only from events. On
+PostgreSQL the database's clock is the store's (`EventStore.now`). Elapsed time in the
+host (renewal intervals, the run time of its own attempts) is monotonic.
 """
 
 from __future__ import annotations
@@ -300,10 +304,21 @@ class EventStore(abc.ABC):
 
 
 class Clock(Protocol):
-    """A source of the current time as an aware UTC datetime."""
+    """A source of the current time: wall time (aware UTC) and a monotonic reading.
+
+    Wall time can step (an NTP correction, a suspended VM resumed); leases, deadlines and
+    recorded times are wall time, judged by the store's clock. `monotonic()` never steps:
+    the host measures elapsed time with it (when a renewal is due, how long the attempts
+    this process runs have run), so a wall-clock step neither stops renewals nor times
+    work out early (docs/operator.md, "Clock jumps").
+    """
 
     def now(self) -> datetime:
         """Return the current time, timezone-aware, in UTC."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary origin; never goes back, unaffected by wall steps."""
         ...
 
 

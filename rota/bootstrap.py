@@ -120,8 +120,11 @@ def build_host(
     *,
     environment: Environment | None = None,
 ) -> Host:
-    """The cadence that drives `service` with `executors`."""
-    return Host(service, executors, environment=environment)
+    """The cadence that drives `service` with `executors`, measuring elapsed time with
+    the store's injected clock's monotonic reading (the system's when it has none)."""
+    clock = getattr(service.transactions.store, "clock", None)
+    monotonic = clock if callable(getattr(clock, "monotonic", None)) else None
+    return Host(service, executors, environment=environment, clock=monotonic)
 
 
 def read_only_service(
