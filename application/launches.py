@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 
 from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.lifecycle import Claimed
-from rota.application.ports import Environment, Executor, LaunchContext
+from rota.application.ports import Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
 from rota.domain.errors import LeaseLost, Refusal
@@ -119,10 +119,12 @@ class Launches:
         directory: ExecutorDirectory,
         *,
         environment: Environment | None = None,
+        trace_context: TraceContext | None = None,
     ) -> None:
         self.service = service
         self.directory = directory
         self.environment = environment
+        self.trace_context = trace_context
         self.held: dict[str, Held] = {}
         self.held_lock = threading.Lock()
         self.launching: set[str] = set()
@@ -213,6 +215,7 @@ class Launches:
             deadline=attempt.deadline,
             env=env,
             resume=resume,
+            trace=self.trace_context(execution_id, epoch) if self.trace_context else {},
             persist=lambda metadata: lifecycle.persist_recovery(execution_id, epoch, metadata),
             record_phase=lambda name, outcome: self._record_phase(
                 execution_id, epoch, name, outcome
