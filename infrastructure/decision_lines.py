@@ -166,10 +166,16 @@ def decision_fields(recorded: RecordedEvent, line: Line | None = None) -> dict[s
 
 
 class DecisionLog:
-    """An append observer that logs each newly recorded event as one decision line."""
+    """An append observer that logs each newly recorded event as one decision line.
+
+    The `rota.decisions` logger gets a `NullHandler` (once): a process that configured no
+    logging sees no decision line (not even a failure's, through logging's last resort),
+    and one that did gets them through its own handlers."""
 
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self.logger = logger or logging.getLogger(DECISIONS)
+        if not any(isinstance(h, logging.NullHandler) for h in self.logger.handlers):
+            self.logger.addHandler(logging.NullHandler())
 
     def __call__(self, recorded: Sequence[RecordedEvent]) -> None:
         logger = self.logger

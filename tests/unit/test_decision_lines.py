@@ -8,6 +8,7 @@ import io
 import json
 import logging
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -242,3 +243,13 @@ def test_configured_writes_rotas_records_at_its_level_and_restores_the_logger() 
     lines = [msgspec.json.decode(line) for line in stream.getvalue().splitlines()]
     assert [line["message"] for line in lines] == ["shown"]
     assert rota_logger.level == before
+
+
+def test_the_operator_runbook_lists_every_line() -> None:
+    runbook = (Path(__file__).parents[2] / "docs" / "operator.md").read_text()
+    rows = [line for line in runbook.splitlines() if line.startswith("| ")]
+    for tag, line in LINES.items():
+        row = next((r for r in rows if f"| {line.message} |" in r), None)
+        assert row is not None and tag in row and line.kind in row, (tag, line.message)
+        for name in line.fields:
+            assert name in row, (tag, name)
