@@ -9,8 +9,8 @@ release, interrupt or cancellation ends it at its recorded time (a failure, time
 with status ERROR and the error code as description). `headers(execution, epoch)` is the
 `traceparent` (and `tracestate`) of the open span, which a launch passes to its executor
 (`ctx.trace`; the shell executor sets $TRACEPARENT and $TRACESTATE). Spans go to the
-global tracer provider unless one is given: with only the API installed they are no-ops
-and no trace context is passed.
+tracer provider set when the scheduler is built (the global one unless one is given);
+with only the API and no SDK provider set, `attempt_tracer()` is None as well.
 
 Other events can be traced as spans of no duration (`add_instant`: a schedule's fire).
 Attributes are identifiers and names only (work, execution, epoch, binding, position,
@@ -32,6 +32,13 @@ ENDS = {
     "core.execution.interrupted": "interrupted",
 }
 ERRORS = frozenset({"failed", "timed_out", "lost"})
+OUTCOMES = frozenset({
+    "core.execution.completed", "core.execution.failed", "core.execution.handed_off",
+    "core.execution.parked", "core.execution.timed_out",
+})  # fmt: skip
+BEGINS = frozenset({"core.execution.claimed", "core.execution.resumed", "core.execution.recovered"})
+MARKS = frozenset({"core.execution.adopted", "core.execution.invoked"})
+TRACED = BEGINS | MARKS | OUTCOMES | set(ENDS) | {"core.work.cancelled"}
 # An instant span: event type -> (span name, attributes) for the recorded event.
 Instant = Callable[[RecordedEvent], tuple[str, dict[str, str | int | bool]]]
 INSTANTS: dict[str, Instant] = {}
@@ -70,7 +77,8 @@ class AttemptTracer:
     def __call__(self, recorded: Sequence[RecordedEvent]) -> None:
         with self._lock:
             for r in recorded:
-                self._observe(r)
+                if r.type in TRACED or r.type in INSTANTS:
+                    self._observe(r)
 
     def _observe(self, r: RecordedEvent) -> None:
         event, kind = r.event, r.type
@@ -95,9 +103,9 @@ class AttemptTracer:
             segment = "relaunched" if event.mode == "relaunch" else "recovered"  # type: ignore[attr-defined]
             self._end(execution, r, "superseded")
             self._begin(execution, r, segment, {"rota.recovery_reason": event.reason})  # type: ignore[attr-defined]
-        elif kind in ("core.execution.adopted", "core.execution.invoked"):
+        elif kind in MARKS:
             self._mark(execution, r, kind.rpartition(".")[2])
-        elif isinstance(getattr(type(event), "outcome_name", None), str):
+        elif kind in OUTCOMES:
             self._end(execution, r, type(event).outcome_name)  # type: ignore[attr-defined]
         elif kind in ENDS:
             self._end(execution, r, ENDS[kind])
@@ -118,7 +126,8 @@ class AttemptTracer:
             },
             start_time=_ns(r),
         )
-        self._open[execution] = (epoch, span)
+        if span.is_recording():  # a no-op provider's span is neither kept nor propagated
+            self._open[execution] = (epoch, span)
 
     def _mark(self, execution: str, r: RecordedEvent, name: str) -> None:
         opened = self._open.get(execution)
@@ -154,19 +163,23 @@ class AttemptTracer:
 
 
 def attempt_tracer(tracer_provider: Any = None) -> AttemptTracer | None:
-    """An `AttemptTracer` on `tracer_provider` (default: the global one), or None when the
-    OpenTelemetry API is not installed (then tracing is off, at no cost)."""
+    """An `AttemptTracer` on `tracer_provider` (default: the global one as set now), or
+    None when the OpenTelemetry API is not installed or no SDK provider is set (then
+    tracing is off, at no cost: a provider set later does not trace this scheduler)."""
     try:
         from opentelemetry import trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
     except ImportError:
+        return None
+    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return None
 
     def error_status(description: str) -> Any:
         return trace.Status(trace.StatusCode.ERROR, description)
 
     return AttemptTracer(
-        trace.get_tracer("rota", tracer_provider=tracer_provider),
+        provider.get_tracer("rota"),
         TraceContextTextMapPropagator(),
         in_context=trace.set_span_in_context,
         error_status=error_status,

@@ -128,11 +128,25 @@ def test_without_opentelemetry_nothing_is_traced_and_jobs_run_as_before(
     assert seen.read_text() == "unset"
 
 
-def test_with_the_api_alone_spans_are_no_ops_and_no_context_is_passed() -> None:
-    tracer = attempt_tracer(trace.NoOpTracerProvider())
-    assert tracer is not None
+def test_with_the_api_alone_nothing_is_traced(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert attempt_tracer(trace.NoOpTracerProvider()) is None
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)  # none set
+    assert attempt_tracer() is None
+
+
+def test_a_span_that_does_not_record_is_not_kept_nor_propagated() -> None:
+    tracer = tracing.AttemptTracer(
+        trace.NoOpTracer(), None, in_context=trace.set_span_in_context, error_status=str
+    )
     tracer([_recorded(_claim(), 1)])
-    assert tracer.open_spans() == 1 and tracer.headers("w/1", 1) == {}
+    assert tracer.open_spans() == 0 and tracer.headers("w/1", 1) == {}
+
+
+def test_every_outcome_event_ends_a_span() -> None:
+    from rota.domain.events import ALL_EVENTS
+
+    outcomes = {kind.tag() for kind in ALL_EVENTS if hasattr(kind, "outcome_name")}
+    assert outcomes == tracing.OUTCOMES
 
 
 # -- the tracer on recorded events built here -------------------------------------------
