@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,57 @@ def test_a_bad_log_setting_is_a_usage_error_before_anything_runs(home: Path) -> 
     assert rows["log.level"] == ("info", "default")
     states = json.loads(rota(home, "work", "list", "--json").stdout)
     assert {w["state"] for w in states} == {"ready"}  # nothing ran
+
+
+JOB = "touch started; while [ ! -e release ]; do sleep 0.05; done"  # runs until released
+
+
+def test_a_stopped_daemons_release_and_the_next_ones_adoption_are_lines(tmp_path: Path) -> None:
+    (tmp_path / "rota.toml").write_text(
+        f'[[bindings]]\nname = "held"\nexecutor = "shell"\ncommand = ["sh", "-c", "{JOB}"]\n'
+    )
+    assert rota(tmp_path, "submit", "w", "--binding", "held").returncode == 0
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ROTA_")}
+    first = subprocess.Popen(
+        [sys.executable, "-P", "-m", "rota", "run", "--log-format", "json", "--log-level", "debug"],
+        cwd=tmp_path, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert first.stderr is not None
+        seen: list[dict[str, Any]] = []
+        # The shell executor persists its recovery metadata once the job's process runs.
+        while not seen or seen[-1]["message"] != "recovery metadata persisted":
+            line = first.stderr.readline()
+            assert line, f"the daemon ended first: {seen}"
+            seen.append(json.loads(line))
+        assert any(line["message"] == "running" and line["kind"] == "daemon" for line in seen)
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(30) == 0
+        rest = json_lines(first.stderr.read())
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(30)
+        if first.stderr is not None:
+            first.stderr.close()
+    (released,) = [line for line in rest if line["message"] == "lease released"]
+    assert (released["execution"], released["epoch"], released["reason"]) == (
+        "w/1",
+        1,
+        "host_stopped",
+    )
+    assert {"logger": "rota.daemon", "message": "stopped"}.items() <= next(
+        line for line in rest if line["message"] == "stopped"
+    ).items()
+
+    (tmp_path / "release").touch()
+    second = rota(tmp_path, "run", "--until-idle", "--timeout", "60", "--log-format", "json")
+    assert second.returncode == 0, second.stderr
+    said = [
+        (d["message"], d["kind"], d["execution"], d["epoch"]) for d in json_lines(second.stderr)
+    ]
+    assert said == [
+        ("attempt recovered", "recovery", "w/1", 2),
+        ("attempt adopted", "adoption", "w/1", 2),
+        ("attempt completed", "outcome", "w/1", 2),
+    ], said
