@@ -256,7 +256,7 @@ def _daemon(scheduler: Scheduler, status: Status, *, drain: float = 0.0) -> None
         signal.signal(sig, on_signal)
     try:
         pid, bindings = os.getpid(), len(scheduler.config.bindings)
-        # Before the loop starts, so it is the first line (the handlers are in place).
+        # Before the loop starts, so no decision line comes first (the handlers are set).
         status.say(
             f"running (pid {pid}, {bindings} bindings); SIGTERM or Ctrl-C stops",
             "running", pid=pid, bindings=bindings,
