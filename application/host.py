@@ -44,7 +44,7 @@ from rota.application.host_steps import (
 )
 from rota.application.launches import ExecutorDirectory, Held, Launches
 from rota.application.lifecycle import StartPass
-from rota.application.ports import Clock, Environment, Executor, Gate
+from rota.application.ports import Clock, Environment, Executor, Gate, TraceContext
 from rota.application.service import GateDecision, SchedulerService, Waiting
 from rota.domain.errors import LeaseLost, Refusal, RotaError
 from rota.domain.results import Result
@@ -88,6 +88,7 @@ class Host:
         executors: dict[str, Executor],
         *,
         environment: Environment | None = None,
+        trace_context: TraceContext | None = None,
         start_batch: int = 256,
         recovery_page: int = 16,
         timer_page: int = 16,
@@ -98,7 +99,13 @@ class Host:
         self.timer_page = timer_page
         self.directory = ExecutorDirectory(service, executors)
         ticks = clock.monotonic if clock is not None else time.monotonic
-        self.launches = Launches(service, self.directory, environment=environment, ticks=ticks)
+        self.launches = Launches(
+            service,
+            self.directory,
+            environment=environment,
+            ticks=ticks,
+            trace_context=trace_context,
+        )
         self.start_gates = StartGates(service)
         self.stops = StopVerification(service, self.directory, self.launches)
         self.runtime_recovery = RuntimeRecovery(

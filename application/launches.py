@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 
 from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.lifecycle import Claimed
-from rota.application.ports import Environment, Executor, LaunchContext
+from rota.application.ports import Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
 from rota.domain.errors import LeaseLost, Refusal
@@ -126,11 +126,13 @@ class Launches:
         *,
         environment: Environment | None = None,
         ticks: Callable[[], float] = time.monotonic,
+        trace_context: TraceContext | None = None,
     ) -> None:
         self.service = service
         self.directory = directory
         self.environment = environment
         self.ticks = ticks  # the host's monotonic clock (`Clock.monotonic`)
+        self.trace_context = trace_context
         self.held: dict[str, Held] = {}
         # The attempts this process runs (launched or adopted here, no outcome recorded
         # yet), by execution id: the monotonic reading at which its run time is spent. It
@@ -226,6 +228,7 @@ class Launches:
             deadline=attempt.deadline,
             env=env,
             resume=resume,
+            trace=self.trace_context(execution_id, epoch) if self.trace_context else {},
             persist=lambda metadata: lifecycle.persist_recovery(execution_id, epoch, metadata),
             record_phase=lambda name, outcome: self._record_phase(
                 execution_id, epoch, name, outcome

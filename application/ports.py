@@ -352,6 +352,9 @@ class LaunchContext:
     # Set once `persist_recovery` succeeded: the launch acknowledgement an executor that
     # declares `recover` owes before `launch` returns.
     recovery_persisted: bool = False
+    # The W3C trace context of this launch's span (`traceparent`, maybe `tracestate`):
+    # empty unless tracing is on (rota[otel]). Never logged, never written to the log.
+    trace: dict[str, str] = field(default_factory=dict)
 
     @property
     def execution_id(self) -> str:
@@ -610,3 +613,20 @@ GateAnswer = StartHold | str | bool | None
 # trigger it (the newest), otherwise the oldest pending. Raising fails closed: nothing is
 # held and the next pass asks again.
 Gate = Callable[[WorkState, Binding, PendingInput], GateAnswer]
+
+
+# -- observing what was appended ----------------------------------------------------------
+
+# An append observer: called by the transaction loop after each append with the events
+# that append newly recorded, in log order (a repeated delivery identity's original is
+# not new, so each decision is observed once, by the process that took it). It runs under
+# the projection's lock: it must be quick, must not append, and sees only what this
+# process wrote. One that raises is logged (its type only) and the append stands.
+# Observers derive what an operator reads from what the log recorded: the decision log
+# lines (rota.infrastructure.decision_lines), the attempt spans (infrastructure/tracing.py).
+AppendObserver = Callable[[Sequence[RecordedEvent]], None]
+
+# The W3C trace context of an attempt's launch (`traceparent`, `tracestate` when set):
+# `(execution_id, epoch) -> headers`, empty when no trace is recorded. It reaches the
+# executor as `ctx.trace` (shell jobs: $TRACEPARENT, $TRACESTATE) and nothing else.
+TraceContext = Callable[[str, int], dict[str, str]]
