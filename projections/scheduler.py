@@ -46,6 +46,7 @@ from rota.projections.scheduler_rows import (
     ledger_row,
     persisted_keys,
 )
+from rota.projections.work_pages import WorkFilter, page_in_memory
 
 
 class OnDemandWorks(dict[str, WorkState]):
@@ -61,6 +62,11 @@ class OnDemandWorks(dict[str, WorkState]):
     def in_memory(self) -> Iterable[WorkState]:
         """The Works held now, without finding any."""
         return dict.values(self)
+
+    def page(self, after: str, limit: int, where: WorkFilter) -> tuple[list[WorkState], str | None]:
+        """A page of Works in id order after `after` (see `rota.projections.work_pages`):
+        of the held ones here; an adapter pages through its store as well."""
+        return page_in_memory(dict(dict.items(self)), after, limit, where)
 
     def forget(self, keep: Container[str]) -> int:
         """Drop every held Work not in `keep` (after a save stored them); how many."""
