@@ -34,7 +34,9 @@ from rota.projections.history import HistoryProjection
 from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection, is_quiet
 from rota.projections.scheduler_rows import canonical_encoder, other_keys
 
-HOLD = 20_000  # Works (or history rows) a fold keeps in memory before it spills
+HOLD = 5_000  # Works (or history rows) a fold keeps in memory before it spills
+BLOOM_BITS = 1 << 24
+BLOOM_MASK = BLOOM_BITS - 1
 _decode_work = msgspec.json.Decoder(WorkState).decode
 
 
@@ -52,18 +54,38 @@ class SpillFile:
             "WITHOUT ROWID"
         )
         self.writes = 0
+        # A Bloom filter of the keys written (two bits per key of a 2**24-bit array, 2 MiB):
+        # most lookups are of keys never spilled (the first event of each Work), answered
+        # without a query; a false positive (about 1% at a million keys) costs one query.
+        self._bits = bytearray(BLOOM_BITS // 8)
+
+    def _mark(self, key: str) -> str:
+        h = hash(key)
+        bits = self._bits
+        for bit in (h & BLOOM_MASK, (h >> 24) & BLOOM_MASK):
+            bits[bit >> 3] |= 1 << (bit & 7)
+        return key
+
+    def may_hold(self, key: str) -> bool:
+        h, bits = hash(key), self._bits
+        return all(
+            bits[bit >> 3] >> (bit & 7) & 1 for bit in (h & BLOOM_MASK, (h >> 24) & BLOOM_MASK)
+        )
 
     def put(self, rows: Iterable[tuple[str, bytes]]) -> None:
         """Write (or overwrite) rows, in one transaction."""
+        mark = self._mark
         with self._conn:
             self._conn.executemany(
                 "INSERT INTO rows (key, value) VALUES (?, ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                rows,
+                ((mark(key), value) for key, value in rows),
             )
         self.writes += 1
 
     def get(self, key: str) -> bytes | None:
+        if not self.may_hold(key):
+            return None
         found = self._conn.execute("SELECT value FROM rows WHERE key = ?", (key,)).fetchone()
         return None if found is None else bytes(found[0])
 
