@@ -264,7 +264,7 @@ def scale(args: argparse.Namespace) -> None:
             flush=True,
         )
         remove_db(Path(f"{path}.projections"))
-    (small, _), (large, large_rss) = results
+    (small, _), (large, _) = results
     ratio = large["rate"] / small["rate"]
     print()
     print(f"rate ratio many / few Works: {ratio:.2f}x (target >= 0.8x): {verdict(ratio >= 0.8)}")

@@ -169,11 +169,15 @@ class Spiller:
         return len(projection.works) + len(projection.attempts)
 
     def page_done(self) -> None:
+        projection = self.projection
+        if isinstance(projection, SchedulerProjection):
+            # A fresh fold is written whole (`replace`): its changed keys need no record,
+            # and kept they would grow with every Work folded.
+            projection.dirty.clear()
         held = self.held()
         self.peak = max(self.peak, held)
         if held <= self.limit:
             return
-        projection = self.projection
         if isinstance(projection, SchedulerProjection):
             works = projection.works
             assert isinstance(works, SpilledWorks)

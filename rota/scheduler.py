@@ -436,6 +436,13 @@ class Scheduler:
         """Every Work's summary, in id order (read a page at a time)."""
         return self._read.works()
 
+    def iter_works(
+        self, *, state: str | None = None, scope: str | None = None, binding: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The summaries of the Works matching the filters, in id order, read a page at a
+        time (so a store-backed scheduler never holds every Work); see `works_page`."""
+        return self._read.iter_works(state=state, scope=scope, binding=binding)
+
     def works_page(
         self,
         *,

@@ -35,16 +35,17 @@ def work_view(scheduler: Scheduler, work_id: str) -> dict[str, Any]:
     return view
 
 
-def _count_states(works: list[dict[str, Any]]) -> dict[str, int]:
-    counts = Counter(w["state"] for w in works)
+def _states(counts: Counter[str]) -> dict[str, int]:
+    """Works per state, in the states' order."""
     return {state: counts[state] for state in STATE_ORDER if state in counts}
 
 
-def _state_line(works: list[dict[str, Any]]) -> str:
-    if not works:
+def _state_line(counts: Counter[str]) -> str:
+    total = sum(counts.values())
+    if not total:
         return "no Work"
-    states = ", ".join(f"{n} {state}" for state, n in _count_states(works).items())
-    return f"{len(works)} Work: {states}"
+    states = ", ".join(f"{n} {state}" for state, n in _states(counts).items())
+    return f"{total} Work: {states}"
 
 
 def _describe(view: dict[str, Any]) -> list[str]:
@@ -205,12 +206,21 @@ def cmd_run(args: argparse.Namespace) -> int:
                 scheduler.run_until_idle(timeout=args.timeout)
         else:
             _daemon(scheduler, drain=args.drain or 0.0)
-        works = scheduler.works()
-    if args.json:
-        print_json({"states": _count_states(works), "works": works})
-    else:
-        print(_state_line(works))
+        _run_summary(scheduler, as_json=args.json)
     return 0
+
+
+def _run_summary(scheduler: Scheduler, *, as_json: bool) -> None:
+    """What `rota run` prints at the end: the count of Works per state (with `--json`,
+    then every Work), read a page at a time, so it never holds every Work."""
+    counts: Counter[str] = Counter(w["state"] for w in scheduler.iter_works())
+    if not as_json:
+        print(_state_line(counts))
+        return
+    sys.stdout.write('{"states":' + msgspec.json.encode(_states(counts)).decode() + ',"works":[')
+    for n, work in enumerate(scheduler.iter_works()):
+        sys.stdout.write(("," if n else "") + msgspec.json.encode(work).decode())
+    sys.stdout.write("]}\n")
 
 
 @contextlib.contextmanager
@@ -349,12 +359,7 @@ def cmd_work_list(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write("]\n")
         return 0
-    total = sum(counts.values())
-    if not total:
-        print("no Work")
-    else:
-        states = ", ".join(f"{counts[s]} {s}" for s in STATE_ORDER if s in counts)
-        print(f"{total} Work: {states}")
+    print(_state_line(counts))
     if args.limit and args.next_cursor is not None:
         print(f"more: --after {args.next_cursor}")
     return 0
