@@ -4,7 +4,7 @@ and the log's events (`Scheduler.work`, `works`, `executions`, `events`, `iter_e
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 from rota.application.host import Host
 from rota.application.ports import EventStore
@@ -12,7 +12,9 @@ from rota.application.service import SchedulerService
 from rota.application.views import attempt_view, event_json, work_summary, work_view
 from rota.domain.admission import Waiting
 from rota.domain.errors import NotEligible
-from rota.domain.state import WorkState
+from rota.domain.state import WorkState, WorkStateName
+from rota.projections.scheduler import OnDemandWorks
+from rota.projections.work_pages import MAX_LIMIT, WorkFilter, bounded, page_in_memory
 
 
 class ReadModels:
@@ -42,12 +44,45 @@ class ReadModels:
         return None
 
     def works(self) -> list[dict[str, Any]]:
+        """Every Work's summary in id order, read a page at a time (`iter_works`)."""
+        return list(self.iter_works())
+
+    def iter_works(
+        self, *, state: str | None = None, scope: str | None = None, binding: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The summaries of the Works matching the filters (see `works_page`), in id order,
+        read a page at a time: a store-backed projection never holds every Work."""
+        after: str | None = ""
+        while after is not None:
+            page, after = self.works_page(
+                state=state, scope=scope, binding=binding, after=after, limit=MAX_LIMIT
+            )
+            yield from page
+
+    def works_page(
+        self,
+        *,
+        state: str | None = None,
+        scope: str | None = None,
+        binding: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of Work summaries in id order after the cursor `after` (a Work id; None
+        or "": from the first), at most `limit` (default 16, at most 1000), filtered by state
+        name, scope (that scope and those under it) and binding name; and the cursor of the
+        next page (None: this is the last). See `rota.projections.work_pages`."""
+        if state is not None and state not in get_args(WorkStateName):
+            raise ValueError(f"no Work state {state!r}")
+        where, count = WorkFilter(state, scope, binding), bounded(limit)
         with self.service.lock:
             self.service.catch_up()
-            return [
-                work_summary(w, self._waiting(w))
-                for w in sorted(self.service.projection.works.values(), key=lambda w: w.work_id)
-            ]
+            works = self.service.projection.works
+            if isinstance(works, OnDemandWorks):
+                found, cursor = works.page(after or "", count, where)
+            else:
+                found, cursor = page_in_memory(works, after or "", count, where)
+            return [work_summary(w, self._waiting(w)) for w in found], cursor
 
     def executions(self, work_id: str) -> list[dict[str, Any]]:
         with self.service.lock:

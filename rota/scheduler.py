@@ -433,7 +433,30 @@ class Scheduler:
         return self._read.work(work_id)
 
     def works(self) -> list[dict[str, Any]]:
+        """Every Work's summary, in id order (read a page at a time)."""
         return self._read.works()
+
+    def iter_works(
+        self, *, state: str | None = None, scope: str | None = None, binding: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The summaries of the Works matching the filters, in id order, read a page at a
+        time (so a store-backed scheduler never holds every Work); see `works_page`."""
+        return self._read.iter_works(state=state, scope=scope, binding=binding)
+
+    def works_page(
+        self,
+        *,
+        state: str | None = None,
+        scope: str | None = None,
+        binding: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of Work summaries and the next page's cursor (None: the last page);
+        see `rota.read_models.ReadModels.works_page`."""
+        return self._read.works_page(
+            state=state, scope=scope, binding=binding, after=after, limit=limit
+        )
 
     def executions(self, work_id: str) -> list[dict[str, Any]]:
         return self._read.executions(work_id)

@@ -19,6 +19,7 @@ from rota.cli.ops import daemon_lock
 from rota.cli.run_logs import Status, log_options, run_logging
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
+from rota.projections.work_pages import MAX_LIMIT
 from rota.scheduler import Scheduler
 
 STATE_ORDER: tuple[str, ...] = get_args(WorkStateName)
@@ -35,16 +36,17 @@ def work_view(scheduler: Scheduler, work_id: str) -> dict[str, Any]:
     return view
 
 
-def _count_states(works: list[dict[str, Any]]) -> dict[str, int]:
-    counts = Counter(w["state"] for w in works)
+def _states(counts: Counter[str]) -> dict[str, int]:
+    """Works per state, in the states' order."""
     return {state: counts[state] for state in STATE_ORDER if state in counts}
 
 
-def _state_line(works: list[dict[str, Any]]) -> str:
-    if not works:
+def _state_line(counts: Counter[str]) -> str:
+    total = sum(counts.values())
+    if not total:
         return "no Work"
-    states = ", ".join(f"{n} {state}" for state, n in _count_states(works).items())
-    return f"{len(works)} Work: {states}"
+    states = ", ".join(f"{n} {state}" for state, n in _states(counts).items())
+    return f"{total} Work: {states}"
 
 
 def _describe(view: dict[str, Any]) -> list[str]:
@@ -205,12 +207,21 @@ def cmd_run(args: argparse.Namespace) -> int:
                 scheduler.run_until_idle(timeout=args.timeout)
         else:
             _daemon(scheduler, status, drain=args.drain or 0.0)
-        works = scheduler.works()
-    if args.json:
-        print_json({"states": _count_states(works), "works": works})
-    else:
-        print(_state_line(works))
+        _run_summary(scheduler, as_json=args.json)
     return 0
+
+
+def _run_summary(scheduler: Scheduler, *, as_json: bool) -> None:
+    """What `rota run` prints at the end: the count of Works per state (with `--json`,
+    then every Work), read a page at a time, so it never holds every Work."""
+    counts: Counter[str] = Counter(w["state"] for w in scheduler.iter_works())
+    if not as_json:
+        print(_state_line(counts))
+        return
+    sys.stdout.write('{"states":' + msgspec.json.encode(_states(counts)).decode() + ',"works":[')
+    for n, work in enumerate(scheduler.iter_works()):
+        sys.stdout.write(("," if n else "") + msgspec.json.encode(work).decode())
+    sys.stdout.write("]}\n")
 
 
 @contextlib.contextmanager
@@ -284,23 +295,74 @@ def cmd_work_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_work_list(args: argparse.Namespace) -> int:
-    with open_rota(args) as scheduler:
-        works = scheduler.works()
-    if args.json:
-        print_json(works)
-        return 0
-    header = ("WORK", "STATE", "BINDING", "SCOPE", "ATTEMPTS", "LAST OUTCOME")
-    rows = [
+HEADER = ("WORK", "STATE", "BINDING", "SCOPE", "ATTEMPTS", "LAST OUTCOME")
+
+
+def _table_rows(works: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    return [
         (w["id"], w["state"], w["binding"], w["scope"], str(w["attempts"]), note)
         for w in works
         for note in [w["last_outcome"] or w["waiting"] or "-"]
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
+
+
+def _print_table(rows: list[tuple[str, ...]], widths: list[int]) -> None:
+    for row in rows:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         print("  ".join(cells).rstrip())
-    print(_state_line(works))
+
+
+def _pages(scheduler: Scheduler, args: argparse.Namespace) -> Iterator[list[dict[str, Any]]]:
+    """The pages a listing prints: one (`--limit`) or every page from `--after` on."""
+    after: str | None = args.after or ""
+    while after is not None:
+        page, after = scheduler.works_page(
+            state=args.state,
+            scope=args.scope,
+            binding=args.binding,
+            after=after,
+            limit=args.limit or MAX_LIMIT,
+        )
+        args.next_cursor = after
+        yield page
+        if args.limit:
+            return
+
+
+def cmd_work_list(args: argparse.Namespace) -> int:
+    """List Works in id order a page at a time, so no listing holds every Work: every
+    matching Work (a JSON array with `--json`), or one page with `--limit` (a JSON object
+    with the page's `works` and the `next` cursor, for `--after`)."""
+    if args.limit is not None and not 1 <= args.limit <= MAX_LIMIT:
+        raise UsageError(f"--limit takes 1 to {MAX_LIMIT}")
+    counts: Counter[str] = Counter()
+    widths: list[int] | None = None
+    with open_rota(args) as scheduler:
+        if args.json and args.limit:
+            works = next(_pages(scheduler, args))
+            print_json({"works": works, "next": args.next_cursor})
+            return 0
+        if args.json:
+            sys.stdout.write("[")
+        first = True
+        for page in _pages(scheduler, args):
+            counts.update(w["state"] for w in page)
+            if args.json:
+                for work in page:
+                    sys.stdout.write(("" if first else ",") + msgspec.json.encode(work).decode())
+                    first = False
+                continue
+            rows = _table_rows(page)
+            if widths is None:
+                widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
+                rows.insert(0, HEADER)
+            _print_table(rows, widths)
+    if args.json:
+        sys.stdout.write("]\n")
+        return 0
+    print(_state_line(counts))
+    if args.limit and args.next_cursor is not None:
+        print(f"more: --after {args.next_cursor}")
     return 0
 
 
@@ -400,6 +462,13 @@ def register(commands: Any) -> None:
     show.add_argument("work", metavar="WORK")
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=cmd_work_show)
-    listing = work_commands.add_parser("list", help="every Work")
+    listing = work_commands.add_parser("list", help="Works in id order, a page at a time")
     listing.add_argument("--json", action="store_true")
+    listing.add_argument("--state", choices=STATE_ORDER, help="only Works in this state")
+    listing.add_argument("--scope", help="only Works in this scope or a scope under it")
+    listing.add_argument("--binding", help="only Works on this binding")
+    listing.add_argument(
+        "--limit", type=int, metavar="N", help=f"one page of at most N Works (1-{MAX_LIMIT})"
+    )
+    listing.add_argument("--after", metavar="WORK", help="start after this Work id (a cursor)")
     listing.set_defaults(handler=cmd_work_list)
