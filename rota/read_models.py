@@ -1,18 +1,27 @@
 """The read models an embedded scheduler returns: a Work's view, the Works, their attempts
-and the log's events (`Scheduler.work`, `works`, `executions`, `events`, `iter_events`)."""
+and the log's events (`Scheduler.work`, `works`, `executions`, `events`, `iter_events`),
+as the typed views of `rota.work_views`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from rota.application.host import Host
 from rota.application.ports import EventStore
 from rota.application.service import SchedulerService
-from rota.application.views import attempt_view, event_json, work_summary, work_view
 from rota.domain.admission import Waiting
 from rota.domain.errors import NotEligible
 from rota.domain.state import WorkState
+from rota.work_views import (
+    AttemptView,
+    EventView,
+    WorkSummary,
+    WorkView,
+    attempt_view,
+    event_view,
+    work_summary,
+    work_view,
+)
 
 
 class ReadModels:
@@ -21,7 +30,7 @@ class ReadModels:
     def __init__(self, service: SchedulerService, host: Host, store: EventStore) -> None:
         self.service, self.host, self.store = service, host, store
 
-    def work(self, work_id: str) -> dict[str, Any] | None:
+    def work(self, work_id: str) -> WorkView | None:
         """The Work's JSON view (state, attempts, segments, retry), or None."""
         with self.service.lock:
             self.service.catch_up()
@@ -41,7 +50,7 @@ class ReadModels:
             return Waiting(work.work_id, refusal.code, refusal.message)
         return None
 
-    def works(self) -> list[dict[str, Any]]:
+    def works(self) -> list[WorkSummary]:
         with self.service.lock:
             self.service.catch_up()
             return [
@@ -49,18 +58,18 @@ class ReadModels:
                 for w in sorted(self.service.projection.works.values(), key=lambda w: w.work_id)
             ]
 
-    def executions(self, work_id: str) -> list[dict[str, Any]]:
+    def executions(self, work_id: str) -> list[AttemptView]:
         with self.service.lock:
             self.service.catch_up()
             work = self.service.projection.works.get(work_id)
             return [] if work is None else [attempt_view(a) for a in work.attempts]
 
-    def events(self, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
-        return [event_json(r) for r in self.store.read(after, limit)]
+    def events(self, after: int = 0, limit: int = 1000) -> list[EventView]:
+        return [event_view(r) for r in self.store.read(after, limit)]
 
-    def iter_events(self, after: int = 0) -> Iterator[dict[str, Any]]:
+    def iter_events(self, after: int = 0) -> Iterator[EventView]:
         position = after
         while batch := self.store.read(position, 5000):
             for recorded in batch:
-                yield event_json(recorded)
+                yield event_view(recorded)
             position = batch[-1].position
