@@ -177,15 +177,14 @@ class LifecycleCommands:
             return emits, expected
 
         result = self.tx.transact(decide)
+        start = result_start(result)  # positions past it are this append's writes
         out: list[AppendResult | RotaError] = []
         for item in slices:
             if isinstance(item, RotaError):
                 out.append(item)
                 continue
             recorded = result.recorded[item[0] : item[1]]
-            # Positions past the log head before this append are this append's writes.
-            written = sum(1 for r in recorded if r.position > result_start(result))
-            out.append(AppendResult(list(recorded), written))
+            out.append(AppendResult(recorded, sum(1 for r in recorded if r.position > start)))
         return out
 
     def submit_many(self, works: Sequence[dict[str, Any]]) -> AppendResult:

@@ -4,14 +4,18 @@
     python -m bench.submit_threads             # 4,000 Works per case
     python -m bench.submit_threads --quick     # 800
 
-Cases, each on a fresh SQLite store (synchronous FULL, rota's default), interleaved, best
-of 3 (every run shown):
+Cases, each on a fresh SQLite store (synchronous FULL, rota's default; `--synchronous
+normal` to leave the fsync of each commit out), interleaved, best of 3 (every run shown):
 - `8 threads, submit()`: 8 threads, each submitting its share one Work (one input) per
   call: the calls are group-committed (`rota.application.group_commit`);
 - `submit_many`: the same Works through `Scheduler.submit_many`, 500 per call (one
   transaction each), from one thread: the batch path;
-- `8 threads, ungrouped`: the 8 threads calling the lifecycle's own `submit` (one
-  transaction per call, as `Scheduler.submit` did before grouping);
+- `submit_many, 8 per call`: the same from one thread, 8 Works a transaction: what 8
+  callers that each wait for their own submit can share at best (the ceiling of grouping
+  for 8 threads, without its thread hand-offs);
+- `8 threads, ungrouped`: the 8 threads running what `Scheduler.submit` did before
+  grouping (the binding check, the lifecycle's own `submit`: one transaction per call,
+  then the Work's view, which it returned);
 - `1 thread, submit()` and `1 thread, ungrouped`: the same two paths from one thread, so a
   single caller's cost with grouping is compared with its cost without.
 Only submitting is timed (nothing runs); each run checks every Work is ready.
@@ -41,8 +45,9 @@ from bench.common import (
 THREADS = 8
 MANY_BATCH = 500
 GROUPED, MANY, UNGROUPED = "8 threads, submit()", "submit_many", "8 threads, ungrouped"
+MANY_8 = "submit_many, 8 per call"
 ONE, ONE_UNGROUPED = "1 thread, submit()", "1 thread, ungrouped"
-CASES = (GROUPED, MANY, UNGROUPED, ONE, ONE_UNGROUPED)
+CASES = (GROUPED, MANY, MANY_8, UNGROUPED, ONE, ONE_UNGROUPED)
 TARGET = 0.7  # 8 threads' submit() against submit_many (issue 18)
 
 
@@ -76,10 +81,11 @@ def _threads(count: int, jobs: int, submit: Callable[[int], object]) -> float:
     return elapsed
 
 
-def run_case(path: Path, case: str, jobs: int) -> tuple[float, int]:
+def run_case(path: Path, case: str, jobs: int, synchronous: str) -> tuple[float, int]:
     """Seconds to submit `jobs` Works in `case`, and the transactions it took."""
     remove_db(path)
-    scheduler = rota.open(path, projections=False)
+    config = {"store": {"synchronous": synchronous}}
+    scheduler = rota.open(path, projections=False, config=config)
     try:
         scheduler.register("noop", lambda ctx: None, inline=True)
         lifecycle = scheduler.service.lifecycle
@@ -89,15 +95,24 @@ def run_case(path: Path, case: str, jobs: int) -> tuple[float, int]:
             return scheduler.submit(f"w-{k:07d}", binding="noop", input=_input(k))
 
         def ungrouped(k: int) -> object:
-            return lifecycle.submit(f"w-{k:07d}", binding="noop", inputs=[(_input(k), None, None)])
+            # What `Scheduler.submit` did before grouping: check the binding's executor,
+            # submit in a transaction of its own, wake the loop, return the Work's view.
+            work_id = f"w-{k:07d}"
+            with scheduler.service.lock:
+                known = scheduler.service.bindings.get("noop")
+                scheduler._binding_paths.require_executor(known, scheduler.executors)
+            lifecycle.submit(work_id, binding="noop", inputs=[(_input(k), None, None)])
+            scheduler.host.wake.set()
+            return scheduler.work(work_id)
 
-        if case == MANY:
+        if case in (MANY, MANY_8):
             items = [rota.Submission(f"w-{k:07d}", "noop", input=_input(k)) for k in range(jobs)]
+            size = MANY_BATCH if case == MANY else THREADS
             start = perf_counter()
-            for offset in range(0, jobs, MANY_BATCH):
-                scheduler.submit_many(items[offset : offset + MANY_BATCH])
+            for offset in range(0, jobs, size):
+                scheduler.submit_many(items[offset : offset + size])
             seconds = perf_counter() - start
-            transactions = -(-jobs // MANY_BATCH)
+            transactions = -(-jobs // size)
         else:
             count = THREADS if case in (GROUPED, UNGROUPED) else 1
             submit = grouped if case in (GROUPED, ONE) else ungrouped
@@ -114,6 +129,12 @@ def run_case(path: Path, case: str, jobs: int) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     run_options(parser, "800 Works per case instead of 4,000")
+    parser.add_argument(
+        "--synchronous",
+        choices=("full", "normal"),
+        default="full",
+        help="SQLite synchronous mode (default full, rota's default; normal: no fsync a commit)",
+    )
     args = parser.parse_args()
     jobs = 800 if args.quick else 4_000
     best = Best()
@@ -122,7 +143,8 @@ def main() -> None:
         print_header("Group-committed submits", directory)
         for repeat in range(args.repeats):
             for case in CASES:  # interleaved: each repeat runs every case once
-                seconds, transactions = run_case(directory / "submit.db", case, jobs)
+                path = directory / "submit.db"
+                seconds, transactions = run_case(path, case, jobs, args.synchronous)
                 rate = best.add("rota", case, jobs, seconds)
                 batches[case].append(transactions)
                 progress(f"run {repeat + 1}: {case}: {fmt_rate(rate)} Works/s")
@@ -135,11 +157,16 @@ def main() -> None:
         ]
         for case in CASES
     ]
-    print(f"{jobs:,} Works per case, {THREADS} threads, best of {args.repeats}")
+    print(
+        f"{jobs:,} Works per case, {THREADS} threads, synchronous {args.synchronous.upper()}, "
+        f"best of {args.repeats}"
+    )
     print_table(["case", "Works/s", "every run", "Works per transaction (best)"], rows)
     print()
     ratios = [
         (GROUPED, MANY, f"target >= {TARGET}x"),
+        (GROUPED, MANY_8, "against 8 a transaction"),
+        (MANY_8, MANY, "8 vs 500 a transaction"),
         (GROUPED, UNGROUPED, "grouping's gain"),
         (ONE, ONE_UNGROUPED, "one caller: no slower"),
     ]

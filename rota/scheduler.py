@@ -370,10 +370,11 @@ class Scheduler:
         return handles
 
     def _request(self, item: Submission) -> SubmitRequest:
-        with self.service.lock:
-            # Never accept Work nothing here could run.
-            known = self.service.bindings.get(item.binding)
-            self._binding_paths.require_executor(known, self.executors)
+        # Never accept Work nothing here could run. Not under the projection's lock: a
+        # group commit holds it while it appends, and the next submits prepare meanwhile
+        # (the two dict reads are atomic; a registration racing a submit may go either way).
+        known = self.service.bindings.get(item.binding)
+        self._binding_paths.require_executor(known, self.executors)
         return submit_request(
             item.work_id,
             binding=item.binding,
