@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from postgres import schema_url, temporary_schema
 
 import rota
 import rota.aio
@@ -169,6 +170,24 @@ def test_a_handle_waits_for_work_another_process_runs(tmp_path: Path) -> None:
             assert handle.result(timeout=60) == {"ran": 1}
         finally:
             assert other.wait(timeout=60) == 0
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_handle_waits_for_work_another_scheduler_runs() -> None:
+    with temporary_schema() as schema:
+        url = schema_url(schema)
+        with rota.open(url) as submitter, rota.open(url) as runner:
+            submitter.register("job", lambda ctx: None)  # lets it accept the Work
+            runner.register("job", lambda ctx: {"ran": ctx.trigger["x"]})
+            handle = submitter.submit("w", binding="job", input={"x": 2})
+            thread = background(runner)
+            try:
+                assert handle.result(timeout=60) == {"ran": 2}
+            finally:
+                stop(runner, thread)
+            standing = submitter.submit("s", binding="job", kind="standing", input={"x": 3})
+            with pytest.raises(rota.WaitTimeout):
+                standing.wait(timeout=0.1)  # nobody runs it now
 
 
 # -- typed views ------------------------------------------------------------------------------
@@ -335,6 +354,19 @@ def test_a_second_registration_is_refused_unless_replace(scheduler: rota.Schedul
     handle = scheduler.submit("w", binding="job")
     scheduler.run_until_idle(timeout=30)
     assert handle.result(timeout=0) == "second"
+
+
+def test_registering_the_executor_a_config_binding_names_is_a_first_registration(
+    tmp_path: Path,
+) -> None:
+    config = {"bindings": [{"name": "nightly", "executor": "report"}]}
+    with rota.open(tmp_path / "cfg.db", config=config) as scheduler:
+        scheduler.register("report", lambda ctx: "ok", binding=False)
+        handle = scheduler.submit("n", binding="nightly")
+        scheduler.run_until_idle(timeout=30)
+        assert handle.result(timeout=0) == "ok"
+        with pytest.raises(rota.RegistrationError):
+            scheduler.register("report", lambda ctx: "again", binding=False)
 
 
 def test_register_historical_refuses_what_is_not_callable(scheduler: rota.Scheduler) -> None:
