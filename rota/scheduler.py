@@ -24,7 +24,6 @@ views of `rota.work_views`.
 
 from __future__ import annotations
 
-import inspect
 import os
 import socket
 import threading
@@ -36,11 +35,8 @@ from typing import Any
 import msgspec
 
 from rota import bootstrap
-from rota.api_errors import ApiCode, RegistrationError
-from rota.application.group_commit import SubmitGroup
 from rota.application.host import TickReport
 from rota.application.lease_hold import LeaseHold
-from rota.application.lifecycle import SubmitRequest, submit_request
 from rota.application.ports import (
     Environment,
     EventStore,
@@ -56,7 +52,7 @@ from rota.application.views import (
 from rota.async_executors import AsyncCallables
 from rota.bindings import BindingPaths, check_timeout, define_binding
 from rota.daemon import AuditCheckpoints, DaemonLoop
-from rota.domain.errors import DomainCode, RotaError
+from rota.domain.errors import RotaError
 from rota.domain.policy import (
     POOL_AGENTS,
     ControlFallback,
@@ -66,35 +62,14 @@ from rota.domain.policy import (
 )
 from rota.handles import WorkHandle
 from rota.infrastructure.config import Config, EntryCode, check_binding, unknown_executor
-from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.read_models import ReadModels
-from rota.submissions import Submission, input_position, submission_inputs
+from rota.registrations import executor_of, refuse_second
+from rota.submissions import Submission
+from rota.submitting import Submits
 from rota.work_views import AttemptView, EventView, WorkSummary, WorkView
 
 _NO_INPUT: Any = msgspec.UNSET
 UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
-
-
-def check_callable(name: str, fn: Any) -> None:
-    """Refuse (`not_callable`) what an attempt could not call as `fn(ctx)`."""
-    if not callable(fn):
-        raise RegistrationError(
-            f"register({name!r}): {type(fn).__name__} {fn!r} is not callable",
-            code=ApiCode.NOT_CALLABLE,
-        )
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return  # no introspectable signature (some builtins): taken as it is
-    try:
-        signature.bind(None)
-    except TypeError as exc:
-        raise RegistrationError(
-            f"register({name!r}): {getattr(fn, '__qualname__', fn)!r}{signature} cannot be "
-            f"called with the one positional argument an attempt passes (the LaunchContext): "
-            f"{exc}",
-            code=ApiCode.NOT_CALLABLE,
-        ) from None
 
 
 def default_owner() -> str:
@@ -131,7 +106,15 @@ class Scheduler:
         self._closed = False
         self._daemon = DaemonLoop(self.host, store, self.checkpoint)
         self._read = ReadModels(self.service, self.host, store)
-        self._submits = SubmitGroup(self.service.lifecycle.submit_batch)
+        self._submitting = Submits(
+            self.service,
+            self.host,
+            store,
+            executors=self.executors,
+            binding_paths=self._binding_paths,
+            read=self.work,
+        )
+        self._submits = self._submitting.group
         self._async = AsyncCallables()
         self.service.catch_up()
         self.service.admission.configure_budgets(config.budgets)
@@ -173,24 +156,21 @@ class Scheduler:
         unless `replace=True`. An `async def` callable runs on the scheduler's event loop
         thread (see the guide, "rota.aio").
         """
-        if (fn is None) == (executor is None):
-            raise RotaError("register needs exactly one of fn or executor", code=EntryCode.USAGE)
-        if fn is not None:
-            check_callable(name, fn)
-        if not replace and name in self.executors:
-            raise RegistrationError(
-                f"an executor named {name!r} is already registered; "
-                "pass replace=True to replace it",
-                code=ApiCode.ALREADY_REGISTERED,
-            )
+        # As many threads as the pool has slots (0: unbounded); at least 4.
+        workers = max(4, self.settings.pool_limit(pool) or UNBOUNDED_POOL_THREADS)
+        executor = executor_of(
+            "register",
+            name,
+            fn,
+            executor,
+            async_callables=self._async,
+            pool=pool,
+            max_workers=workers,
+            inline=inline,
+        )
+        refuse_second(name, self.executors, replace)
         if binding:
             check_timeout(name, timeout_seconds)  # before anything is registered
-        if executor is None:
-            assert fn is not None
-            fn = self._async.wrap(fn)
-            # As many threads as the pool has slots (0: unbounded); at least 4.
-            workers = max(4, self.settings.pool_limit(pool) or UNBOUNDED_POOL_THREADS)
-            executor = InProcessExecutor(name, fn, pool=pool, inline=inline, max_workers=workers)
         with self.service.lock:
             before, executors = self.service.generation, dict(self.executors)
             # The bindings already defined on this executor (in the config file, say) meet
@@ -231,17 +211,15 @@ class Scheduler:
         implementation here, as a callable or an `Executor`. Within one process a
         replaced registration keeps serving its attempts without this.
         """
-        if (fn is None) == (executor is None):
-            raise RotaError(
-                "register_historical needs exactly one of fn or executor", code=EntryCode.USAGE
-            )
-        if fn is not None:
-            check_callable(name, fn)
-        if executor is None:
-            assert fn is not None
-            executor = InProcessExecutor(
-                name, self._async.wrap(fn), pool=pool, max_workers=max(4, self.settings.concurrency)
-            )
+        executor = executor_of(
+            "register_historical",
+            name,
+            fn,
+            executor,
+            async_callables=self._async,
+            pool=pool,
+            max_workers=max(4, self.settings.concurrency),
+        )
         with self.service.lock:
             self.host.directory.historical[(generation, name)] = executor
 
@@ -327,27 +305,19 @@ class Scheduler:
         Submits from several threads at once are group-committed: they share one store
         transaction, each caller getting its own handle or its own refusal.
         """
-        self._submits.arrive()
-        try:
-            request = self._request(
-                Submission(
-                    work_id,
-                    binding=binding,
-                    input=input,
-                    input_key=input_key,
-                    correlation_key=correlation_key,
-                    scope=scope,
-                    kind=kind,
-                    trigger=trigger,
-                    safety=safety,
-                )
+        return self._submitting.one(
+            Submission(
+                work_id,
+                binding=binding,
+                input=input,
+                input_key=input_key,
+                correlation_key=correlation_key,
+                scope=scope,
+                kind=kind,
+                trigger=trigger,
+                safety=safety,
             )
-        except BaseException:
-            self._submits.leave()
-            raise
-        recorded = self._submits.submit(request)
-        self.host.wake.set()
-        return self._handle(request, recorded)
+        )
 
     def submit_many(self, works: Iterable[Submission | Mapping[str, Any]]) -> list[WorkHandle]:
         """Submit several Works in ONE transaction; returns their handles, in order.
@@ -357,52 +327,12 @@ class Scheduler:
         `trigger`, `safety`), with `submit()`'s meaning. All or nothing: the first refused
         item is raised and nothing is appended. Give each Work at most once.
         """
-        items = [w if isinstance(w, Submission) else Submission(**w) for w in works]
-        requests = [self._request(item) for item in items]
-        if not requests:
-            return []
-        outcomes = self.service.lifecycle.submit_batch(requests, atomic=True)
-        self.host.wake.set()
-        handles: list[WorkHandle] = []
-        for request, outcome in zip(requests, outcomes, strict=True):
-            assert not isinstance(outcome, RotaError)  # atomic: a refusal was raised
-            handles.append(self._handle(request, outcome))
-        return handles
-
-    def _request(self, item: Submission) -> SubmitRequest:
-        # Never accept Work nothing here could run. Not under the projection's lock: a
-        # group commit holds it while it appends, and the next submits prepare meanwhile
-        # (the two dict reads are atomic; a registration racing a submit may go either way).
-        known = self.service.bindings.get(item.binding)
-        self._binding_paths.require_executor(known, self.executors)
-        return submit_request(
-            item.work_id,
-            binding=item.binding,
-            scope=item.scope,
-            kind=item.kind,
-            trigger=item.trigger,
-            safety=item.safety,
-            inputs=submission_inputs(item),
-        )
-
-    def _handle(self, request: SubmitRequest, recorded: Any) -> WorkHandle:
-        return WorkHandle(
-            request.work_id,
-            read=self.work,
-            store=self.store,
-            kind=str(request.spec["kind"]),
-            input_position=input_position(request.work_id, recorded, request.inputs, self.store),
-        )
+        return self._submitting.many(works)
 
     def handle(self, work_id: str) -> WorkHandle:
         """A handle on a Work submitted earlier (or by another process); without the
         input a submit accepted, a standing Work's handle settles only when it ends."""
-        view = self.work(work_id)
-        if view is None:
-            raise RotaError(f"no Work {work_id!r}", code=DomainCode.UNKNOWN_WORK)
-        return WorkHandle(
-            work_id, read=self.work, store=self.store, kind=view.kind, input_position=None
-        )
+        return self._submitting.handle(work_id)
 
     def accept(
         self,
