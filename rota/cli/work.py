@@ -21,6 +21,7 @@ from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
 from rota.projections.work_pages import MAX_LIMIT
 from rota.scheduler import Scheduler
+from rota.work_views import WorkSummary, WorkView
 
 STATE_ORDER: tuple[str, ...] = get_args(WorkStateName)
 INPUT_HELP = "the input payload: JSON, @FILE (a JSON file) or - (JSON on stdin)"
@@ -28,7 +29,7 @@ INPUT_HELP = "the input payload: JSON, @FILE (a JSON file) or - (JSON on stdin)"
 # -- reading Work ------------------------------------------------------------------------
 
 
-def work_view(scheduler: Scheduler, work_id: str) -> dict[str, Any]:
+def work_view(scheduler: Scheduler, work_id: str) -> WorkView:
     """`Scheduler.work`, or `unknown_work`."""
     view = scheduler.work(work_id)
     if view is None:
@@ -49,36 +50,36 @@ def _state_line(counts: Counter[str]) -> str:
     return f"{total} Work: {states}"
 
 
-def _describe(view: dict[str, Any]) -> list[str]:
+def _describe(view: WorkView) -> list[str]:
     """A readable rendering of one Work view."""
     lines = [
-        f"{view['id']}: {view['state']}  (binding {view['binding']}, scope {view['scope']}, "
-        f"{view['kind']}, submitted {view['submitted_at']})"
+        f"{view.id}: {view.state}  (binding {view.binding}, scope {view.scope}, "
+        f"{view.kind}, submitted {view.submitted_at})"
     ]
-    if view["pending"]:
-        keys = ", ".join(p["key"] for p in view["pending"])
+    if view.pending:
+        keys = ", ".join(p.key for p in view.pending)
         lines.append(f"  pending input: {keys}")
-    for attempt in view["attempts"]:
-        line = f"  attempt {attempt['number']} (epoch {attempt['epoch']}): {attempt['state']}"
-        if attempt["outcome"]:
-            line += f", {attempt['outcome']}"
-        elif attempt["released"]:
+    for attempt in view.attempts:
+        line = f"  attempt {attempt.number} (epoch {attempt.epoch}): {attempt.state}"
+        if attempt.outcome:
+            line += f", {attempt.outcome}"
+        elif attempt.released:
             line += " (lease released)"
-        if attempt["error"]:
-            line += f", {attempt['error']['code']}: {attempt['error']['message']}"
+        if attempt.error:
+            line += f", {attempt.error.code}: {attempt.error.message}"
         lines.append(line)
-        if attempt["data"] is not None:
-            lines.append(f"    data: {msgspec.json.encode(attempt['data']).decode()}")
-    retry = view["retry"]
-    if retry["failures"]:
-        budget = f" of {retry['budget']}" if retry["budget"] else ""
-        lines.append(f"  failures: {retry['failures']}{budget}")
-    if retry["next_due"]:
-        lines.append(f"  retry due: {retry['next_due']}")
-    if retry["blocked_reason"]:
-        lines.append(f"  blocked: {retry['blocked_reason']}")
-    if view["waiting"]:
-        lines.append(f"  waiting: {view['waiting']['code']}: {view['waiting']['detail']}")
+        if attempt.data is not None:
+            lines.append(f"    data: {msgspec.json.encode(attempt.data).decode()}")
+    retry = view.retry
+    if retry.failures:
+        budget = f" of {retry.budget}" if retry.budget else ""
+        lines.append(f"  failures: {retry.failures}{budget}")
+    if retry.next_due:
+        lines.append(f"  retry due: {retry.next_due}")
+    if retry.blocked_reason:
+        lines.append(f"  blocked: {retry.blocked_reason}")
+    if view.waiting:
+        lines.append(f"  waiting: {view.waiting.code}: {view.waiting.detail}")
     return lines
 
 
@@ -99,10 +100,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print_json(view)
         return 0
     what = "submitted" if written else "unchanged"
-    line = f"{view['id']}: {what}, {view['state']} (binding {view['binding']}, "
-    line += f"scope {view['scope']}, {len(view['pending'])} pending input)"
-    if view["waiting"]:
-        line += f"; waiting: {view['waiting']['code']}"
+    line = f"{view.id}: {what}, {view.state} (binding {view.binding}, "
+    line += f"scope {view.scope}, {len(view.pending)} pending input)"
+    if view.waiting:
+        line += f"; waiting: {view.waiting.code}"
     print(line)
     return 0
 
@@ -117,14 +118,14 @@ def cmd_accept(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"position": position, "work": view})
     else:
-        print(f"{args.work}: input at position {position}; {view['state']}")
+        print(f"{args.work}: input at position {position}; {view.state}")
     return 0
 
 
 def _act(
     args: argparse.Namespace,
     act: Callable[[Scheduler], object],
-    line: Callable[[dict[str, Any]], str],
+    line: Callable[[WorkView], str],
 ) -> int:
     """Run one operator command on `args.work`, then print its view (`--json`) or `line`."""
     with open_rota(args) as scheduler:
@@ -141,9 +142,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     return _act(
         args,
         lambda s: s.retry(args.work, reason=args.reason or "", requested_by=args.by),
-        lambda view: (
-            f"{args.work}: retry requested; {view['state']} (failures {view['retry']['failures']})"
-        ),
+        lambda view: f"{args.work}: retry requested; {view.state} (failures {view.retry.failures})",
     )
 
 
@@ -151,7 +150,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     return _act(
         args,
         lambda s: s.release(args.work, kind=args.kind, by=args.by),
-        lambda view: f"{args.work}: hold released; {view['state']}",
+        lambda view: f"{args.work}: hold released; {view.state}",
     )
 
 
@@ -176,7 +175,7 @@ def cmd_interrupt(args: argparse.Namespace) -> int:
     return _act(
         args,
         lambda s: s.interrupt(args.work, by=args.by),
-        lambda view: f"{args.work}: attempt fenced, Work {view['state']}; the interrupt follows",
+        lambda view: f"{args.work}: attempt fenced, Work {view.state}; the interrupt follows",
     )
 
 
@@ -214,7 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_summary(scheduler: Scheduler, *, as_json: bool) -> None:
     """What `rota run` prints at the end: the count of Works per state (with `--json`,
     then every Work), read a page at a time, so it never holds every Work."""
-    counts: Counter[str] = Counter(w["state"] for w in scheduler.iter_works())
+    counts: Counter[str] = Counter(w.state for w in scheduler.iter_works())
     if not as_json:
         print(_state_line(counts))
         return
@@ -298,11 +297,11 @@ def cmd_work_show(args: argparse.Namespace) -> int:
 HEADER = ("WORK", "STATE", "BINDING", "SCOPE", "ATTEMPTS", "LAST OUTCOME")
 
 
-def _table_rows(works: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+def _table_rows(works: list[WorkSummary]) -> list[tuple[str, ...]]:
     return [
-        (w["id"], w["state"], w["binding"], w["scope"], str(w["attempts"]), note)
+        (w.id, w.state, w.binding, w.scope, str(w.attempts), note)
         for w in works
-        for note in [w["last_outcome"] or w["waiting"] or "-"]
+        for note in [w.last_outcome or w.waiting or "-"]
     ]
 
 
@@ -312,7 +311,7 @@ def _print_table(rows: list[tuple[str, ...]], widths: list[int]) -> None:
         print("  ".join(cells).rstrip())
 
 
-def _pages(scheduler: Scheduler, args: argparse.Namespace) -> Iterator[list[dict[str, Any]]]:
+def _pages(scheduler: Scheduler, args: argparse.Namespace) -> Iterator[list[WorkSummary]]:
     """The pages a listing prints: one (`--limit`) or every page from `--after` on."""
     after: str | None = args.after or ""
     while after is not None:
@@ -346,7 +345,7 @@ def cmd_work_list(args: argparse.Namespace) -> int:
             sys.stdout.write("[")
         first = True
         for page in _pages(scheduler, args):
-            counts.update(w["state"] for w in page)
+            counts.update(w.state for w in page)
             if args.json:
                 for work in page:
                     sys.stdout.write(("" if first else ",") + msgspec.json.encode(work).decode())

@@ -56,7 +56,7 @@ def every_page(scheduler: rota.Scheduler, limit: int, **filters: Any) -> list[li
     pages, after = [], ""
     while after is not None:
         page, after = scheduler.works_page(after=after, limit=limit, **filters)
-        pages.append([w["id"] for w in page])
+        pages.append([w.id for w in page])
     return pages
 
 
@@ -85,28 +85,28 @@ def test_pages_in_id_order_with_filters_holding_only_active_works(target: str) -
         assert listed(scheduler, 7, binding="echo") == DONE
         both = every_page(scheduler, 3, binding="echo", scope="root/other", state="completed")
         assert [w for page in both for w in page] == DONE[::3]
-        assert [w["id"] for w in scheduler.works()] == every
+        assert [w.id for w in scheduler.works()] == every
         # Paging read the quiet Works' rows, and kept none of them.
         assert held(scheduler) == set(READY)
         first = scheduler.works_page(limit=1)[0][0]
-        assert first["id"] == "done-00" and first["state"] == "completed"
-        assert first["scope"] == "root/other" and first["attempts"] == 1
+        assert first.id == "done-00" and first.state == "completed"
+        assert first.scope == "root/other" and first.attempts == 1
 
 
 def test_the_cursor_is_stable_while_works_are_added(target: str) -> None:
     populate(target)
     with rota.open(target, config=CONFIG) as scheduler:
         page, after = scheduler.works_page(limit=6)
-        assert [w["id"] for w in page] == sorted(DONE + READY)[:6] and after == "done-05"
+        assert [w.id for w in page] == sorted(DONE + READY)[:6] and after == "done-05"
         # Added meanwhile: one before the cursor (not seen by this listing), some after.
         for work_id in ("aaa", "done-05x", "zzz"):
             scheduler.submit(work_id, binding="later", input={})
         rest: list[str] = []
         while after is not None:
             page, after = scheduler.works_page(after=after, limit=6)
-            rest += [w["id"] for w in page]
+            rest += [w.id for w in page]
         assert rest == sorted([*DONE[6:], "done-05x", *READY, "zzz"])
-        assert "aaa" in [w["id"] for w in scheduler.works()]
+        assert "aaa" in [w.id for w in scheduler.works()]
 
 
 def test_the_bounds_of_a_page(target: str) -> None:
