@@ -12,6 +12,7 @@ blocking work never run under it. The command groups (`lifecycle`, `recovery`, `
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -49,6 +50,9 @@ class Transactions:
         self.projection = SchedulerProjection()
         self.lock = threading.RLock()
         self.conflicts = 0
+        # How long this process's appends took (for /metrics: rota_append_seconds).
+        self.appends = 0
+        self.append_seconds = 0.0
         # The projections stored beside the log: loaded at open (no replay when current),
         # saved every `save_every` events and at close.
         self.stored: LiveProjections | None = None
@@ -115,9 +119,12 @@ class Transactions:
                 stored.close(self.projection)
 
     def _commit(self, emits: Sequence[Emit], expected: dict[str, int]) -> AppendResult:
+        began = time.perf_counter()
         result = self.store.append(
             [NewEvent(e.stream, e.event, e.delivery_id) for e in emits], expected
         )
+        self.appends += 1
+        self.append_seconds += time.perf_counter() - began
         # Apply what we wrote directly when it directly follows what the projection has
         # seen; otherwise another writer came between, and the log is read in order.
         unique = {r.position: r for r in result.recorded if r.position > self.projection.position}

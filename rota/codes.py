@@ -12,6 +12,7 @@ import inspect
 
 from rota.application.errors import PortCode
 from rota.domain.errors import DomainCode, ErrorCode
+from rota.http.errors import HttpCode
 from rota.infrastructure.config import EntryCode
 from rota.replay.errors import ReplayCode
 
@@ -21,6 +22,7 @@ BOUNDARIES: tuple[tuple[str, type[ErrorCode]], ...] = (
     ("ports", PortCode),
     ("entry points", EntryCode),
     ("replay", ReplayCode),
+    ("http", HttpCode),
 )
 
 HEADER = """# Error codes
@@ -87,7 +89,15 @@ def render(boundaries: tuple[tuple[str, type[ErrorCode]], ...] = BOUNDARIES) -> 
     return "".join(parts)
 
 
-__all__ = ["BOUNDARIES", "DomainCode", "EntryCode", "ErrorCode", "PortCode", "ReplayCode"]
+__all__ = [
+    "BOUNDARIES",
+    "DomainCode",
+    "EntryCode",
+    "ErrorCode",
+    "HttpCode",
+    "PortCode",
+    "ReplayCode",
+]
 
 if __name__ == "__main__":
     print(render(), end="")

@@ -49,6 +49,32 @@ class ReadModels:
                 for w in sorted(self.service.projection.works.values(), key=lambda w: w.work_id)
             ]
 
+    def works_page(
+        self,
+        *,
+        state: str | None = None,
+        scope: str | None = None,
+        binding: str | None = None,
+        after: str | None = None,
+        limit: int = 17,
+    ) -> list[dict[str, Any]]:
+        """At most `limit` Work summaries by id, after the id `after`, filtered by state,
+        scope (that scope and the scopes under it) and binding."""
+        with self.service.lock:
+            self.service.catch_up()
+            chosen = sorted(
+                (
+                    w
+                    for w in self.service.projection.works.values()
+                    if (state is None or w.state == state)
+                    and (binding is None or w.binding == binding)
+                    and (scope is None or w.scope == scope or w.scope.startswith(scope + "/"))
+                    and (after is None or w.work_id > after)
+                ),
+                key=lambda w: w.work_id,
+            )[:limit]
+            return [work_summary(w, self._waiting(w)) for w in chosen]
+
     def executions(self, work_id: str) -> list[dict[str, Any]]:
         with self.service.lock:
             self.service.catch_up()

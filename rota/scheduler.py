@@ -418,6 +418,11 @@ class Scheduler:
         """
         self._daemon.run(stop, drain=drain)
 
+    @property
+    def daemon(self) -> DaemonLoop:
+        """The daemon loop `run()` drives (its `passes` say when it last ticked)."""
+        return self._daemon
+
     def checkpoint(self) -> None:
         """Write an audit checkpoint when one is due (every N events or T seconds).
 
@@ -434,6 +439,21 @@ class Scheduler:
 
     def works(self) -> list[dict[str, Any]]:
         return self._read.works()
+
+    def works_page(
+        self,
+        *,
+        state: str | None = None,
+        scope: str | None = None,
+        binding: str | None = None,
+        after: str | None = None,
+        limit: int = 17,
+    ) -> list[dict[str, Any]]:
+        """At most `limit` Work summaries by id after `after`, filtered (state, scope and
+        the scopes under it, binding): the pages of `GET /v1/works`."""
+        return self._read.works_page(
+            state=state, scope=scope, binding=binding, after=after, limit=limit
+        )
 
     def executions(self, work_id: str) -> list[dict[str, Any]]:
         return self._read.executions(work_id)

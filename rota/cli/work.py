@@ -198,12 +198,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout only applies with --until-idle")
     if args.drain is not None and (args.until_idle or args.drain < 0):
         raise UsageError("--drain takes a number of seconds >= 0, without --until-idle")
+    if args.http is not None:
+        from rota.http import require_extra
+
+        require_extra()  # before the store is opened
     with daemon_lock(args), open_rota(args, runs=True) as scheduler:
-        if args.until_idle:
-            with _stop_on_signals(scheduler.stop):
-                scheduler.run_until_idle(timeout=args.timeout)
-        else:
-            _daemon(scheduler, drain=args.drain or 0.0)
+        server = None
+        if args.http is not None:
+            from rota.cli.serve import start_http
+
+            server = start_http(scheduler, args, args.http, read_only=False)
+        try:
+            _run(scheduler, args)
+        finally:
+            if server is not None:
+                server.stop()
         works = scheduler.works()
     if args.json:
         print_json({"states": _count_states(works), "works": works})
@@ -212,8 +221,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(scheduler: Scheduler, args: argparse.Namespace) -> None:
+    if args.until_idle:
+        with stop_on_signals(scheduler.stop):
+            scheduler.run_until_idle(timeout=args.timeout)
+    else:
+        _daemon(scheduler, drain=args.drain or 0.0)
+
+
 @contextlib.contextmanager
-def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
+def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
     """SIGTERM/SIGINT call `stop` (a graceful stop: the leases are released on the way
     out, shell jobs keep running); the previous handlers come back after."""
     signals = (signal.SIGTERM, signal.SIGINT)
@@ -389,6 +406,13 @@ def register(commands: Any) -> None:
         help="on SIGTERM/SIGINT, first wait (at most this long) for running attempts to end; "
         "then release the leases, leaving shell jobs running for the next daemon to adopt",
     )
+    run.add_argument(
+        "--http",
+        metavar="ADDR",
+        help="also serve the HTTP API on HOST:PORT (loopback: 127.0.0.1:8470; needs "
+        "'rota[http]', docs/http.md)",
+    )
+    run.add_argument("--tokens", metavar="FILE", help="with --http: the token file")
     run.add_argument("--json", action="store_true", help="print the final summary as JSON")
     run.set_defaults(handler=cmd_run)
 
