@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rota.domain.errors import RotaError
 from rota.http.context import ApiContext
+from rota.http.deps import READ
 from rota.http.errors import HttpCode, status_of
 from rota.http.guard import Guard, host_name
 from rota.http.routes import ROUTERS
@@ -39,13 +40,18 @@ def create_app(context: ApiContext) -> FastAPI:
         title="rota",
         version=__version__,
         description="The HTTP API of rota: read the scheduler's state, operate Work.",
-        openapi_url=OPENAPI_URL,
+        openapi_url=None,  # served below, behind a read token like every route
         docs_url=None,
         redoc_url=None,
     )
     app.state.rota = context
     for router in ROUTERS:
         app.include_router(router)
+
+    @app.get(OPENAPI_URL, include_in_schema=False, dependencies=[READ])
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
     _handlers(app)
     listen_host = host_name(context.settings.listen)
     hosts = [*context.settings.allowed_hosts]
