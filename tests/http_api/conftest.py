@@ -18,7 +18,7 @@ from rota.http.app import create_app
 from rota.http.context import ApiContext
 from rota.http.metrics import registry
 from rota.http.server import HttpServer
-from rota.http.tokens import Scope, TokenFile
+from rota.http.tokens import TokenFile
 from rota.infrastructure.config import HttpModel
 
 TIMEOUT = 30.0
