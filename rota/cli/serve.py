@@ -29,14 +29,28 @@ def start_http(scheduler: Any, args: argparse.Namespace, listen: str, *, read_on
     return server
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from rota.cli.work import stop_on_signals
+def check_http(args: argparse.Namespace, listen: str | None) -> str:
+    """Before the store is opened: the extra is installed, the address parses and the token
+    file loads. Returns the address to listen on."""
     from rota.http import require_extra
 
-    require_extra()  # before the store is opened
+    require_extra()
+    from rota.http.server import listen_address
+    from rota.http.tokens import TokenFile
+
+    config = load_config(args)
+    address = listen or config.http.listen
+    listen_address(address)
+    TokenFile.load(args.tokens or config.http.tokens)
+    return address
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from rota.cli.work import stop_on_signals
+
+    listen = check_http(args, args.listen)
     stop = threading.Event()
     with open_rota(args) as scheduler:
-        listen = args.listen or scheduler.config.http.listen
         server = start_http(scheduler, args, listen, read_only=True)
         try:
             with stop_on_signals(stop.set):

@@ -199,9 +199,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.drain is not None and (args.until_idle or args.drain < 0):
         raise UsageError("--drain takes a number of seconds >= 0, without --until-idle")
     if args.http is not None:
-        from rota.http import require_extra
+        from rota.cli.serve import check_http
 
-        require_extra()  # before the store is opened
+        check_http(args, args.http)  # before the store is opened
     with daemon_lock(args), open_rota(args, runs=True) as scheduler:
         server = None
         if args.http is not None:

@@ -65,7 +65,7 @@ def serve(
         ),
         read_only=read_only,
     )
-    return HttpServer(create_app(context), host, port).start()
+    return HttpServer(create_app(context), host, port, closing=context.closing).start()
 
 
 __all__ = ["HttpCode", "require_extra", "serve"]

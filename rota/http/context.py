@@ -57,3 +57,5 @@ class ApiContext:
     metrics: CollectorRegistry
     read_only: bool = False
     idempotency: Idempotency = field(default_factory=Idempotency)
+    # Set when the server stops: live tails (SSE) end at their next wake-up.
+    closing: threading.Event = field(default_factory=threading.Event)

@@ -24,7 +24,8 @@ START_TIMEOUT = 10.0
 
 
 def listen_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT`, `[IPv6]:PORT`, `:PORT` or `PORT` (host 127.0.0.1: loopback by default)."""
+    """`HOST:PORT`, `[IPv6]:PORT`, `:PORT` or `PORT` (host 127.0.0.1: loopback by default);
+    anything else is `invalid_address`."""
     host, port = "127.0.0.1", text
     if text.startswith("["):
         inside, _, rest = text[1:].partition("]")
@@ -32,7 +33,8 @@ def listen_address(text: str) -> tuple[str, int]:
     elif ":" in text:
         host, _, port = text.rpartition(":")
         host = host or "127.0.0.1"
-    if not port.isdigit() or not 0 <= int(port) <= 65535 or not host:
+    bare_ipv6 = ":" in host and not text.startswith("[")
+    if not port.isdigit() or not 0 <= int(port) <= 65535 or not host or bare_ipv6:
         raise RotaError(
             f"{text[:80]!r} is not HOST:PORT (a port from 0 to 65535)",
             code=HttpCode.INVALID_ADDRESS,
@@ -69,7 +71,15 @@ class _Server(uvicorn.Server):
 class HttpServer:
     """An app served on `host:port` by uvicorn on a daemon thread."""
 
-    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
+    def __init__(
+        self,
+        app: FastAPI,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        closing: threading.Event | None = None,
+    ) -> None:
+        self.closing = closing or threading.Event()
         config = uvicorn.Config(
             app,
             host=host,
@@ -79,7 +89,7 @@ class HttpServer:
             lifespan="off",
             date_header=False,
             server_header=False,
-            timeout_graceful_shutdown=2,
+            timeout_graceful_shutdown=5,
         )
         self.server = _Server(config)
         self.thread = threading.Thread(target=self._run, name="rota-http", daemon=True)
@@ -122,7 +132,9 @@ class HttpServer:
     def url(self) -> str:
         return f"http://{self.address}"
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop: live tails end first (`closing`), then uvicorn closes its connections."""
+        self.closing.set()
         self.server.request_exit()
         if self.thread.is_alive():
             self.thread.join(timeout)

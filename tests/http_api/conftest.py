@@ -74,7 +74,7 @@ def start_api(
         ),
         read_only=read_only,
     )
-    server = HttpServer(create_app(context), "127.0.0.1", 0).start()
+    server = HttpServer(create_app(context), "127.0.0.1", 0, closing=context.closing).start()
     return Api(scheduler, server, made, context)
 
 

@@ -18,7 +18,8 @@ from rota.http.models import documented
 
 router = APIRouter(prefix="/v1", tags=["log"])
 MAX_EVENTS = 10_000
-TAIL_WAIT = 5.0  # seconds a tail waits for a commit before it sends a keep-alive comment
+TAIL_WAIT = 1.0  # seconds a tail waits for a commit before it looks whether to stop
+KEEP_ALIVE = 15  # a keep-alive comment after this many waits without an event
 NDJSON = "application/x-ndjson"
 SSE = "text/event-stream"
 MAX_POSITION = 2**63 - 1
@@ -61,14 +62,19 @@ def events(
 async def _tail(request: Request, api: ApiContext, after: int) -> AsyncIterator[bytes]:
     store = api.scheduler.store
     position = after
+    quiet = 0
     yield b": rota events\n\n"
-    while not await request.is_disconnected():
+    while not api.closing.is_set() and not await request.is_disconnected():
         batch = await anyio.to_thread.run_sync(api.scheduler.events, position, 500)
         for event in batch:
             position = event["position"]
             data = msgspec.json.encode(event).decode()
             yield f"id: {position}\nevent: {event['type']}\ndata: {data}\n\n".encode()
         if batch:
+            quiet = 0
             continue
         if not await anyio.to_thread.run_sync(store.wait_for_commit, position, TAIL_WAIT):
-            yield b": keep-alive\n\n"
+            quiet += 1
+            if quiet >= KEEP_ALIVE:
+                quiet = 0
+                yield b": keep-alive\n\n"
