@@ -15,6 +15,10 @@ JSON object instead: `{"error": {"code": ..., "message": ...}}`), and exits 2 fo
 error or an invalid config, 1 otherwise (130 when interrupted). A reader that closes stdout
 early (`rota doctor | head`) is `output_closed`, exit 1.
 
+`rota run --http ADDR` also serves the HTTP API from the daemon, `rota serve` serves it
+read-only over a store, and `rota token add NAME --scope ...` makes its bearer tokens
+(docs/http.md).
+
 `rota run` (the daemon) prints `rota: running (...)` on stderr once its SIGTERM/SIGINT
 handlers are in place and `rota: stopped` when it has stopped, keeping stdout for its final
 summary; the first signal stops it gracefully (leases released), a second one forces it.

@@ -82,7 +82,8 @@ def _mutate(
             code=HttpCode.INVALID_REQUEST,
             status=422,
         )
-    fingerprint = Idempotency.fingerprint(route, body.model_dump(mode="json"))
+    # Unset fields count: a submit without input is not the one with `"input": null`.
+    fingerprint = Idempotency.fingerprint(route, body.model_dump(mode="json", exclude_unset=True))
     seen = api.idempotency.seen(token.name, key)
     if seen is not None:
         if seen[0] != fingerprint:
