@@ -189,3 +189,47 @@ def test_the_openapi_document_is_published(idle_api: Api, path: str) -> None:
     assert "/v1/work/{work_id}" in document["paths"]
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     assert httpx.get(idle_api.url + path).status_code == 401  # it needs a token too
+
+
+def test_readyz_is_503_when_a_fast_doctor_check_fails(tmp_path: Path) -> None:
+    """A checkpoint ahead of the log (its tail was lost) fails doctor's checkpoint check."""
+    from rota.replay.checkpoint import Checkpoint, write_file
+
+    checkpoints = tmp_path / "checkpoints"
+    config = {"audit": {"checkpoint_dir": str(checkpoints)}}
+    with rota.open(tmp_path / "r.db", config=config) as s:
+        s.register("echo", lambda ctx: None)
+        s.submit("w", binding="echo")
+        served = start_api(s, tmp_path)
+        try:
+            client = served.client("read")
+            assert client.get("/readyz").status_code == 200
+            head = s.store.head()
+            write_file(
+                checkpoints,
+                Checkpoint(s.store.store_id, head.position + 5, "f" * 64, "2026-12-01T00:00:00Z"),
+            )
+            answer = client.get("/readyz")
+            assert answer.status_code == 503
+            assert answer.json()["error"]["code"] == "not_ready"
+            assert "checkpoint" in answer.json()["error"]["message"]
+        finally:
+            served.server.stop()
+
+
+def test_healthz_is_503_once_the_loop_missed_three_cadences(idle_api: Api) -> None:
+    """The pass record as a loop that stalled leaves it (no waiting: its clock is set)."""
+    import time
+
+    daemon = idle_api.scheduler.daemon
+    client = idle_api.client("read")
+    daemon.running = True
+    try:
+        daemon.passes.last_at = time.monotonic() - 14.0  # within 3 x 5 s
+        assert client.get("/healthz").status_code == 200
+        daemon.passes.last_at = time.monotonic() - 16.0
+        answer = client.get("/healthz")
+        assert answer.status_code == 503
+        assert answer.json()["error"]["code"] == "unhealthy"
+    finally:
+        daemon.running = False
