@@ -16,7 +16,7 @@ from http_api.conftest import Api
 from rota.http.app import OPENAPI_URL
 from rota.http.routes import ROUTERS
 
-WORKS = ["known", "gated", "nope", "bad id!", "x" * 200]
+WORKS = ["known", "gated", "nope", "nope", "bad id!", "x" * 200]  # nope: 404s drawn often
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=8),
     lambda inner: (
@@ -126,6 +126,7 @@ def test_every_status_a_route_answers_is_documented(idle_api: Api) -> None:
     @settings(
         max_examples=250,
         deadline=None,
+        derandomize=True,  # the same draws every run, so the coverage check below is stable
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(st.data())
