@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -53,6 +54,9 @@ class Transactions:
         self.lock = threading.RLock()
         self.conflicts = 0
         self.observers: list[AppendObserver] = []  # told what each append newly recorded
+        # How long this process's appends took (for /metrics: rota_append_seconds).
+        self.appends = 0
+        self.append_seconds = 0.0
         # The projections stored beside the log: loaded at open (no replay when current),
         # saved every `save_every` events and at close.
         self.stored: LiveProjections | None = None
@@ -120,9 +124,12 @@ class Transactions:
 
     def _commit(self, emits: Sequence[Emit], expected: dict[str, int]) -> AppendResult:
         before = self.projection.position
+        began = time.perf_counter()
         result = self.store.append(
             [NewEvent(e.stream, e.event, e.delivery_id) for e in emits], expected
         )
+        self.appends += 1
+        self.append_seconds += time.perf_counter() - began
         try:
             return self._applied(result)
         finally:

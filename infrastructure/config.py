@@ -30,6 +30,12 @@ limits = { concurrency = 2 }   # this scope and its descendants, every pool coun
 checkpoint_dir = "/var/lib/rota/checkpoints"   # outside the store's file; see docs/auditor.md
 key = "/etc/rota/audit-key.pem"                # optional: sign checkpoints (Ed25519)
 
+[http]                          # rota serve, rota run --http (docs/http.md)
+listen = "127.0.0.1:8470"       # loopback by default
+tokens = "rota-tokens.json"     # bearer tokens (0600), made by `rota token add`
+allowed_hosts = []              # Host names accepted besides the loopback ones
+metrics_series_budget = 1024    # /metrics never exports more series than this
+
 [[budgets]]                     # at most 50 usd per Work per UTC day, warn at 80 %
 unit = "usd"                    # no id: named usd-work-day, so changing max keeps the ledger
 max = 50
@@ -219,6 +225,18 @@ class AuditModel(BaseModel):
     every_seconds: float = Field(300.0, gt=0)
 
 
+class HttpModel(BaseModel):
+    """`[http]`: the API of `rota serve` and `rota run --http` (docs/http.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    listen: str = "127.0.0.1:8470"
+    tokens: str = "rota-tokens.json"
+    allowed_hosts: list[str] = []
+    max_body_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
+    metrics_series_budget: int = Field(1024, ge=1, le=1_000_000)
+    scope_depth: int = Field(2, ge=1, le=16)
+
+
 class HistoricalModel(BaseModel):
     """An older configuration generation whose attempts the current executors may serve."""
 
@@ -236,6 +254,7 @@ class ConfigModel(BaseModel):
     scopes: list[ScopeModel] = []
     budgets: list[BudgetModel] = []
     historical: list[HistoricalModel] = []
+    http: HttpModel = HttpModel()
 
 
 class Config:
@@ -250,6 +269,7 @@ class Config:
         self.model = model
         self.store_url = model.store.url
         self.audit = model.audit
+        self.http = model.http
         self.synchronous = model.store.synchronous
         s = model.settings
         for pool in s.pool_limits:

@@ -13,6 +13,7 @@ import inspect
 from rota.api_errors import ApiCode
 from rota.application.errors import PortCode
 from rota.domain.errors import DomainCode, ErrorCode
+from rota.http.errors import HttpCode
 from rota.infrastructure.config import EntryCode
 from rota.replay.errors import ReplayCode
 
@@ -23,6 +24,7 @@ BOUNDARIES: tuple[tuple[str, type[ErrorCode]], ...] = (
     ("entry points", EntryCode),
     ("replay", ReplayCode),
     ("embedded API", ApiCode),
+    ("http", HttpCode),
 )
 
 HEADER = """# Error codes
@@ -95,6 +97,7 @@ __all__ = [
     "DomainCode",
     "EntryCode",
     "ErrorCode",
+    "HttpCode",
     "PortCode",
     "ReplayCode",
 ]

@@ -8,13 +8,45 @@ import threading
 import time
 from collections.abc import Callable
 
-from rota.application.host import Host
+from rota.application.host import Host, TickReport
 from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure.config import AuditModel
 from rota.replay.checkpoint import Checkpointer
 
 log = logging.getLogger("rota.scheduler")  # the facade's logger, as before the loop moved here
+COUNTED = ("started", "finished", "timed_out", "lost", "recovered", "relaunched", "fired")
+CADENCE_SECONDS = 5.0  # the longest the loop sleeps between passes when nothing is due
+
+
+class PassRecord:
+    """What the loop's passes did, for /healthz, /v1/scheduler and /metrics: when the last
+    pass ended (monotonic and wall time), how long it took, how many ran and failed."""
+
+    def __init__(self) -> None:
+        self.started_at: float = time.monotonic()
+        self.last_at: float | None = None  # time.monotonic() at the end of the last pass
+        self.last_wall: float | None = None  # time.time() at the end of the last pass
+        self.last_seconds = 0.0
+        self.seconds_total = 0.0
+        self.passes = 0
+        self.failed = 0
+        self.last_report: TickReport | None = None
+        # What every pass did, summed (recovered, relaunched, lost ...: TickReport's counts).
+        self.totals: dict[str, int] = {}
+
+    def record(self, began: float, report: TickReport | None) -> None:
+        now = time.monotonic()
+        self.last_at, self.last_wall = now, time.time()
+        self.last_seconds = now - began
+        self.seconds_total += self.last_seconds
+        self.passes += 1
+        if report is None:
+            self.failed += 1
+        else:
+            self.last_report = report
+            for name in COUNTED:
+                self.totals[name] = self.totals.get(name, 0) + getattr(report, name)
 
 
 class AuditCheckpoints:
@@ -53,6 +85,8 @@ class DaemonLoop:
     def __init__(self, host: Host, store: EventStore, checkpoint: Callable[[], None]) -> None:
         self.host, self.store, self.checkpoint = host, store, checkpoint
         self.stopped = threading.Event()
+        self.passes = PassRecord()
+        self.running = False
 
     def stop(self) -> None:
         """Ask a running `run()` to stop (it releases the leases it holds)."""
@@ -71,6 +105,7 @@ class DaemonLoop:
             threading.Thread(target=self._forward_stop, args=(stop,), daemon=True).start()
         watcher = threading.Thread(target=self._watch_log, args=(stop,), daemon=True)
         watcher.start()
+        self.running = True
         failures = 0
         drain_until: float | None = None
         try:
@@ -83,16 +118,19 @@ class DaemonLoop:
                             log.info("draining for at most %.0f s: nothing new starts", drain)
                     if not self.host.busy() or time.monotonic() >= drain_until:
                         break
+                began = time.monotonic()
                 try:
                     report = self.host.tick()
                 except Exception:
                     # One bad pass never kills the daemon: report it, back off, go on.
+                    self.passes.record(began, None)
                     failures += 1
                     log.exception("scheduler pass failed (%d in a row)", failures)
                     self.host.wake.wait(min(5.0, 0.1 * 2**failures))
                     self.host.wake.clear()
                     continue
                 failures = 0
+                self.passes.record(began, report)
                 for error in report.errors:
                     log.warning("scheduler pass: %s", error)
                 self.checkpoint()
@@ -102,6 +140,7 @@ class DaemonLoop:
                 self.host.wake.wait(pause)
                 self.host.wake.clear()
         finally:
+            self.running = False
             stop.set()
             self.stopped.set()
             self.host.release_all()

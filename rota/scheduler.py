@@ -466,6 +466,11 @@ class Scheduler:
         """
         self._daemon.run(stop, drain=drain)
 
+    @property
+    def daemon(self) -> DaemonLoop:
+        """The daemon loop `run()` drives (its `passes` say when it last ticked)."""
+        return self._daemon
+
     def checkpoint(self) -> None:
         """Write an audit checkpoint when one is due (every N events or T seconds).
 

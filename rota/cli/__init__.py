@@ -15,6 +15,10 @@ JSON object instead: `{"error": {"code": ..., "message": ...}}`), and exits 2 fo
 error or an invalid config, 1 otherwise (130 when interrupted). A reader that closes stdout
 early (`rota doctor | head`) is `output_closed`, exit 1.
 
+`rota run --http ADDR` also serves the HTTP API from the daemon, `rota serve` serves it
+read-only over a store, and `rota token add NAME --scope ...` makes its bearer tokens
+(docs/http.md).
+
 `rota run` (the daemon) prints `rota: running (...)` on stderr once its SIGTERM/SIGINT
 handlers are in place and `rota: stopped` when it has stopped, keeping stdout for its final
 summary; the first signal stops it gracefully (leases released), a second one forces it.
@@ -29,14 +33,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from rota.cli import config, log, ops, replay, work
+from rota.cli import config, log, ops, replay, serve, work
 from rota.cli.common import USAGE_CODES, Parser, UsageError
 from rota.domain.errors import RotaError
 from rota.infrastructure.config import DEFAULT_CONFIG, EntryCode
 
 Command = Callable[[argparse.Namespace], int]
 # Each module adds its commands to the parser; a new command group is a new module here.
-COMMAND_MODULES = (work, log, replay, ops, config)
+COMMAND_MODULES = (work, log, replay, ops, config, serve)
 
 __all__ = ["UsageError", "build_parser", "run"]
 

@@ -200,12 +200,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout only applies with --until-idle")
     if args.drain is not None and (args.until_idle or args.drain < 0):
         raise UsageError("--drain takes a number of seconds >= 0, without --until-idle")
+    if args.http is not None:
+        from rota.cli.serve import check_http
+
+        check_http(args, args.http)  # before the store is opened
     with run_logging(args) as status, daemon_lock(args), open_rota(args, runs=True) as scheduler:
-        if args.until_idle:
-            with _stop_on_signals(scheduler.stop):
-                scheduler.run_until_idle(timeout=args.timeout)
-        else:
-            _daemon(scheduler, status, drain=args.drain or 0.0)
+        server = None
+        if args.http is not None:
+            from rota.cli.serve import start_http
+
+            server = start_http(scheduler, args, args.http, read_only=False)
+        try:
+            if args.until_idle:
+                with stop_on_signals(scheduler.stop):
+                    scheduler.run_until_idle(timeout=args.timeout)
+            else:
+                _daemon(scheduler, status, drain=args.drain or 0.0)
+        finally:
+            if server is not None:
+                server.stop()
         _run_summary(scheduler, as_json=args.json)
     return 0
 
@@ -224,7 +237,7 @@ def _run_summary(scheduler: Scheduler, *, as_json: bool) -> None:
 
 
 @contextlib.contextmanager
-def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
+def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
     """SIGTERM/SIGINT call `stop` (a graceful stop: the leases are released on the way
     out, shell jobs keep running); the previous handlers come back after."""
     signals = (signal.SIGTERM, signal.SIGINT)
@@ -451,6 +464,13 @@ def register(commands: Any) -> None:
         help="on SIGTERM/SIGINT, first wait (at most this long) for running attempts to end; "
         "then release the leases, leaving shell jobs running for the next daemon to adopt",
     )
+    run.add_argument(
+        "--http",
+        metavar="ADDR",
+        help="also serve the HTTP API on HOST:PORT (loopback: 127.0.0.1:8470; needs "
+        "'rota[http]', docs/http.md)",
+    )
+    run.add_argument("--tokens", metavar="FILE", help="with --http: the token file")
     run.add_argument("--json", action="store_true", help="print the final summary as JSON")
     log_options(run)
     run.set_defaults(handler=cmd_run)

@@ -1,0 +1,134 @@
+"""The ASGI guard in front of every route: the Host allow-list (DNS rebinding), the body
+size limit and JSON-only mutations under /v1, each refused with a JSON error before any
+route (or token check) runs. There is no CORS middleware: no cross-origin header is ever
+sent, so a browser page of another origin cannot read an answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rota.http.errors import HttpCode
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def host_name(header: str) -> str:
+    """The host of a Host header, without its port: `[::1]:80` -> `::1`."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+def error_message(status: int, code: str, message: str) -> tuple[int, bytes]:
+    body = {"error": {"code": code, "message": message}}
+    return status, json.dumps(body).encode()
+
+
+async def answer(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class Guard:
+    """Refuses what no route may see; buffers a mutating body (at most `max_body` bytes)."""
+
+    def __init__(self, app: ASGIApp, *, allowed_hosts: Iterable[str], max_body: int) -> None:
+        self.app = app
+        self.allowed = LOOPBACK_HOSTS | {h.lower() for h in allowed_hosts}
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            await answer(send, *refusal)
+            return
+        if scope["method"] not in MUTATING:
+            await self.app(scope, receive, send)
+            return
+        body = await self._body(receive)
+        if body is None:
+            await answer(
+                send,
+                *error_message(
+                    413,
+                    HttpCode.BODY_TOO_LARGE,
+                    f"the request body is over {self.max_body} bytes",
+                ),
+            )
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, bytes] | None:
+        host = host_name(headers.get("host", ""))
+        if host not in self.allowed:
+            return error_message(
+                400,
+                HttpCode.HOST_NOT_ALLOWED,
+                f"Host {host[:80]!r} is not allowed (add it to [http] allowed_hosts)",
+            )
+        if scope["method"] not in MUTATING:
+            return None
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            return error_message(
+                413, HttpCode.BODY_TOO_LARGE, f"the request body is over {self.max_body} bytes"
+            )
+        path: str = scope["path"]
+        media = headers.get("content-type", "").partition(";")[0].strip().lower()
+        if path.startswith("/v1/") and media != "application/json":
+            return error_message(
+                415,
+                HttpCode.UNSUPPORTED_MEDIA_TYPE,
+                "a mutating request's body is JSON: send Content-Type: application/json",
+            )
+        return None
+
+    async def _body(self, receive: Receive) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+def _replay(body: bytes, upstream: Receive) -> Receive:
+    """The buffered body as one message, then the client's own messages (its disconnect)."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            message: dict[str, Any] = {"type": "http.request", "body": body, "more_body": False}
+            return message
+        return await upstream()
+
+    return receive

@@ -1,0 +1,169 @@
+"""The API's request and response bodies (pydantic), and the error statuses each kind of
+route documents in the OpenAPI document.
+
+The views inside the bodies (a Work, an attempt, an event) are the JSON contracts the CLI
+prints with `--json` (`rota.application.views`), so the API and the CLI cannot drift.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rota.domain import submission
+
+WORK_ID = submission.WORK_ID.pattern
+IDEMPOTENCY_KEY = submission.INPUT_KEY.pattern  # it becomes an input's key
+PAGE_DEFAULT, PAGE_MAX = 16, 64  # seed 002's paging: default 16, hard cap 64, limit + 1
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- errors ----------------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="a stable code: docs/errors.md lists them all")
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+DESCRIPTIONS = {
+    400: "host_not_allowed, malformed_body or idempotency_key_required",
+    401: "unauthorized: no bearer token, or an unknown one",
+    403: "missing_scope, or serve_read_only (`rota serve`)",
+    404: "unknown_work, or route_not_found",
+    409: "the command was refused (its domain code)",
+    413: "body_too_large, or payload_too_large",
+    415: "unsupported_media_type: a mutating body must be application/json",
+    422: "invalid_request (a field, parameter or header), or idempotency_key_reused",
+    500: "internal_error",
+    503: "not_ready, unhealthy or store_unavailable",
+}
+GUARDED = (400, 401, 403, 500)  # every route: Host allow-list, token, scope, failure
+READ = (*GUARDED, 422, 503)  # a read with parameters
+MUTATION = (*GUARDED, 404, 409, 413, 415, 422, 503)
+
+
+def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` of a route: each status with the error body it answers with."""
+    return {s: {"model": ErrorBody, "description": DESCRIPTIONS[s]} for s in sorted(set(statuses))}
+
+
+# -- reads -----------------------------------------------------------------------------
+
+
+class WorkPage(BaseModel):
+    works: list[dict[str, Any]] = Field(description="Work summaries, by id")
+    next: str | None = Field(description="pass as `after` for the next page; null: no more")
+
+
+class WorkDetail(BaseModel):
+    work: dict[str, Any] = Field(description="the Work's view, as `rota work show --json`")
+    explain: dict[str, Any] = Field(description="why it is in its state, citing positions")
+
+
+class PoolCapacity(BaseModel):
+    limit: int = Field(description="0: unbounded")
+    in_use: int = Field(description="attempts holding a slot, read from storage now")
+    waiting: int = Field(description="ready Work this pool's limit held back")
+
+
+class Capacity(BaseModel):
+    pools: dict[str, PoolCapacity]
+    scopes: dict[str, dict[str, int]]
+    waiting: list[dict[str, str]]
+    waiting_from: Literal["last_pass", "dry_run"] = Field(
+        description="last_pass: the daemon's last start pass; dry_run: `rota serve`"
+    )
+
+
+class SchedulerState(BaseModel):
+    owner: str
+    loop: Literal["running", "stopped", "none"]
+    cadence_seconds: float
+    last_pass_at: float | None = Field(description="Unix time the last pass ended")
+    last_pass_seconds: float
+    passes: int
+    failed_passes: int
+    leases_held: list[str]
+    position: int = Field(description="the log head")
+    applied: int = Field(description="the position the scheduler projection applied")
+    lag: int = Field(description="position - applied")
+    last_report: dict[str, Any] | None
+
+
+class Hold(BaseModel):
+    work: str
+    kind: str
+    reason: str
+    holder: str | None
+    position: int
+    clears: str = Field(description="what clears it: the route to call")
+
+
+class Holds(BaseModel):
+    holds: list[Hold]
+
+
+class AuditHead(BaseModel):
+    position: int
+    hash: str
+    checkpoint: dict[str, Any] | None
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    detail: str
+
+
+# -- mutations -------------------------------------------------------------------------
+
+
+class SubmitBody(Body):
+    work: str = Field(pattern=WORK_ID)
+    binding: str = Field(min_length=1, max_length=64)
+    input: Any = None
+    correlation_key: str | None = Field(None, max_length=200)
+    scope: str = Field("root", max_length=200)
+    kind: Literal["run-once", "standing"] = "run-once"
+    trigger: Literal["all", "first", "last"] = "all"
+    safety: Literal["undeclared", "idempotent", "deduplicated"] = "undeclared"
+
+
+class AcceptBody(Body):
+    input: Any = None
+    correlation_key: str | None = Field(None, max_length=200)
+
+
+class ReasonBody(Body):
+    reason: str = Field("", max_length=1000)
+
+
+class ReleaseBody(Body):
+    kind: str | None = Field(None, max_length=64)
+
+
+class SettleGateBody(Body):
+    registration: str = Field(min_length=1, max_length=64)
+    admit: bool
+    reason: str = Field("", max_length=1000)
+
+
+class InjectBody(Body):
+    input: Any
+
+
+class Empty(Body):
+    pass
+
+
+class Accepted(BaseModel):
+    work: dict[str, Any] = Field(description="the Work's view after the command")
+    position: int = Field(description="the log head after the command")

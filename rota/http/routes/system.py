@@ -1,0 +1,163 @@
+"""`GET /v1/capacity`, `/v1/scheduler`, `/v1/holds` (the needs-you list), `/v1/audit/head`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends
+
+from rota.daemon import CADENCE_SECONDS
+from rota.domain.errors import DomainCode, RotaError
+from rota.http.context import ApiContext
+from rota.http.deps import READ, context
+from rota.http.models import (
+    GUARDED,
+    AuditHead,
+    Capacity,
+    Hold,
+    Holds,
+    PoolCapacity,
+    SchedulerState,
+    documented,
+)
+from rota.replay import checkpoint as checkpoints
+from rota.scheduler import Scheduler
+
+router = APIRouter(prefix="/v1", tags=["scheduler"])
+CAPACITY_CODES = (
+    DomainCode.CAPACITY_CONCURRENCY,
+    DomainCode.CAPACITY_JOB_CONCURRENCY,
+    DomainCode.CAPACITY_POOL,
+)
+# What clears a hold, by its kind: the route an operator calls.
+CLEARS = {
+    "gate": "POST /v1/work/{id}/settle-gate (admin; the gate's registration decides)",
+    "budget": "POST /v1/work/{id}/release",
+    "crash_loop": "POST /v1/work/{id}/release",
+    "operator": "POST /v1/work/{id}/release",
+}
+
+
+@router.get("/capacity", responses=documented(*GUARDED, 503), dependencies=[READ])
+def capacity(api: Annotated[ApiContext, Depends(context)]) -> Capacity:
+    """Each pool's limit (0: unbounded), `in_use` (read from storage on this request) and
+    `waiting`: served by the daemon, the ready Work its last start pass held back for that
+    pool (0 after a restart until the first pass); by `rota serve`, a dry run of admission
+    now. Work held back by a scope limit counts in no pool."""
+    scheduler = api.scheduler
+    view = scheduler.capacity()  # catches up: in_use is what the log says now
+    source: Literal["last_pass", "dry_run"]
+    if api.read_only:
+        source = "dry_run"
+        waiting = view["waiting"]
+    else:
+        source = "last_pass"
+        waiting = [
+            {"work": w.work_id, "code": w.code, "detail": w.detail}
+            for w in scheduler.host.last_waiting
+        ]
+        counts = _waiting_by_pool(scheduler, waiting)
+        for pool, numbers in view["pools"].items():
+            numbers["waiting"] = counts.get(pool, 0)
+    return Capacity(
+        pools={pool: PoolCapacity(**numbers) for pool, numbers in view["pools"].items()},
+        scopes=view["scopes"],
+        waiting=waiting,
+        waiting_from=source,
+    )
+
+
+def _waiting_by_pool(scheduler: Scheduler, waiting: list[dict[str, str]]) -> dict[str, int]:
+    service = scheduler.service
+    counts: dict[str, int] = {}
+    with service.lock:
+        for item in waiting:
+            work = service.projection.works.get(item["work"])
+            if work is None or item["code"] not in CAPACITY_CODES:
+                continue
+            try:
+                pool = service.configuration.pinned_for(work.binding).registration.pool
+            except RotaError:
+                continue
+            counts[pool] = counts.get(pool, 0) + 1
+    return counts
+
+
+@router.get("/scheduler", responses=documented(*GUARDED, 503), dependencies=[READ])
+def scheduler_state(api: Annotated[ApiContext, Depends(context)]) -> SchedulerState:
+    """The cadence: whether the loop runs here, its last pass (when, how long, what it
+    did), the leases this process holds, and how far the projection lags the log."""
+    scheduler = api.scheduler
+    service, daemon = scheduler.service, scheduler.daemon
+    head = scheduler.store.head().position
+    with service.lock:
+        applied = service.projection.position
+    passes = daemon.passes
+    report = passes.last_report
+    loop: Literal["running", "stopped", "none"] = (
+        "running" if daemon.running else ("none" if api.read_only else "stopped")
+    )
+    return SchedulerState(
+        owner=service.configuration.owner,
+        loop=loop,
+        cadence_seconds=CADENCE_SECONDS,
+        last_pass_at=passes.last_wall,
+        last_pass_seconds=passes.last_seconds,
+        passes=passes.passes,
+        failed_passes=passes.failed,
+        leases_held=sorted(scheduler.host.held),
+        position=head,
+        applied=applied,
+        lag=max(0, head - applied),
+        last_report=None if report is None else _report(report),
+    )
+
+
+def _report(report: Any) -> dict[str, Any]:
+    fields = ("fired", "finished", "timed_out", "renewed", "lost", "started", "recovered")
+    out: dict[str, Any] = {name: getattr(report, name) for name in fields}
+    out.update(relaunched=report.relaunched, settled=report.settled, errors=report.errors)
+    return out
+
+
+@router.get("/holds", responses=documented(*GUARDED, 503), dependencies=[READ])
+def holds(api: Annotated[ApiContext, Depends(context)]) -> Holds:
+    """The needs-you list: every hold on a Work (budget, gate, crash loop, operator), with
+    its reason and the route that clears it, oldest first."""
+    service = api.scheduler.service
+    found: list[Hold] = []
+    with service.lock:
+        service.catch_up()
+        for work in service.projection.works.values():
+            for hold in work.holds:
+                clears = CLEARS.get(hold.kind, "POST /v1/work/{id}/cancel")
+                found.append(
+                    Hold(
+                        work=work.work_id,
+                        kind=hold.kind,
+                        reason=hold.reason,
+                        holder=hold.holder,
+                        position=hold.position,
+                        clears=clears.replace("{id}", work.work_id),
+                    )
+                )
+    return Holds(holds=sorted(found, key=lambda h: (h.position, h.work)))
+
+
+@router.get("/audit/head", responses=documented(*GUARDED, 503), dependencies=[READ])
+def audit_head(api: Annotated[ApiContext, Depends(context)]) -> AuditHead:
+    """The log's head (position and chain hash) and this store's newest audit checkpoint
+    in `[audit] checkpoint_dir` (null when none is configured or written yet)."""
+    store = api.scheduler.store
+    head = store.head()
+    directory = api.scheduler.config.audit.checkpoint_dir
+    newest = checkpoints.latest(directory, store.store_id) if directory else None
+    checkpoint = None
+    if newest is not None:
+        checkpoint = {
+            "position": newest.position,
+            "head_hash": newest.head_hash,
+            "written_at": newest.written_at,
+            "signed": newest.signature is not None,
+        }
+    return AuditHead(position=head.position, hash=head.hash, checkpoint=checkpoint)

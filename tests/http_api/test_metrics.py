@@ -1,0 +1,122 @@
+"""`/metrics`: values from the projections (right after a restart), labels only from
+bounded configuration (never a Work id), and the series budget (kept, and dropped counted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+import rota
+from http_api.conftest import Api, echo, start_api
+from rota.infrastructure.config import HttpModel
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def scrape(api: Api) -> str:
+    answer = api.client("read").get("/metrics")
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/plain")
+    return answer.text
+
+
+def test_metrics_count_works_attempts_holds_and_pools(idle_api: Api) -> None:
+    s = idle_api.scheduler
+    s.register_gate(
+        "approval", lambda work, binding, first: "hold" if work.work_id == "g" else None
+    )
+    s.submit("a", binding="echo", scope="root/team/deep/er")
+    s.submit("g", binding="echo")
+    s.submit("x", binding="unconfigured")
+    s.run_until_idle(timeout=30)
+    got = samples(scrape(idle_api))
+    assert got[("rota_works", (("scope", "root/team"), ("state", "completed")))] == 1
+    assert got[("rota_works", (("scope", "root"), ("state", "held")))] == 1
+    assert got[("rota_attempts_total", (("binding", "echo"), ("outcome", "completed")))] == 1
+    assert got[("rota_holds", (("kind", "gate"),))] == 1
+    assert got[("rota_holds", (("kind", "budget"),))] == 0
+    assert got[("rota_pool_limit", (("pool", "agents"),))] == 4
+    assert got[("rota_pool_in_use", (("pool", "agents"),))] == 0
+    assert got[("rota_projection_lag_events", ())] == 0
+    assert got[("rota_log_position", ())] == idle_api.head().position
+    assert got[("rota_appends_total", ())] > 0
+    assert (
+        "rota_build_info",
+        (("python", __import__("platform").python_version()), ("version", rota.__version__)),
+    ) in got
+    assert got[("rota_metrics_series_dropped_total", ())] == 0
+
+
+def test_no_label_is_a_work_id(idle_api: Api) -> None:
+    s = idle_api.scheduler
+    for i in range(5):
+        s.submit(f"secret-work-{i}", binding="echo", input={"token": "hunter2"})
+    s.run_until_idle(timeout=30)
+    text = scrape(idle_api)
+    assert "secret-work" not in text and "hunter2" not in text
+
+
+def test_values_are_right_after_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "restart.db"
+    with rota.open(path) as s:
+        s.register("echo", echo)
+        for i in range(3):
+            s.submit(f"w{i}", binding="echo")
+        s.run_until_idle(timeout=30)
+    with rota.open(path) as again:  # a new process: nothing but the log and projections
+        again.register("echo", echo)
+        served = start_api(again, tmp_path)
+        try:
+            got = samples(scrape(served))
+        finally:
+            served.server.stop()
+    assert got[("rota_works", (("scope", "root"), ("state", "completed")))] == 3
+    assert got[("rota_attempts_total", (("binding", "echo"), ("outcome", "completed")))] == 3
+
+
+def test_a_config_with_more_series_than_the_budget_keeps_to_it(tmp_path: Path) -> None:
+    """80 bindings x 2 outcomes and 60 scopes x 9 states is far more than a budget of 120:
+    the scrape exports exactly 120 series and counts the rest as dropped."""
+    bindings = [{"name": f"b{i:02d}", "executor": "echo"} for i in range(80)]
+    with rota.open(tmp_path / "budget.db") as s:
+        s.register("echo", echo)
+        for binding in bindings:
+            s.bind(binding["name"], executor="echo")
+        for i in range(80):
+            s.submit(f"w{i}", binding=f"b{i:02d}", scope=f"root/s{i % 60}")
+        s.submit("c", binding="b00", scope="root/s0")
+        s.cancel("c")
+        s.run_until_idle(timeout=60)
+        budget = 120
+        served = start_api(
+            s, tmp_path, settings=HttpModel(listen="127.0.0.1:0", metrics_series_budget=budget)
+        )
+        try:
+            first = samples(scrape(served))
+            second = samples(scrape(served))
+        finally:
+            served.server.stop()
+        unbounded = start_api(s, tmp_path / "u", settings=HttpModel(listen="127.0.0.1:0"))
+        try:
+            everything = samples(scrape(unbounded))
+        finally:
+            unbounded.server.stop()
+    exported = [k for k in first if not k[0].endswith("_created")]
+    assert len(exported) == budget
+    assert first[("rota_metrics_series", ())] == budget
+    total = len([k for k in everything if not k[0].endswith("_created")])
+    assert total > budget  # the same store without a tight budget exports more
+    assert everything[("rota_metrics_series_dropped_total", ())] == 0
+    dropped = first[("rota_metrics_series_dropped_total", ())]
+    assert dropped == total - budget
+    assert second[("rota_metrics_series_dropped_total", ())] == 2 * dropped  # a counter
+    # The totals come first: what is dropped is per-binding and per-scope detail.
+    for name in ("rota_projection_lag_events", "rota_log_position", "rota_build_info"):
+        assert any(k[0] == name for k in first), name
