@@ -13,6 +13,7 @@ import inspect
 from rota.application.errors import PortCode
 from rota.domain.errors import DomainCode, ErrorCode
 from rota.http.errors import HttpCode
+from rota.http.web_errors import WebCode
 from rota.infrastructure.config import EntryCode
 from rota.replay.errors import ReplayCode
 
@@ -23,6 +24,7 @@ BOUNDARIES: tuple[tuple[str, type[ErrorCode]], ...] = (
     ("entry points", EntryCode),
     ("replay", ReplayCode),
     ("http", HttpCode),
+    ("web view", WebCode),
 )
 
 HEADER = """# Error codes

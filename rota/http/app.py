@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rota.domain.errors import RotaError
+from rota.http import web
 from rota.http.context import ApiContext
 from rota.http.errors import HttpCode, status_of
 from rota.http.guard import Guard, host_name
@@ -46,6 +47,7 @@ def create_app(context: ApiContext) -> FastAPI:
     app.state.rota = context
     for router in ROUTERS:
         app.include_router(router)
+    web.mount(app)  # the web view's pages under /ui (rota.http.web)
     _handlers(app)
     listen_host = host_name(context.settings.listen)
     hosts = [*context.settings.allowed_hosts]
