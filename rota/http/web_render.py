@@ -65,6 +65,7 @@ ENV = jinja2.Environment(
 )
 ENV.filters["when"] = _when
 ENV.filters["seconds"] = _seconds
+ENV.filters["number"] = lambda value: f"{float(value):g}"
 ENV.filters["url"] = lambda value: quote(str(value), safe="")
 
 

@@ -22,6 +22,7 @@ from rota.application.timestamps import format_timestamp, parse_timestamp
 WIDTH = 880.0  # the bars' area in the SVG, in px (labels sit left of it)
 MIN_BAR = 3.0  # a bar of one instant still shows
 ROW = 52  # px per attempt
+LABEL_GAP = 70  # px: marks closer than this share one label
 LEASED = ("core.execution.claimed", "core.execution.renewed", "core.execution.recovered")
 LEASED_TOO = ("core.execution.resumed",)
 RECOVERY_KINDS = ("recovered", "relaunched")
@@ -60,6 +61,17 @@ class Row:
     outcome: str | None
     bars: list[Bar] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
+
+    @property
+    def labels(self) -> list[tuple[float, str]]:
+        """The marks' words under the row, those closer than `LABEL_GAP` px joined."""
+        found: list[tuple[float, list[str]]] = []
+        for mark in sorted(self.marks, key=lambda m: m.x):
+            if found and mark.x - found[-1][0] < LABEL_GAP:
+                found[-1][1].append(mark.kind)
+            else:
+                found.append((mark.x, [mark.kind]))
+        return [(x, " · ".join(kinds)) for x, kinds in found]
 
     @property
     def gaps(self) -> list[Bar]:
@@ -195,9 +207,7 @@ def _row(
         if gap_end is not None and lapsed is not None and lapsed < gap_end:
             held_until = max(began, min(ended, lapsed))
         if kind in RECOVERY_KINDS:
-            row.marks.append(
-                Mark(kind=kind, x=axis.x(began), title=f"{kind} at {format_timestamp(began)}")
-            )
+            row.marks.append(Mark(kind=kind, x=axis.x(began), title=f"{kind} at {_clock(began)}"))
         row.bars.append(_bar(axis, "segment", kind, epoch, began, held_until, "epoch"))
         for phase in segment.get("phases", []):
             p_began = parse_timestamp(phase["began_at"])
@@ -218,7 +228,9 @@ def _row(
         lost = held.get((number, int(last["epoch"])), _Lease()).lost
         if outcome == "lost" and lost is not None:
             when = lost
-        row.marks.append(Mark(kind=str(outcome), x=axis.x(when), title=f"{outcome}"))
+        row.marks.append(
+            Mark(kind=str(outcome), x=axis.x(when), title=f"{outcome} at {_clock(when)}")
+        )
     return row
 
 

@@ -25,6 +25,7 @@ PAGES = (
     ("works", "/ui/works"),
     ("work", "/ui/work/sync-orders"),
     ("work-phases", "/ui/work/build-1842"),
+    ("work-lost", "/ui/work/ingest-feed"),
     ("capacity", "/ui/capacity"),
     ("schedules", "/ui/schedules"),
     ("audit", "/ui/audit"),

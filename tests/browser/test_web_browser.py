@@ -116,6 +116,14 @@ def test_the_timeline_of_a_recovered_attempt_shows_its_gap(
     assert float(gap.get_attribute("data-seconds")) == 15.0
     assert browser.find_elements(By.CSS_SELECTOR, "#timeline g.mark-relaunched")
 
+    # a host that died: 40 s without a lease, then recovery records the attempt lost
+    browser.get(f"{server}/ui/work/ingest-feed")
+    (gap,) = browser.find_elements(By.CSS_SELECTOR, "#timeline rect.gap")
+    assert float(gap.get_attribute("data-seconds")) == 40.0
+    assert browser.find_elements(By.CSS_SELECTOR, "#timeline g.mark-lost")
+    labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#timeline .mark-label")]
+    assert labels == ["recovered · lost"]  # two marks at one instant share one label
+
 
 def test_launch_phases_are_drawn_under_their_segment(
     browser: Any, server: str, world: World

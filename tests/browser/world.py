@@ -2,7 +2,8 @@
 
 `build(directory)` makes, on an injected clock: a completed Work whose launch phases took
 time; a Work whose attempt lost its lease for 90 s and was recovered (adopted); a Work
-relaunched after a claim that never called its executor; a failed Work; a Work held by a
+relaunched after a claim that never called its executor; a failed Work; a Work
+whose host died (its attempt lost); a Work held by a
 budget and one held by a start gate; ready Work a pool limit holds back; a budget ledger
 and an audit checkpoint. `serve(world)` starts the HTTP API (with the web view) over it on
 127.0.0.1 with three tokens: read, operate, admin.
@@ -10,6 +11,7 @@ and an audit checkpoint. `serve(world)` starts the HTTP API (with the web view) 
 
 from __future__ import annotations
 
+import socket
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,13 +63,18 @@ def _wait_for_result(s: rota.Scheduler) -> None:
     raise AssertionError("no result arrived")
 
 
+def _ingest(ctx: rota.LaunchContext) -> None:
+    """The lost attempt's executor (one function: the same generation on both hosts)."""
+
+
 def build(directory: Path) -> World:
     clock = ManualClock(START)
     checkpoints = directory / "checkpoints"
     config: dict[str, Any] = {
         "settings": {"job_concurrency": 1},
         "budgets": [
-            {"id": "nightly", "unit": "attempts", "max": 3, "per": "scope", "scope": "root/etl"}
+            {"id": "nightly", "unit": "attempts", "max": 3, "per": "scope", "scope": "root/etl"},
+            {"id": "daily", "unit": "attempts", "max": 40, "per": "all", "period": "day"},
         ],
         "audit": {"checkpoint_dir": str(checkpoints)},
     }
@@ -126,6 +133,25 @@ def build(directory: Path) -> World:
         clock.advance(61)
         s.tick()
     s.run_until_idle(timeout=10)
+
+    # A lost attempt: its host died holding it; recovery finds it not running, no result.
+    dead_owner = f"{socket.gethostname()}:999999999:gone"
+    with rota.open(directory / "web.db", clock=clock, config=config, owner=dead_owner) as dead:
+        dead.register("ingest", _ingest)
+        dead.submit("ingest-feed", binding="ingest", scope="root/data")
+        claimed = dead.service.lifecycle.start_pass().claimed[0]
+        dead.service.lifecycle.invoke(claimed.attempt.execution_id, 1)
+        dead.host.held.clear()  # it dies holding nothing it could release
+    s.register("ingest", _ingest)
+    s.register_historical(claimed.attempt.pinned.generation, "ingest", _ingest)
+    clock.advance(100)
+    s.tick()
+    for _ in range(400):
+        view = s.work("ingest-feed")
+        if view is not None and view["state"] == "failed":
+            break
+        s.host.wake.wait(0.05)
+        s.host.wake.clear()
 
     # The budget of root/etl is spent by then (3 attempts); the next one is held.
     s.submit("etl-night", binding="noop", scope="root/etl")
