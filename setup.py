@@ -38,6 +38,11 @@ setup(
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
     # The PostgreSQL log's DDL is a .sql file beside the store that runs it.
-    package_data={"rota": ["py.typed"], "rota.infrastructure.postgres": ["*.sql"]},
+    package_data={
+        "rota": ["py.typed"],
+        "rota.infrastructure.postgres": ["*.sql"],
+        # The web view's templates and stylesheet.
+        "rota.http": ["templates/*.html", "static/*.css"],
+    },
     include_package_data=False,
 )

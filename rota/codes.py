@@ -14,6 +14,7 @@ from rota.api_errors import ApiCode
 from rota.application.errors import PortCode
 from rota.domain.errors import DomainCode, ErrorCode
 from rota.http.errors import HttpCode
+from rota.http.web_errors import WebCode
 from rota.infrastructure.config import EntryCode
 from rota.replay.errors import ReplayCode
 
@@ -25,6 +26,7 @@ BOUNDARIES: tuple[tuple[str, type[ErrorCode]], ...] = (
     ("replay", ReplayCode),
     ("embedded API", ApiCode),
     ("http", HttpCode),
+    ("web view", WebCode),
 )
 
 HEADER = """# Error codes

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rota.domain.errors import RotaError
+from rota.http import web
 from rota.http.context import ApiContext
 from rota.http.deps import READ
 from rota.http.errors import HttpCode, status_of
@@ -52,6 +53,7 @@ def create_app(context: ApiContext) -> FastAPI:
     def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 
+    web.mount(app)  # the web view's pages under /ui (rota.http.web)
     _handlers(app)
     listen_host = host_name(context.settings.listen)
     hosts = [*context.settings.allowed_hosts]

@@ -1,0 +1,168 @@
+"""The web view's pages (GET, a `read` session): Overview, Needs you, Works, a Work with its
+attempt timeline and explanation, Capacity and budgets, Schedules, Audit; and sign-in.
+
+Every page is server-rendered HTML that needs no script. Without a session a page answers
+a redirect to the sign-in form (and back once signed in).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import msgspec
+from fastapi import APIRouter, Query, Request
+from starlette.responses import RedirectResponse, Response
+
+from rota.domain.errors import DomainCode
+from rota.http import web_views as views
+from rota.http.models import PAGE_DEFAULT, PAGE_MAX
+from rota.http.routes import system
+from rota.http.web_render import HEADERS, api, refuse, render, safe_next, signed_in, web
+from rota.http.web_session import PATH
+from rota.http.web_timeline import timeline
+from rota.replay.explain import explain
+
+router = APIRouter(prefix=PATH, include_in_schema=False)
+STYLESHEET = resources.files("rota.http").joinpath("static", "web.css")
+
+
+@router.get("")
+def root() -> RedirectResponse:
+    return RedirectResponse(f"{PATH}/", 303)
+
+
+@router.get("/static/web.css")
+def stylesheet() -> Response:
+    """The stylesheet: public (it holds nothing of the store), so the sign-in page has it."""
+    headers = {**HEADERS, "Cache-Control": "max-age=300"}
+    return Response(STYLESHEET.read_bytes(), media_type="text/css", headers=headers)
+
+
+@router.get("/sign-in")
+def sign_in_form(request: Request, next: str | None = None) -> Response:
+    session = web(request).sessions.session(request)
+    if session is not None:
+        return RedirectResponse(safe_next(next), 303)
+    sessions = web(request).sessions
+    csrf = sessions.signin_csrf(request)  # double-submit: in the form and in its cookie
+    response = render(
+        request, "sign_in.html", None, page="sign-in", next=safe_next(next), csrf=csrf
+    )
+    sessions.set_signin_csrf(request, response, csrf)
+    return response
+
+
+@router.get("/")
+def overview(request: Request) -> Response:
+    session = signed_in(request)
+    if isinstance(session, Response):
+        return session
+    return render(
+        request, "overview.html", session, page="overview", **views.overview(api(request))
+    )
+
+
+@router.get("/needs-you")
+def needs_you(request: Request) -> Response:
+    session = signed_in(request)
+    if isinstance(session, Response):
+        return session
+    return render(
+        request, "needs_you.html", session, page="needs-you", holds=views.needs_you(api(request))
+    )
+
+
+@router.get("/works")
+def works(
+    request: Request,
+    state: str = "",
+    scope: str = Query("", max_length=200),
+    binding: str = Query("", max_length=64),
+    after: str = Query("", max_length=200),
+    limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX),
+) -> Response:
+    session = signed_in(request)
+    if isinstance(session, Response):
+        return session
+    if state and state not in views.STATES:
+        state = ""
+    found = api(request).scheduler.works_page(
+        state=state or None,
+        scope=scope or None,
+        binding=binding or None,
+        after=after or None,
+        limit=limit,
+    )
+    page, cursor = [msgspec.to_builtins(w) for w in found[0]], found[1]
+    return render(
+        request,
+        "works.html",
+        session,
+        page="works",
+        works=page,
+        next=cursor,
+        filters={"state": state, "scope": scope, "binding": binding, "limit": limit},
+        after=after,
+        states=views.STATES,
+    )
+
+
+@router.get("/work/{work_id}")
+def work(request: Request, work_id: str) -> Response:
+    session = signed_in(request)
+    if isinstance(session, Response):
+        return session
+    scheduler = api(request).scheduler
+    found_view = scheduler.work(work_id)
+    if found_view is None:
+        return refuse(
+            request, session, 404, DomainCode.UNKNOWN_WORK, f"no Work {work_id!r} in this store"
+        )
+    view = msgspec.to_builtins(found_view)
+    why = explain(scheduler.store, work_id, service=scheduler.service)
+    events = scheduler.store.read_stream(f"work/{work_id}")
+    bars = timeline(view, events, views.now(scheduler))
+    gates = [h for h in view["holds"] if h["kind"] == "gate"]
+    return render(
+        request,
+        "work.html",
+        session,
+        page="works",
+        work=view,
+        explain=why,
+        timeline=bars,
+        gates=gates,
+    )
+
+
+@router.get("/capacity")
+def capacity(request: Request) -> Response:
+    session = signed_in(request)
+    if isinstance(session, Response):
+        return session
+    context = api(request)
+    return render(
+        request,
+        "capacity.html",
+        session,
+        page="capacity",
+        capacity=system.capacity(context),
+        ledgers=views.ledgers(context.scheduler),
+    )
+
+
+@router.get("/schedules")
+def schedules(request: Request) -> Response:
+    session = signed_in(request)
+    if isinstance(session, Response):
+        return session
+    rows = views.schedule_rows(api(request).scheduler)
+    return render(request, "schedules.html", session, page="schedules", schedules=rows)
+
+
+@router.get("/audit")
+def audit(request: Request) -> Response:
+    session = signed_in(request)
+    if isinstance(session, Response):
+        return session
+    return render(request, "audit.html", session, page="audit", **views.audit(api(request)))

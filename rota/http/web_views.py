@@ -1,0 +1,185 @@
+"""What the web view's pages show, read from the scheduler: the same read models as the API
+(the holds, capacity and audit routes are called as functions, so a page and its route
+cannot disagree), plus the overview's counts, the budgets' ledgers and doctor's fast checks.
+
+Schedules: `schedule_rows(scheduler)` is the hook. The schedules read model comes with the
+schedules issue; until the facade has it (`Scheduler.schedules()`, a list of dicts), the
+page says "no schedules". Wire the real read model there and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, get_args
+
+import msgspec
+
+from rota.application.timestamps import format_timestamp, parse_timestamp
+from rota.domain import budgets as budget_rules
+from rota.domain.state import WorkStateName
+from rota.http.context import ApiContext
+from rota.http.routes import system
+from rota.replay.doctor_report import Check
+from rota.replay.log_checks import check_checkpoint
+from rota.replay.state_checks import (
+    BUDGET_ADVICE,
+    CRASH_LOOP_ADVICE,
+    check_holds,
+    check_leases,
+    check_timers,
+)
+from rota.scheduler import Scheduler
+
+STATES: tuple[str, ...] = get_args(WorkStateName)
+ACTIVE = ("ready", "running", "waiting", "retry_wait", "held")
+
+
+@dataclass(frozen=True)
+class HoldRow:
+    """A needs-you entry: the hold, and which of the web view's actions clear it."""
+
+    work: str
+    kind: str
+    reason: str
+    holder: str | None
+    position: int
+    clears: str  # release, settle_gate
+    api: str  # the route that clears it, for scripts
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    budget: str
+    unit: str
+    per: str
+    period: str
+    ledger: str
+    window: str
+    used: float
+    limit: float
+    current: bool  # the window `now` falls in
+
+    @property
+    def percent(self) -> float:
+        return 100.0 if self.limit <= 0 else min(100.0, 100.0 * self.used / self.limit)
+
+
+def now(scheduler: Scheduler) -> datetime:
+    return scheduler.service.now()
+
+
+def overview(api: ApiContext) -> dict[str, Any]:
+    """Counts by state, holds by kind, the pools, the loop and the head: the first page."""
+    scheduler = api.scheduler
+    service = scheduler.service
+    with service.lock:
+        service.catch_up()
+        works = list(service.projection.works.values())
+        states: Counter[str] = Counter(w.state for w in works)
+        holds = Counter(h.kind for w in works for h in w.holds)
+    state = system.scheduler_state(api)
+    return {
+        "states": [(s, states.get(s, 0)) for s in STATES],
+        "total": len(works),
+        "active": sum(states.get(s, 0) for s in ACTIVE),
+        "holds": sorted(holds.items()),
+        "held": sum(holds.values()),
+        "capacity": system.capacity(api),
+        "scheduler": state,
+        "head": scheduler.store.head(),
+        "recent": [
+            msgspec.to_builtins(e)
+            for e in reversed(scheduler.events(after=max(0, state.position - 8), limit=8))
+        ],
+    }
+
+
+def needs_you(api: ApiContext) -> list[HoldRow]:
+    """Every hold, oldest first, with the action that clears it (as `GET /v1/holds`)."""
+    return [
+        HoldRow(
+            work=h.work,
+            kind=h.kind,
+            reason=h.reason,
+            holder=h.holder,
+            position=h.position,
+            clears="settle_gate" if h.kind == "gate" else "release",
+            api=h.clears,
+        )
+        for h in system.holds(api).holds
+    ]
+
+
+def ledgers(scheduler: Scheduler) -> list[LedgerRow]:
+    """Each budget in force and every ledger window it has charged, the current first."""
+    service = scheduler.service
+    at = now(scheduler)
+    rows: list[LedgerRow] = []
+    with service.lock:
+        service.catch_up()
+        projection = service.projection
+        configured = list(projection.budgets)
+        charged = dict(projection.ledgers)
+    for budget in configured:
+        current = budget_rules.window(budget, at)
+        mine = {(ledger, w): used for (b, ledger, w), used in charged.items() if b == budget.id}
+        if budget.per == "all" and ("all", current) not in mine:
+            mine[("all", current)] = 0.0
+        for (ledger, window), used in sorted(
+            mine.items(), key=lambda i: (i[0][1] != current, i[0])
+        ):
+            rows.append(
+                LedgerRow(
+                    budget=budget.id,
+                    unit=budget.unit,
+                    per=budget.per,
+                    period=budget.period,
+                    ledger=ledger,
+                    window=window,
+                    used=used,
+                    limit=float(budget.max),
+                    current=window == current,
+                )
+            )
+    return rows
+
+
+def audit(api: ApiContext) -> dict[str, Any]:
+    """The chain head, the newest checkpoint and its age, and doctor's fast checks."""
+    scheduler = api.scheduler
+    service = scheduler.service
+    head = system.audit_head(api)
+    at = now(scheduler)
+    age: float | None = None
+    if head.checkpoint is not None:
+        age = max(0.0, (at - parse_timestamp(str(head.checkpoint["written_at"]))).total_seconds())
+    checks: list[Check] = []
+    with service.lock:
+        service.catch_up()
+        state = service.projection
+        checks.append(check_checkpoint(scheduler.store, scheduler.config.audit.checkpoint_dir))
+        checks.append(check_leases(state, at))
+        checks.append(check_timers(state, at))
+        checks.append(check_holds(state, "budget", "budgets", BUDGET_ADVICE))
+        checks.append(check_holds(state, "crash_loop", "crash_loop", CRASH_LOOP_ADVICE))
+        applied = state.position
+    return {
+        "head": head,
+        "checkpoint_age": age,
+        "checkpoint_dir": scheduler.config.audit.checkpoint_dir,
+        "checks": checks,
+        "applied": applied,
+        "now": format_timestamp(at),
+    }
+
+
+def schedule_rows(scheduler: Scheduler) -> list[dict[str, Any]] | None:
+    """The schedules (name, next and last fires, skips with reasons), or None while the
+    facade has no schedules read model: the hook the schedules issue fills in."""
+    read = getattr(scheduler, "schedules", None)
+    if not callable(read):
+        return None
+    rows = read()
+    return [dict(r) for r in rows] if isinstance(rows, list) else None
