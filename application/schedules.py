@@ -1,0 +1,410 @@
+"""Schedule commands: define, pause, resume, remove, trigger now, backfill, and the fires.
+
+Every command decides on the schedules projection (`rota.projections.schedules`, kept in
+step with the log by the transaction loop) and appends through the one loop, fenced by the
+expected version of the schedule's stream `schedule/<name>`. A fire appends
+`core.schedule.fired` and the input it creates for the schedule's standing Work in ONE
+append: the input key is the fire's delivery identity `schedule/<name>/<nominal UTC>`, so
+a fire never exists without its input and never happens twice, whoever decides it. The
+Work is `schedule.<name>@<binding>` (standing, trigger `first`: one run per input), so a
+fire made under one binding keeps it when the schedule is redefined; `allow_all` makes a
+run-once Work per fire instead. Before a definition changes (redefine, pause, resume,
+remove), the nominal times due under the old one are accounted for in the same append.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from rota.application.configuration import Configuration
+from rota.application.ports import RecordedEvent
+from rota.application.transactions import Transactions
+from rota.domain import control, lifecycle
+from rota.domain.emit import Emit, work_stream
+from rota.domain.errors import DomainCode, Refusal
+from rota.domain.events import InputAccepted
+from rota.domain.events.schedule import (
+    ScheduleDefined,
+    SchedulePaused,
+    ScheduleQuarantined,
+    ScheduleRemoved,
+    ScheduleResumed,
+)
+from rota.domain.results import check_payload
+from rota.domain.schedule_plans import (
+    Busy,
+    Fire,
+    Plan,
+    fired_event,
+    plan,
+    skipped_event,
+)
+from rota.domain.schedules import (
+    EPOCH,
+    SPEC_FORMAT,
+    Spec,
+    SpecError,
+    check_name,
+    define,
+    fire_identity,
+    manual_identity,
+    parse_duration,
+    parse_stored,
+    rfc3339,
+    times_between,
+)
+from rota.domain.schedules import work_id as schedule_work
+from rota.projections.schedules import ScheduleRow, SchedulesProjection, schedule_stream
+
+CATCHUPS = ("none", "latest", "all")
+OVERLAPS = ("skip", "buffer_one", "buffer_all", "cancel_other", "allow_all")
+MAX_BACKFILL = 1000
+Decided = tuple[list[Emit], dict[str, int]]
+
+
+class ScheduleCommands:
+    """The schedule commands over one transaction loop and configuration."""
+
+    def __init__(self, tx: Transactions, config: Configuration) -> None:
+        self.tx = tx
+        self.config = config
+        self.projection = SchedulesProjection()
+        with tx.lock:
+            # Fold what the log holds now, then follow every batch the loop applies.
+            position = 0
+            while position < tx.projection.position:
+                batch = tx.store.read(position, 5000)
+                if not batch:
+                    break
+                self._follow([r for r in batch if r.position <= tx.projection.position])
+                position = batch[-1].position
+            tx.followers.append(self._follow)
+
+    def _follow(self, recorded: Sequence[RecordedEvent]) -> None:
+        apply = self.projection.apply
+        for r in recorded:
+            apply(r.position, r.stream, r.version, r.event)
+
+    # -- definitions ------------------------------------------------------------------
+
+    def define(
+        self,
+        name: str,
+        *,
+        binding: str,
+        every: str | None = None,
+        cron: str | None = None,
+        offset: str | None = None,
+        timezone: str = "UTC",
+        input: Any = None,
+        scope: str = "root",
+        catchup: str = "latest",
+        catchup_window: str | int = "1h",
+        max_catchup: int = 100,
+        overlap: str = "skip",
+        jitter: str | int = 0,
+        anchor: datetime | None = None,
+        actor: str = "api",
+        reason: str = "",
+    ) -> int:
+        """Define or redefine a schedule (validated here); returns its version. The same
+        definition again is a no-op."""
+        check_name(name)
+        spec = define(every=every, cron=cron, offset=offset, timezone=timezone)
+        if catchup not in CATCHUPS:
+            raise SpecError(
+                f"catchup must be one of {', '.join(CATCHUPS)}", code=DomainCode.INVALID_SCHEDULE
+            )
+        if overlap not in OVERLAPS:
+            raise SpecError(
+                f"overlap must be one of {', '.join(OVERLAPS)}", code=DomainCode.INVALID_SCHEDULE
+            )
+        if not 1 <= max_catchup <= 10_000:
+            raise SpecError("max_catchup must be 1..10000", code=DomainCode.INVALID_SCHEDULE)
+        window = _seconds(catchup_window, "catchup_window")
+        spread = _seconds(jitter, "jitter")
+        check_payload(input, "schedule input")
+        version: list[int] = [0]
+
+        def decide() -> Decided:
+            now = self.tx.now()
+            row = self.projection.get(name)
+            fields: dict[str, Any] = {
+                "name": name,
+                "spec": spec.text,
+                "timezone": spec.timezone,
+                "binding": binding,
+                "scope": scope,
+                "input": input,
+                "catchup": catchup,
+                "catchup_window_seconds": window,
+                "max_catchup": max_catchup,
+                "overlap": overlap,
+                "jitter_seconds": spread,
+                "anchor": anchor or (row.definition.anchor if row is not None else EPOCH),
+                "spec_format": SPEC_FORMAT,
+            }
+            if row is not None and _same(row.definition, fields) and row.active:
+                version[0] = row.definition.schedule_version
+                return [], {}
+            emits = self._settle(row, now) if row is not None else []
+            version[0] = row.definition.schedule_version + 1 if row is not None else 1
+            event = ScheduleDefined(
+                schedule_version=version[0], since=now, actor=actor, reason=reason, **fields
+            )
+            emits.append(Emit(schedule_stream(name), event))
+            return emits, {schedule_stream(name): self._stream_version(name, row)}
+
+        self.tx.transact(decide)
+        return version[0]
+
+    def _stream_version(self, name: str, row: ScheduleRow | None) -> int:
+        if row is not None:
+            return row.stream_version
+        removed = self.projection.schedules.get(name)
+        return removed.stream_version if removed is not None else 0
+
+    def pause(self, name: str, *, actor: str = "api", reason: str = "") -> None:
+        self._change(name, "pause", actor, reason)
+
+    def resume(self, name: str, *, actor: str = "api", reason: str = "") -> None:
+        self._change(name, "resume", actor, reason)
+
+    def remove(self, name: str, *, actor: str = "api", reason: str = "") -> None:
+        self._change(name, "remove", actor, reason)
+
+    def _change(self, name: str, what: str, actor: str, reason: str) -> None:
+        def decide() -> Decided:
+            now = self.tx.now()
+            row = self.row(name)
+            version = row.definition.schedule_version
+            emits = self._settle(row, now)
+            if what == "pause":
+                if row.paused:
+                    return [], {}
+                event: Any = SchedulePaused(
+                    name=name, schedule_version=version, actor=actor, reason=reason
+                )
+            elif what == "resume":
+                if not row.paused and row.quarantined is None:
+                    return [], {}
+                event = ScheduleResumed(
+                    name=name, schedule_version=version, since=now, actor=actor, reason=reason
+                )
+            else:
+                event = ScheduleRemoved(
+                    name=name, schedule_version=version, actor=actor, reason=reason
+                )
+            emits.append(Emit(schedule_stream(name), event))
+            return emits, {schedule_stream(name): row.stream_version}
+
+        self.tx.transact(decide)
+
+    def row(self, name: str) -> ScheduleRow:
+        row = self.projection.get(name)
+        if row is None:
+            raise Refusal(f"no schedule {name!r}", code=DomainCode.UNKNOWN_SCHEDULE)
+        return row
+
+    def _settle(self, row: ScheduleRow, now: datetime) -> list[Emit]:
+        """Account for the nominal times due under the current definition (as a tick)."""
+        if not row.active:
+            return []
+        try:
+            emits, _ = self.tick_emits(row, now)
+        except SpecError:
+            return []  # the runner quarantines it; a redefinition replaces it anyway
+        return emits
+
+    # -- fires ------------------------------------------------------------------------
+
+    def read_spec(self, row: ScheduleRow) -> Spec:
+        """Re-parse a stored definition; SpecError names why it cannot be used."""
+        d = row.definition
+        if d.spec_format > SPEC_FORMAT:
+            raise SpecError(
+                f"written by a newer rota (spec format {d.spec_format} > {SPEC_FORMAT})",
+                code=DomainCode.SCHEDULE_QUARANTINED,
+            )
+        spec = parse_stored(d.spec, d.timezone)
+        if d.binding not in self.config.bindings:
+            raise SpecError(f"unknown binding {d.binding!r}", code=DomainCode.SCHEDULE_QUARANTINED)
+        return spec
+
+    def busy(self, definition: ScheduleDefined) -> Busy:
+        work = self.tx.projection.works.get(_work_for(definition))
+        if work is None:
+            return Busy()
+        current = work.current
+        return Busy(pending=len(work.pending), running=current is not None and current.live)
+
+    def tick_emits(self, row: ScheduleRow, now: datetime) -> tuple[list[Emit], Plan]:
+        """What one tick appends for one schedule (SpecError: quarantine it)."""
+        spec = self.read_spec(row)
+        d = row.definition
+        planned = plan(
+            d,
+            spec,
+            boundary=row.boundary,
+            now=now,
+            busy=self.busy(d),
+            paused=row.paused,
+            fired=frozenset(row.ahead),
+        )
+        stream = schedule_stream(d.name)
+        groups: list[tuple[datetime, list[Emit]]] = [
+            (s.first, [Emit(stream, skipped_event(d, s), _skip_identity(d.name, s))])
+            for s in planned.skips
+        ]
+        created: set[str] = set()
+        for fire in planned.fires:
+            identity = fire_identity(d.name, fire.nominal)
+            groups.append((fire.nominal, self.fire_emits(d, fire, identity, created=created)))
+        groups.sort(key=lambda g: g[0])
+        return [e for _, group in groups for e in group], planned
+
+    def quarantine_emit(self, row: ScheduleRow, reason: str, now: datetime) -> Emit:
+        d = row.definition
+        event = ScheduleQuarantined(
+            name=d.name, schedule_version=d.schedule_version, reason=reason[:300], boundary=now
+        )
+        return Emit(schedule_stream(d.name), event)
+
+    def fire_emits(
+        self,
+        d: ScheduleDefined,
+        fire: Fire,
+        identity: str,
+        *,
+        manual: bool = False,
+        backfill: bool = False,
+        created: set[str] | None = None,
+    ) -> list[Emit]:
+        """The fire, the Work (when new) and its input, for one append."""
+        created = set() if created is None else created
+        target = _work_for(d, fire.nominal)
+        emits = [
+            Emit(
+                schedule_stream(d.name),
+                fired_event(d, fire, target, identity, manual, backfill),
+                identity,
+            )
+        ]
+        existing = self.tx.projection.works.get(target)
+        if existing is None and target not in created:
+            kind = "run-once" if d.overlap == "allow_all" else "standing"
+            emits.extend(
+                lifecycle.submit(
+                    None,
+                    work_id=target,
+                    scope=d.scope,
+                    binding=d.binding,
+                    kind=kind,
+                    trigger="first",
+                )
+            )
+            created.add(target)
+        if fire.cancel_running and existing is not None:
+            # Nothing to interrupt (or not interruptible): the fire is buffered.
+            with contextlib.suppress(Refusal):
+                emits.extend(
+                    control.request_interrupt(existing, work_id=target, requested_by="schedule")
+                )
+        payload = {
+            "schedule": d.name,
+            "nominal": rfc3339(fire.nominal),
+            "version": d.schedule_version,
+            "input": d.input,
+        }
+        accepted = InputAccepted(work_id=target, key=identity, payload=payload)
+        emits.append(Emit(work_stream(target), accepted, f"input/{target}/{identity}"))
+        return emits
+
+    def trigger_now(self, name: str, *, key: str | None = None) -> RecordedEvent | None:
+        """Fire now, outside the nominal times (`schedule/<name>/manual/<key>`)."""
+
+        def decide() -> Decided:
+            row = self.row(name)
+            now = self.tx.now()
+            identity = manual_identity(name, key or rfc3339(now))
+            if self.tx.store.find_delivery(identity) is not None:
+                return [], {}  # this key fired already
+            emits = self.fire_emits(row.definition, Fire(now, now), identity, manual=True)
+            return emits, {}
+
+        result = self.tx.transact(decide)
+        return result.recorded[0] if result.recorded else None
+
+    def backfill(self, name: str, start: datetime, end: datetime) -> tuple[int, int]:
+        """Fire every nominal time in [start, end] (end not after now) with the live
+        identities; returns (fired, already fired). Times fired before are no-ops."""
+        counts = [0, 0]
+
+        def decide() -> Decided:
+            row = self.row(name)
+            now = self.tx.now()
+            if end > now:
+                raise SpecError(
+                    "a backfill ends at or before now", code=DomainCode.INVALID_SCHEDULE
+                )
+            spec = self.read_spec(row)
+            times = times_between(
+                spec,
+                row.definition.anchor,
+                start - timedelta(microseconds=1),
+                end,
+                MAX_BACKFILL + 1,
+            )
+            if len(times) > MAX_BACKFILL:
+                raise SpecError(
+                    f"a backfill fires at most {MAX_BACKFILL} times",
+                    code=DomainCode.INVALID_SCHEDULE,
+                )
+            emits: list[Emit] = []
+            counts[:] = [0, 0]
+            created: set[str] = set()
+            for nominal in times:
+                identity = fire_identity(name, nominal)
+                if self.tx.store.find_delivery(identity) is not None:
+                    counts[1] += 1
+                    continue
+                counts[0] += 1
+                emits.extend(
+                    self.fire_emits(
+                        row.definition,
+                        Fire(nominal, nominal),
+                        identity,
+                        backfill=True,
+                        created=created,
+                    )
+                )
+            return emits, {}
+
+        self.tx.transact(decide)
+        return counts[0], counts[1]
+
+
+def _work_for(d: ScheduleDefined, nominal: datetime | None = None) -> str:
+    base = f"{schedule_work(d.name)}@{d.binding}"
+    if d.overlap == "allow_all" and nominal is not None:
+        return f"{base}:{rfc3339(nominal).replace('-', '').replace(':', '')}"
+    return base
+
+
+def _skip_identity(name: str, skip: Any) -> str:
+    return f"schedule/{name}/skipped/{rfc3339(skip.first)}/{skip.reason}"
+
+
+def _same(d: ScheduleDefined, fields: dict[str, Any]) -> bool:
+    return all(getattr(d, k) == v for k, v in fields.items())
+
+
+def _seconds(value: str | int, what: str) -> int:
+    if isinstance(value, int):
+        if value < 0:
+            raise SpecError(f"{what} must be >= 0", code=DomainCode.INVALID_SCHEDULE)
+        return value
+    return parse_duration(value, what)
