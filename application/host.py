@@ -97,7 +97,9 @@ class Host:
             service, self.directory, self.launches, self.stops, page=recovery_page
         )
         self.control_dispatch = ControlDispatch(service, self.directory, self.launches)
-        self.schedule_runner = ScheduleRunner(service.schedules, service.owner)
+        self.schedule_runner = ScheduleRunner(
+            service.schedules, service.owner, ttl_seconds=service.settings.lease_seconds
+        )
         self.last_waiting: list[Waiting] = []
         self.starting = True  # False once draining or stopping: the start step is skipped
         self._tick_lock = threading.Lock()

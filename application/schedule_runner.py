@@ -2,7 +2,7 @@
 
 Each host pass runs `ScheduleRunner.run()` after runtime recovery and the retry timers and
 before admission. Only the holder of the leader lease (stream `schedules/leader`, a TTL of
-`LEASE_TTL_SECONDS`, judged by the store's clock) fires; the lease is taken, renewed (once a
+the host's `settings.lease_seconds`, judged by the store's clock) fires; the lease is taken, renewed (once a
 third of its TTL has passed) and found lost as events. The lease is checked at
 the top of every tick and before every retry, so a retry never masks a lost lease. Two
 leaders are harmless anyway: every fire has its delivery identity and every write is fenced
@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 import msgspec
 
 from rota.application.errors import PortCode, StoreError
-from rota.application.schedules import ScheduleCommands
+from rota.application.schedules import ScheduleCommands, work_fences
 from rota.application.transactions import Transactions
 from rota.domain.emit import Emit
 from rota.domain.events.schedule import (
@@ -186,13 +186,17 @@ class ScheduleRunner:
         return cached[1] is not None and cached[1] <= now
 
     def next_due(self) -> datetime | None:
-        """The soonest due time of a schedule this runner planned (for the host's sleep)."""
+        """The soonest due time of a schedule this runner planned, or of renewing its lease
+        (for the host's sleep)."""
         rows = self.commands.projection.schedules
         dues = [
             due
             for name, (key, due) in self._next.items()
             if due is not None and name in rows and self._key(rows[name]) == key
         ]
+        lease = self.commands.projection.leader
+        if self.term and lease.term == self.term and lease.expires_at is not None:
+            dues.append(lease.expires_at - self.ttl * 2 / 3)  # when it wants renewing
         return min(dues) if dues else None
 
     def _fire(self, names: list[str], report: RunnerReport) -> None:
@@ -219,6 +223,7 @@ class ScheduleRunner:
                 if more:
                     emits.extend(more)
                     expected[schedule_stream(name)] = row.stream_version
+            expected.update(work_fences(emits))
             return emits, expected
 
         result = self.tx.transact(decide)

@@ -25,7 +25,7 @@ from rota.application.transactions import Transactions
 from rota.domain import control, lifecycle
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, Refusal
-from rota.domain.events import InputAccepted
+from rota.domain.events import InputAccepted, WorkSubmitted
 from rota.domain.events.schedule import (
     ScheduleDefined,
     SchedulePaused,
@@ -86,7 +86,7 @@ class ScheduleCommands:
     def _follow(self, recorded: Sequence[RecordedEvent]) -> None:
         apply = self.projection.apply
         for r in recorded:
-            apply(r.position, r.stream, r.version, r.event)
+            apply(r.position, r.stream, r.version, None, r.event)
 
     # -- definitions ------------------------------------------------------------------
 
@@ -333,7 +333,7 @@ class ScheduleCommands:
             if self.tx.store.find_delivery(identity) is not None:
                 return [], {}  # this key fired already
             emits = self.fire_emits(row.definition, Fire(now, now), identity, manual=True)
-            return emits, {}
+            return emits, work_fences(emits)
 
         result = self.tx.transact(decide)
         return result.recorded[0] if result.recorded else None
@@ -381,10 +381,16 @@ class ScheduleCommands:
                         created=created,
                     )
                 )
-            return emits, {}
+            return emits, work_fences(emits)
 
         self.tx.transact(decide)
         return counts[0], counts[1]
+
+
+def work_fences(emits: Sequence[Emit]) -> dict[str, int]:
+    """A Work a fire creates must be new (stream version 0): two deciders cannot both
+    create it."""
+    return {e.stream: 0 for e in emits if isinstance(e.event, WorkSubmitted)}
 
 
 def _work_for(d: ScheduleDefined, nominal: datetime | None = None) -> str:

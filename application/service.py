@@ -3,8 +3,8 @@
 `SchedulerService` owns one `Transactions` loop (the store, the scheduler projection, the
 lock) and one `Configuration` (bindings, registrations, settings), and composes the
 command groups over them: `lifecycle` (Work, input, starts, fenced writes, outcomes,
-timers), `recovery`, `admission`, `control` and `schedules`. Each group decides with `rota.domain` and
-appends through the one loop (see DESIGN.md, "The flow of one transition"). The
+timers), `recovery`, `admission`, `control` and `schedules`. Each group decides with
+`rota.domain` and appends through the one loop (see DESIGN.md, "The flow of one transition"). The
 properties below expose the state the groups share, for the host, the views and replay.
 """
 

@@ -41,7 +41,7 @@ class ScheduleRow(msgspec.Struct, kw_only=True):
 
     name: str
     definition: ScheduleDefined
-    versions: dict[int, ScheduleDefined]
+    versions: list[ScheduleDefined]  # every definition, oldest first
     stream_version: int
     boundary: datetime
     paused: bool = False
@@ -79,7 +79,11 @@ class SchedulesProjection:
         self.schedules: dict[str, ScheduleRow] = {}
         self.leader = Leader()
 
-    def apply(self, position: int, stream: str, version: int, event: Event) -> None:
+    def apply(
+        self, position: int, stream: str, version: int, at: datetime | None, event: Event
+    ) -> None:
+        """Fold one recorded event (`at`, its recorded time, is not needed: the schedule
+        events carry their own times)."""
         if position <= self.position:
             return
         self.position = position
@@ -94,13 +98,13 @@ class SchedulesProjection:
                 self.schedules[event.name] = ScheduleRow(
                     name=event.name,
                     definition=event,
-                    versions={event.schedule_version: event},
+                    versions=[event],
                     stream_version=version,
                     boundary=event.since,
                 )
                 return
             row.definition = event
-            row.versions[event.schedule_version] = event
+            row.versions.append(event)
             row.boundary = max(row.boundary, event.since)
             row.quarantined = None
             row.paused = False
