@@ -2,9 +2,9 @@
 
 Each host pass runs `ScheduleRunner.run()` after runtime recovery and the retry timers and
 before admission. Only the holder of the leader lease (stream `schedules/leader`, a TTL of
-the host's `settings.lease_seconds`, judged by the store's clock) fires; the lease is taken, renewed (once a
-third of its TTL has passed) and found lost as events. The lease is checked at
-the top of every tick and before every retry, so a retry never masks a lost lease. Two
+the host's `settings.lease_seconds`, judged by the store's clock) fires; the lease is
+taken, renewed (once a third of its TTL has passed) and found lost as events. It is
+checked at the top of every tick and before every retry, so a retry never masks a lost lease. Two
 leaders are harmless anyway: every fire has its delivery identity and every write is fenced
 by its schedule's stream version.
 

@@ -19,8 +19,9 @@ limit and the Work the limit holds back; warn when over), `budgets` and `crash_l
 `schedule_drift` (the schedules projection agrees with that walk) and
 `schedule_quarantine` (fails on a quarantined schedule, saying how to release it). Any
 fail of the first three means the log itself is damaged: the advice is a full restore,
-never recover-corrupt. This module runs them in that order (`examine`); they live in `log_checks`, `projection_checks` and `state_checks`, the
-report's types in `doctor_report`, the read-only openers in `read_only`.
+never recover-corrupt. This module runs them in that order (`examine`); they live in
+`log_checks`, `projection_checks`, `state_checks` and `schedule_checks`, the report's
+types in `doctor_report`, the read-only openers in `read_only`.
 
 On PostgreSQL the projections are tables in the log's schema: `log_integrity` has no file
 to check (ok, "not applicable"; `hash_chain` reads every event), `projection_integrity`

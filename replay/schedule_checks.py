@@ -144,7 +144,7 @@ def account(store: EventStore, events: Iterable[RecordedEvent] | None = None) ->
         walk.event(r)
     for name, walk in walks.items():
         walk.close_stretch()
-        if walk.boundary is not None and walk.spec is not None or walk.quarantined:
+        if (walk.boundary is not None and walk.spec is not None) or walk.quarantined:
             out.boundaries[name] = walk.boundary  # type: ignore[assignment]
     out.schedules = len(walks)
     return out
