@@ -54,6 +54,7 @@ from rota.domain.policy import (
 from rota.infrastructure.config import Config, EntryCode, check_binding, unknown_executor
 from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.read_models import ReadModels
+from rota.schedules import Schedules
 
 _NO_INPUT = object()
 UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
@@ -93,6 +94,7 @@ class Scheduler:
         self._closed = False
         self._daemon = DaemonLoop(self.host, store, self.checkpoint)
         self._read = ReadModels(self.service, self.host, store)
+        self.schedules = Schedules(self.service)  # rota.schedules: pause, next, history ...
         self.service.catch_up()
         self.service.admission.configure_budgets(config.budgets)
         self._audit = AuditCheckpoints(store, config.audit)
@@ -240,6 +242,11 @@ class Scheduler:
                 )
 
     # -- commands -----------------------------------------------------------------------
+
+    def schedule(self, name: str, **definition: Any) -> dict[str, Any]:
+        """Define or redefine a schedule (`binding=`, `every=` or `cron=`, `timezone=`,
+        `input=`, `catchup=`, `overlap=`, `jitter=` ...); see rota.schedules."""
+        return self.schedules.define(name, **definition)
 
     def submit(
         self,

@@ -29,14 +29,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from rota.cli import config, log, ops, replay, work
+from rota.cli import config, log, ops, replay, schedule, work
 from rota.cli.common import USAGE_CODES, Parser, UsageError
 from rota.domain.errors import RotaError
 from rota.infrastructure.config import DEFAULT_CONFIG, EntryCode
 
 Command = Callable[[argparse.Namespace], int]
 # Each module adds its commands to the parser; a new command group is a new module here.
-COMMAND_MODULES = (work, log, replay, ops, config)
+COMMAND_MODULES = (work, log, replay, ops, config, schedule)
 
 __all__ = ["UsageError", "build_parser", "run"]
 

@@ -199,6 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.drain is not None and (args.until_idle or args.drain < 0):
         raise UsageError("--drain takes a number of seconds >= 0, without --until-idle")
     with daemon_lock(args), open_rota(args, runs=True) as scheduler:
+        scheduler.schedules.apply(scheduler.config.schedules)  # [[schedules]]: no-op if same
         if args.until_idle:
             with _stop_on_signals(scheduler.stop):
                 scheduler.run_until_idle(timeout=args.timeout)
