@@ -33,7 +33,8 @@ from datetime import datetime, timedelta
 import msgspec
 
 from rota.application.errors import PortCode, StoreError
-from rota.application.schedules import ScheduleCommands, work_fences
+from rota.application.schedule_fires import work_fences
+from rota.application.schedules import ScheduleCommands
 from rota.application.transactions import Transactions
 from rota.domain.emit import Emit
 from rota.domain.events.schedule import (

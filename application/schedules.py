@@ -14,33 +14,26 @@ remove), the nominal times due under the old one are accounted for in the same a
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from rota.application.configuration import Configuration
 from rota.application.ports import RecordedEvent
+from rota.application.schedule_fires import Fires, work_fences
 from rota.application.transactions import Transactions
-from rota.domain import control, lifecycle
-from rota.domain.emit import Emit, work_stream
+from rota.domain.emit import Emit
 from rota.domain.errors import DomainCode, Refusal
-from rota.domain.events import InputAccepted, WorkSubmitted
 from rota.domain.events.schedule import (
     ScheduleDefined,
     SchedulePaused,
-    ScheduleQuarantined,
     ScheduleRemoved,
     ScheduleResumed,
 )
 from rota.domain.results import check_payload
 from rota.domain.schedule_plans import (
-    Busy,
     Fire,
     Plan,
-    fired_event,
-    plan,
-    skipped_event,
 )
 from rota.domain.schedules import (
     EPOCH,
@@ -52,11 +45,9 @@ from rota.domain.schedules import (
     fire_identity,
     manual_identity,
     parse_duration,
-    parse_stored,
     rfc3339,
     times_between,
 )
-from rota.domain.schedules import work_id as schedule_work
 from rota.projections.schedules import ScheduleRow, SchedulesProjection, schedule_stream
 
 CATCHUPS = ("none", "latest", "all")
@@ -72,6 +63,7 @@ class ScheduleCommands:
         self.tx = tx
         self.config = config
         self.projection = SchedulesProjection()
+        self.fires = Fires(tx, config)
         with tx.lock:
             # Fold what the log holds now, then follow every batch the loop applies.
             position = 0
@@ -221,107 +213,21 @@ class ScheduleCommands:
 
     # -- fires ------------------------------------------------------------------------
 
-    def read_spec(self, row: ScheduleRow) -> Spec:
-        """Re-parse a stored definition; SpecError names why it cannot be used."""
-        d = row.definition
-        if d.spec_format > SPEC_FORMAT:
-            raise SpecError(
-                f"written by a newer rota (spec format {d.spec_format} > {SPEC_FORMAT})",
-                code=DomainCode.SCHEDULE_QUARANTINED,
-            )
-        spec = parse_stored(d.spec, d.timezone)
-        if d.binding not in self.config.bindings:
-            raise SpecError(f"unknown binding {d.binding!r}", code=DomainCode.SCHEDULE_QUARANTINED)
-        return spec
+    # -- fires (rota.application.schedule_fires builds them) --------------------------
 
-    def busy(self, definition: ScheduleDefined) -> Busy:
-        work = self.tx.projection.works.get(_work_for(definition))
-        if work is None:
-            return Busy()
-        current = work.current
-        return Busy(pending=len(work.pending), running=current is not None and current.live)
+    def read_spec(self, row: ScheduleRow) -> Spec:
+        return self.fires.read_spec(row)
 
     def tick_emits(self, row: ScheduleRow, now: datetime) -> tuple[list[Emit], Plan]:
-        """What one tick appends for one schedule (SpecError: quarantine it)."""
-        spec = self.read_spec(row)
-        d = row.definition
-        planned = plan(
-            d,
-            spec,
-            boundary=row.boundary,
-            now=now,
-            busy=self.busy(d),
-            paused=row.paused,
-            fired=frozenset(row.ahead),
-        )
-        stream = schedule_stream(d.name)
-        groups: list[tuple[datetime, list[Emit]]] = [
-            (s.first, [Emit(stream, skipped_event(d, s), _skip_identity(d.name, s))])
-            for s in planned.skips
-        ]
-        created: set[str] = set()
-        for fire in planned.fires:
-            identity = fire_identity(d.name, fire.nominal)
-            groups.append((fire.nominal, self.fire_emits(d, fire, identity, created=created)))
-        groups.sort(key=lambda g: g[0])
-        return [e for _, group in groups for e in group], planned
+        return self.fires.tick_emits(row, now)
 
     def quarantine_emit(self, row: ScheduleRow, reason: str, now: datetime) -> Emit:
-        d = row.definition
-        event = ScheduleQuarantined(
-            name=d.name, schedule_version=d.schedule_version, reason=reason[:300], boundary=now
-        )
-        return Emit(schedule_stream(d.name), event)
+        return self.fires.quarantine_emit(row, reason, now)
 
     def fire_emits(
-        self,
-        d: ScheduleDefined,
-        fire: Fire,
-        identity: str,
-        *,
-        manual: bool = False,
-        backfill: bool = False,
-        created: set[str] | None = None,
+        self, d: ScheduleDefined, fire: Fire, identity: str, **options: Any
     ) -> list[Emit]:
-        """The fire, the Work (when new) and its input, for one append."""
-        created = set() if created is None else created
-        target = _work_for(d, fire.nominal)
-        emits = [
-            Emit(
-                schedule_stream(d.name),
-                fired_event(d, fire, target, identity, manual, backfill),
-                identity,
-            )
-        ]
-        existing = self.tx.projection.works.get(target)
-        if existing is None and target not in created:
-            kind = "run-once" if d.overlap == "allow_all" else "standing"
-            emits.extend(
-                lifecycle.submit(
-                    None,
-                    work_id=target,
-                    scope=d.scope,
-                    binding=d.binding,
-                    kind=kind,
-                    trigger="first",
-                )
-            )
-            created.add(target)
-        if fire.cancel_running and existing is not None:
-            # Nothing to interrupt (or not interruptible): the fire is buffered.
-            with contextlib.suppress(Refusal):
-                emits.extend(
-                    control.request_interrupt(existing, work_id=target, requested_by="schedule")
-                )
-        payload = {
-            "schedule": d.name,
-            "nominal": rfc3339(fire.nominal),
-            "version": d.schedule_version,
-            "input": d.input,
-        }
-        accepted = InputAccepted(work_id=target, key=identity, payload=payload)
-        emits.append(Emit(work_stream(target), accepted, f"input/{target}/{identity}"))
-        return emits
+        return self.fires.fire_emits(d, fire, identity, **options)
 
     def trigger_now(self, name: str, *, key: str | None = None) -> RecordedEvent | None:
         """Fire now, outside the nominal times (`schedule/<name>/manual/<key>`)."""
@@ -385,23 +291,6 @@ class ScheduleCommands:
 
         self.tx.transact(decide)
         return counts[0], counts[1]
-
-
-def work_fences(emits: Sequence[Emit]) -> dict[str, int]:
-    """A Work a fire creates must be new (stream version 0): two deciders cannot both
-    create it."""
-    return {e.stream: 0 for e in emits if isinstance(e.event, WorkSubmitted)}
-
-
-def _work_for(d: ScheduleDefined, nominal: datetime | None = None) -> str:
-    base = f"{schedule_work(d.name)}@{d.binding}"
-    if d.overlap == "allow_all" and nominal is not None:
-        return f"{base}:{rfc3339(nominal).replace('-', '').replace(':', '')}"
-    return base
-
-
-def _skip_identity(name: str, skip: Any) -> str:
-    return f"schedule/{name}/skipped/{rfc3339(skip.first)}/{skip.reason}"
 
 
 def _same(d: ScheduleDefined, fields: dict[str, Any]) -> bool:

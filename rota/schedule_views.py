@@ -52,7 +52,7 @@ def upcoming(row: ScheduleRow, count: int = 10) -> list[dict[str, Any]]:
     spec = _spec(d)
     if spec is None or row.quarantined:
         return []
-    found = []
+    found: list[dict[str, Any]] = []
     for nominal in times_after(spec, d.anchor, row.boundary):
         if len(found) >= count:
             break

@@ -17,6 +17,7 @@ by the host's cadence (`tick()`, `run()`), in its schedules slot.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -84,7 +85,7 @@ class Schedules:
             self.service.catch_up()
             return sorted(self.commands.projection.active(), key=lambda r: r.name)
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> builtins.list[dict[str, Any]]:
         return [view(row) for row in self._rows()]
 
     def show(self, name: str) -> dict[str, Any]:
@@ -108,7 +109,7 @@ class Schedules:
             ]
             return shown
 
-    def next(self, name: str, count: int = 10) -> list[dict[str, Any]]:
+    def next(self, name: str, count: int = 10) -> builtins.list[dict[str, Any]]:
         return upcoming(self.commands.row(name), count)
 
     def history(
@@ -118,7 +119,7 @@ class Schedules:
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 100,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         return history(self.service, name, since=since, until=until, limit=limit)
 
     def explain(self, name: str, at: datetime) -> dict[str, Any]:

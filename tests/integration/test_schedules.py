@@ -18,8 +18,8 @@ import rota
 from rota.application import schedule_runner
 from rota.application.errors import StoreUnavailable
 from rota.application.ports import NewEvent
+from rota.application.schedule_fires import work_fences
 from rota.application.schedule_runner import RETRIES, ScheduleRunnerError, backoff
-from rota.application.schedules import work_fences
 from rota.domain.events.schedule import ScheduleDefined
 from rota.infrastructure.clock import ManualClock
 from rota.projections.schedules import SchedulesProjection
