@@ -62,21 +62,39 @@ class ScheduleCommands:
     def __init__(self, tx: Transactions, config: Configuration) -> None:
         self.tx = tx
         self.config = config
-        self.projection = SchedulesProjection()
+        self._projection: SchedulesProjection | None = None
         self.fires = Fires(tx, config)
-        with tx.lock:
-            # Fold what the log holds now, then follow every batch the loop applies.
-            position = 0
-            while position < tx.projection.position:
-                batch = tx.store.read(position, 5000)
-                if not batch:
-                    break
-                self._follow([r for r in batch if r.position <= tx.projection.position])
-                position = batch[-1].position
-            tx.followers.append(self._follow)
+        # Every batch the loop applies follows into the projection once it is folded.
+        tx.followers.append(self._follow)
+
+    @property
+    def projection(self) -> SchedulesProjection:
+        """The schedules projection, folded on first use from the schedule streams alone
+        (`EventStore.read_prefix`), up to the scheduler projection's position."""
+        if self._projection is None:
+            with self.tx.lock:
+                if self._projection is None:
+                    self._projection = self._fold()
+        return self._projection
+
+    def _fold(self) -> SchedulesProjection:
+        projection = SchedulesProjection()
+        upto = self.tx.projection.position
+        after = 0
+        while True:
+            batch = self.tx.store.read_prefix("schedule", after, 5000, upto)
+            if not batch:
+                break
+            for r in batch:
+                projection.apply(r.position, r.stream, r.version, None, r.event)
+            after = batch[-1].position
+        projection.position = max(projection.position, upto)
+        return projection
 
     def _follow(self, recorded: Sequence[RecordedEvent]) -> None:
-        apply = self.projection.apply
+        if self._projection is None:
+            return  # folded from the log when first used
+        apply = self._projection.apply
         for r in recorded:
             apply(r.position, r.stream, r.version, None, r.event)
 

@@ -151,9 +151,10 @@ def account(store: EventStore, events: Iterable[RecordedEvent] | None = None) ->
 
 
 def _all(store: EventStore) -> Iterable[RecordedEvent]:
+    """The events of the schedule streams (and the leader's), in position order."""
     position = 0
     while True:
-        batch = store.read(position, 10_000)
+        batch = store.read_prefix("schedule", position, 10_000)
         if not batch:
             return
         yield from batch
