@@ -86,7 +86,8 @@ class _Walk:
         e = r.event
         if isinstance(e, ScheduleDefined):
             self.restart(e.since)
-            self.quarantined = False
+            self.quarantined = False  # a redefinition releases a quarantine
+            self.out.quarantined.pop(self.name, None)
             try:
                 self.spec, self.anchor = parse_stored(e.spec, e.timezone), e.anchor
             except SpecError:
