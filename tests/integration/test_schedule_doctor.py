@@ -105,3 +105,47 @@ def test_drift_is_ok_and_quarantine_fails_until_redefined(
     report = doctor(str(s.store.url))
     assert report.check("schedule_quarantine").status == "ok"
     assert report.check("schedule_accounting").status == "ok", report.check("schedule_accounting")
+
+
+def test_doctor_checks_schedules_on_postgresql() -> None:
+    from postgres import DatabaseClock, temporary_schema
+
+    with temporary_schema() as schema:
+        clock = DatabaseClock(schema, T0)
+        with rota.open(clock.url, owner="host-a") as s:
+            s.register("job", lambda ctx: None)
+            s.service.store._clock.refresh = 0  # the test's database clock
+            s.schedule("tick", binding="job", every="1m", overlap="allow_all")
+            for _ in range(3):
+                clock.advance(60)
+                s.tick()
+            assert s.schedules.show("tick")["fired"] == 3
+        report = doctor(clock.url)
+        accounting = report.check("schedule_accounting")
+        assert accounting.status == "ok" and "3 nominal time(s)" in accounting.detail
+        assert report.check("schedule_drift").status == "ok"
+
+
+def test_the_daemon_notices_a_new_schedule_on_its_commit(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    clock = ManualClock(T0)
+    with rota.open(tmp_path / "wake.db", clock=clock, owner="host-a") as s:
+        s.register("job", lambda ctx: None)
+        # Without a commit to wake it, this loop would sleep an hour between passes.
+        s.host.next_wake = lambda default=5.0: 3600.0  # type: ignore[method-assign]
+        stop = threading.Event()
+        daemon = threading.Thread(target=s.run, args=(stop,))
+        daemon.start()
+        try:
+            s.schedule("soon", binding="job", every="1m")
+            runner = s.host.schedule_runner
+            deadline = time.monotonic() + 30
+            while "soon" not in runner._next:  # what the loop's pass planned for it
+                assert time.monotonic() < deadline, "the new schedule was not noticed"
+                s.store.wait_for_commit(s.store.head().position, 0.1)  # its lease's commit
+            assert runner._next["soon"][1] == datetime(2026, 5, 1, 9, 1, tzinfo=UTC)
+        finally:
+            stop.set()
+            daemon.join(timeout=30)
