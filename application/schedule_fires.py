@@ -9,7 +9,7 @@ at stream version 0: `work_fences`) and the input whose key is the fire's identi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,11 +18,12 @@ from rota.application.transactions import Transactions
 from rota.domain import control, lifecycle
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, Refusal
-from rota.domain.events import InputAccepted, WorkSubmitted
+from rota.domain.events import AttemptInterrupted, InputAccepted, WorkSubmitted
 from rota.domain.events.schedule import ScheduleDefined, ScheduleQuarantined
 from rota.domain.schedule_plans import Busy, Fire, Plan, fired_event, plan, skipped_event
 from rota.domain.schedules import SPEC_FORMAT, Spec, SpecError, fire_identity, parse_stored, rfc3339
 from rota.domain.schedules import work_id as schedule_work
+from rota.domain.state import WorkState
 from rota.projections.schedules import ScheduleRow, schedule_stream
 
 
@@ -136,10 +137,19 @@ class Fires:
         return emits
 
 
-def work_fences(emits: Sequence[Emit]) -> dict[str, int]:
-    """A Work a fire creates must be new (stream version 0): two deciders cannot both
-    create it."""
-    return {e.stream: 0 for e in emits if isinstance(e.event, WorkSubmitted)}
+def work_fences(
+    emits: Sequence[Emit], works: Mapping[str, WorkState] | None = None
+) -> dict[str, int]:
+    """The Work streams a fire's append is fenced on: a Work it creates must be new
+    (version 0), so two deciders cannot both create it; a Work whose running attempt it
+    interrupts (`cancel_other`) must be at the version that decision read (`works`)."""
+    fences = {e.stream: 0 for e in emits if isinstance(e.event, WorkSubmitted)}
+    for e in emits:
+        if isinstance(e.event, AttemptInterrupted) and works is not None:
+            work = works.get(e.event.work_id)
+            if work is not None:
+                fences[e.stream] = work.version
+    return fences
 
 
 def _work_for(d: ScheduleDefined, nominal: datetime | None = None) -> str:

@@ -224,7 +224,7 @@ class ScheduleRunner:
                 if more:
                     emits.extend(more)
                     expected[schedule_stream(name)] = row.stream_version
-            expected.update(work_fences(emits))
+            expected.update(work_fences(emits, self.tx.projection.works))
             return emits, expected
 
         result = self.tx.transact(decide)

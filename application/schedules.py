@@ -166,7 +166,8 @@ class ScheduleCommands:
                 schedule_version=version[0], since=now, actor=actor, reason=reason, **fields
             )
             emits.append(Emit(schedule_stream(name), event))
-            return emits, {schedule_stream(name): self._stream_version(name, row)}
+            fences = work_fences(emits, self.tx.projection.works)
+            return emits, {schedule_stream(name): self._stream_version(name, row), **fences}
 
         self.tx.transact(decide)
         return version[0]
@@ -209,7 +210,8 @@ class ScheduleCommands:
                     name=name, schedule_version=version, actor=actor, reason=reason
                 )
             emits.append(Emit(schedule_stream(name), event))
-            return emits, {schedule_stream(name): row.stream_version}
+            fences = work_fences(emits, self.tx.projection.works)
+            return emits, {schedule_stream(name): row.stream_version, **fences}
 
         self.tx.transact(decide)
 
@@ -257,7 +259,7 @@ class ScheduleCommands:
             if self.tx.store.find_delivery(identity) is not None:
                 return [], {}  # this key fired already
             emits = self.fire_emits(row.definition, Fire(now, now), identity, manual=True)
-            return emits, work_fences(emits)
+            return emits, work_fences(emits, self.tx.projection.works)
 
         result = self.tx.transact(decide)
         return result.recorded[0] if result.recorded else None
@@ -305,7 +307,7 @@ class ScheduleCommands:
                         created=created,
                     )
                 )
-            return emits, work_fences(emits)
+            return emits, work_fences(emits, self.tx.projection.works)
 
         self.tx.transact(decide)
         return counts[0], counts[1]

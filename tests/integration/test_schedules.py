@@ -360,3 +360,30 @@ def test_a_new_definition_is_planned_on_the_next_pass(
 def test_runner_module_docs_state_the_error_exit_posture() -> None:
     doc = schedule_runner.__doc__ or ""
     assert "NOT released" in doc and "TTL lapse" in doc
+
+
+def test_cancel_other_interrupts_the_running_attempt_in_the_fire_s_append(
+    scheduler: rota.Scheduler, clock: ManualClock
+) -> None:
+    schedules = scheduler.service.schedules
+    schedules.define("tick", binding="job", every="1m", overlap="cancel_other")
+    clock.advance(30)
+    scheduler.host.schedule_runner.run()  # 09:01 fires
+    (claimed,) = scheduler.service.lifecycle.start_pass().claimed  # its attempt is running
+    clock.advance(60)
+    report = scheduler.host.schedule_runner.run()  # 09:02: fire, and interrupt 09:01's run
+    assert report.fired == 1
+    (fired,) = [e for e in events(scheduler, "core.schedule.fired") if e.event.nominal.minute == 2]
+    after = scheduler.store.read(fired.position - 1, 3)
+    assert [r.type for r in after] == [
+        "core.schedule.fired",
+        "core.control.requested",
+        "core.execution.interrupted",
+    ]
+    assert after[2].event.attempt == claimed.attempt.number
+    work = scheduler.work("schedule.tick@job")
+    # An interrupt leaves the interrupted run's input pending (seed 001): both stay queued.
+    assert work is not None and [p["key"][-9:] for p in work["pending"]] == [
+        "09:01:00Z",
+        "09:02:00Z",
+    ]
