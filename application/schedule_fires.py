@@ -63,7 +63,7 @@ class Fires:
             spec,
             boundary=row.boundary,
             now=now,
-            busy=self.busy(d),
+            busy=Busy() if d.overlap == "allow_all" else self.busy(d),  # each fire its own Work
             paused=row.paused,
             fired=frozenset(row.ahead),
         )
