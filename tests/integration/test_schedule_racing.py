@@ -181,10 +181,20 @@ def test_racing_processes_with_one_stopped_past_its_lease(kind: str, tmp_path: P
             )
             leader = leaders(log)[-1]
             stopped = children[int(leader[1:])]
+
+            def taken_over(log: list[Any], after: int) -> bool:
+                return any(
+                    r.type == "core.schedule.leader_acquired"
+                    and r.position > after
+                    and r.event.owner != leader
+                    for r in log
+                )
+
             for _ in range(5):
                 stopped.send_signal(signal.SIGSTOP)  # paused past its 2 s lease
+                stopped_at = store.head().position
                 try:
-                    wait_for(store, lambda log: len(leaders(log)) >= 2, timeout=15)
+                    wait_for(store, lambda log, at=stopped_at: taken_over(log, at), timeout=15)
                     break
                 except AssertionError:
                     # Stopped inside a write transaction, it holds the store's write lock
@@ -198,7 +208,10 @@ def test_racing_processes_with_one_stopped_past_its_lease(kind: str, tmp_path: P
             wait_for(
                 store,
                 lambda log: any(
-                    r.type == "core.schedule.leader_lost" and r.event.owner == leader for r in log
+                    r.type == "core.schedule.leader_lost"
+                    and r.event.owner == leader
+                    and r.position > stopped_at
+                    for r in log
                 ),
             )
             count = sum(r.type == "core.schedule.fired" for r in store.read(0, 1_000_000))
