@@ -15,6 +15,13 @@ under the lease the claim took; the loop keeps renewing every held lease every t
 duration, so a launch slower than the lease keeps it. When a renewal is refused the
 launch's `ctx.cancel` is set with `ctx.cancel_reason` a `LeaseLost`.
 
+Elapsed time is the clock's monotonic reading: a renewal is due a third of the lease after
+the last by that reading or by wall time, whichever comes first, and an attempt this
+process runs times out when its run time by that reading is spent and its wall deadline
+is due, so a wall-clock step neither stops renewals nor times work out early. An attempt
+this process runs whose lease lapsed anyway (a jump forward) is recovered with its run time
+left (`Launches.running`) and adopted by this same host (docs/operator.md, "Clock jumps").
+
 `run()` sleeps until something can happen: a commit to the log (from any process), a
 finished attempt, the next renewal, deadline or retry timer. It stops on request
 (SIGTERM/SIGINT in the daemon) and releases the leases it holds.
@@ -25,6 +32,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -36,7 +44,7 @@ from rota.application.host_steps import (
 )
 from rota.application.launches import ExecutorDirectory, Held, Launches
 from rota.application.lifecycle import StartPass
-from rota.application.ports import Environment, Executor, Gate
+from rota.application.ports import Clock, Environment, Executor, Gate, TraceContext
 from rota.application.schedule_runner import ScheduleRunner
 from rota.application.service import GateDecision, SchedulerService, Waiting
 from rota.domain.errors import LeaseLost, Refusal, RotaError
@@ -82,15 +90,24 @@ class Host:
         executors: dict[str, Executor],
         *,
         environment: Environment | None = None,
+        trace_context: TraceContext | None = None,
         start_batch: int = 256,
         recovery_page: int = 16,
         timer_page: int = 16,
+        clock: Clock | None = None,
     ) -> None:
         self.service = service
         self.start_batch = start_batch
         self.timer_page = timer_page
         self.directory = ExecutorDirectory(service, executors)
-        self.launches = Launches(service, self.directory, environment=environment)
+        ticks = clock.monotonic if clock is not None else time.monotonic
+        self.launches = Launches(
+            service,
+            self.directory,
+            environment=environment,
+            ticks=ticks,
+            trace_context=trace_context,
+        )
         self.start_gates = StartGates(service)
         self.stops = StopVerification(service, self.directory, self.launches)
         self.runtime_recovery = RuntimeRecovery(
@@ -190,11 +207,18 @@ class Host:
                 held = self.held.get(execution_id)
                 if held is not None and held.epoch == epoch:
                     del self.held[execution_id]
-            if execution_id in refused:
-                log.info("result of %s refused: %s", execution_id, refused[execution_id])
-            else:
+            if execution_id not in refused:
                 report.finished += 1
+                self.launches.settled(execution_id)
                 self._forget(execution_id, epoch)
+                continue
+            log.info("result of %s refused: %s", execution_id, refused[execution_id])
+            if not self.service.recovery.adoptable(execution_id, epoch):
+                # Over (cancelled, ended at another epoch): nothing recovers it here.
+                self.launches.settled(execution_id)
+                self._forget(execution_id, epoch)
+            # Else its lease lapsed (a clock jump, a stalled host): recovery adopts it,
+            # and the executor hands the result it kept to the new epoch.
 
     def _let_go_of_ended(self) -> None:
         """Stop holding attempts the log says ended (interrupted, cancelled) or moved to a
@@ -202,10 +226,15 @@ class Host:
         projection = self.service.projection
         with self.launches.held_lock:
             holding = list(self.held.values())
+            running = list(self.launches.running)
         for held in holding:
             found = projection.attempt(held.execution_id)
             if found is None or not found[1].live or found[1].epoch != held.epoch:
                 self.launches.drop(held, reason=None, cancel=False)
+        for execution_id in running:  # over: this process no longer runs it
+            found = projection.attempt(execution_id)
+            if found is None or not found[1].live:
+                self.launches.settled(execution_id)
 
     def _forget(self, execution_id: str, epoch: int) -> None:
         """The outcome is durable: let the executor drop what it kept for recovery."""
@@ -215,9 +244,11 @@ class Host:
             self.launches.pool.submit(executor.forget, execution_id, epoch)
 
     def _time_out(self, report: TickReport) -> None:
-        now = self.service.now()
+        # Due when both clocks say so: the run time (monotonic) is spent, and the wall
+        # deadline the log holds is due (the domain's fence checks that one).
+        now, ticks = self.service.now(), self.launches.ticks()
         with self.launches.held_lock:
-            due = [h for h in self.held.values() if h.deadline <= now]
+            due = [h for h in self.held.values() if h.deadline <= now and h.budget_end <= ticks]
         for held in due:
             try:
                 self.service.lifecycle.time_out(held.execution_id, held.epoch)
@@ -229,17 +260,18 @@ class Host:
             self.stops.request(held.execution_id)
 
     def _renew(self, report: TickReport) -> None:
-        now = self.service.now()
+        now, ticks = self.service.now(), self.launches.ticks()
         with self.launches.held_lock:
-            due = [h for h in self.held.values() if h.renew_at <= now]
+            due = [h for h in self.held.values() if h.renew_at <= now or h.renew_due <= ticks]
         if not due:
             return
         refused = self.service.lifecycle.renew_many([(h.execution_id, h.epoch) for h in due])
-        third = timedelta(seconds=self.service.settings.lease_seconds / 3)
+        third = self.service.settings.lease_seconds / 3
         for held in due:
             refusal = refused.get(held.execution_id)
             if refusal is None:
-                held.renew_at = now + third
+                held.renew_at = now + timedelta(seconds=third)
+                held.renew_due = ticks + third
                 report.renewed += 1
             elif isinstance(refusal, LeaseLost):
                 report.lost += 1
@@ -297,12 +329,14 @@ class Host:
     def next_wake(self, default: float = 5.0) -> float:
         """Seconds until the next renewal, deadline, retry timer or schedule fire (at most
         `default`)."""
-        now = self.service.now()
+        now, ticks = self.service.now(), self.launches.ticks()
         candidates = [default]
         with self.launches.held_lock:
             for held in self.held.values():
-                candidates.append((held.renew_at - now).total_seconds())
-                candidates.append((held.deadline - now).total_seconds())
+                wall = (held.renew_at - now).total_seconds()
+                candidates.append(min(wall, held.renew_due - ticks))
+                wall = (held.deadline - now).total_seconds()
+                candidates.append(max(wall, held.budget_end - ticks))
         due = self.service.projection.next_due()
         if due is not None:
             candidates.append((due - now).total_seconds())

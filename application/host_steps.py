@@ -9,7 +9,9 @@ in the cadence's fixed order. Whatever can block (an executor's `recover`, `stop
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from rota.application.errors import ExecutorError
@@ -19,6 +21,7 @@ from rota.application.ports import Executor, Gate
 from rota.application.service import Dispatch, GateDecision, SchedulerService
 from rota.domain.errors import Refusal
 from rota.domain.lifecycle import select_inputs
+from rota.domain.results import Result
 from rota.domain.state import AttemptState
 
 log = logging.getLogger("rota.host")
@@ -142,9 +145,12 @@ class RuntimeRecovery:
         self.page = page
 
     def run(self, report: Report) -> None:
-        directory = self.directory
+        directory, launches = self.directory, self.launches
         result = self.service.recovery.recovery_pass(
-            self.page, supported=lambda attempt: directory.executor_for(attempt) is not None
+            self.page,
+            supported=lambda attempt: directory.executor_for(attempt) is not None,
+            # An attempt this process runs is measured by its own monotonic clock.
+            remaining=lambda attempt: launches.remaining(attempt.execution_id),
         )
         report.held.extend(result.held)
         for attempt in result.unsupported:
@@ -175,10 +181,11 @@ class RuntimeRecovery:
         execution_id, epoch = attempt.execution_id, attempt.epoch
         held = launches.hold(attempt, ctx, executor)
         recovery = self.service.recovery
+        report = _AfterAdoption(launches.done(held))
 
         def adopt() -> None:
             try:
-                outcome = executor.recover(ctx, attempt.recovery_metadata, launches.done(held))
+                outcome = executor.recover(ctx, attempt.recovery_metadata, report)
             except Exception:
                 log.warning("recovery of %s failed", execution_id, exc_info=True)
                 outcome = "unknown"
@@ -187,6 +194,8 @@ class RuntimeRecovery:
                     recovery.adopted(execution_id, epoch)
                 except Refusal as refusal:
                     log.info("adoption of %s not recorded: %s", execution_id, refusal)
+                finally:
+                    report.open()
                 return
             launches.drop(held, reason=None, cancel=False)
             if outcome == "not_started":
@@ -209,6 +218,30 @@ class RuntimeRecovery:
             launches.wake.set()
 
         launches.pool.submit(adopt)
+
+
+class _AfterAdoption:
+    """The `done` an adopting executor reports through, holding back a result it reports
+    at once (one it kept: the run ended while the lease had lapsed) until the adoption is
+    recorded, so the log reads recovered, adopted, then the outcome."""
+
+    def __init__(self, done: Callable[[Result], None]) -> None:
+        self._done = done
+        self._lock = threading.Lock()
+        self._held: list[Result] | None = []
+
+    def __call__(self, result: Result) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._held.append(result)
+                return
+        self._done(result)
+
+    def open(self) -> None:
+        with self._lock:
+            held, self._held = self._held or [], None
+        for result in held:
+            self._done(result)
 
 
 class ControlDispatch:

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor as Pool
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from datetime import datetime, timedelta
 
 from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.lifecycle import Claimed
-from rota.application.ports import Environment, Executor, LaunchContext
+from rota.application.ports import Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
 from rota.domain.errors import LeaseLost, Refusal
@@ -50,6 +51,11 @@ class Held:
     # True from the claim until the executor's `launch` returned: a lost lease then cancels
     # the launch at once (seed 001); after it, a process still running belongs to recovery.
     launching: bool = False
+    # Monotonic readings (the host's clock): the next renewal is due at `renew_due` or at
+    # wall time `renew_at`, whichever comes first, so a wall-clock step back never stops
+    # renewals; its run time is spent at `budget_end` (see `Launches.running`).
+    renew_due: float = 0.0
+    budget_end: float = float("inf")
 
 
 class ExecutorDirectory:
@@ -119,11 +125,20 @@ class Launches:
         directory: ExecutorDirectory,
         *,
         environment: Environment | None = None,
+        ticks: Callable[[], float] = time.monotonic,
+        trace_context: TraceContext | None = None,
     ) -> None:
         self.service = service
         self.directory = directory
         self.environment = environment
+        self.ticks = ticks  # the host's monotonic clock (`Clock.monotonic`)
+        self.trace_context = trace_context
         self.held: dict[str, Held] = {}
+        # The attempts this process runs (launched or adopted here, no outcome recorded
+        # yet), by execution id: the monotonic reading at which its run time is spent. It
+        # outlives a lost lease (unlike `held`): recovery of one of these is recovery of
+        # this process's own work, with its run time measured here, not by the wall clock.
+        self.running: dict[str, float] = {}
         self.held_lock = threading.Lock()
         self.launching: set[str] = set()
         self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
@@ -213,6 +228,7 @@ class Launches:
             deadline=attempt.deadline,
             env=env,
             resume=resume,
+            trace=self.trace_context(execution_id, epoch) if self.trace_context else {},
             persist=lambda metadata: lifecycle.persist_recovery(execution_id, epoch, metadata),
             record_phase=lambda name, outcome: self._record_phase(
                 execution_id, epoch, name, outcome
@@ -236,19 +252,39 @@ class Launches:
         launching: bool = False,
     ) -> Held:
         """Renew this attempt's lease on every pass from now on (until it is dropped)."""
-        third = timedelta(seconds=self.service.settings.lease_seconds / 3)
-        held = Held(
-            attempt.execution_id,
-            attempt.epoch,
-            ctx,
-            executor,
-            self.service.now() + third,
-            attempt.deadline,
-            launching,
-        )
+        third = self.service.settings.lease_seconds / 3
+        now, ticks = self.service.now(), self.ticks()
         with self.held_lock:
+            # An attempt this process already runs keeps its run-time budget (a recovery
+            # that adopts it here is not a new run); any other starts from its deadline.
+            budget_end = self.running.get(attempt.execution_id)
+            if budget_end is None:
+                budget_end = ticks + max(0.0, (attempt.deadline - now).total_seconds())
+            held = Held(
+                attempt.execution_id,
+                attempt.epoch,
+                ctx,
+                executor,
+                now + timedelta(seconds=third),
+                attempt.deadline,
+                launching,
+                renew_due=ticks + third,
+                budget_end=budget_end,
+            )
             self.held[attempt.execution_id] = held
+            self.running[attempt.execution_id] = budget_end
         return held
+
+    def remaining(self, execution_id: str) -> float | None:
+        """Seconds of run time left of an attempt this process runs; None if it does not."""
+        with self.held_lock:
+            budget_end = self.running.get(execution_id)
+        return None if budget_end is None else budget_end - self.ticks()
+
+    def settled(self, execution_id: str) -> None:
+        """The attempt's outcome is recorded, or it ended: this process no longer runs it."""
+        with self.held_lock:
+            self.running.pop(execution_id, None)
 
     def drop(self, held: Held, reason: BaseException | None, cancel: bool = True) -> None:
         """Stop holding the attempt's lease; cancel its launch (with `reason`) unless told not."""
@@ -343,6 +379,7 @@ class Launches:
         with self.held_lock:
             held = list(self.held.values())
             self.held.clear()
+            self.running.clear()  # from now on the next host recovers them
         for item in held:
             with contextlib.suppress(Refusal):
                 self.service.lifecycle.release(item.execution_id, item.epoch, "host_stopped")

@@ -95,6 +95,9 @@ Recovery
   that the work never started and never will: the attempt is relaunched, failing nothing)
   or `"unknown"` (the host fails closed and tries again on a later pass). Recovery never
   calls `launch` to replace a process; only a relaunch (a launch that started nothing) does.
+  Evidence about work of this very process is what it runs: an attempt it still runs, or
+  ran to a result the log has not recorded (refused because the lease lapsed, as after a
+  wall-clock jump), is `"attached"`, never `"stopped"`; keep such a result until `forget`.
 
   `stable = True` declares that the executor's behaviour is fully determined by what the
   attempt pinned (binding config, registration), so it may serve attempts pinned under an
@@ -121,9 +124,10 @@ keeps a store (`writer_lock`); others read it.
 
 ## The clock
 
-A `Clock` returns an aware UTC datetime. Nothing in rota calls `datetime.now()` on its
-own; a fold reads time only from events. On PostgreSQL the database's clock is the
-store's (`EventStore.now`).
+A `Clock` returns an aware UTC datetime (`now`) and a monotonic reading (`monotonic`).
+Nothing in rota calls `datetime.now()` on its own; a fold reads time only from events. On
+PostgreSQL the database's clock is the store's (`EventStore.now`). Elapsed time in the
+host (renewal intervals, the run time of its own attempts) is monotonic.
 """
 
 from __future__ import annotations
@@ -321,10 +325,21 @@ class EventStore(abc.ABC):
 
 
 class Clock(Protocol):
-    """A source of the current time as an aware UTC datetime."""
+    """A source of the current time: wall time (aware UTC) and a monotonic reading.
+
+    Wall time can step (an NTP correction, a suspended VM resumed); leases, deadlines and
+    recorded times are wall time, judged by the store's clock. `monotonic()` never steps:
+    the host measures elapsed time with it (when a renewal is due, how long the attempts
+    this process runs have run), so a wall-clock step neither stops renewals nor times
+    work out early (docs/operator.md, "Clock jumps").
+    """
 
     def now(self) -> datetime:
         """Return the current time, timezone-aware, in UTC."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary origin; never goes back, unaffected by wall steps."""
         ...
 
 
@@ -358,6 +373,9 @@ class LaunchContext:
     # Set once `persist_recovery` succeeded: the launch acknowledgement an executor that
     # declares `recover` owes before `launch` returns.
     recovery_persisted: bool = False
+    # The W3C trace context of this launch's span (`traceparent`, maybe `tracestate`):
+    # empty unless tracing is on (rota[otel]). Never logged, never written to the log.
+    trace: dict[str, str] = field(default_factory=dict)
 
     @property
     def execution_id(self) -> str:
@@ -616,3 +634,20 @@ GateAnswer = StartHold | str | bool | None
 # trigger it (the newest), otherwise the oldest pending. Raising fails closed: nothing is
 # held and the next pass asks again.
 Gate = Callable[[WorkState, Binding, PendingInput], GateAnswer]
+
+
+# -- observing what was appended ----------------------------------------------------------
+
+# An append observer: called by the transaction loop after each append with the events
+# that append newly recorded, in log order (a repeated delivery identity's original is
+# not new, so each decision is observed once, by the process that took it). It runs under
+# the projection's lock: it must be quick, must not append, and sees only what this
+# process wrote. One that raises is logged (its type only) and the append stands.
+# Observers derive what an operator reads from what the log recorded: the decision log
+# lines (rota.infrastructure.decision_lines), the attempt spans (infrastructure/tracing.py).
+AppendObserver = Callable[[Sequence[RecordedEvent]], None]
+
+# The W3C trace context of an attempt's launch (`traceparent`, `tracestate` when set):
+# `(execution_id, epoch) -> headers`, empty when no trace is recorded. It reaches the
+# executor as `ctx.trace` (shell jobs: $TRACEPARENT, $TRACESTATE) and nothing else.
+TraceContext = Callable[[str, int], dict[str, str]]

@@ -42,11 +42,15 @@ class RecoveryCommands:
         self,
         limit: int = pages.DEFAULT_PAGE,
         supported: Callable[[AttemptState], bool] = lambda attempt: True,
+        remaining: Callable[[AttemptState], float | None] = lambda attempt: None,
     ) -> RecoveryPass:
         """Recover one page of attempts whose lease expired or was released, in one append.
 
         `supported(attempt)` says whether this host has the attempt's pinned executor; an
         unsupported attempt is left alone (never given to a replacement executor).
+        `remaining(attempt)` is the run time left of an attempt this host's own process
+        runs (by its monotonic clock), None for any other: it decides the timeout and
+        moves a deadline the wall clock jumped past (`rota.domain.recovery`).
         """
         held: list[str] = []
         unsupported: list[AttemptState] = []
@@ -70,6 +74,7 @@ class RecoveryCommands:
                     now=now,
                     owner=self.config.owner,
                     crash_loop_limit=self.config.settings.crash_loop_limit,
+                    remaining=remaining(work.current),
                 )
                 if found and found[0].event.tag() == "core.work.held":
                     held.append(work.work_id)

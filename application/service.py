@@ -18,7 +18,7 @@ from rota.application.configuration import Configuration, config_generation
 from rota.application.control import ControlCommands, Dispatch
 from rota.application.lifecycle import Claimed, LifecycleCommands, StartPass
 from rota.application.live_projections import LiveProjections
-from rota.application.ports import EventStore, ProjectionStore
+from rota.application.ports import AppendObserver, EventStore, ProjectionStore
 from rota.application.recovery import Recovered, RecoveryCommands, RecoveryPass
 from rota.application.schedules import ScheduleCommands
 from rota.application.transactions import Transactions
@@ -97,6 +97,10 @@ class SchedulerService:
     @property
     def generation(self) -> str:
         return self.configuration.generation
+
+    def observe(self, observer: AppendObserver) -> None:
+        """Tell `observer` what each append of this service newly recorded (ports.py)."""
+        self.transactions.observers.append(observer)
 
     def catch_up(self) -> int:
         """Apply every event the log holds beyond the projection; returns how many."""

@@ -11,6 +11,7 @@ blocking work never run under it. The command groups (`lifecycle`, `recovery`, `
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -18,6 +19,7 @@ from datetime import datetime
 from rota.application.errors import ConcurrencyConflict, PortCode, StoreUnavailable
 from rota.application.live_projections import LiveProjections
 from rota.application.ports import (
+    AppendObserver,
     AppendResult,
     EventStore,
     NewEvent,
@@ -33,6 +35,7 @@ from rota.projections.scheduler import SchedulerProjection
 MAX_CONFLICT_RETRIES = 16
 FOLD_PAGE = 10_000  # events per read when folding from position 0
 Decision = Callable[[], tuple[list[Emit], dict[str, int]]]
+log = logging.getLogger("rota.transactions")
 
 
 class Transactions:
@@ -49,6 +52,7 @@ class Transactions:
         self.projection = SchedulerProjection()
         self.lock = threading.RLock()
         self.conflicts = 0
+        self.observers: list[AppendObserver] = []  # told what each append newly recorded
         # Folds that follow every batch the loop applies (the schedules projection).
         self.followers: list[Callable[[Sequence[RecordedEvent]], None]] = []
         # The projections stored beside the log: loaded at open (no replay when current),
@@ -121,9 +125,26 @@ class Transactions:
                 stored.close(self.projection)
 
     def _commit(self, emits: Sequence[Emit], expected: dict[str, int]) -> AppendResult:
+        before = self.projection.position
         result = self.store.append(
             [NewEvent(e.stream, e.event, e.delivery_id) for e in emits], expected
         )
+        try:
+            return self._applied(result)
+        finally:
+            if self.observers and result.written:
+                new = {r.position: r for r in result.recorded if r.position > before}
+                self._tell([new[p] for p in sorted(new)])
+
+    def _tell(self, recorded: list[RecordedEvent]) -> None:
+        """Hand the newly recorded events to each observer; one that fails is logged."""
+        for observe in self.observers:
+            try:
+                observe(recorded)
+            except Exception as exc:
+                log.warning("an append observer failed: %s", type(exc).__name__)
+
+    def _applied(self, result: AppendResult) -> AppendResult:
         # Apply what we wrote directly when it directly follows what the projection has
         # seen; otherwise another writer came between, and the log is read in order.
         unique = {r.position: r for r in result.recorded if r.position > self.projection.position}

@@ -61,6 +61,7 @@ def recovered(work: WorkState, event: AttemptRecovered, at: datetime) -> WorkSta
         released=False,
         status="starting" if relaunch else "running",
         relaunches=attempt.relaunches + (1 if relaunch else 0),
+        deadline=event.deadline or attempt.deadline,
     )
     return with_current(work, append_segment(attempt, segment, attempt.pinned.max_segments))
 

@@ -15,6 +15,12 @@ at a higher epoch before any executor is called. The evidence is its open segmen
 
 A timeout that recovers authority never relaunches. After `crash_loop_limit` relaunches of
 one attempt, the Work is held (`crash_loop`) instead.
+
+The deadline is wall time, judged by the store's clock, except for an attempt the
+recovering host's own process runs: that host measured its run time by a monotonic clock
+and passes what is left of its budget (`remaining`). It is timed out only when both say
+so, and when the wall clock stepped forward past the old deadline the claim moves it to
+now plus what is left (never earlier than it was), so a clock jump times nothing out.
 """
 
 from __future__ import annotations
@@ -57,8 +63,19 @@ def relaunchable(attempt: AttemptState) -> bool:
     return segment.isolated and attempt.recovery_epoch != segment.epoch
 
 
-def recover(work: WorkState, *, now: datetime, owner: str, crash_loop_limit: int) -> list[Emit]:
-    """The recovery claim for one Work's expired attempt ([] when it needs none)."""
+def recover(
+    work: WorkState,
+    *,
+    now: datetime,
+    owner: str,
+    crash_loop_limit: int,
+    remaining: float | None = None,
+) -> list[Emit]:
+    """The recovery claim for one Work's expired attempt ([] when it needs none).
+
+    `remaining`: the seconds of run time left, when the recovering host's own process runs
+    the attempt (measured by its monotonic clock); None when it does not.
+    """
     if not needs_recovery(work, now) or work.holds:
         return []
     attempt = work.current
@@ -67,7 +84,11 @@ def recover(work: WorkState, *, now: datetime, owner: str, crash_loop_limit: int
     lease = now + timedelta(seconds=attempt.pinned.lease_seconds)
     reason = "released" if attempt.released else "lease_expired"
     stream = work_stream(work.work_id)
-    if now >= attempt.deadline:
+    deadline = attempt.deadline
+    if remaining is not None:
+        deadline = max(deadline, now + timedelta(seconds=max(0.0, remaining)))
+    moved = deadline if deadline != attempt.deadline else None
+    if now >= deadline:
         # A timeout recovers authority first (a zero-length recovered segment) and never
         # relaunches; the resource hold stays until the stop is confirmed.
         claim = _claim(work, attempt, epoch, owner, lease, "adopt", "timeout")
@@ -83,8 +104,9 @@ def recover(work: WorkState, *, now: datetime, owner: str, crash_loop_limit: int
                 f"{attempt.relaunches} times; release to relaunch it again",
             )
             return [Emit(stream, held)]
-        return [Emit(stream, _claim(work, attempt, epoch, owner, lease, "relaunch", reason))]
-    return [Emit(stream, _claim(work, attempt, epoch, owner, lease, "adopt", reason))]
+        claim = _claim(work, attempt, epoch, owner, lease, "relaunch", reason, moved)
+        return [Emit(stream, claim)]
+    return [Emit(stream, _claim(work, attempt, epoch, owner, lease, "adopt", reason, moved))]
 
 
 def _claim(
@@ -95,6 +117,7 @@ def _claim(
     lease: datetime,
     mode: str,
     reason: str,
+    deadline: datetime | None = None,
 ) -> AttemptRecovered:
     return AttemptRecovered(
         work_id=work.work_id,
@@ -106,6 +129,7 @@ def _claim(
         lease_expires_at=lease,
         mode=mode,  # type: ignore[arg-type]
         reason=reason,  # type: ignore[arg-type]
+        deadline=deadline,
     )
 
 

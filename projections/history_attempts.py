@@ -227,6 +227,8 @@ def _recovered(
     )
     attempt.epoch, attempt.owner = event.epoch, event.owner
     attempt.lease_expires_at = event.lease_expires_at
+    if event.deadline is not None:  # moved: a clock jump, measured by run time
+        attempt.deadline = event.deadline
     attempt.released = attempt.release_reason = None
     attempt.segments.append(
         SegmentRecord(

@@ -9,9 +9,11 @@ module: replay and the views receive what they need (a store, a projection store
     config --> open_log(url)             the event store the URL names (SQLite, PostgreSQL)
            --> open_projections(log)     the projections beside it (a file, the log's schema;
                                          projection_store(log, ...) for replay's commands)
-           --> build_service(log, ...)   SchedulerService: transactions + command groups
+           --> build_service(log, ...)   SchedulerService: transactions + command groups,
+                                         observed by the decision log
            --> builtin_executors()       shell (and what the caller registers)
            --> build_host(service, ...)  the cadence over the service and the executors
+                                         (and the attempt spans, with rota[otel])
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from rota.application.ports import (
 from rota.application.service import SchedulerService
 from rota.domain.policy import Binding, Registration, Settings
 from rota.infrastructure.config import Config
+from rota.infrastructure.decision_lines import DecisionLog
 from rota.infrastructure.executors import builtin_executor_types, builtin_registrations
 from rota.infrastructure.projection_stores import open_projection_store
 from rota.infrastructure.stores import open_store
+from rota.infrastructure.tracing import attempt_tracer
 
 logger = logging.getLogger("rota")
 
@@ -102,8 +106,9 @@ def build_service(
     projections: ProjectionStore | None = None,
     save_every: int = 5000,
 ) -> SchedulerService:
-    """The application service over `store` (the one place one is constructed)."""
-    return SchedulerService(
+    """The application service over `store` (the one place one is constructed), logging
+    each decision it appends (`rota.decisions`, rota.infrastructure.decision_lines)."""
+    service = SchedulerService(
         store,
         settings=settings or Settings(),
         owner=owner,
@@ -112,6 +117,8 @@ def build_service(
         projections=projections,
         save_every=save_every,
     )
+    service.observe(DecisionLog())
+    return service
 
 
 def build_host(
@@ -120,8 +127,23 @@ def build_host(
     *,
     environment: Environment | None = None,
 ) -> Host:
-    """The cadence that drives `service` with `executors`."""
-    return Host(service, executors, environment=environment)
+    """The cadence that drives `service` with `executors`, measuring elapsed time with
+    the store's injected clock's monotonic reading (the system's when it has none); with
+    OpenTelemetry installed (rota[otel]) each attempt is a span, and its launch gets the
+    span's trace context."""
+    clock = getattr(service.transactions.store, "clock", None)
+    monotonic = clock if callable(getattr(clock, "monotonic", None)) else None
+    tracer = attempt_tracer()
+    if tracer is not None:
+        service.observe(tracer)
+    trace_context = tracer.headers if tracer is not None else None
+    return Host(
+        service,
+        executors,
+        environment=environment,
+        clock=monotonic,
+        trace_context=trace_context,
+    )
 
 
 def read_only_service(

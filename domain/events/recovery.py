@@ -18,6 +18,10 @@ class AttemptRecovered(Event, tag="core.execution.recovered", frozen=True, kw_on
     `relaunched` when its launch lost the lease before it started anything (the executor
     was never called, or was called after isolation was bound and nothing was pinned):
     then it runs again under the new epoch, failing nothing and spending no retry.
+
+    `deadline`, when set, moves the attempt's deadline: the host recovering an attempt its
+    own process runs measured its run time by a monotonic clock, and the wall clock had
+    stepped forward past the old deadline (docs/operator.md, "Clock jumps"). None keeps it.
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
@@ -31,6 +35,7 @@ class AttemptRecovered(Event, tag="core.execution.recovered", frozen=True, kw_on
     lease_expires_at: datetime
     mode: RecoveryMode
     reason: RecoveryReason
+    deadline: datetime | None = None
 
 
 class AttemptAdopted(Event, tag="core.execution.adopted", frozen=True, kw_only=True):

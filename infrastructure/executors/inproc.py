@@ -16,7 +16,9 @@ What it returns decides the outcome:
 
 Calls run on a thread pool (`max_workers`), or inline on the launching thread with
 `inline=True` for tiny callables. A running call cannot be killed: `stop()` reports
-`stopped` only once the call has returned.
+`stopped` only once the call has returned. A returned call's result is kept until the log
+has it (`forget`), so a result refused because the lease lapsed (a clock jump, a stalled
+host) is handed to the recovery that adopts the attempt (`recover`).
 """
 
 from __future__ import annotations
@@ -110,9 +112,11 @@ class InProcessExecutor(Executor):
         self._running: dict[str, tuple[int, Future[None] | None, threading.Event]] = {}
         self._adopted: dict[str, Done] = {}
         self._contexts: dict[str, LaunchContext] = {}
+        self._finished: dict[str, Result] = {}  # results reported, not yet durable
         self._lock = threading.Lock()
 
     def _call(self, ctx: LaunchContext, done: Done) -> None:
+        result = Result(outcome="failed", error_code="unhandled_exception")
         try:
             result = to_result(self.fn(ctx))
         except BaseException as exc:
@@ -124,6 +128,10 @@ class InProcessExecutor(Executor):
                 self._running.pop(ctx.execution_id, None)
                 self._contexts.pop(ctx.execution_id, None)
                 adopted = self._adopted.pop(ctx.execution_id, None)
+                # Kept until the outcome is durable (`forget`) or the attempt ended
+                # (`stop`): a result the log refused (the lease lapsed, as after a clock
+                # jump) is handed to the recovery that adopts the attempt.
+                self._finished[ctx.execution_id] = result
         # A recovery that adopted the call reports through its own callback (new epoch).
         (adopted or done)(result)
 
@@ -144,11 +152,15 @@ class InProcessExecutor(Executor):
             self._running[ctx.execution_id] = (ctx.epoch, future, ctx.cancel)
 
     def recover(self, ctx: LaunchContext, metadata: Any, done: Done) -> Recovery:
-        """A call still running in this process is adopted; one in a dead process is gone.
+        """A call still running in this process is adopted, and so is one that returned here
+        and whose result is not durable yet; one in a dead process is gone.
 
-        A callable cannot outlive its process: if the previous owner was a process on this
-        host that no longer exists, nothing of the attempt runs ("stopped"). A previous
-        owner that is alive elsewhere (or on another host) gives no evidence ("unknown").
+        Evidence from this process is what it runs: a call it still runs, or finished with
+        a result the log has not recorded (refused because the lease lapsed, as after a
+        clock jump), is "attached" and reports through the new `done`. A callable cannot
+        outlive its process: if the previous owner was a process on this host that no
+        longer exists, nothing of the attempt runs ("stopped"). A previous owner that is
+        alive elsewhere (or on another host) gives no evidence ("unknown").
         """
         with self._lock:
             entry = self._running.get(ctx.execution_id)
@@ -157,6 +169,10 @@ class InProcessExecutor(Executor):
                 self._running[ctx.execution_id] = (ctx.epoch, future, cancel)
                 self._adopted[ctx.execution_id] = done
                 return "attached"
+            finished = self._finished.get(ctx.execution_id)
+        if finished is not None:
+            done(finished)
+            return "attached"
         owner = ctx.previous_owner or ""
         host, _, rest = owner.partition(":")
         pid_text = rest.partition(":")[0]
@@ -173,8 +189,14 @@ class InProcessExecutor(Executor):
             return "unknown"
         return "unknown"
 
+    def forget(self, execution_id: str, epoch: int) -> None:
+        """The outcome is durable (or the attempt is over): drop the kept result."""
+        with self._lock:
+            self._finished.pop(execution_id, None)
+
     def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
         with self._lock:
+            self._finished.pop(execution_id, None)  # the attempt ended: its result is moot
             entry = self._running.get(execution_id)
         if entry is None:
             return "stopped"

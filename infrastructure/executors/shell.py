@@ -18,7 +18,8 @@ starts: `validate_config` checks a binding when it is loaded or defined, `launch
 Environment and input
   PATH, HOME, LANG and TMPDIR are inherited; then come `environment`, `ctx.env` (secrets and
   the run environment: written nowhere but the child's environment) and ROTA_WORK_ID,
-  ROTA_EXECUTION_ID, ROTA_ATTEMPT, ROTA_EPOCH and ROTA_INPUT (the JSON list of input payloads).
+  ROTA_EXECUTION_ID, ROTA_ATTEMPT, ROTA_EPOCH and ROTA_INPUT (the JSON list of input payloads);
+  with tracing on (rota[otel]), TRACEPARENT (and TRACESTATE) name the attempt's span.
   The same JSON is the command's stdin (the file `input.json`). ROTA_INPUT is left out above
   96 KiB (the kernel caps one variable at 128 KiB); stdin always carries it.
 

@@ -72,6 +72,10 @@ def run_environment(ctx: LaunchContext, extra: dict[str, str], payload: bytes) -
     )  # fmt: skip
     if len(payload) > MAX_ENV_INPUT:
         del env["ROTA_INPUT"]
+    # The W3C trace context of the attempt's span (rota[otel]), for the job's own spans.
+    for header, variable in (("traceparent", "TRACEPARENT"), ("tracestate", "TRACESTATE")):
+        if ctx.trace.get(header):
+            env[variable] = ctx.trace[header]
     return env
 
 

@@ -39,6 +39,13 @@ class Run:
     proc: subprocess.Popen[bytes] | None = None  # None: adopted from an earlier owner
     began: float = 0.0  # time.monotonic() at launch
     group: bool = True  # False: only report the status (the pid means nothing here)
+    budget_end: float = 0.0  # time.monotonic() at which its run time is spent
+
+    def __post_init__(self) -> None:
+        # What is left of its run time, measured from here by the monotonic clock. A run
+        # still watched when a recovery hands it a new context keeps this budget.
+        left = (self.ctx.deadline - datetime.now(UTC)).total_seconds()
+        self.budget_end = time.monotonic() + left
 
 
 def supervise(run: Run, closed: threading.Event, grace: float, capture_bytes: int) -> Result | None:
@@ -91,7 +98,9 @@ def _stop_reason(run: Run, closed: threading.Event) -> str | None:
         return "cancelled"
     if closed.is_set():
         return "cancelled" if run.proc is not None else "closed"
-    if datetime.now(UTC) >= run.ctx.deadline:
+    # Both clocks, as the host's rule (docs/operator.md, "Clock jumps"): a wall-clock step
+    # forward past the deadline does not time the run out while run time is left.
+    if time.monotonic() >= run.budget_end and datetime.now(UTC) >= run.ctx.deadline:
         return "timed_out"
     return None
 

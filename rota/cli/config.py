@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from rota.cli.common import config_path, load_config, print_json, store_url
+from rota.cli.run_logs import settings_of
 from rota.infrastructure.config import DEFAULT_CONFIG, shown
 from rota.infrastructure.executors import builtin_registrations
 from rota.infrastructure.stores import redact_url
@@ -48,6 +49,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         url = redact_url(store_url(args, config))
         where = "flag" if args.store else "environment" if os.environ.get("ROTA_STORE") else origin
         rows.append((key, url, where))
+    rows += settings_of(args).rows()  # `rota run`'s --log-format, else $ROTA_LOG_FORMAT ...
     if args.json:
         print_json([{"key": k, "value": v, "source": o} for k, v, o in rows])
         return 0
@@ -73,7 +75,8 @@ def register(commands: Any) -> None:
     show = config_commands.add_parser(
         "show",
         help="every value and where it came from: default, file, environment or flag",
-        description="Every configuration value with its source. Store URLs are shown "
+        description="Every configuration value with its source, and the log format and "
+        "level rota run uses ($ROTA_LOG_FORMAT, $ROTA_LOG_LEVEL). Store URLs are shown "
         "without their password; a binding's environment values are <redacted>.",
     )
     show.add_argument("--json", action="store_true", help='[{"key", "value", "source"}, ...]')

@@ -16,6 +16,7 @@ import msgspec
 
 from rota.cli.common import UsageError, open_rota, print_json, read_input
 from rota.cli.ops import daemon_lock
+from rota.cli.run_logs import Status, log_options, run_logging
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
 from rota.scheduler import Scheduler
@@ -198,13 +199,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--timeout only applies with --until-idle")
     if args.drain is not None and (args.until_idle or args.drain < 0):
         raise UsageError("--drain takes a number of seconds >= 0, without --until-idle")
-    with daemon_lock(args), open_rota(args, runs=True) as scheduler:
+    with run_logging(args) as status, daemon_lock(args), open_rota(args, runs=True) as scheduler:
         scheduler.schedules.apply(scheduler.config.schedules)  # [[schedules]]: no-op if same
         if args.until_idle:
             with _stop_on_signals(scheduler.stop):
                 scheduler.run_until_idle(timeout=args.timeout)
         else:
-            _daemon(scheduler, drain=args.drain or 0.0)
+            _daemon(scheduler, status, drain=args.drain or 0.0)
         works = scheduler.works()
     if args.json:
         print_json({"states": _count_states(works), "works": works})
@@ -228,7 +229,7 @@ def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _daemon(scheduler: Scheduler, *, drain: float = 0.0) -> None:
+def _daemon(scheduler: Scheduler, status: Status, *, drain: float = 0.0) -> None:
     """`Scheduler.run` on a worker thread until SIGTERM/SIGINT; handlers restored after."""
     stop = threading.Event()
     failure: list[BaseException] = []
@@ -255,23 +256,23 @@ def _daemon(scheduler: Scheduler, *, drain: float = 0.0) -> None:
     for sig in signals:
         signal.signal(sig, on_signal)
     try:
+        pid, bindings = os.getpid(), len(scheduler.config.bindings)
+        # Before the loop starts, so no decision line comes first (the handlers are set).
+        status.say(
+            f"running (pid {pid}, {bindings} bindings); SIGTERM or Ctrl-C stops",
+            "running", pid=pid, bindings=bindings,
+        )  # fmt: skip
         worker.start()
-        print(
-            f"rota: running (pid {os.getpid()}, {len(scheduler.config.bindings)} bindings); "
-            "SIGTERM or Ctrl-C stops",
-            file=sys.stderr,
-            flush=True,
-        )
         worker.join()
     except KeyboardInterrupt:
-        print("rota: interrupted: forced stop; held leases expire on their own", file=sys.stderr)
+        status.say("interrupted: forced stop; held leases expire on their own", "forced stop")
         sys.stdout.flush()
         os._exit(130)
     finally:
         restore()
     if failure:
         raise failure[0]
-    print("rota: stopped", file=sys.stderr, flush=True)
+    status.say("stopped", "stopped")
 
 
 def cmd_work_show(args: argparse.Namespace) -> int:
@@ -391,6 +392,7 @@ def register(commands: Any) -> None:
         "then release the leases, leaving shell jobs running for the next daemon to adopt",
     )
     run.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    log_options(run)
     run.set_defaults(handler=cmd_run)
 
     work = commands.add_parser("work", help="read Work")

@@ -288,14 +288,23 @@ def test_run_runs_submitted_work_and_stops_on_sigterm(
     home: Path, daemon: subprocess.Popen[str]
 ) -> None:
     assert daemon.stdout is not None and daemon.stderr is not None
-    assert daemon.stderr.readline().startswith("rota: running")  # handlers are installed
+    opening: list[str] = []  # what it logged while opening the store (text lines)
+    while not (line := daemon.stderr.readline()).startswith("rota: running"):
+        assert line, f"the daemon exited before running: {opening}"
+        opening.append(line)  # handlers are installed once "rota: running" is printed
     ok(home, "submit", "live", "--binding", "ok")
     deadline = time.monotonic() + TIMEOUT
     while as_json(home, "work", "show", "live")["state"] != "completed":
         assert time.monotonic() < deadline, "the daemon did not run the submitted Work"
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=15) == 0
-    assert daemon.stderr.read() == "rota: stopped\n"
+    *logged, last = daemon.stderr.read().splitlines()
+    assert last == "rota: stopped"
+    # One decision line for each of the attempt's start and outcome (docs/operator.md, Logs).
+    assert [line.split(" kind=")[0].split(maxsplit=2)[2] for line in logged] == [
+        "attempt started",
+        "attempt completed",
+    ], logged
     assert daemon.stdout.read() == "1 Work: 1 completed\n"
 
 

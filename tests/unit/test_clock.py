@@ -22,6 +22,26 @@ def test_manual_clock_moves_only_when_told_and_can_step_back() -> None:
     assert clock.now() == datetime(2027, 1, 1, tzinfo=UTC)
 
 
+def test_manual_clock_steps_wall_time_alone_and_advances_both() -> None:
+    start = datetime(2026, 5, 1, 12, tzinfo=UTC)
+    clock = ManualClock(start)
+    assert clock.monotonic() == 0.0
+    clock.advance(30)  # time passes: both move
+    assert clock.monotonic() == 30.0
+    assert clock.step(-7200) == start + timedelta(seconds=30 - 7200)  # a jump: wall only
+    assert clock.step(9000) == start + timedelta(seconds=30 + 1800)
+    clock.set(start)
+    assert clock.monotonic() == 30.0
+    clock.advance(-10)  # a step back never moves monotonic time back
+    assert clock.monotonic() == 30.0
+
+
+def test_system_clock_monotonic_never_goes_back() -> None:
+    clock = SystemClock()
+    first = clock.monotonic()
+    assert clock.monotonic() >= first
+
+
 def test_manual_clock_refuses_naive_times() -> None:
     with pytest.raises(ValueError, match="aware"):
         ManualClock(datetime(2026, 1, 1))

@@ -1,0 +1,78 @@
+"""`rota run`'s logs: the `--log-format` and `--log-level` options, the logging set up for
+the run, and the daemon's own status lines in the chosen format.
+
+The format is `--log-format`, else `$ROTA_LOG_FORMAT`, else `text`; the level
+`--log-level`, else `$ROTA_LOG_LEVEL`, else `info` (docs/operator.md, "Logs"). Records go
+to stderr, one line each; stdout keeps the run's final summary. In text the daemon's status
+lines stay `rota: running (...)` and `rota: stopped`; in JSON they are records too
+(`kind` `daemon`), so every line on stderr is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from rota.infrastructure.decision_lines import FIELDS_ATTRIBUTE
+from rota.infrastructure.logging import (
+    FORMATS,
+    LEVELS,
+    JsonFormatter,
+    LogSettings,
+    configured,
+    log_settings,
+)
+
+
+def log_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        help="one line per record on stderr, as text or JSON (default: $ROTA_LOG_FORMAT, "
+        "else text)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        help="the least severe records shown (default: $ROTA_LOG_LEVEL, else info)",
+    )
+
+
+def settings_of(args: argparse.Namespace) -> LogSettings:
+    """The run's log settings; a bad `$ROTA_LOG_FORMAT` or `$ROTA_LOG_LEVEL` is `usage`."""
+    return log_settings(getattr(args, "log_format", None), getattr(args, "log_level", None))
+
+
+class Status:
+    """The daemon's status lines (running, stopped, a forced stop) in the run's format."""
+
+    def __init__(self, settings: LogSettings) -> None:
+        self.settings = settings
+
+    def say(self, text: str, message: str, **fields: Any) -> None:
+        """`rota: <text>` on stderr in the text format; a record `message` in JSON."""
+        line = f"rota: {text}"
+        if self.settings.format == "json":
+            # Shown whatever the level, as the text lines are: an operator waits for them.
+            record = logging.makeLogRecord(
+                {"name": "rota.daemon", "levelname": "INFO", "levelno": logging.INFO,
+                 "msg": message, FIELDS_ATTRIBUTE: {"kind": "daemon", **fields}}
+            )  # fmt: skip
+            line = JsonFormatter().format(record)
+        with contextlib.suppress(OSError):
+            print(line, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def run_logging(args: argparse.Namespace) -> Iterator[Status]:
+    """Log to stderr as the run's settings say, for the run; yields its status lines."""
+    settings = settings_of(args)
+    with configured(settings):
+        yield Status(settings)
+
+
+__all__ = ["Status", "log_options", "run_logging", "settings_of"]
