@@ -19,7 +19,7 @@ from rota.application.transactions import Transactions
 from rota.domain import admission, lifecycle, pages
 from rota.domain.admission import GateDecision, Waiting
 from rota.domain.emit import Emit, work_stream
-from rota.domain.errors import DomainCode, Refusal
+from rota.domain.errors import DomainCode, Refusal, RotaError
 from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import AttemptState, WorkState
@@ -44,6 +44,36 @@ class StartPass(msgspec.Struct):
     claimed: list[Claimed]
     waiting: list[Waiting]
     asks: list[str] = msgspec.field(default_factory=list)
+
+
+class SubmitRequest(msgspec.Struct, frozen=True):
+    """One `submit`: a Work's definition and the inputs `(payload, key, correlation)`."""
+
+    work_id: str
+    spec: dict[str, Any]
+    inputs: Sequence[tuple[Any, str | None, str | None]] = ()
+
+
+def submit_request(
+    work_id: str,
+    *,
+    binding: str,
+    scope: str = "root",
+    kind: str = "run-once",
+    trigger: str = "all",
+    safety: str = "undeclared",
+    inputs: Sequence[tuple[Any, str | None, str | None]] = (),
+) -> SubmitRequest:
+    spec = {"scope": scope, "binding": binding, "kind": kind, "trigger": trigger, "safety": safety}
+    return SubmitRequest(work_id, spec, tuple(inputs))
+
+
+def result_start(result: AppendResult) -> int:
+    """The log head before `result`'s append: its new events follow it directly."""
+    if not result.written:
+        return max((r.position for r in result.recorded), default=0)
+    newest = max(r.position for r in result.recorded)
+    return newest - result.written
 
 
 class LifecycleCommands:
@@ -112,6 +142,50 @@ class LifecycleCommands:
     def _accepted(self, work_id: str, payload: Any, key: str | None) -> bool:
         key = key if key is not None else lifecycle.derived_input_key(payload)
         return self.tx.store.find_delivery(f"input/{work_id}/{key}") is not None
+
+    def submit_batch(
+        self, requests: Sequence[SubmitRequest], *, atomic: bool = False
+    ) -> list[AppendResult | RotaError]:
+        """Submit several Works (each `submit` as one request) in one append.
+
+        Returns, per request in order, what it recorded or the refusal it got. Not
+        `atomic`: a refused request is left out and the others are appended (a group
+        commit of independent callers); `atomic`: the first refusal is raised and nothing
+        is appended. A request whose Work an earlier request of the batch also submits is
+        decided on the state before the batch, so callers give each Work at most once.
+        """
+        slices: list[tuple[int, int] | RotaError] = []
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            slices.clear()
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            now = self.tx.now()
+            for request in requests:
+                try:
+                    more, fences = self._submit_one(
+                        request.work_id, request.spec, request.inputs, now
+                    )
+                except RotaError as refusal:
+                    if atomic:
+                        raise
+                    slices.append(refusal)
+                    continue
+                slices.append((len(emits), len(emits) + len(more)))
+                emits.extend(more)
+                expected.update(fences)
+            return emits, expected
+
+        result = self.tx.transact(decide)
+        start = result_start(result)  # positions past it are this append's writes
+        out: list[AppendResult | RotaError] = []
+        for item in slices:
+            if isinstance(item, RotaError):
+                out.append(item)
+                continue
+            recorded = result.recorded[item[0] : item[1]]
+            out.append(AppendResult(recorded, sum(1 for r in recorded if r.position > start)))
+        return out
 
     def submit_many(self, works: Sequence[dict[str, Any]]) -> AppendResult:
         """Submit several Works with one input each, in one append (bulk loading).

@@ -10,10 +10,12 @@ it. `LiveProjections` adds what a projection store needs around that:
   history in memory);
 - `applied(scheduler, n)` after each batch: saves both every `save_every` events, in one
   transaction at the same position; `save()` on demand and `close()` at shutdown;
-- the keeper opens the scheduler projection with its quiet Works left on disk (found on
-  demand, see `rota.infrastructure.stored_works`) and forgets them again after each save, so
-  its memory and start-up follow the active Works, not every Work ever submitted (a
-  projection folded from position 0 holds every Work until its first save).
+- every scheduler opens the scheduler projection with its quiet Works left on disk (found
+  on demand, see `rota.infrastructure.stored_works`); the keeper forgets them again after
+  each save, another scheduler every `save_every` events (keeping those changed since it
+  opened, which the store lacks), so memory and start-up follow the active Works, not
+  every Work ever submitted (a projection folded from position 0 holds every Work until
+  the keeper's first save).
 The projection store is derived data: a failure to save is logged and retried at the next
 save, never raised into the scheduler (the log alone is the authority).
 
@@ -80,9 +82,10 @@ class LiveProjections:
         if not self.writer:
             log.info("%s is kept by another process: not saving to it", self.store.where)
         try:
-            # The keeper reads quiet Works on demand; another process (which cannot know when
-            # the keeper rewrites a row) loads every Work.
-            scheduler = self.store.load_scheduler(self.log, lazy=self.writer)
+            # Every scheduler reads quiet Works on demand, the keeper and any other alike:
+            # one not held is folded from the log, or read from a stored row no newer than
+            # the projection (`rota.infrastructure.stored_works`).
+            scheduler = self.store.load_scheduler(self.log, lazy=True)
         except StoreError as exc:
             scheduler, self.store.last_refusal = None, f"scheduler projection not loaded: {exc}"
         if scheduler is None:
@@ -124,8 +127,15 @@ class LiveProjections:
     def applied(self, scheduler: SchedulerProjection, count: int) -> None:
         """Count applied events; save when `save_every` have accumulated."""
         self.unsaved += count
-        if self.unsaved >= self.save_every and self.writer:
+        if self.unsaved < self.save_every:
+            return
+        if self.writer:
             self.save(scheduler)
+        else:
+            # Not the keeper: nothing is saved, but the quiet Works read on demand since are
+            # forgotten again (those changed since the open stay: the store lacks them).
+            self.unsaved = 0
+            scheduler.forget_quiet()
 
     def save(self, scheduler: SchedulerProjection) -> bool:
         """Save the scheduler (and history) projections now; False if not saved."""

@@ -545,12 +545,18 @@ class ProjectionStore(abc.ABC):
     def load_scheduler(self, log: EventStore, *, lazy: bool = False) -> SchedulerProjection | None:
         """The stored scheduler projection, or None (see `last_refusal`) to fold from 0.
 
-        `lazy`: for the one process that keeps this store, hold only the Works some index
-        names and find the quiet ones on demand (where `lazy_works`)."""
+        `lazy`: hold only the Works some index names and find the quiet ones on demand
+        (where `lazy_works`)."""
 
     @abc.abstractmethod
     def keep_on_disk(self, scheduler: SchedulerProjection, log: EventStore) -> None:
         """After its keeper saved `scheduler` here: find its Works not in memory on demand."""
+
+    @abc.abstractmethod
+    def work_rows(self, after: str, limit: int) -> tuple[int | None, list[tuple[str, bytes]]]:
+        """The stored scheduler projection's position (None: nothing stored) and its first
+        `limit` Work rows (`work/<id>`, the encoded Work) whose id sorts after `after`, in
+        key order, read in one snapshot: what a listing pages through."""
 
     @abc.abstractmethod
     def load_history(self, log: EventStore) -> HistoryProjection | None:

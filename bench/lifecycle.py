@@ -84,7 +84,7 @@ def work_items(jobs: int) -> list[dict[str, Any]]:
 
 
 def verify_completed(scheduler: rota.Scheduler, jobs: int) -> None:
-    states = Counter(work["state"] for work in scheduler.works())
+    states = Counter(work.state for work in scheduler.works())
     if states != Counter({"completed": jobs}):
         raise RuntimeError(f"expected {jobs:,} completed Works, found {dict(states)}")
 

@@ -82,7 +82,7 @@ def server_settings(url: str) -> dict[str, str]:
     conninfo, _ = split_schema(url)
     with psycopg.connect(conninfo, connect_timeout=5) as conn:
         names = ("server_version", "synchronous_commit", "fsync", "shared_buffers")
-        return {name: str(conn.execute(f"SHOW {name}").fetchone()[0]) for name in names}  # type: ignore[index]
+        return {name: str(conn.execute(f"SHOW {name}").fetchone()[0]) for name in names}
 
 
 # -- one host (a child process) ------------------------------------------------------------

@@ -5,6 +5,14 @@ current.
     python -m bench.replay --events 300000    # one size (repeatable)
     python -m bench.replay --quick            # 20,000 and 100,000 events
     python -m bench.replay --profile          # also cProfile the rebuild of the largest log
+    python -m bench.replay --scale            # 1M events over 11k Works vs ~5M over 1M Works
+
+`--scale` (issue 18): a rebuild's rate and peak memory must not depend on how many Works
+the log holds. Two logs from the fast generator (`bench.bulk_log`: whole lifecycles
+appended in batches, cached under /tmp between runs): `--works` + `--running` Works and
+renewals up to 1,000,000 events, against `--scale-works` completed Works (five events
+each) plus `--running` running ones. Targets: the large log's rate >= 0.8x the small one's
+in the same run, peak RSS (this process + the fold's fork) <= 250 MiB.
 
 Each log is written by `SchedulerService` on a `ManualClock`: `--works` Works submitted,
 claimed, invoked and completed (500 per append), `--running` more claimed and invoked and
@@ -221,6 +229,49 @@ def child(kind: str, path: Path, *extra: str) -> dict[str, Any]:
     return result
 
 
+def scale(args: argparse.Namespace) -> None:
+    """`--scale`: the rebuild of a log of many Works against one of few (module docstring)."""
+    from .bulk_log import cached
+
+    cache = Path(args.cache)
+    shapes = [
+        ("few Works", args.works, args.running, args.scale_events),
+        ("many Works", args.scale_works, args.running, 0),
+    ]
+    print(f"command: {command_line()}")
+    print("logs from bench.bulk_log, cached in", cache)
+    print()
+    print(
+        "| log | Works | events | rebuild: events/s (wall) | fold + swap | CPU | "
+        "peak RSS: sum = this + fork | rows |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    results = []
+    for label, quiet, active, events in shapes:
+        path = cache / f"scale-{quiet}-{active}-{events}.db"
+        progress(f"building (or reusing) {path} ...")
+        counts = cached(path, quiet, active, events)
+        os.sync()
+        progress(f"rebuilding {label} ...")
+        r = child("rebuild", path)
+        rss = r["peak_rss_mib"] + r["child_peak_rss_mib"]
+        results.append((r, rss))
+        print(
+            f"| {label} | {quiet + active:,} | {counts['events']:,} | {r['rate']:,.0f} "
+            f"({r['seconds']:.1f} s) | {r['fold_seconds']:.1f} + {r['swap_seconds']:.1f} s "
+            f"| {r['cpu_seconds']:.1f} s | {rss:.0f} MiB = {r['peak_rss_mib']:.0f} + "
+            f"{r['child_peak_rss_mib']:.0f} | {sum(r['rows'].values()):,} |",
+            flush=True,
+        )
+        remove_db(Path(f"{path}.projections"))
+    (small, _), (large, _) = results
+    ratio = large["rate"] / small["rate"]
+    print()
+    print(f"rate ratio many / few Works: {ratio:.2f}x (target >= 0.8x): {verdict(ratio >= 0.8)}")
+    worst = max(rss for _, rss in results)
+    print(f"peak RSS, largest of both: {worst:.0f} MiB (target <= 250): {verdict(worst <= 250)}")
+
+
 def verdict(ok: bool) -> str:
     return "MET" if ok else "MISSED"
 
@@ -234,6 +285,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="20,000 and 100,000 events")
     parser.add_argument("--profile", action="store_true", help="cProfile the largest rebuild")
     parser.add_argument("--dir", help="where to put the temporary files")
+    parser.add_argument("--scale", action="store_true", help="many Works against few")
+    parser.add_argument("--scale-works", type=int, default=1_000_000, help="with --scale")
+    parser.add_argument("--scale-events", type=int, default=1_000_000, help="with --scale")
+    parser.add_argument("--cache", default="/tmp/rota-bench-logs", help="with --scale")
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
@@ -243,6 +298,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         else:
             result = measure_rebuild(path, profile=args.profile)
         print(json.dumps(result))
+        return
+    if args.scale:
+        scale(args)
         return
     sizes = args.events or ([20_000, 100_000] if args.quick else [100_000, 1_000_000])
     if args.quick:

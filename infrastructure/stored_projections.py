@@ -93,7 +93,9 @@ class StoredProjections(ProjectionStore):
             return self._load(SchedulerProjection, log, SchedulerProjection.from_rows)
 
         def build(position: int, rows: list[tuple[str, bytes]]) -> SchedulerProjection:
-            return open_with_quiet_works(position, rows, log, self._stored_work_rows)
+            return open_with_quiet_works(
+                position, rows, log, self._stored_work_rows, self.work_rows
+            )
 
         return self._load(SchedulerProjection, log, build, read=self._active_rows)
 
@@ -101,7 +103,22 @@ class StoredProjections(ProjectionStore):
         """After a save of `scheduler` to this store by its keeper: let it find its Works
         not in memory on demand, as a lazy open does (`keep_quiet_works_on_disk`)."""
         if self.lazy_works:
-            keep_quiet_works_on_disk(scheduler, log, self._stored_work_rows)
+            keep_quiet_works_on_disk(scheduler, log, self._stored_work_rows, self.work_rows)
+
+    def work_rows(self, after: str, limit: int) -> tuple[int | None, list[tuple[str, bytes]]]:
+        """The stored scheduler projection's position (None: none stored) and its first
+        `limit` Work rows whose Work id sorts after `after`, in key order (one snapshot)."""
+        name = SchedulerProjection.name
+
+        def body(conn: Any) -> tuple[int | None, list[tuple[str, bytes]]]:
+            meta = self._read_meta(conn, name)
+            if meta is None:
+                return None, []
+            return meta.position, self._rows_after(
+                conn, name, WORK_ROW + after, WORK_RANGE[1], limit
+            )
+
+        return self._read(body)
 
     # Whether `load_scheduler(lazy=True)` leaves quiet Works on disk (a store whose rows can
     # be read by key range cheaply); a store without it loads every Work.
@@ -332,3 +349,9 @@ class StoredProjections(ProjectionStore):
     @abc.abstractmethod
     def _rows_in(self, conn: Any, name: str, keys: list[str]) -> list[tuple[str, bytes]]:
         """The rows of `keys` that exist."""
+
+    @abc.abstractmethod
+    def _rows_after(
+        self, conn: Any, name: str, low: str, high: str, limit: int
+    ) -> list[tuple[str, bytes]]:
+        """The first `limit` rows whose key is after `low` and before `high`, in key order."""

@@ -9,7 +9,13 @@ stored projection needs only its active Works in memory; the rest are found on d
   the log up to the projection's position (`fold_work`). The log is the authority, so
   this is exact whatever happened to the projection store meanwhile (a `rota replay
   rebuild` by another process included);
-- every Work (iteration, `len`, `values()`, what a listing or a digest needs): the quiet
+- a page of Works in id order (`page`, what a listing reads): the store's Work rows read
+  in key order a chunk at a time and merged with the Works held here (which win: they
+  are current), so a listing holds one chunk, never every Work. A stored row is used as
+  it is when the store's position is not beyond the projection's (a Work not held here
+  had no event since this process last loaded or saved, so the row is its state); else
+  (another writer saved ahead of this process) the Work is folded from the log;
+- every Work (iteration, `len`, `values()`, what a digest needs): the quiet
   ones decoded from the store's rows in one read, when the store still holds what this
   process saved there last; otherwise (another writer rewrote it) each missing Work is
   folded from the log as above.
@@ -32,6 +38,7 @@ from rota.application.ports import EventStore
 from rota.domain.evolve import evolve
 from rota.domain.state import WorkState
 from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection
+from rota.projections.work_pages import WorkFilter, page_in_memory, page_of
 
 if TYPE_CHECKING:
     # The view types dict's own keys(), values() and items() return (typeshed declares them
@@ -43,17 +50,28 @@ _decode = msgspec.json.Decoder(WorkState).decode
 FoldWork = Callable[[str], WorkState | None]
 # Every stored Work row, and whether the store still holds what this process saved last.
 StoredRows = Callable[[], tuple[Iterable[tuple[str, bytes]], bool]]
+# The stored position (None: nothing stored) and up to `count` Work rows after a Work id,
+# in key order (`ProjectionStore.work_rows`).
+PageRows = Callable[[str, int], tuple[int | None, list[tuple[str, bytes]]]]
+CHUNK = 500  # stored Work rows read at a time by a listing
 
 
 class StoredWorks(OnDemandWorks):
     """Works in memory plus the quiet ones on demand; see the module docstring."""
 
     def __init__(
-        self, loaded: Iterable[WorkState], fold_work: FoldWork, stored_rows: StoredRows
+        self,
+        loaded: Iterable[WorkState],
+        fold_work: FoldWork,
+        stored_rows: StoredRows,
+        page_rows: PageRows | None = None,
+        position: Callable[[], int] = lambda: 0,
     ) -> None:
         super().__init__((work.work_id, work) for work in loaded)
         self._fold_work = fold_work
         self._stored_rows = stored_rows
+        self._page_rows = page_rows
+        self._position = position
         self.complete = False
         self.fetched = 0  # Works found on demand (for tests and diagnostics)
 
@@ -84,6 +102,41 @@ class StoredWorks(OnDemandWorks):
         if dict.__contains__(self, work_id):
             return True
         return isinstance(work_id, str) and self._fetch(work_id) is not None
+
+    # -- a page of Works ----------------------------------------------------------------
+
+    def page(self, after: str, limit: int, where: WorkFilter) -> tuple[list[WorkState], str | None]:
+        """A page of Works in id order after `after`, the stored ones merged with those
+        held here (see the module docstring); nothing found is kept in memory."""
+        if self.complete or self._page_rows is None:
+            return page_in_memory(dict(dict.items(self)), after, limit, where)
+        return page_of((w for w in self._in_order(after) if where.matches(w)), limit)
+
+    def _in_order(self, after: str) -> Iterator[WorkState]:
+        """Every Work after `after` in id order, read from the store a chunk at a time."""
+        assert self._page_rows is not None
+        held = sorted(work_id for work_id in dict.keys(self) if work_id > after)
+        next_held, cursor = 0, after
+        while True:
+            position, rows = self._page_rows(cursor, CHUNK)
+            usable = position is not None and position <= self._position()
+            for key, value in rows:
+                work_id = key[len(WORK_ROW) :]
+                while next_held < len(held) and held[next_held] < work_id:
+                    yield dict.__getitem__(self, held[next_held])
+                    next_held += 1
+                work = dict.get(self, work_id)
+                if work is not None:
+                    next_held += 1  # held (and current): it wins over the stored row
+                else:
+                    work = _decode(value) if usable else self._fold_work(work_id)
+                if work is not None:
+                    yield work
+            if len(rows) < CHUNK:
+                break
+            cursor = rows[-1][0][len(WORK_ROW) :]
+        for work_id in held[next_held:]:
+            yield dict.__getitem__(self, work_id)
 
     # -- every Work -------------------------------------------------------------------
 
@@ -130,24 +183,37 @@ class StoredWorks(OnDemandWorks):
 
 
 def open_with_quiet_works(
-    position: int, rows: Iterable[tuple[str, bytes]], log: EventStore, stored_rows: StoredRows
+    position: int,
+    rows: Iterable[tuple[str, bytes]],
+    log: EventStore,
+    stored_rows: StoredRows,
+    page_rows: PageRows | None = None,
 ) -> SchedulerProjection:
     """A projection at `position` from the rows of its active Works and every other row
     (no quiet Work's row): quiet Works are found on demand (`StoredWorks`), each folded
     from its stream in `log`, or all at once from `stored_rows()`."""
     projection = SchedulerProjection.from_rows(position, rows)
-    keep_quiet_works_on_disk(projection, log, stored_rows)
+    keep_quiet_works_on_disk(projection, log, stored_rows, page_rows)
     return projection
 
 
 def keep_quiet_works_on_disk(
-    projection: SchedulerProjection, log: EventStore, stored_rows: StoredRows
+    projection: SchedulerProjection,
+    log: EventStore,
+    stored_rows: StoredRows,
+    page_rows: PageRows | None = None,
 ) -> None:
     """From now on, find the projection's Works not in memory on demand: for a projection
     every Work of which is stored (opened lazily, or just saved whole)."""
     if not isinstance(projection.works, StoredWorks):
         loaded = list(projection.works.values())
-        projection.works = StoredWorks(loaded, _fold_from_log(projection, log), stored_rows)
+        projection.works = StoredWorks(
+            loaded,
+            _fold_from_log(projection, log),
+            stored_rows,
+            page_rows,
+            lambda: projection.position,
+        )
 
 
 def _fold_from_log(projection: SchedulerProjection, log: EventStore) -> FoldWork:

@@ -46,6 +46,7 @@ from rota.projections.scheduler_rows import (
     ledger_row,
     persisted_keys,
 )
+from rota.projections.work_pages import WorkFilter, page_in_memory
 
 
 class OnDemandWorks(dict[str, WorkState]):
@@ -62,12 +63,26 @@ class OnDemandWorks(dict[str, WorkState]):
         """The Works held now, without finding any."""
         return dict.values(self)
 
+    def page(self, after: str, limit: int, where: WorkFilter) -> tuple[list[WorkState], str | None]:
+        """A page of Works in id order after `after` (see `rota.projections.work_pages`):
+        of the held ones here; an adapter pages through its store as well."""
+        return page_in_memory(dict(dict.items(self)), after, limit, where)
+
     def forget(self, keep: Container[str]) -> int:
         """Drop every held Work not in `keep` (after a save stored them); how many."""
         gone = [work_id for work_id in dict.keys(self) if work_id not in keep]
         for work_id in gone:
             dict.__delitem__(self, work_id)
         return len(gone)
+
+
+def is_quiet(work: WorkState) -> bool:
+    """Whether no index of the scheduler projection names `work` (not startable, no timer
+    due, no attempt that is live or holds a slot): what `active_works()` leaves out."""
+    if work.startable or work.retry.next_due is not None:
+        return False
+    current = work.current
+    return current is None or not (current.live or current.holds_slot)
 
 
 class SchedulerProjection:
@@ -313,9 +328,15 @@ class SchedulerProjection:
 
     def digest(self) -> str:
         """A canonical SHA-256 of the whole state: equal states, equal digests."""
+        works = self.works
+        return self.digest_of(canonical_encoder.encode(works[w]) for w in sorted(works))
+
+    def digest_of(self, encoded_works: Iterable[bytes]) -> str:
+        """`digest()` given every Work encoded (`canonical_encoder`, in id order) from
+        elsewhere: a fold whose Works are not all in memory (`rota.infrastructure.spill`)."""
         h = hashlib.sha256()
-        for work_id in sorted(self.works):
-            h.update(canonical_encoder.encode(self.works[work_id]))
+        for encoded in encoded_works:
+            h.update(encoded)
             h.update(b"\n")
         h.update(canonical_encoder.encode(sorted(self.pool_versions.items())))
         h.update(canonical_encoder.encode(sorted(self.scope_versions.items())))
@@ -377,4 +398,4 @@ class SchedulerProjection:
 
 
 # The row keys the projection stores import from here, beside the projection itself.
-__all__ = ["ACTIVE_ROW", "WORK_ROW", "OnDemandWorks", "SchedulerProjection"]
+__all__ = ["ACTIVE_ROW", "WORK_ROW", "OnDemandWorks", "SchedulerProjection", "is_quiet"]

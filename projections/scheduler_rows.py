@@ -77,10 +77,15 @@ def encode_row(projection: SchedulerProjection, key: str) -> bytes | None:
 
 def persisted_keys(projection: SchedulerProjection) -> Iterator[str]:
     """Every persisted row key, in no particular order."""
-    yield from SINGLETONS
-    yield ACTIVE_ROW
     for work_id in projection.works:
         yield WORK_ROW + work_id
+    yield from other_keys(projection)
+
+
+def other_keys(projection: SchedulerProjection) -> Iterator[str]:
+    """Every persisted row key but the Works', in no particular order."""
+    yield from SINGLETONS
+    yield ACTIVE_ROW
     for ledger in projection.ledgers:
         yield ledger_row(ledger)
     for notice in projection.notified:

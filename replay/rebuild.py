@@ -12,9 +12,11 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -86,9 +88,10 @@ def fold(
     upto: int | Sequence[int | None] | None = None,
     progress: ProgressFactory = silent,
     label: str = "fold",
+    after_page: Callable[[], None] | None = None,
 ) -> int:
     """Apply the log to `projections` (each up to its `upto`, default the head, read in
-    pages); returns the last position applied to any of them."""
+    pages; `after_page()` after each page); returns the last position applied to any."""
     limits = list(upto) if isinstance(upto, Sequence) else [upto] * len(projections)
     head = store.head().position
     stops = [head if limit is None else min(limit, head) for limit in limits]
@@ -106,6 +109,8 @@ def fold(
                 _apply_page(projection, batch, times, stop)
             position = batch[-1].position
             bar.advance(len(batch))
+            if after_page is not None:
+                after_page()
     for projection in projections:
         if hasattr(projection, "settle"):
             projection.settle()
@@ -135,18 +140,30 @@ def rebuild(
     projection it is a view of) to the head and swap them in atomically."""
     started = time.monotonic()
     kinds = list(PERSISTED) if name is None else [_kind(name)]
-    fresh, position = fold_side_by_side(
-        store, kinds, [None] * len(kinds), progress=progress, label="rebuild"
-    )
-    projection_store.replace(fresh, store)
-    stored = projection_store.metas()  # the digests `replace` computed, not computed again
-    return RebuildReport(
-        position=position,
-        projections=[p.name for p in fresh],
-        digests={p.name: stored[p.name].digest or p.digest() for p in fresh},
-        rows={p.name: sum(1 for _ in p.row_keys()) for p in fresh},
-        seconds=round(time.monotonic() - started, 3),
-    )
+    # Each fold spills what it need not hold to a scratch file as it goes, so its memory
+    # does not grow with the number of Works (`rota.infrastructure.spill`).
+    with tempfile.TemporaryDirectory(prefix="rota-rebuild-") as scratch:
+        fresh, position = fold_side_by_side(
+            store,
+            kinds,
+            [None] * len(kinds),
+            progress=progress,
+            label="rebuild",
+            spill=Path(scratch),
+        )
+        try:
+            projection_store.replace(fresh, store)
+            stored = projection_store.metas()  # the digests `replace` computed
+            return RebuildReport(
+                position=position,
+                projections=[p.name for p in fresh],
+                digests={p.name: stored[p.name].digest or p.digest() for p in fresh},
+                rows={p.name: p.row_count for p in fresh},
+                seconds=round(time.monotonic() - started, 3),
+            )
+        finally:
+            for projection in fresh:
+                projection.spill.close()
 
 
 def first_difference(left: Any, right: Any) -> str | None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rota.application.ports import EventStore
+from rota.infrastructure.spill import SpilledRows, Spiller, SpillFile
 from rota.infrastructure.stores import open_store
 from rota.replay.progress import ProgressFactory, silent
 
@@ -75,27 +76,56 @@ def fold_side_by_side(
     *,
     progress: ProgressFactory = silent,
     label: str = "fold",
+    spill: Path | None = None,
 ) -> tuple[list[Any], int]:
     """Fresh projections of `kinds`, each folded to its `upto` (None: the head): the first a
     projection object folded here, the others `FoldedRows` from children when `can_split`
     (else projection objects folded here in turn). Returns them and the last position
-    applied to any."""
+    applied to any.
+
+    `spill` (a scratch directory): every fold, here or in a child, spills to a file there
+    as it goes (`rota.infrastructure.spill`) and each result is its `SpilledRows`."""
     from rota.replay.rebuild import fold
 
     if not can_split(log, len(kinds)):
         fresh = [kind() for kind in kinds]
-        return fresh, fold(log, fresh, upto=list(upto), progress=progress, label=label)
+        if spill is None:
+            return fresh, fold(log, fresh, upto=list(upto), progress=progress, label=label)
+        spillers = [Spiller(p, SpillFile(spill / f"{p.name}.spill")) for p in fresh]
+        position = fold(
+            log,
+            fresh,
+            upto=list(upto),
+            progress=progress,
+            label=label,
+            after_page=lambda: _each_page_done(spillers),
+        )
+        return [s.finish() for s in spillers], position
     context = multiprocessing.get_context("fork")
     children = []
     for kind, limit in zip(kinds[1:], upto[1:], strict=True):
         receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_fold_child, args=(log.url, kind, limit, send), daemon=True)
+        child = context.Process(
+            target=_fold_child, args=(log.url, kind, limit, send, spill), daemon=True
+        )
         child.start()
         send.close()
         children.append((child, receive))
     first = kinds[0]()
     try:
-        position = fold(log, [first], upto=[upto[0]], progress=progress, label=label)
+        if spill is None:
+            position = fold(log, [first], upto=[upto[0]], progress=progress, label=label)
+        else:
+            spiller = Spiller(first, SpillFile(spill / f"{first.name}.spill"))
+            position = fold(
+                log,
+                [first],
+                upto=[upto[0]],
+                progress=progress,
+                label=label,
+                after_page=spiller.page_done,
+            )
+            first = spiller.finish()
         folded: list[Any] = [first]
         for child, receive in children:
             found = _receive(child, receive)
@@ -110,7 +140,12 @@ def fold_side_by_side(
     return folded, position
 
 
-def _receive(child: Any, receive: Connection) -> FoldedRows:
+def _each_page_done(spillers: Sequence[Spiller]) -> None:
+    for spiller in spillers:
+        spiller.page_done()
+
+
+def _receive(child: Any, receive: Connection) -> FoldedRows | SpilledRows:
     """Collect one child's rows (sent in chunks) and its closing message."""
     rows: dict[str, bytes] = {}
     while True:
@@ -127,24 +162,51 @@ def _receive(child: Any, receive: Connection) -> FoldedRows:
             continue
         if message[0] == "error":
             raise RuntimeError(f"a projection fold in a child process failed:\n{message[1]}")
-        _, name, version, position, digest, rss = message
-        folded = FoldedRows(name, version, position, rows, digest)
+        _, name, version, position, digest, rss, spilled, *peak = message
+        folded: FoldedRows | SpilledRows
+        if spilled is not None:
+            folded = SpilledRows(name, version, position, SpillFile(spilled), digest)
+            folded.peak_held = peak[0]
+        else:
+            folded = FoldedRows(name, version, position, rows, digest)
         folded.peak_rss_mib = rss
         return folded
 
 
-def _fold_child(url: str, kind: Any, upto: int | None, send: Connection) -> None:
+def _fold_child(
+    url: str, kind: Any, upto: int | None, send: Connection, spill: Path | None = None
+) -> None:
     """In the child: fold one projection through a connection of its own, then send its
-    rows in key order, in chunks (so neither side holds them all twice), and its digest."""
+    rows in key order, in chunks (so neither side holds them all twice), and its digest;
+    with `spill`, fold spilling to a file there and send only its path and the digest."""
     from rota.replay.rebuild import fold
 
     try:
         log = open_store(url)
         try:
             projection = kind()
-            fold(log, [projection], upto=[upto])
+            if spill is not None:
+                spiller = Spiller(projection, SpillFile(spill / f"{kind.name}.spill"))
+                fold(log, [projection], upto=[upto], after_page=spiller.page_done)
+            else:
+                fold(log, [projection], upto=[upto])
         finally:
             log.close()
+        if spill is not None:
+            rows = spiller.finish()
+            rows.spill.close()
+            message: tuple[Any, ...] = (
+                "done",
+                kind.name,
+                kind.version,
+                rows.position,
+                rows.digest(),
+                _peak_rss(),
+                str(rows.spill.path),
+                rows.peak_held,
+            )
+            send.send(message)
+            return
         digest_rows = getattr(kind, "digest_rows", None)
         sent = _send_rows(projection, send)
         if digest_rows is not None:
@@ -153,7 +215,7 @@ def _fold_child(url: str, kind: Any, upto: int | None, send: Connection) -> None
             for _ in sent:
                 pass
             digest = projection.digest()
-        message = ("done", kind.name, kind.version, projection.position, digest, _peak_rss())
+        message = ("done", kind.name, kind.version, projection.position, digest, _peak_rss(), None)
         send.send(message)
     except BaseException:  # reported to the parent, which raises it
         send.send(("error", traceback.format_exc()))

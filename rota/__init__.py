@@ -7,13 +7,23 @@ import rota
 
 with rota.open("app.db") as scheduler:
     scheduler.register("greet", lambda ctx: {"hello": ctx.trigger["name"]})
-    scheduler.submit("greet-ada", binding="greet", input={"name": "Ada"})
+    handle = scheduler.submit("greet-ada", binding="greet", input={"name": "Ada"})
     scheduler.run_until_idle()
+    print(handle.result())  # {'hello': 'Ada'}
 ```
+
+`rota.aio` is the same API for asyncio services.
 
 See docs/guide.md.
 """
 
+from rota.api_errors import (
+    ApiCode,
+    RegistrationError,
+    WaitTimeout,
+    WorkCancelled,
+    WorkFailed,
+)
 from rota.application.errors import (
     ConcurrencyConflict,
     CorruptRecord,
@@ -35,27 +45,49 @@ from rota.domain.errors import (
 from rota.domain.policy import Binding, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.domain.state import PendingInput, WorkState
+from rota.handles import WorkHandle
 from rota.infrastructure.clock import ManualClock, SystemClock
 from rota.infrastructure.config import Config, ConfigError
 from rota.infrastructure.executors.inproc import Fail
 from rota.opening import open
 from rota.scheduler import Scheduler
+from rota.submissions import Submission
+from rota.work_views import (
+    AttemptView,
+    ControlView,
+    ErrorView,
+    EventView,
+    HoldView,
+    PendingView,
+    PhaseView,
+    RetryView,
+    SegmentView,
+    WaitingView,
+    WorkSummary,
+    WorkView,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApiCode",
+    "AttemptView",
     "Binding",
     "Clock",
     "ConcurrencyConflict",
     "Config",
     "ConfigError",
+    "ControlView",
     "CorruptRecord",
     "DeliveryConflict",
+    "ErrorView",
+    "EventView",
     "Executor",
     "ExecutorError",
     "Fail",
     "Gate",
     "GateAnswer",
+    "HoldView",
     "InvalidCommand",
     "InvalidExecutorConfig",
     "LaunchContext",
@@ -63,18 +95,31 @@ __all__ = [
     "ManualClock",
     "NotEligible",
     "PendingInput",
+    "PendingView",
+    "PhaseView",
     "Refusal",
+    "RegistrationError",
     "Result",
     "RetryPolicy",
+    "RetryView",
     "RotaError",
     "Scheduler",
     "SchemaError",
+    "SegmentView",
     "Settings",
     "StartHold",
     "StoreError",
     "StoreUnavailable",
+    "Submission",
     "SystemClock",
+    "WaitTimeout",
+    "WaitingView",
+    "WorkCancelled",
+    "WorkFailed",
+    "WorkHandle",
     "WorkState",
+    "WorkSummary",
+    "WorkView",
     "__version__",
     "open",
 ]

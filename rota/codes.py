@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import inspect
 
+from rota.api_errors import ApiCode
 from rota.application.errors import PortCode
 from rota.domain.errors import DomainCode, ErrorCode
 from rota.infrastructure.config import EntryCode
@@ -21,6 +22,7 @@ BOUNDARIES: tuple[tuple[str, type[ErrorCode]], ...] = (
     ("ports", PortCode),
     ("entry points", EntryCode),
     ("replay", ReplayCode),
+    ("embedded API", ApiCode),
 )
 
 HEADER = """# Error codes
@@ -87,7 +89,15 @@ def render(boundaries: tuple[tuple[str, type[ErrorCode]], ...] = BOUNDARIES) -> 
     return "".join(parts)
 
 
-__all__ = ["BOUNDARIES", "DomainCode", "EntryCode", "ErrorCode", "PortCode", "ReplayCode"]
+__all__ = [
+    "BOUNDARIES",
+    "ApiCode",
+    "DomainCode",
+    "EntryCode",
+    "ErrorCode",
+    "PortCode",
+    "ReplayCode",
+]
 
 if __name__ == "__main__":
     print(render(), end="")

@@ -19,6 +19,7 @@ from typing import Any
 import rota
 from rota.application.timestamps import parse_timestamp
 from rota.replay.audit import verify_chain
+from rota.work_views import AttemptView
 
 DATA = Path("demo-data")
 CONFIG = """\
@@ -54,11 +55,11 @@ def _cli() -> str:
         return str(script)
 
 
-def _attempt_line(attempt: dict[str, Any]) -> str:
-    line = f"    attempt {attempt['number']} ({attempt['executor']}): {attempt['outcome']}"
-    if attempt["error"]:
-        line += f", {attempt['error']['code']}: {attempt['error']['message']}"
-    data = attempt["data"]
+def _attempt_line(attempt: AttemptView) -> str:
+    line = f"    attempt {attempt.number} ({attempt.executor}): {attempt.outcome}"
+    if attempt.error:
+        line += f", {attempt.error.code}: {attempt.error.message}"
+    data = attempt.data
     if isinstance(data, dict) and "stdout_tail" in data:
         for stream in ("stdout", "stderr"):
             if output := data[f"{stream}_tail"].strip():
@@ -72,18 +73,18 @@ def _show_work(scheduler: rota.Scheduler) -> None:
     now = scheduler.store.now()
     print("\nWork (state, then each attempt):")
     for summary in scheduler.works():
-        view = scheduler.work(summary["id"])
+        view = scheduler.work(summary.id)
         assert view is not None
-        print(f"  {view['id']}: {view['state']}  (binding {view['binding']})")
-        for attempt in view["attempts"]:
+        print(f"  {view.id}: {view.state}  (binding {view.binding})")
+        for attempt in view.attempts:
             print(_attempt_line(attempt))
-        retry = view["retry"]
-        if retry["next_due"]:
-            due = parse_timestamp(retry["next_due"])
+        retry = view.retry
+        if retry.next_due:
+            due = parse_timestamp(retry.next_due)
             seconds = (due - now).total_seconds()
             print(
-                f"    retry timer: next_due {retry['next_due']} (in {seconds:.0f} s); "
-                f"{retry['failures']} of {retry['budget']} attempts failed so far"
+                f"    retry timer: next_due {retry.next_due} (in {seconds:.0f} s); "
+                f"{retry.failures} of {retry.budget} attempts failed so far"
             )
 
 
@@ -91,8 +92,8 @@ def _show_log(scheduler: rota.Scheduler) -> None:
     events = list(scheduler.iter_events())
     print(f"\nThe log ({len(events)} events: position  stream@version  type):")
     for event in events:
-        print(f"  {event['position']:>3}  {event['stream'] + '@' + str(event['version']):<22}  "
-              f"{event['type']}")  # fmt: skip
+        print(f"  {event.position:>3}  {event.stream + '@' + str(event.version):<22}  "
+              f"{event.type}")  # fmt: skip
 
 
 def main() -> None:

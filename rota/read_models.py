@@ -1,18 +1,30 @@
 """The read models an embedded scheduler returns: a Work's view, the Works, their attempts
-and the log's events (`Scheduler.work`, `works`, `executions`, `events`, `iter_events`)."""
+and the log's events (`Scheduler.work`, `works`, `executions`, `events`, `iter_events`),
+as the typed views of `rota.work_views`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import get_args
 
 from rota.application.host import Host
 from rota.application.ports import EventStore
 from rota.application.service import SchedulerService
-from rota.application.views import attempt_view, event_json, work_summary, work_view
 from rota.domain.admission import Waiting
 from rota.domain.errors import NotEligible
-from rota.domain.state import WorkState
+from rota.domain.state import WorkState, WorkStateName
+from rota.projections.scheduler import OnDemandWorks
+from rota.projections.work_pages import MAX_LIMIT, WorkFilter, bounded, page_in_memory
+from rota.work_views import (
+    AttemptView,
+    EventView,
+    WorkSummary,
+    WorkView,
+    attempt_view,
+    event_view,
+    work_summary,
+    work_view,
+)
 
 
 class ReadModels:
@@ -21,7 +33,7 @@ class ReadModels:
     def __init__(self, service: SchedulerService, host: Host, store: EventStore) -> None:
         self.service, self.host, self.store = service, host, store
 
-    def work(self, work_id: str) -> dict[str, Any] | None:
+    def work(self, work_id: str) -> WorkView | None:
         """The Work's JSON view (state, attempts, segments, retry), or None."""
         with self.service.lock:
             self.service.catch_up()
@@ -41,26 +53,59 @@ class ReadModels:
             return Waiting(work.work_id, refusal.code, refusal.message)
         return None
 
-    def works(self) -> list[dict[str, Any]]:
+    def works(self) -> list[WorkSummary]:
+        """Every Work's summary in id order, read a page at a time (`iter_works`)."""
+        return list(self.iter_works())
+
+    def iter_works(
+        self, *, state: str | None = None, scope: str | None = None, binding: str | None = None
+    ) -> Iterator[WorkSummary]:
+        """The summaries of the Works matching the filters (see `works_page`), in id order,
+        read a page at a time: a store-backed projection never holds every Work."""
+        after: str | None = ""
+        while after is not None:
+            page, after = self.works_page(
+                state=state, scope=scope, binding=binding, after=after, limit=MAX_LIMIT
+            )
+            yield from page
+
+    def works_page(
+        self,
+        *,
+        state: str | None = None,
+        scope: str | None = None,
+        binding: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[WorkSummary], str | None]:
+        """One page of Work summaries in id order after the cursor `after` (a Work id; None
+        or "": from the first), at most `limit` (default 16, at most 1000), filtered by state
+        name, scope (that scope and those under it) and binding name; and the cursor of the
+        next page (None: this is the last). See `rota.projections.work_pages`."""
+        if state is not None and state not in get_args(WorkStateName):
+            raise ValueError(f"no Work state {state!r}")
+        where, count = WorkFilter(state, scope, binding), bounded(limit)
         with self.service.lock:
             self.service.catch_up()
-            return [
-                work_summary(w, self._waiting(w))
-                for w in sorted(self.service.projection.works.values(), key=lambda w: w.work_id)
-            ]
+            works = self.service.projection.works
+            if isinstance(works, OnDemandWorks):
+                found, cursor = works.page(after or "", count, where)
+            else:
+                found, cursor = page_in_memory(works, after or "", count, where)
+            return [work_summary(w, self._waiting(w)) for w in found], cursor
 
-    def executions(self, work_id: str) -> list[dict[str, Any]]:
+    def executions(self, work_id: str) -> list[AttemptView]:
         with self.service.lock:
             self.service.catch_up()
             work = self.service.projection.works.get(work_id)
             return [] if work is None else [attempt_view(a) for a in work.attempts]
 
-    def events(self, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
-        return [event_json(r) for r in self.store.read(after, limit)]
+    def events(self, after: int = 0, limit: int = 1000) -> list[EventView]:
+        return [event_view(r) for r in self.store.read(after, limit)]
 
-    def iter_events(self, after: int = 0) -> Iterator[dict[str, Any]]:
+    def iter_events(self, after: int = 0) -> Iterator[EventView]:
         position = after
         while batch := self.store.read(position, 5000):
             for recorded in batch:
-                yield event_json(recorded)
+                yield event_view(recorded)
             position = batch[-1].position

@@ -5,15 +5,21 @@ import rota
 
 with rota.open("app.db") as scheduler:
     scheduler.register("greet", lambda ctx: {"hello": ctx.trigger["name"]})
-    scheduler.submit("greet-ada", binding="greet", input={"name": "Ada"})
+    handle = scheduler.submit("greet-ada", binding="greet", input={"name": "Ada"})
     scheduler.run_until_idle()
-    print(scheduler.work("greet-ada")["state"])   # completed
+    print(handle.result())                        # {'hello': 'Ada'}
+    print(scheduler.work("greet-ada").state)      # completed
 ```
 
 A `Scheduler` is thread-safe. `tick()` runs one cadence pass; `run_until_idle()` runs
 passes until nothing is ready or running and no retry timer is due now; `run()` runs the
 daemon loop until stopped. Callables registered with `register()` run on a thread pool
-(see `rota.infrastructure.executors.inproc` for what they receive and return).
+(see `rota.infrastructure.executors.inproc` for what they receive and return); `async def`
+callables run on the scheduler's own event loop thread (`rota.async_executors`).
+
+`submit()` returns a `WorkHandle` (`rota.handles`); concurrent submits from many threads
+are group-committed (`rota.application.group_commit`). The read models return the typed
+views of `rota.work_views`.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+
+import msgspec
 
 from rota import bootstrap
 from rota.application.host import TickReport
@@ -41,6 +49,7 @@ from rota.application.ports import (
 from rota.application.views import (
     capacity_view,
 )
+from rota.async_executors import AsyncCallables
 from rota.bindings import BindingPaths, check_timeout, define_binding
 from rota.daemon import AuditCheckpoints, DaemonLoop
 from rota.domain.errors import RotaError
@@ -51,12 +60,16 @@ from rota.domain.policy import (
     RetryPolicy,
     Settings,
 )
+from rota.handles import WorkHandle
 from rota.infrastructure.config import Config, EntryCode, check_binding, unknown_executor
-from rota.infrastructure.executors.inproc import InProcessExecutor
 from rota.read_models import ReadModels
+from rota.registrations import executor_of, refuse_second
 from rota.schedules import Schedules
+from rota.submissions import Submission
+from rota.submitting import Submits
+from rota.work_views import AttemptView, EventView, WorkSummary, WorkView
 
-_NO_INPUT = object()
+_NO_INPUT: Any = msgspec.UNSET
 UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
 
 
@@ -94,6 +107,16 @@ class Scheduler:
         self._closed = False
         self._daemon = DaemonLoop(self.host, store, self.checkpoint)
         self._read = ReadModels(self.service, self.host, store)
+        self._submitting = Submits(
+            self.service,
+            self.host,
+            store,
+            executors=self.executors,
+            binding_paths=self._binding_paths,
+            read=self.work,
+        )
+        self._submits = self._submitting.group
+        self._async = AsyncCallables()
         self.schedules = Schedules(self.service)  # rota.schedules: pause, next, history ...
         self.service.catch_up()
         self.service.admission.configure_budgets(config.budgets)
@@ -120,22 +143,36 @@ class Scheduler:
         config: dict[str, Any] | None = None,
         control_fallback: ControlFallback = "queue",
         handoff: HandoffPolicy = "stop",
+        replace: bool = False,
     ) -> None:
         """Register a Python callable (or an `Executor`) under `name`.
 
         With `binding=True` (default) a binding of the same name is defined too (with
         `timeout_seconds`, `retry`, `config`, `control_fallback` and `handoff`, as `bind()` takes
         them), so Work can be submitted with `binding=name`.
+
+        Refused (`not_callable`): an `fn` that is not callable, or whose signature cannot
+        take one positional argument (the `LaunchContext`); a callable whose signature
+        cannot be inspected (some builtins) is taken as it is. Refused
+        (`already_registered`): a name already registered (the built-in `shell` too),
+        unless `replace=True`. An `async def` callable runs on the scheduler's event loop
+        thread (see the guide, "rota.aio").
         """
-        if (fn is None) == (executor is None):
-            raise RotaError("register needs exactly one of fn or executor", code=EntryCode.USAGE)
+        # As many threads as the pool has slots (0: unbounded); at least 4.
+        workers = max(4, self.settings.pool_limit(pool) or UNBOUNDED_POOL_THREADS)
+        executor = executor_of(
+            "register",
+            name,
+            fn,
+            executor,
+            async_callables=self._async,
+            pool=pool,
+            max_workers=workers,
+            inline=inline,
+        )
+        refuse_second(name, self.executors, replace)
         if binding:
             check_timeout(name, timeout_seconds)  # before anything is registered
-        if executor is None:
-            assert fn is not None
-            # As many threads as the pool has slots (0: unbounded); at least 4.
-            workers = max(4, self.settings.pool_limit(pool) or UNBOUNDED_POOL_THREADS)
-            executor = InProcessExecutor(name, fn, pool=pool, inline=inline, max_workers=workers)
         with self.service.lock:
             before, executors = self.service.generation, dict(self.executors)
             # The bindings already defined on this executor (in the config file, say) meet
@@ -176,15 +213,15 @@ class Scheduler:
         implementation here, as a callable or an `Executor`. Within one process a
         replaced registration keeps serving its attempts without this.
         """
-        if (fn is None) == (executor is None):
-            raise RotaError(
-                "register_historical needs exactly one of fn or executor", code=EntryCode.USAGE
-            )
-        if executor is None:
-            assert fn is not None
-            executor = InProcessExecutor(
-                name, fn, pool=pool, max_workers=max(4, self.settings.concurrency)
-            )
+        executor = executor_of(
+            "register_historical",
+            name,
+            fn,
+            executor,
+            async_callables=self._async,
+            pool=pool,
+            max_workers=max(4, self.settings.concurrency),
+        )
         with self.service.lock:
             self.host.directory.historical[(generation, name)] = executor
 
@@ -260,8 +297,8 @@ class Scheduler:
         kind: str = "run-once",
         trigger: str = "all",
         safety: str = "undeclared",
-    ) -> dict[str, Any]:
-        """Define a Work and accept its input; returns the Work's view.
+    ) -> WorkHandle:
+        """Define a Work and accept its input; returns a `WorkHandle` on it.
 
         A run-once Work submitted without input gets an empty input (it runs once); a
         standing Work without input stays idle until input arrives. Submitting the same
@@ -271,27 +308,38 @@ class Scheduler:
         A binding whose executor is not registered (yet) is refused (`unknown_executor`,
         naming the binding's field path): no Work is accepted that nothing here could run.
         A binding not defined at all is accepted; its Work waits (`unknown_binding`).
+
+        Submits from several threads at once are group-committed: they share one store
+        transaction, each caller getting its own handle or its own refusal.
         """
-        with self.service.lock:
-            # Never accept Work nothing here could run.
-            known = self.service.bindings.get(binding)
-            self._binding_paths.require_executor(known, self.executors)
-        inputs: list[tuple[Any, str | None, str | None]] = []
-        if input is not _NO_INPUT:
-            inputs.append((input, input_key, correlation_key))
-        elif kind == "run-once":
-            inputs.append((None, input_key or "submit", correlation_key))
-        self.service.lifecycle.submit(
-            work_id,
-            binding=binding,
-            scope=scope,
-            kind=kind,
-            trigger=trigger,
-            safety=safety,
-            inputs=inputs,
+        return self._submitting.one(
+            Submission(
+                work_id,
+                binding=binding,
+                input=input,
+                input_key=input_key,
+                correlation_key=correlation_key,
+                scope=scope,
+                kind=kind,
+                trigger=trigger,
+                safety=safety,
+            )
         )
-        self.host.wake.set()
-        return self.work(work_id) or {}
+
+    def submit_many(self, works: Iterable[Submission | Mapping[str, Any]]) -> list[WorkHandle]:
+        """Submit several Works in ONE transaction; returns their handles, in order.
+
+        Each item is a `rota.Submission` (or a mapping of its fields: `work_id`, `binding`,
+        and optionally `input`, `input_key`, `correlation_key`, `scope`, `kind`,
+        `trigger`, `safety`), with `submit()`'s meaning. All or nothing: the first refused
+        item is raised and nothing is appended. Give each Work at most once.
+        """
+        return self._submitting.many(works)
+
+    def handle(self, work_id: str) -> WorkHandle:
+        """A handle on a Work submitted earlier (or by another process); without the
+        input a submit accepted, a standing Work's handle settles only when it ends."""
+        return self._submitting.handle(work_id)
 
     def accept(
         self,
@@ -435,20 +483,46 @@ class Scheduler:
 
     # -- read models ----------------------------------------------------------------------
 
-    def work(self, work_id: str) -> dict[str, Any] | None:
-        """The Work's JSON view (state, attempts, segments, retry), or None."""
+    def work(self, work_id: str) -> WorkView | None:
+        """The Work's view (state, attempts, segments, retry, ...), or None."""
         return self._read.work(work_id)
 
-    def works(self) -> list[dict[str, Any]]:
+    def works(self) -> list[WorkSummary]:
+        """Every Work's summary, in id order (read a page at a time)."""
         return self._read.works()
 
-    def executions(self, work_id: str) -> list[dict[str, Any]]:
+    def iter_works(
+        self, *, state: str | None = None, scope: str | None = None, binding: str | None = None
+    ) -> Iterator[WorkSummary]:
+        """The summaries of the Works matching the filters, in id order, read a page at a
+        time (so a store-backed scheduler never holds every Work); see `works_page`."""
+        return self._read.iter_works(state=state, scope=scope, binding=binding)
+
+    def works_page(
+        self,
+        *,
+        state: str | None = None,
+        scope: str | None = None,
+        binding: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[WorkSummary], str | None]:
+        """One page of Work summaries and the next page's cursor (None: the last page);
+        see `rota.read_models.ReadModels.works_page`."""
+        return self._read.works_page(
+            state=state, scope=scope, binding=binding, after=after, limit=limit
+        )
+
+    def executions(self, work_id: str) -> list[AttemptView]:
+        """The Work's attempts, oldest first (empty for an unknown Work)."""
         return self._read.executions(work_id)
 
-    def events(self, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+    def events(self, after: int = 0, limit: int = 1000) -> list[EventView]:
+        """Up to `limit` events of the log after position `after`."""
         return self._read.events(after, limit)
 
-    def iter_events(self, after: int = 0) -> Iterator[dict[str, Any]]:
+    def iter_events(self, after: int = 0) -> Iterator[EventView]:
+        """Every event of the log after position `after`, read in pages."""
         return self._read.iter_events(after)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -459,6 +533,7 @@ class Scheduler:
         self._closed = True
         try:
             self.host.close()
+            self._async.close()
         finally:
             try:
                 self.service.close_projections()

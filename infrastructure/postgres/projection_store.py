@@ -310,6 +310,16 @@ class PostgresProjectionStore(StoredProjections):
         sql = f"SELECT key, value FROM {self._table(name)} WHERE key = ANY(%s)"
         return fetch_rows(conn, sql, (keys,))
 
+    def _rows_after(
+        self, conn: Any, name: str, low: str, high: str, limit: int
+    ) -> list[tuple[str, bytes]]:
+        sql = (
+            f"SELECT key, value FROM {self._table(name)} "
+            'WHERE key COLLATE "C" > %s AND key COLLATE "C" < %s '
+            'ORDER BY key COLLATE "C" LIMIT %s'
+        )
+        return fetch_rows(conn, sql, (low, high, limit))
+
     def table_counts(self) -> dict[str, int]:
         """Rows per projection table, every row read (doctor's scan of the tables)."""
         return self._read(lambda conn: count_rows(conn, self._meta_table, self._row_tables))

@@ -204,6 +204,17 @@ class SQLiteProjectionStore(StoredProjections):
         ).fetchall()
         return rows
 
+    def _rows_after(
+        self, conn: Any, name: str, low: str, high: str, limit: int
+    ) -> list[tuple[str, bytes]]:
+        """The first `limit` rows whose key is after `low` and before `high`, in key order."""
+        sql = (
+            f"SELECT key, value FROM {row_table(name)} WHERE key > ? AND key < ? "
+            "ORDER BY key LIMIT ?"
+        )
+        rows: list[tuple[str, bytes]] = conn.execute(sql, (low, high, limit)).fetchall()
+        return rows
+
     # -- meta rows and writes: the SQL hooks of `StoredProjections` ------------------------
 
     def _read_meta(self, conn: Any, name: str) -> ProjectionMeta | None:

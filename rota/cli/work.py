@@ -19,7 +19,9 @@ from rota.cli.ops import daemon_lock
 from rota.cli.run_logs import Status, log_options, run_logging
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
+from rota.projections.work_pages import MAX_LIMIT
 from rota.scheduler import Scheduler
+from rota.work_views import WorkSummary, WorkView
 
 STATE_ORDER: tuple[str, ...] = get_args(WorkStateName)
 INPUT_HELP = "the input payload: JSON, @FILE (a JSON file) or - (JSON on stdin)"
@@ -27,7 +29,7 @@ INPUT_HELP = "the input payload: JSON, @FILE (a JSON file) or - (JSON on stdin)"
 # -- reading Work ------------------------------------------------------------------------
 
 
-def work_view(scheduler: Scheduler, work_id: str) -> dict[str, Any]:
+def work_view(scheduler: Scheduler, work_id: str) -> WorkView:
     """`Scheduler.work`, or `unknown_work`."""
     view = scheduler.work(work_id)
     if view is None:
@@ -35,48 +37,49 @@ def work_view(scheduler: Scheduler, work_id: str) -> dict[str, Any]:
     return view
 
 
-def _count_states(works: list[dict[str, Any]]) -> dict[str, int]:
-    counts = Counter(w["state"] for w in works)
+def _states(counts: Counter[str]) -> dict[str, int]:
+    """Works per state, in the states' order."""
     return {state: counts[state] for state in STATE_ORDER if state in counts}
 
 
-def _state_line(works: list[dict[str, Any]]) -> str:
-    if not works:
+def _state_line(counts: Counter[str]) -> str:
+    total = sum(counts.values())
+    if not total:
         return "no Work"
-    states = ", ".join(f"{n} {state}" for state, n in _count_states(works).items())
-    return f"{len(works)} Work: {states}"
+    states = ", ".join(f"{n} {state}" for state, n in _states(counts).items())
+    return f"{total} Work: {states}"
 
 
-def _describe(view: dict[str, Any]) -> list[str]:
+def _describe(view: WorkView) -> list[str]:
     """A readable rendering of one Work view."""
     lines = [
-        f"{view['id']}: {view['state']}  (binding {view['binding']}, scope {view['scope']}, "
-        f"{view['kind']}, submitted {view['submitted_at']})"
+        f"{view.id}: {view.state}  (binding {view.binding}, scope {view.scope}, "
+        f"{view.kind}, submitted {view.submitted_at})"
     ]
-    if view["pending"]:
-        keys = ", ".join(p["key"] for p in view["pending"])
+    if view.pending:
+        keys = ", ".join(p.key for p in view.pending)
         lines.append(f"  pending input: {keys}")
-    for attempt in view["attempts"]:
-        line = f"  attempt {attempt['number']} (epoch {attempt['epoch']}): {attempt['state']}"
-        if attempt["outcome"]:
-            line += f", {attempt['outcome']}"
-        elif attempt["released"]:
+    for attempt in view.attempts:
+        line = f"  attempt {attempt.number} (epoch {attempt.epoch}): {attempt.state}"
+        if attempt.outcome:
+            line += f", {attempt.outcome}"
+        elif attempt.released:
             line += " (lease released)"
-        if attempt["error"]:
-            line += f", {attempt['error']['code']}: {attempt['error']['message']}"
+        if attempt.error:
+            line += f", {attempt.error.code}: {attempt.error.message}"
         lines.append(line)
-        if attempt["data"] is not None:
-            lines.append(f"    data: {msgspec.json.encode(attempt['data']).decode()}")
-    retry = view["retry"]
-    if retry["failures"]:
-        budget = f" of {retry['budget']}" if retry["budget"] else ""
-        lines.append(f"  failures: {retry['failures']}{budget}")
-    if retry["next_due"]:
-        lines.append(f"  retry due: {retry['next_due']}")
-    if retry["blocked_reason"]:
-        lines.append(f"  blocked: {retry['blocked_reason']}")
-    if view["waiting"]:
-        lines.append(f"  waiting: {view['waiting']['code']}: {view['waiting']['detail']}")
+        if attempt.data is not None:
+            lines.append(f"    data: {msgspec.json.encode(attempt.data).decode()}")
+    retry = view.retry
+    if retry.failures:
+        budget = f" of {retry.budget}" if retry.budget else ""
+        lines.append(f"  failures: {retry.failures}{budget}")
+    if retry.next_due:
+        lines.append(f"  retry due: {retry.next_due}")
+    if retry.blocked_reason:
+        lines.append(f"  blocked: {retry.blocked_reason}")
+    if view.waiting:
+        lines.append(f"  waiting: {view.waiting.code}: {view.waiting.detail}")
     return lines
 
 
@@ -97,10 +100,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print_json(view)
         return 0
     what = "submitted" if written else "unchanged"
-    line = f"{view['id']}: {what}, {view['state']} (binding {view['binding']}, "
-    line += f"scope {view['scope']}, {len(view['pending'])} pending input)"
-    if view["waiting"]:
-        line += f"; waiting: {view['waiting']['code']}"
+    line = f"{view.id}: {what}, {view.state} (binding {view.binding}, "
+    line += f"scope {view.scope}, {len(view.pending)} pending input)"
+    if view.waiting:
+        line += f"; waiting: {view.waiting.code}"
     print(line)
     return 0
 
@@ -115,14 +118,14 @@ def cmd_accept(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"position": position, "work": view})
     else:
-        print(f"{args.work}: input at position {position}; {view['state']}")
+        print(f"{args.work}: input at position {position}; {view.state}")
     return 0
 
 
 def _act(
     args: argparse.Namespace,
     act: Callable[[Scheduler], object],
-    line: Callable[[dict[str, Any]], str],
+    line: Callable[[WorkView], str],
 ) -> int:
     """Run one operator command on `args.work`, then print its view (`--json`) or `line`."""
     with open_rota(args) as scheduler:
@@ -139,9 +142,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     return _act(
         args,
         lambda s: s.retry(args.work, reason=args.reason or "", requested_by=args.by),
-        lambda view: (
-            f"{args.work}: retry requested; {view['state']} (failures {view['retry']['failures']})"
-        ),
+        lambda view: f"{args.work}: retry requested; {view.state} (failures {view.retry.failures})",
     )
 
 
@@ -149,7 +150,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     return _act(
         args,
         lambda s: s.release(args.work, kind=args.kind, by=args.by),
-        lambda view: f"{args.work}: hold released; {view['state']}",
+        lambda view: f"{args.work}: hold released; {view.state}",
     )
 
 
@@ -174,7 +175,7 @@ def cmd_interrupt(args: argparse.Namespace) -> int:
     return _act(
         args,
         lambda s: s.interrupt(args.work, by=args.by),
-        lambda view: f"{args.work}: attempt fenced, Work {view['state']}; the interrupt follows",
+        lambda view: f"{args.work}: attempt fenced, Work {view.state}; the interrupt follows",
     )
 
 
@@ -206,12 +207,21 @@ def cmd_run(args: argparse.Namespace) -> int:
                 scheduler.run_until_idle(timeout=args.timeout)
         else:
             _daemon(scheduler, status, drain=args.drain or 0.0)
-        works = scheduler.works()
-    if args.json:
-        print_json({"states": _count_states(works), "works": works})
-    else:
-        print(_state_line(works))
+        _run_summary(scheduler, as_json=args.json)
     return 0
+
+
+def _run_summary(scheduler: Scheduler, *, as_json: bool) -> None:
+    """What `rota run` prints at the end: the count of Works per state (with `--json`,
+    then every Work), read a page at a time, so it never holds every Work."""
+    counts: Counter[str] = Counter(w.state for w in scheduler.iter_works())
+    if not as_json:
+        print(_state_line(counts))
+        return
+    sys.stdout.write('{"states":' + msgspec.json.encode(_states(counts)).decode() + ',"works":[')
+    for n, work in enumerate(scheduler.iter_works()):
+        sys.stdout.write(("," if n else "") + msgspec.json.encode(work).decode())
+    sys.stdout.write("]}\n")
 
 
 @contextlib.contextmanager
@@ -285,23 +295,74 @@ def cmd_work_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_work_list(args: argparse.Namespace) -> int:
-    with open_rota(args) as scheduler:
-        works = scheduler.works()
-    if args.json:
-        print_json(works)
-        return 0
-    header = ("WORK", "STATE", "BINDING", "SCOPE", "ATTEMPTS", "LAST OUTCOME")
-    rows = [
-        (w["id"], w["state"], w["binding"], w["scope"], str(w["attempts"]), note)
+HEADER = ("WORK", "STATE", "BINDING", "SCOPE", "ATTEMPTS", "LAST OUTCOME")
+
+
+def _table_rows(works: list[WorkSummary]) -> list[tuple[str, ...]]:
+    return [
+        (w.id, w.state, w.binding, w.scope, str(w.attempts), note)
         for w in works
-        for note in [w["last_outcome"] or w["waiting"] or "-"]
+        for note in [w.last_outcome or w.waiting or "-"]
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
+
+
+def _print_table(rows: list[tuple[str, ...]], widths: list[int]) -> None:
+    for row in rows:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         print("  ".join(cells).rstrip())
-    print(_state_line(works))
+
+
+def _pages(scheduler: Scheduler, args: argparse.Namespace) -> Iterator[list[WorkSummary]]:
+    """The pages a listing prints: one (`--limit`) or every page from `--after` on."""
+    after: str | None = args.after or ""
+    while after is not None:
+        page, after = scheduler.works_page(
+            state=args.state,
+            scope=args.scope,
+            binding=args.binding,
+            after=after,
+            limit=args.limit or MAX_LIMIT,
+        )
+        args.next_cursor = after
+        yield page
+        if args.limit:
+            return
+
+
+def cmd_work_list(args: argparse.Namespace) -> int:
+    """List Works in id order a page at a time, so no listing holds every Work: every
+    matching Work (a JSON array with `--json`), or one page with `--limit` (a JSON object
+    with the page's `works` and the `next` cursor, for `--after`)."""
+    if args.limit is not None and not 1 <= args.limit <= MAX_LIMIT:
+        raise UsageError(f"--limit takes 1 to {MAX_LIMIT}")
+    counts: Counter[str] = Counter()
+    widths: list[int] | None = None
+    with open_rota(args) as scheduler:
+        if args.json and args.limit:
+            works = next(_pages(scheduler, args))
+            print_json({"works": works, "next": args.next_cursor})
+            return 0
+        if args.json:
+            sys.stdout.write("[")
+        first = True
+        for page in _pages(scheduler, args):
+            counts.update(w.state for w in page)
+            if args.json:
+                for work in page:
+                    sys.stdout.write(("" if first else ",") + msgspec.json.encode(work).decode())
+                    first = False
+                continue
+            rows = _table_rows(page)
+            if widths is None:
+                widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
+                rows.insert(0, HEADER)
+            _print_table(rows, widths)
+    if args.json:
+        sys.stdout.write("]\n")
+        return 0
+    print(_state_line(counts))
+    if args.limit and args.next_cursor is not None:
+        print(f"more: --after {args.next_cursor}")
     return 0
 
 
@@ -401,6 +462,13 @@ def register(commands: Any) -> None:
     show.add_argument("work", metavar="WORK")
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=cmd_work_show)
-    listing = work_commands.add_parser("list", help="every Work")
+    listing = work_commands.add_parser("list", help="Works in id order, a page at a time")
     listing.add_argument("--json", action="store_true")
+    listing.add_argument("--state", choices=STATE_ORDER, help="only Works in this state")
+    listing.add_argument("--scope", help="only Works in this scope or a scope under it")
+    listing.add_argument("--binding", help="only Works on this binding")
+    listing.add_argument(
+        "--limit", type=int, metavar="N", help=f"one page of at most N Works (1-{MAX_LIMIT})"
+    )
+    listing.add_argument("--after", metavar="WORK", help="start after this Work id (a cursor)")
     listing.set_defaults(handler=cmd_work_list)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 import rota
@@ -34,11 +35,11 @@ def open_with(tmp_path: Path, clock: ManualClock, **config: Any) -> rota.Schedul
 
 
 def states(s: rota.Scheduler) -> dict[str, str]:
-    return {w["id"]: w["state"] for w in s.works()}
+    return {w.id: w.state for w in s.works()}
 
 
 def types(s: rota.Scheduler) -> list[str]:
-    return [e["type"] for e in s.events()]
+    return [e.type for e in s.events()]
 
 
 # -- pools and scopes ------------------------------------------------------------------
@@ -63,7 +64,7 @@ def test_jobs_and_agent_turns_never_take_each_others_slots(
         assert capacity["pools"]["jobs"] == {"limit": 1, "in_use": 1, "waiting": 1}
         codes = {w["work"]: w["code"] for w in capacity["waiting"]}
         assert codes == {"a2": "capacity_concurrency", "j2": "capacity_job_concurrency"}
-        assert s.work("a2")["waiting"]["code"] == "capacity_concurrency"  # type: ignore[index]
+        assert s.work("a2").waiting.code == "capacity_concurrency"
         agent.release.set()
         job.release.set()
         s.run_until_idle(timeout=10)
@@ -83,7 +84,7 @@ def test_scope_limits_count_the_scope_and_its_ancestors_across_pools(
         s.submit("outside", binding="job", scope="root/elsewhere")
         s.tick()
         assert states(s) == {"deep": "running", "sibling": "ready", "outside": "running"}
-        assert s.work("sibling")["waiting"]["code"] == "capacity_scope"  # type: ignore[index]
+        assert s.work("sibling").waiting.code == "capacity_scope"
         assert s.capacity()["scopes"] == {"root/team": {"limit": 1, "in_use": 1}}
         agent.release.set()
         job.release.set()
@@ -133,7 +134,7 @@ def test_a_declared_pool_without_a_limit_of_its_own_is_bounded_by_concurrency_ap
         s.tick()
         assert states(s) == {"a1": "running", "a2": "ready", "g1": "running", "g2": "ready"}
         assert s.capacity()["pools"]["gpu"] == {"limit": 1, "in_use": 1, "waiting": 1}
-        assert s.work("g2")["waiting"]["code"] == "capacity_concurrency"  # type: ignore[index]
+        assert s.work("g2").waiting.code == "capacity_concurrency"
         agent.release.set()
         gpu.release.set()
         s.run_until_idle(timeout=10)
@@ -170,7 +171,7 @@ def test_scope_limits_count_named_pools_too(tmp_path: Path, clock: ManualClock) 
         s.submit("g2", binding="gpu", scope="root/team")
         s.tick()
         assert states(s) == {"a": "running", "g1": "running", "g2": "ready"}
-        assert s.work("g2")["waiting"]["code"] == "capacity_scope"  # type: ignore[index]
+        assert s.work("g2").waiting.code == "capacity_scope"
         agent.release.set()
         gpu.release.set()
         s.run_until_idle(timeout=10)
@@ -203,21 +204,21 @@ def test_budget_warning_hold_reason_and_one_turn_release(
         s.accept("w", 3, key="3")
         s.run_until_idle(timeout=10)
         view = s.work("w")
-        assert view is not None and view["state"] == "held"
-        (hold,) = view["holds"]
-        assert hold["kind"] == "budget" and "2 of 2 turns" in hold["reason"]
+        assert view is not None and view.state == "held"
+        (hold,) = view.holds
+        assert hold.kind == "budget" and "2 of 2 turns" in hold.reason
         assert "core.budget.held" in types(s)
         s.accept("w", 4, key="4")  # input keeps queueing while held
         s.release("w")
         s.run_until_idle(timeout=10)
         view = s.work("w")
-        assert view is not None and len(view["attempts"]) == 3  # exactly one turn let through
+        assert view is not None and len(view.attempts) == 3  # exactly one turn let through
         s.accept("w", 5, key="5")
         s.run_until_idle(timeout=10)
-        assert s.work("w")["state"] == "held"  # type: ignore[index]
+        assert s.work("w").state == "held"
         assert types(s).count("core.budget.exceeded") == 1  # once per window, kind and limit
         s.cancel("w", reason="done with it")
-        assert s.work("w")["state"] == "cancelled"  # type: ignore[index]
+        assert s.work("w").state == "cancelled"
 
 
 def test_usage_is_charged_once_and_a_reached_budget_holds_the_next_start(
@@ -230,17 +231,17 @@ def test_usage_is_charged_once_and_a_reached_budget_holds_the_next_start(
         s.run_until_idle(timeout=10)
         s.submit("b", binding="job")
         s.run_until_idle(timeout=10)
-        charged = [e for e in s.events() if e["type"] == "core.budget.charged"]
-        usage = [e for e in charged if e["data"]["source"] > 0]
+        charged = [e for e in s.events() if e.type == "core.budget.charged"]
+        usage = [e for e in charged if e.data["source"] > 0]
         assert len(usage) == 2
         assert s.service.projection.used("usd-day", "all", "2026-11-02") == 6.0
         s.submit("c", binding="job")
         s.run_until_idle(timeout=10)
-        assert s.work("c")["state"] == "held"  # type: ignore[index]
+        assert s.work("c").state == "held"
         clock.advance(86_400)  # a new UTC day: a new ledger window
         s.release("c")
         s.run_until_idle(timeout=10)
-        assert s.work("c")["state"] == "completed"  # type: ignore[index]
+        assert s.work("c").state == "completed"
 
 
 # -- start gates -------------------------------------------------------------------------
@@ -261,12 +262,12 @@ def test_a_gate_holds_the_first_start_only_and_only_it_settles(
         s.submit("w", binding="job")
         s.run_until_idle(timeout=10)
         view = s.work("w")
-        assert view is not None and view["state"] == "held"
-        assert view["holds"][0] == {
+        assert view is not None and view.state == "held"
+        assert msgspec.to_builtins(view.holds[0]) == {
             "kind": "gate",
             "reason": "needs a human",
             "holder": "approval",
-            "position": view["holds"][0]["position"],
+            "position": view.holds[0].position,
         }
         s.run_until_idle(timeout=10)
         assert asked == ["w"]  # held Work is not asked again
@@ -291,7 +292,7 @@ def test_a_refusing_gate_cancels_the_work(tmp_path: Path, clock: ManualClock) ->
         s.submit("w", binding="job")
         s.run_until_idle(timeout=10)
         s.settle_gate("w", "policy", admit=False, reason="refused by policy")
-        assert s.work("w")["state"] == "cancelled"  # type: ignore[index]
+        assert s.work("w").state == "cancelled"
         assert "core.gate.refused" in types(s)
 
 
@@ -307,13 +308,13 @@ def test_an_undecided_gate_fails_closed_and_ungated_work_starts(
         s.submit("w", binding="job")
         s.tick()
         view = s.work("w")
-        assert view is not None and view["state"] == "ready" and view["holds"] == []
-        assert view["waiting"]["code"] == "start_gate"
+        assert view is not None and view.state == "ready" and view.holds == ()
+        assert view.waiting.code == "start_gate"
     with rota.open(tmp_path / "control.db", clock=clock) as control:
         control.register("job", lambda ctx: None, inline=True)
         control.submit("w", binding="job")
         control.run_until_idle(timeout=10)
-        assert control.work("w")["state"] == "completed"  # type: ignore[index]
+        assert control.work("w").state == "completed"
 
 
 def test_gates_wait_for_capacity(tmp_path: Path, clock: ManualClock) -> None:
@@ -345,11 +346,11 @@ def test_the_gate_pass_survives_a_budget_hold(tmp_path: Path, clock: ManualClock
         s.settle_gate("w", "approval", admit=True)
         s.run_until_idle(timeout=10)
         view = s.work("w")
-        assert view is not None and view["state"] == "held"
-        assert view["holds"][0]["kind"] == "budget" and view["passes"] == ["gate"]
+        assert view is not None and view.state == "held"
+        assert view.holds[0].kind == "budget" and view.passes == ("gate",)
         s.release("w")
         s.run_until_idle(timeout=10)
-        assert s.work("w")["state"] == "completed"  # type: ignore[index]
+        assert s.work("w").state == "completed"
 
 
 def test_a_gate_is_shown_the_recorded_input_that_would_be_the_first(
@@ -365,11 +366,11 @@ def test_a_gate_is_shown_the_recorded_input_that_would_be_the_first(
         s.register_gate("look", gate)
         s.submit("w", binding="job", input={"n": 1}, input_key="k1", correlation_key="thread-7")
         s.run_until_idle(timeout=10)
-        accepted = next(e for e in s.events() if e["type"] == "core.input.accepted")
+        accepted = next(e for e in s.events() if e.type == "core.input.accepted")
         assert shown == [
-            ("w", "job", rota.PendingInput(accepted["position"], "k1", {"n": 1}, "thread-7"))
+            ("w", "job", rota.PendingInput(accepted.position, "k1", {"n": 1}, "thread-7"))
         ]
-        assert s.work("w")["state"] == "completed"  # type: ignore[index]
+        assert s.work("w").state == "completed"
 
 
 @pytest.mark.parametrize(("trigger", "expected"), [("all", "1"), ("first", "1"), ("last", "3")])
@@ -415,13 +416,13 @@ def test_gates_are_asked_in_name_order_and_the_first_hold_decides(
         s.run_until_idle(timeout=10)
         assert asked == [("alpha", "held"), ("mid", "held")]  # zeta is never asked
         view = s.work("held")
-        assert view is not None and view["state"] == "held"
-        assert [(h["holder"], h["reason"]) for h in view["holds"]] == [("mid", "mid says no")]
+        assert view is not None and view.state == "held"
+        assert [(h.holder, h.reason) for h in view.holds] == [("mid", "mid says no")]
         asked.clear()
         s.submit("free", binding="job")
         s.run_until_idle(timeout=10)
         assert asked == [("alpha", "free"), ("mid", "free"), ("zeta", "free")]
-        assert s.work("free")["state"] == "completed"  # type: ignore[index]
+        assert s.work("free").state == "completed"
 
 
 def test_the_first_gate_that_fails_to_decide_decides(tmp_path: Path, clock: ManualClock) -> None:
@@ -443,10 +444,8 @@ def test_the_first_gate_that_fails_to_decide_decides(tmp_path: Path, clock: Manu
         s.tick()
         assert asked == ["a"]
         view = s.work("w")
-        assert view is not None and view["state"] == "ready" and view["holds"] == []
-        assert (
-            view["waiting"]["code"] == "start_gate" and "start gate a" in view["waiting"]["detail"]
-        )
+        assert view is not None and view.state == "ready" and view.holds == ()
+        assert view.waiting.code == "start_gate" and "start gate a" in view.waiting.detail
 
 
 def test_a_gate_is_asked_again_when_the_trigger_changed_before_its_answer_was_used(

@@ -100,7 +100,7 @@ def test_a_binding_timeout_replaces_the_default_and_a_resume_keeps_what_is_left(
         clock.advance(100)
         lifecycle.finish("a/1", 1, WAITING)  # parked with 500 s of its budget left
         # Redefining the binding changes future attempts only, not the parked one.
-        scheduler.register("agent", lambda ctx: None, timeout_seconds=50)
+        scheduler.register("agent", lambda ctx: None, timeout_seconds=50, replace=True)
         clock.advance(900)
         scheduler.accept("a", "wake")
         (resumed,) = [c for c in lifecycle.start_pass().claimed if c.work.work_id == "a"]
@@ -115,7 +115,7 @@ def test_a_binding_timeout_replaces_the_default_and_a_resume_keeps_what_is_left(
         clock.advance(1)
         lifecycle.time_out("a/1", 2)  # exactly 600 s of lease-held time in all
         view = scheduler.work("a")
-        assert view is not None and view["attempts"][0]["outcome"] == "timed_out"
+        assert view is not None and view.attempts[0].outcome == "timed_out"
 
 
 @pytest.mark.parametrize("timeout", [0, -5, float("nan")])
@@ -145,7 +145,7 @@ def test_a_parked_attempt_frees_its_capacity_slot(tmp_path: Path, clock: ManualC
         assert [(w.work_id, w.code) for w in start.waiting] == [("b", "capacity_concurrency")]
 
         lifecycle.finish("a/1", 1, WAITING)
-        assert scheduler.work("a")["state"] == "waiting"  # type: ignore[index]
+        assert scheduler.work("a").state == "waiting"
         assert projection.in_use("agents") == 0
         start = lifecycle.start_pass()
         assert [c.work.work_id for c in start.claimed] == ["b"]

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 import rota
@@ -51,7 +52,7 @@ def clock() -> ManualClock:
 
 
 def types(s: rota.Scheduler) -> list[str]:
-    return [e["type"] for e in s.events(limit=10_000)]
+    return [e.type for e in s.events(limit=10_000)]
 
 
 # -- bind() and register() -----------------------------------------------------------------
@@ -110,7 +111,7 @@ def test_submit_refuses_a_binding_whose_executor_is_not_registered_yet(tmp_path:
         assert error.message.startswith("<config>: bindings[0].executor: no executor 'picky'")
         assert s.events() == [] and s.work("w") is None  # nothing accepted
         s.submit("ghost", binding="undefined")  # an unknown binding still waits, as before
-        assert s.work("ghost")["waiting"]["code"] == "unknown_binding"  # type: ignore[index]
+        assert s.work("ghost").waiting.code == "unknown_binding"
 
 
 def test_the_embedded_flow_open_register_submit_still_runs(tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_the_embedded_flow_open_register_submit_still_runs(tmp_path: Path) -> No
         s.check_bindings()
         s.submit("w", binding="p")
         s.run_until_idle(timeout=30)
-        assert s.work("w")["state"] == "completed"  # type: ignore[index]
+        assert s.work("w").state == "completed"
 
 
 def test_check_bindings_names_the_first_binding_nothing_here_runs(tmp_path: Path) -> None:
@@ -149,12 +150,12 @@ def test_a_launch_refused_for_its_config_is_a_permanent_failure(
         s.submit("w", binding="report")
         s.run_until_idle(timeout=30)
         view = s.work("w")
-        assert view is not None and view["state"] == "failed"
-        (attempt,) = view["attempts"]
-        assert attempt["error"]["code"] == "invalid_config"
-        assert "config.cwd" in attempt["error"]["message"]
-        assert str(workdir) not in attempt["error"]["message"]  # the executor's text is not kept
-        assert view["retry"]["blocked_reason"] == "permanent_failure"
+        assert view is not None and view.state == "failed"
+        (attempt,) = view.attempts
+        assert attempt.error.code == "invalid_config"
+        assert "config.cwd" in attempt.error.message
+        assert str(workdir) not in attempt.error.message  # the executor's text is not kept
+        assert view.retry.blocked_reason == "permanent_failure"
         assert "core.retry.armed" not in types(s)
 
 
@@ -165,8 +166,8 @@ def test_an_unmarked_launch_error_is_still_retried(tmp_path: Path, clock: Manual
         s.submit("w", binding="picky")
         s.run_until_idle(timeout=30)
         view = s.work("w")
-        assert view is not None and view["state"] == "retry_wait"
-        assert view["attempts"][0]["error"]["code"] == "executor_error"
+        assert view is not None and view.state == "retry_wait"
+        assert view.attempts[0].error.code == "executor_error"
         assert "core.retry.armed" in types(s)
 
 
@@ -179,9 +180,9 @@ def test_a_custom_executor_refusing_its_config_at_launch_fails_permanently(
         s.submit("w", binding="picky")
         s.run_until_idle(timeout=30)
         view = s.work("w")
-        assert view is not None and view["state"] == "failed"
-        error = view["attempts"][0]["error"]
-        assert error == {
+        assert view is not None and view.state == "failed"
+        error = view.attempts[0].error
+        assert msgspec.to_builtins(error) == {
             "code": "invalid_config",
             "message": "executor 'picky' refused the binding's config.mode: fix the binding, "
             "then retry the Work",

@@ -24,7 +24,7 @@ def test_an_unusable_projection_store_is_logged_and_the_log_is_folded_instead(
     with rota.open(tmp_path / "a.db", projections=bad) as scheduler:
         assert scheduler.service.stored is None
         view = scheduler.work("w")
-        assert view is not None and view["state"] == "ready"
+        assert view is not None and view.state == "ready"
     assert any("folding the log from position 0 instead" in r.getMessage() for r in caplog.records)
 
 

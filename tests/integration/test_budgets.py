@@ -36,20 +36,20 @@ def run(s: rota.Scheduler, work: str, scope: str = "root", usage: Any = None) ->
 def state(s: rota.Scheduler, work: str) -> str:
     view = s.work(work)
     assert view is not None
-    return str(view["state"])
+    return str(view.state)
 
 
 def notices(s: rota.Scheduler) -> list[tuple[str, str, float]]:
     """(kind, scope, limit) of every budget notice, in log order."""
     return [
-        (e["type"].rsplit(".", 1)[1], e["data"]["scope"], e["data"]["limit"])
+        (e.type.rsplit(".", 1)[1], e.data["scope"], e.data["limit"])
         for e in s.events()
-        if e["type"] in ("core.budget.warning", "core.budget.exceeded")
+        if e.type in ("core.budget.warning", "core.budget.exceeded")
     ]
 
 
 def configured(s: rota.Scheduler) -> list[list[dict[str, Any]]]:
-    return [e["data"]["budgets"] for e in s.events() if e["type"] == "core.budget.configured"]
+    return [e.data["budgets"] for e in s.events() if e.type == "core.budget.configured"]
 
 
 # -- windows and ledgers ---------------------------------------------------------------
@@ -112,8 +112,8 @@ def test_a_per_all_budget_notifies_each_scope_in_its_own_scope(
             ("exceeded", "root/x", 4),  # e's held start (root/x was not told yet)
         ]
         for event in s.events():
-            if event["type"] in ("core.budget.warning", "core.budget.exceeded"):
-                assert event["stream"] == "budget/notices"  # named, never addressed to it
+            if event.type in ("core.budget.warning", "core.budget.exceeded"):
+                assert event.stream == "budget/notices"  # named, never addressed to it
 
 
 # -- a budget's identity and its max -----------------------------------------------------
@@ -135,8 +135,8 @@ def test_a_limit_lowered_below_what_was_used_holds_the_next_start(
         s.accept("w", {}, key="3")
         s.run_until_idle(timeout=10)
         view = s.work("w")
-        assert view is not None and view["state"] == "held" and len(view["attempts"]) == 2
-        assert "2 of 1 turns" in view["holds"][0]["reason"]
+        assert view is not None and view.state == "held" and len(view.attempts) == 2
+        assert "2 of 1 turns" in view.holds[0].reason
         assert notices(s) == [("exceeded", "root", 1)]  # the hold path tells it
 
 
@@ -217,8 +217,8 @@ def test_a_budget_added_later_is_not_charged_usage_that_finished_before_it(
         assert used("tokens-all-lifetime", "all", "lifetime") == 10  # charged under the old
         assert used("usd-all-lifetime", "all", "lifetime") == 0  # configured after it finished
         assert not s.service.projection.staged
-        charged = [e for e in s.events() if e["type"] == "core.budget.charged"]
-        assert charged[-1]["position"] < s.events()[-1]["position"]  # before the new budgets
+        charged = [e for e in s.events() if e.type == "core.budget.charged"]
+        assert charged[-1].position < s.events()[-1].position  # before the new budgets
 
 
 # -- usage a shell script reports ------------------------------------------------------------

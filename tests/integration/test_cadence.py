@@ -37,7 +37,7 @@ def fail_once(scheduler: rota.Scheduler, *work_ids: str) -> None:
         (claimed,) = scheduler.service.lifecycle.start_pass().claimed
         attempt = claimed.attempt
         scheduler.service.lifecycle.finish(attempt.execution_id, attempt.epoch, FAILED)
-        assert scheduler.work(work_id)["state"] == "retry_wait"  # type: ignore[index]
+        assert scheduler.work(work_id).state == "retry_wait"
 
 
 def spy(
@@ -101,7 +101,7 @@ def test_when_recovery_fails_neither_lost_retry_nor_starts_run(
     report = scheduler.tick()
     assert report.errors == ["runtime recovery: store_unavailable: database is locked"]
     assert (calls, report.fired, report.started) == ([], 0, 0)
-    assert scheduler.work("retried")["state"] == "retry_wait"  # type: ignore[index]
+    assert scheduler.work("retried").state == "retry_wait"
     monkeypatch.undo()
     report = scheduler.tick()
     assert (report.fired, report.started) == (1, 2)
@@ -122,7 +122,7 @@ def test_when_lost_retry_fails_the_pass_starts_nothing(
     report = scheduler.tick()
     assert report.errors == ["retry timers: store_unavailable: database is locked"]
     assert (calls, report.started) == ([], 0)
-    assert scheduler.work("w")["state"] == "ready"  # type: ignore[index]
+    assert scheduler.work("w").state == "ready"
     monkeypatch.undo()
     assert scheduler.tick().started == 1
 
@@ -149,7 +149,7 @@ def test_lost_retry_fires_sixteen_timers_a_page_by_default(
         assert (first.fired, first.has_more) == (16, True)
         second = lifecycle.fire_due_timers()
         assert (second.fired, second.has_more) == (4, False)
-        assert all(scheduler.work(w)["state"] == "ready" for w in ids)  # type: ignore[index]
+        assert all(scheduler.work(w).state == "ready" for w in ids)
         with pytest.raises(rota.Refusal) as refused_page:
             lifecycle.fire_due_timers(65)
         assert refused_page.value.code == "invalid_page"
@@ -183,6 +183,6 @@ def test_a_full_page_of_timers_wakes_the_loop_for_the_rest(
             second = scheduler.tick()
             assert (second.fired, second.started) == (1, 0)
             assert not scheduler.host.wake.is_set()  # nothing left: the loop may sleep
-            assert [scheduler.work(w)["state"] for w in ("r1", "r2", "r3")] == ["ready"] * 3  # type: ignore[index]
+            assert [scheduler.work(w).state for w in ("r1", "r2", "r3")] == ["ready"] * 3
         finally:
             release.set()

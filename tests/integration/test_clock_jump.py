@@ -52,11 +52,11 @@ class Blocked:
 
 
 def types(s: rota.Scheduler) -> list[str]:
-    return [e["type"] for e in s.events()]
+    return [e.type for e in s.events()]
 
 
 def recovered(s: rota.Scheduler) -> list[dict[str, Any]]:
-    return [e["data"] for e in s.events() if e["type"] == "core.execution.recovered"]
+    return [e.data for e in s.events() if e.type == "core.execution.recovered"]
 
 
 def settle(s: rota.Scheduler, work: str = "w") -> dict[str, Any]:
@@ -65,7 +65,7 @@ def settle(s: rota.Scheduler, work: str = "w") -> dict[str, Any]:
         s.tick()
         view = s.work(work)
         assert view is not None
-        if view["state"] in ("completed", "failed"):
+        if view.state in ("completed", "failed"):
             return view
         s.host.wake.wait(0.02)
         s.host.wake.clear()
@@ -81,12 +81,12 @@ def passes(s: rota.Scheduler, clock: ManualClock, seconds: float, every: float =
 
 
 def assert_completed_once(s: rota.Scheduler, view: dict[str, Any]) -> None:
-    assert view["state"] == "completed", types(s)
-    assert [a["outcome"] for a in view["attempts"]] == ["completed"]
-    assert view["attempts"][0]["data"] == "finished"
+    assert view.state == "completed", types(s)
+    assert [a.outcome for a in view.attempts] == ["completed"]
+    assert view.attempts[0].data == "finished"
     assert types(s).count("core.execution.completed") == 1
     assert not FAILURES & set(types(s)), types(s)
-    assert not [e for e in s.events() if e["type"] == "core.timer.armed"]
+    assert not [e for e in s.events() if e.type == "core.timer.armed"]
     for claim in recovered(s):  # only this host, adopting its own attempt
         assert claim["mode"] == "adopt" and claim["reason"] == "lease_expired"
         assert claim["owner"] == claim["previous_owner"]
@@ -125,7 +125,7 @@ def test_back_two_hours_then_forward_two_hours_adopts_the_running_call(
     view = settle(scheduler)
     assert_completed_once(scheduler, view)
     assert len(recovered(scheduler)) == 1 and "core.execution.adopted" in types(scheduler)
-    assert view["attempts"][0]["epoch"] == 2 and call.calls == 1
+    assert view.attempts[0].epoch == 2 and call.calls == 1
 
 
 def test_a_call_that_returns_while_its_lease_lapsed_completes(
@@ -163,7 +163,7 @@ def test_forward_two_hours_moves_the_deadline_instead_of_timing_out(
     call.release.set()
     view = settle(scheduler)
     assert_completed_once(scheduler, view)
-    assert view["attempts"][0]["deadline"].startswith("2026-10-01T12:00:00")
+    assert view.attempts[0].deadline.startswith("2026-10-01T12:00:00")
 
 
 def test_back_two_hours_alone_keeps_renewing_and_recovers_nothing(
@@ -179,7 +179,7 @@ def test_back_two_hours_alone_keeps_renewing_and_recovers_nothing(
     view = settle(scheduler)
     assert_completed_once(scheduler, view)
     assert recovered(scheduler) == []
-    assert view["attempts"][0]["epoch"] == 1
+    assert view.attempts[0].epoch == 1
 
 
 def test_run_time_still_times_out_after_a_step_forward(
@@ -261,8 +261,8 @@ def test_a_shell_job_completes_once_across_a_clock_jump(
 
 
 def assert_completed_once_shell(s: rota.Scheduler, view: dict[str, Any]) -> None:
-    assert view["state"] == "completed", types(s)
-    assert [a["outcome"] for a in view["attempts"]] == ["completed"]
+    assert view.state == "completed", types(s)
+    assert [a.outcome for a in view.attempts] == ["completed"]
     assert types(s).count("core.execution.completed") == 1
     assert not FAILURES & set(types(s)), types(s)
     for claim in recovered(s):

@@ -30,10 +30,10 @@ def settle(s: rota.Scheduler, condition: Any, passes: int = 400) -> None:
     raise AssertionError("the condition never held")
 
 
-def controls(s: rota.Scheduler, work: str) -> list[dict[str, Any]]:
+def controls(s: rota.Scheduler, work: str) -> tuple[rota.ControlView, ...]:
     view = s.work(work)
     assert view is not None
-    return view["controls"]  # type: ignore[no-any-return]
+    return view.controls
 
 
 def test_an_injected_input_consumed_by_the_attempt_settles_consumed(
@@ -45,14 +45,14 @@ def test_an_injected_input_consumed_by_the_attempt_settles_consumed(
 
     scheduler.register("talk", conversation)
     scheduler.submit("w", binding="talk")
-    settle(scheduler, lambda: scheduler.work("w")["state"] == "running")  # type: ignore[index]
+    settle(scheduler, lambda: scheduler.work("w").state == "running")
     scheduler.inject("w", {"say": "hello"}, key="m1")
-    settle(scheduler, lambda: scheduler.work("w")["state"] == "completed")  # type: ignore[index]
+    settle(scheduler, lambda: scheduler.work("w").state == "completed")
     (control,) = controls(scheduler, "w")
-    assert control["state"] == "consumed" and control["kind"] == "inject"
+    assert control.state == "consumed" and control.kind == "inject"
     view = scheduler.work("w")
-    assert view is not None and view["pending"] == []
-    assert view["attempts"][0]["data"] == {"heard": {"say": "hello"}}
+    assert view is not None and view.pending == ()
+    assert view.attempts[0].data == {"heard": {"say": "hello"}}
 
 
 def test_an_accepted_but_unconsumed_input_runs_the_next_attempt(
@@ -68,11 +68,11 @@ def test_an_accepted_but_unconsumed_input_runs_the_next_attempt(
 
     scheduler.register("job", job)
     scheduler.submit("w", binding="job", input="first")
-    settle(scheduler, lambda: scheduler.work("w")["state"] == "running")  # type: ignore[index]
+    settle(scheduler, lambda: scheduler.work("w").state == "running")
     scheduler.inject("w", "second", key="m2")
-    settle(scheduler, lambda: controls(scheduler, "w")[0]["state"] == "accepted")
+    settle(scheduler, lambda: controls(scheduler, "w")[0].state == "accepted")
     release.set()
-    settle(scheduler, lambda: scheduler.work("w")["state"] == "completed")  # type: ignore[index]
+    settle(scheduler, lambda: scheduler.work("w").state == "completed")
     assert seen == [["first"], ["second"]]
 
 
@@ -114,12 +114,12 @@ def test_settlements_keep_or_queue_the_input(
     executor = Refusing(answer)
     scheduler.register("refusing", executor=executor)
     scheduler.submit("w", binding="refusing")
-    settle(scheduler, lambda: scheduler.work("w")["state"] == "running")  # type: ignore[index]
+    settle(scheduler, lambda: scheduler.work("w").state == "running")
     scheduler.inject("w", "x", key="m3")
-    settle(scheduler, lambda: controls(scheduler, "w")[0]["state"] == state)
+    settle(scheduler, lambda: controls(scheduler, "w")[0].state == state)
     view = scheduler.work("w")
     assert view is not None
-    assert ([p["key"] for p in view["pending"]] == ["m3"]) is kept
+    assert ([p.key for p in view.pending] == ["m3"]) is kept
     assert b"secret-token-123" not in (scheduler.store.path.read_bytes())  # type: ignore[attr-defined]
     executor.release.set()
 
@@ -141,23 +141,23 @@ def test_a_definite_control_failure_follows_the_fallback_the_attempt_pinned(
     executor = StableRefusing(rota.ExecutorError("provider said no"))
     scheduler.register("refusing", executor=executor, control_fallback=pinned)
     scheduler.submit("w", binding="refusing")
-    settle(scheduler, lambda: scheduler.work("w")["state"] == "running")  # type: ignore[index]
+    settle(scheduler, lambda: scheduler.work("w").state == "running")
     scheduler.bind("refusing", executor="refusing", control_fallback=redefined)
     scheduler.inject("w", "x", key="m5")
-    settle(scheduler, lambda: controls(scheduler, "w")[0]["state"] in ("queued", "dropped"))
-    assert controls(scheduler, "w")[0]["state"] == state
+    settle(scheduler, lambda: controls(scheduler, "w")[0].state in ("queued", "dropped"))
+    assert controls(scheduler, "w")[0].state == state
     view = scheduler.work("w")
     assert view is not None
-    assert ([p["key"] for p in view["pending"]] == ["m5"]) is kept
-    (requested,) = [e for e in scheduler.events() if e["type"] == "core.control.requested"]
-    assert requested["data"]["fallback"] == pinned
+    assert ([p.key for p in view.pending] == ["m5"]) is kept
+    (requested,) = [e for e in scheduler.events() if e.type == "core.control.requested"]
+    assert requested.data["fallback"] == pinned
     executor.release.set()
     scheduler.submit("next", binding="refusing")  # a new attempt pins the redefined one
-    settle(scheduler, lambda: scheduler.work("next")["state"] != "ready")  # type: ignore[index]
+    settle(scheduler, lambda: scheduler.work("next").state != "ready")
     fallbacks = {
-        e["stream"]: e["data"]["pinned"]["binding"]["control_fallback"]
+        e.stream: e.data["pinned"]["binding"]["control_fallback"]
         for e in scheduler.events()
-        if e["type"] == "core.execution.claimed" and e["data"]["attempt"] == 1
+        if e.type == "core.execution.claimed" and e.data["attempt"] == 1
     }
     assert fallbacks == {"work/w": pinned, "work/next": redefined}
 
@@ -174,11 +174,11 @@ def test_an_ambiguous_delivery_is_retried_under_the_same_intent(
     executor = Refusing([RuntimeError("connection reset"), "accepted"])
     scheduler.register("refusing", executor=executor)
     scheduler.submit("w", binding="refusing")
-    settle(scheduler, lambda: scheduler.work("w")["state"] == "running")  # type: ignore[index]
+    settle(scheduler, lambda: scheduler.work("w").state == "running")
     scheduler.inject("w", "x", key="m4")
-    settle(scheduler, lambda: controls(scheduler, "w")[0]["state"] == "accepted")
+    settle(scheduler, lambda: controls(scheduler, "w")[0].state == "accepted")
     (control,) = controls(scheduler, "w")
-    assert control["dispatches"] == 2
+    assert control.dispatches == 2
     executor.release.set()
 
 
@@ -188,16 +188,16 @@ def test_interrupt_fences_then_stops_and_frees_the_slot(scheduler: rota.Schedule
 
     scheduler.register("patient", patient)
     scheduler.submit("w", binding="patient")
-    settle(scheduler, lambda: scheduler.work("w")["state"] == "running")  # type: ignore[index]
+    settle(scheduler, lambda: scheduler.work("w").state == "running")
     scheduler.interrupt("w")
     view = scheduler.work("w")
-    assert view is not None and view["attempts"][0]["outcome"] == "interrupted"
-    settle(scheduler, lambda: len(scheduler.work("w")["attempts"]) == 2)  # type: ignore[index]
+    assert view is not None and view.attempts[0].outcome == "interrupted"
+    settle(scheduler, lambda: len(scheduler.work("w").attempts) == 2)
     view = scheduler.work("w")
     assert view is not None
-    assert view["attempts"][0]["stop_confirmed"]
+    assert view.attempts[0].stop_confirmed
     # Delivered, or superseded when the fenced call had already stopped on its lost lease.
-    assert controls(scheduler, "w")[0]["state"] in {"delivered", "superseded"}
+    assert controls(scheduler, "w")[0].state in {"delivered", "superseded"}
     scheduler.cancel("w")
-    settle(scheduler, lambda: scheduler.work("w")["attempts"][1]["stop_confirmed"])  # type: ignore[index]
-    assert scheduler.work("w")["state"] == "cancelled"  # type: ignore[index]
+    settle(scheduler, lambda: scheduler.work("w").attempts[1].stop_confirmed)
+    assert scheduler.work("w").state == "cancelled"

@@ -73,7 +73,7 @@ def test_a_failing_observer_is_logged_by_type_and_the_append_stands(
         scheduler.register("job", lambda ctx: "ok")
         scheduler.submit("w", binding="job")
         scheduler.run_until_idle(timeout=30)
-        assert scheduler.work("w")["state"] == "completed"  # type: ignore[index]
+        assert scheduler.work("w").state == "completed"  # type: ignore[union-attr]
     failures = [r for r in caplog.records if r.name == "rota.transactions"]
     assert failures and all(
         r.getMessage() == "an append observer failed: RuntimeError" for r in failures

@@ -23,10 +23,10 @@ def test_a_standing_work_continues_from_its_handoffs_until_it_completes(tmp_path
         scheduler.submit("w", binding="step", kind="standing", input={"step": 1})
         scheduler.run_until_idle(timeout=30)
         work = scheduler.work("w")
-        types = [e["type"] for e in scheduler.events()]
+        types = [e.type for e in scheduler.events()]
     assert seen == [{"step": 1}, {"step": 2}, {"step": 3}]
     assert work is not None
-    assert [a["outcome"] for a in work["attempts"]] == ["handoff", "handoff", "completed"]
+    assert [a.outcome for a in work.attempts] == ["handoff", "handoff", "completed"]
     assert types.count("core.execution.handoff") == 2
 
 
@@ -36,5 +36,5 @@ def test_without_continue_a_handoff_waits_for_outside_input(tmp_path: Path) -> N
         scheduler.submit("w", binding="step", kind="standing", input={"step": 1})
         scheduler.run_until_idle(timeout=30)
         work = scheduler.work("w")
-    assert work is not None and len(work["attempts"]) == 1
-    assert work["state"] == "idle"
+    assert work is not None and len(work.attempts) == 1
+    assert work.state == "idle"

@@ -46,7 +46,7 @@ def test_a_second_register_keeps_the_old_implementation_for_its_attempts(
     scheduler.tick()
     assert entered.wait(10)
     first = scheduler.service.generation
-    scheduler.register("job", lambda ctx: "new implementation", timeout_seconds=60)
+    scheduler.register("job", lambda ctx: "new implementation", timeout_seconds=60, replace=True)
     assert scheduler.service.generation != first
     scheduler.interrupt("w")  # the attempt pinned to the first generation
     scheduler.accept("w", 2, key="2")
@@ -54,9 +54,9 @@ def test_a_second_register_keeps_the_old_implementation_for_its_attempts(
     assert report.errors == []
     work = scheduler.work("w")
     assert work is not None
-    assert [c["state"] for c in work["controls"]] != ["dispatched"]
-    _, second = work["attempts"]
-    assert second["data"] == "new implementation"  # the slot was freed, the Work went on
+    assert [c.state for c in work.controls] != ["dispatched"]
+    _, second = work.attempts
+    assert second.data == "new implementation"  # the slot was freed, the Work went on
     assert scheduler.capacity()["pools"]["agents"]["in_use"] == 0
 
 
@@ -77,7 +77,7 @@ def test_after_a_restart_a_missing_generation_is_an_explicit_unsupported_error(
         report = after.tick()
         assert any(e.startswith("unsupported_generation: w/1") for e in report.errors)
         work = after.work("w")
-        assert work is not None and len(work["attempts"]) == 1  # never given to "replacement"
+        assert work is not None and len(work.attempts) == 1  # never given to "replacement"
 
     with rota.open(tmp_path / "r.db", clock=clock) as fixed:
         fixed.register("job", lambda ctx: "replacement", timeout_seconds=60)
@@ -85,7 +85,7 @@ def test_after_a_restart_a_missing_generation_is_an_explicit_unsupported_error(
         report = fixed.run_until_idle(timeout=20)
         assert not any(e.startswith("unsupported_generation") for e in report.errors)
         work = fixed.work("w")
-        assert work is not None and work["attempts"][0]["state"] != "running"
+        assert work is not None and work.attempts[0].state != "running"
 
 
 def test_the_config_can_name_generations_the_current_implementation_serves(

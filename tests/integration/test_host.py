@@ -36,11 +36,11 @@ def test_a_run_once_work_runs_and_completes(scheduler: rota.Scheduler) -> None:
     scheduler.run_until_idle(timeout=10)
     work = scheduler.work("w")
     assert work is not None
-    assert work["state"] == "completed"
-    (attempt,) = work["attempts"]
-    assert (attempt["outcome"], attempt["data"]) == ("completed", {"twice": 42})
-    assert attempt["segments"][0]["invoke"] == "called"
-    types = [e["type"] for e in scheduler.events()]
+    assert work.state == "completed"
+    (attempt,) = work.attempts
+    assert (attempt.outcome, attempt.data) == ("completed", {"twice": 42})
+    assert attempt.segments[0].invoke == "called"
+    types = [e.type for e in scheduler.events()]
     assert types == [
         "core.work.submitted",
         "core.input.accepted",
@@ -63,9 +63,9 @@ def test_a_failure_waits_for_its_retry_timer_and_run_until_idle_returns(
     scheduler.submit("w", binding="flaky")
     scheduler.run_until_idle(timeout=10)
     work = scheduler.work("w")
-    assert work is not None and work["state"] == "retry_wait"
-    assert work["attempts"][0]["error"] == {"code": "quota", "message": "quota reached"}
-    assert work["retry"] == {
+    assert work is not None and work.state == "retry_wait"
+    assert work.attempts[0].error == rota.ErrorView(code="quota", message="quota reached")
+    assert msgspec.to_builtins(work.retry) == {
         "failures": 1,
         "budget": 3,
         "next_due": "2026-08-01T09:05:00.000000Z",
@@ -74,10 +74,10 @@ def test_a_failure_waits_for_its_retry_timer_and_run_until_idle_returns(
     clock.advance(300)
     scheduler.run_until_idle(timeout=10)
     work = scheduler.work("w")
-    assert work is not None and work["state"] == "completed"
-    assert [a["number"] for a in work["attempts"]] == [1, 2]
-    fired = [e for e in scheduler.events() if e["type"] == "core.retry.fired"]
-    assert [e["delivery_id"] for e in fired] == ["retry/w/1"]
+    assert work is not None and work.state == "completed"
+    assert [a.number for a in work.attempts] == [1, 2]
+    fired = [e for e in scheduler.events() if e.type == "core.retry.fired"]
+    assert [e.delivery_id for e in fired] == ["retry/w/1"]
 
 
 def test_unhandled_exception_text_never_reaches_the_log(scheduler: rota.Scheduler) -> None:
@@ -91,7 +91,7 @@ def test_unhandled_exception_text_never_reaches_the_log(scheduler: rota.Schedule
     scheduler.run_until_idle(timeout=10)
     work = scheduler.work("w")
     assert work is not None
-    assert work["attempts"][0]["error"] == {
+    assert msgspec.to_builtins(work.attempts[0].error) == {
         "code": "unhandled_exception",
         "message": "RuntimeError",
     }
@@ -113,9 +113,9 @@ def test_run_environment_reaches_the_executor_and_never_the_log(
         scheduler.run_until_idle(timeout=10)
         assert seen == [secret]
         work = scheduler.work("w")
-        assert work is not None and work["state"] == "completed"
-        phases = work["attempts"][0]["segments"][0]["phases"]
-        assert [(p["name"], p["outcome"]) for p in phases] == [("environment", "ok")]
+        assert work is not None and work.state == "completed"
+        phases = work.attempts[0].segments[0].phases
+        assert [(p.name, p.outcome) for p in phases] == [("environment", "ok")]
         assert secret.encode() not in log_text(scheduler)
         assert secret.encode() not in (tmp_path / "env.db").read_bytes()
 
@@ -134,9 +134,9 @@ def test_unavailable_environment_fails_before_the_executor_is_called(
         scheduler.run_until_idle(timeout=10)
         work = scheduler.work("w")
         assert work is not None
-        attempt = work["attempts"][0]
-        assert attempt["error"]["code"] == "environment_unavailable"
-        assert attempt["segments"][0]["invoke"] == "pending"
+        attempt = work.attempts[0]
+        assert attempt.error.code == "environment_unavailable"
+        assert attempt.segments[0].invoke == "pending"
         assert called == []
         assert b"vault" not in log_text(scheduler)
 
@@ -171,11 +171,11 @@ def test_a_held_launch_outlasts_its_lease(scheduler: rota.Scheduler, clock: Manu
     slow.release.set()
     scheduler.run_until_idle(timeout=10)
     work = scheduler.work("w")
-    assert work is not None and work["state"] == "completed"
-    renewals = [e for e in scheduler.events() if e["type"] == "core.execution.renewed"]
+    assert work is not None and work.state == "completed"
+    renewals = [e for e in scheduler.events() if e.type == "core.execution.renewed"]
     assert len(renewals) >= 8
-    phases = work["attempts"][0]["segments"][0]["phases"]
-    assert [(p["name"], p["outcome"]) for p in phases] == [("container", "ok")]
+    phases = work.attempts[0].segments[0].phases
+    assert [(p.name, p.outcome) for p in phases] == [("container", "ok")]
 
 
 def test_negative_control_without_renewal_the_lease_is_lost(
@@ -196,9 +196,9 @@ def test_negative_control_without_renewal_the_lease_is_lost(
     scheduler.tick()
     work = scheduler.work("w")
     assert work is not None
-    attempt = work["attempts"][0]
-    assert attempt["outcome"] is None and attempt["state"] == "running"
-    assert not any(e["type"] == "core.execution.completed" for e in scheduler.events())
+    attempt = work.attempts[0]
+    assert attempt.outcome is None and attempt.state == "running"
+    assert not any(e.type == "core.execution.completed" for e in scheduler.events())
 
 
 def test_hold_ends_with_lease_lost_when_a_renewal_is_refused(tmp_path: Path) -> None:
@@ -229,7 +229,7 @@ def test_hold_keeps_a_short_lease_alive(tmp_path: Path) -> None:
             assert not hold.lost and hold.renewals >= 2
             scheduler.service.lifecycle.finish(execution, epoch, rota.Result(data="late but held"))
         work = scheduler.work("w")
-        assert work is not None and work["state"] == "completed"
+        assert work is not None and work.state == "completed"
 
 
 def test_a_reentrant_tick_coalesces(scheduler: rota.Scheduler) -> None:
@@ -271,7 +271,7 @@ def test_the_daemon_writes_audit_checkpoints_as_it_runs(tmp_path: Path) -> None:
         runner.start()
         for _ in range(200):
             view = scheduler.work("w")
-            if view is not None and view["state"] == "completed":
+            if view is not None and view.state == "completed":
                 break
             scheduler.store.wait_for_commit(scheduler.store.head().position, 0.1)
         scheduler.stop()
@@ -309,11 +309,11 @@ def test_phases_past_the_cap_leave_the_trail_short_and_the_launch_goes_on(
     scheduler.submit("w", binding="many")
     scheduler.run_until_idle(timeout=10)
     work = scheduler.work("w")
-    assert work is not None and work["state"] == "completed"
+    assert work is not None and work.state == "completed"
     assert many.bodies_run == MAX_LAUNCH_PHASES + 4  # every phase's work ran
-    phases = work["attempts"][0]["segments"][0]["phases"]
+    phases = work.attempts[0].segments[0].phases
     assert len(phases) == MAX_LAUNCH_PHASES
-    assert all(p["outcome"] == "ok" for p in phases)
+    assert all(p.outcome == "ok" for p in phases)
 
 
 def test_a_phase_write_refused_by_a_lost_lease_does_not_raise_into_the_launch(
@@ -338,7 +338,7 @@ def test_a_phase_write_refused_by_a_lost_lease_does_not_raise_into_the_launch(
     assert reached == ["body", "after"]
     work = scheduler.work("w")
     assert work is not None
-    assert work["attempts"][0]["segments"][0]["phases"] == []
+    assert work.attempts[0].segments[0].phases == ()
 
 
 class CancellableLaunch(rota.Executor):

@@ -78,10 +78,10 @@ def test_a_callable_returning_a_set_fails_with_invalid_result(tmp_path: Path) ->
         scheduler.submit("w", binding="sets", input={"n": 1})
         scheduler.run_until_idle(timeout=TIMEOUT)
         work = scheduler.work("w")
-    assert work is not None and work["state"] != "completed", work
-    last = work["attempts"][-1]
-    assert last["outcome"] == "failed" and last["error"]["code"] == "invalid_result", last
-    assert "a set is not a JSON value" in last["error"]["message"]
+    assert work is not None and work.state != "completed", work
+    last = work.attempts[-1]
+    assert last.outcome == "failed" and last.error.code == "invalid_result", last
+    assert "a set is not a JSON value" in last.error.message
 
 
 def test_the_api_refuses_a_datetime_in_the_input_and_stores_nothing(tmp_path: Path) -> None:

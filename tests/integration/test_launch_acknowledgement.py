@@ -58,10 +58,10 @@ def _in_use(scheduler: rota.Scheduler) -> int:
     return int(scheduler.capacity()["pools"]["agents"]["in_use"])
 
 
-def _attempt(scheduler: rota.Scheduler, work_id: str) -> dict[str, Any]:
+def _attempt(scheduler: rota.Scheduler, work_id: str) -> rota.AttemptView:
     work = scheduler.work(work_id)
     assert work is not None
-    return dict(work["attempts"][-1])
+    return work.attempts[-1]
 
 
 @pytest.mark.parametrize(
@@ -81,7 +81,7 @@ def test_an_unacknowledged_launch_fails_safely_and_keeps_its_slot_until_stop_is_
     scheduler.tick()  # claim, launch (inline), the safe failure is queued
     scheduler.tick()  # the failure is recorded; the stop check starts and blocks
     attempt = _attempt(scheduler, "w")
-    assert (attempt["outcome"], attempt["error"]["code"]) == ("failed", code)
+    assert (attempt.outcome, attempt.error.code) == ("failed", code)
     assert executor.stop_asked.wait(10)
     scheduler.submit("next", binding="other")
     assert scheduler.tick().started == 0  # concurrency 1: the slot is still held
@@ -90,7 +90,7 @@ def test_an_unacknowledged_launch_fails_safely_and_keeps_its_slot_until_stop_is_
     scheduler.run_until_idle(timeout=10)
     assert _in_use(scheduler) == 0
     next_work = scheduler.work("next")
-    assert next_work is not None and next_work["state"] == "completed"
+    assert next_work is not None and next_work.state == "completed"
 
 
 def test_negative_controls_a_definite_refusal_or_an_acknowledged_launch_frees_the_slot(
@@ -104,11 +104,11 @@ def test_negative_controls_a_definite_refusal_or_an_acknowledged_launch_frees_th
     scheduler.register("acknowledged", executor=acknowledged)
     scheduler.submit("r", binding="refusing")
     scheduler.run_until_idle(timeout=10)
-    assert _attempt(scheduler, "r")["error"]["code"] == "executor_error"
+    assert _attempt(scheduler, "r").error.code == "executor_error"
     assert _in_use(scheduler) == 0  # ExecutorError: nothing started, the slot is free
     scheduler.submit("a", binding="acknowledged")
     scheduler.run_until_idle(timeout=10)
-    assert _attempt(scheduler, "a")["outcome"] == "completed"
+    assert _attempt(scheduler, "a").outcome == "completed"
     assert not refusing.stop_asked.is_set() and not acknowledged.stop_asked.is_set()
 
 
@@ -116,4 +116,4 @@ def test_an_executor_without_recover_owes_no_acknowledgement(scheduler: rota.Sch
     scheduler.register("plain", lambda ctx: "ok")  # in-process: no `recover` capability
     scheduler.submit("p", binding="plain")
     scheduler.run_until_idle(timeout=10)
-    assert _attempt(scheduler, "p")["outcome"] == "completed"
+    assert _attempt(scheduler, "p").outcome == "completed"

@@ -66,7 +66,7 @@ def test_stuck_launches_delay_neither_another_launch_nor_the_cadence(
     finally:
         stuck.release.set()
     scheduler.run_until_idle(timeout=30)
-    states = {w["id"]: w["state"] for w in scheduler.works()}
+    states = {w.id: w.state for w in scheduler.works()}
     assert set(states.values()) == {"completed"}, states
 
 

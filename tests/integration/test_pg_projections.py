@@ -57,7 +57,7 @@ def populate(target: str | Path, works: tuple[str, ...] = ("a", "b", "c")) -> in
         for work in works:
             scheduler.submit(work, binding="echo", input={"work": work})
         scheduler.run_until_idle(timeout=30)
-        assert all(w["state"] == "completed" for w in scheduler.works())
+        assert all(w.state == "completed" for w in scheduler.works())
         return scheduler.store.head().position
 
 
@@ -113,7 +113,7 @@ def test_rota_open_saves_projections_and_the_next_open_reads_no_event_before_the
         assert isinstance(live.store, PostgresProjectionStore)
         assert live.store.last_refusal is None
         assert scheduler.service.projection.position == head
-        assert [w["state"] for w in scheduler.works()] == ["completed"] * 3
+        assert [w.state for w in scheduler.works()] == ["completed"] * 3
     # Catch-up read only what follows the stored position: no event from position 0.
     assert reads and min(reads) == head
 
@@ -147,7 +147,7 @@ def test_the_keeper_opens_with_its_active_works_and_finds_the_rest_on_demand(url
         assert isinstance(works, StoredWorks)
         assert list(works.in_memory()) == []  # every Work completed: none active
         assert works["c"] == expected.works["c"] and works.fetched == 1
-        assert [w["id"] for w in scheduler.works()] == ["a", "b", "c", "d"]
+        assert [w.id for w in scheduler.works()] == ["a", "b", "c", "d"]
         assert scheduler.service.projection.digest() == expected.digest()
     # The lazy open's key-range reads on the tables (byte order, whatever the collation).
     with open_store(url) as log, PostgresProjectionStore(url) as tables:
@@ -383,7 +383,7 @@ def test_sqlite_to_postgresql_moves_and_projections_are_kept_there(
     with rota.open(url, config=CONFIG) as scheduler:
         live = scheduler.service.stored
         assert live is not None and live.store.last_refusal is None  # loaded, not folded
-        assert scheduler.work("d")["state"] == "completed"  # type: ignore[index]
+        assert scheduler.work("d").state == "completed"
     # And the PostgreSQL log exports again, verified.
     again = tmp_path / "again.jsonl"
     done = run_cli("--store", url, "export", "--out", str(again), cwd=tmp_path)

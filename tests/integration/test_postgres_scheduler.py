@@ -105,7 +105,7 @@ def _poll(
 def _in_state(scheduler: rota.Scheduler, work_id: str, state: str) -> Callable[[], bool]:
     def check() -> bool:
         work = scheduler.work(work_id)
-        return work is not None and work["state"] == state
+        return work is not None and work.state == state
 
     return check
 
@@ -135,9 +135,9 @@ def test_a_sqlite_deployment_moves_to_postgresql_and_its_work_continues(
         before.submit("standing", binding="echo", kind="standing", input={"n": 1})
         before.submit("flaky", binding="echo", input={"fail": True})
         before.run_until_idle(timeout=30)
-        assert before.work("once")["state"] == "completed"  # type: ignore[index]
-        assert before.work("standing")["state"] == "idle"  # type: ignore[index]
-        assert before.work("flaky")["state"] == "retry_wait"  # type: ignore[index]
+        assert before.work("once").state == "completed"
+        assert before.work("standing").state == "idle"
+        assert before.work("flaky").state == "retry_wait"
     with SQLiteStore(db) as source:
         source_rows = list(iter_raw(source))
         source_head = source.head()
@@ -168,25 +168,25 @@ def test_a_sqlite_deployment_moves_to_postgresql_and_its_work_continues(
         after.submit("new", binding="echo", input={"n": 3})
         after.run_until_idle(timeout=30)
         _poll(after, _in_state(after, "flaky", "completed"), "the retry")
-        works = {w["id"]: w for w in after.works()}
+        works = {w.id: w for w in after.works()}
         standing = after.work("standing")
         flaky = after.work("flaky")
         chain = verify_chain(after.store)
         projection = check_log(after.store, {"agents": 4})
     assert chain.ok and chain.head_position > source_head.position
-    assert {k: w["state"] for k, w in works.items()} == {
+    assert {k: w.state for k, w in works.items()} == {
         "once": "completed",
         "standing": "idle",
         "flaky": "completed",
         "new": "completed",
     }
     assert standing is not None and flaky is not None
-    assert [(a["number"], a["outcome"]) for a in standing["attempts"]] == [
+    assert [(a.number, a.outcome) for a in standing.attempts] == [
         (1, "completed"),
         (2, "completed"),
     ]
-    assert standing["attempts"][1]["data"]["inputs"] == [{"n": 2}]
-    assert [(a["number"], a["outcome"]) for a in flaky["attempts"]] == [
+    assert standing.attempts[1].data["inputs"] == [{"n": 2}]
+    assert [(a.number, a.outcome) for a in flaky.attempts] == [
         (1, "failed"),
         (2, "completed"),
     ]
@@ -258,7 +258,7 @@ def test_append_raw_checks_every_link_and_writes_all_or_nothing(
             _register(scheduler)
             scheduler.submit("more", binding="echo", input={"n": 9})
             scheduler.run_until_idle(timeout=30)
-            assert scheduler.work("more")["state"] == "completed"  # type: ignore[index]
+            assert scheduler.work("more").state == "completed"
         report = verify_chain(store)
         assert report.ok and report.head_position > rows[-1].position
 
@@ -436,9 +436,9 @@ def test_a_retry_timer_fires_by_the_database_clock_in_either_host(pg_url: str) -
             _poll(fires_in, _in_state(fires_in, work_id, "completed"), "the retry", timeout=5.0)
             (fired,) = _events(a.store, "core.retry.fired", work_id)
             assert fired.recorded_time >= due
-            attempts = fires_in.work(work_id)["attempts"]  # type: ignore[index]
-            assert [x["outcome"] for x in attempts] == ["failed", "completed"]
-            assert attempts[1]["owner"] == ("b" if fires_in is b else "a")
+            attempts = fires_in.work(work_id).attempts
+            assert [x.outcome for x in attempts] == ["failed", "completed"]
+            assert attempts[1].owner == ("b" if fires_in is b else "a")
     finally:
         b.close()
         a.close()

@@ -99,7 +99,7 @@ def test_racing_schedulers_never_double_claim_nor_exceed_capacity(tmp_path: Path
             store = submitter.store
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
-                settled = [w for w in submitter.works() if w["state"] in ("completed", "held")]
+                settled = [w for w in submitter.works() if w.state in ("completed", "held")]
                 if len(settled) == WORKS:
                     break
                 store.wait_for_commit(store.head().position, 1.0)

@@ -38,7 +38,7 @@ def wait_for_result(scheduler: rota.Scheduler) -> None:
 def kinds(scheduler: rota.Scheduler, work: str) -> list[str]:
     view = scheduler.work(work)
     assert view is not None
-    return [s["kind"] for s in view["attempts"][-1]["segments"]]
+    return [s.kind for s in view.attempts[-1].segments]
 
 
 def test_a_running_call_whose_lease_lapsed_is_adopted_not_rerun(
@@ -61,10 +61,10 @@ def test_a_running_call_whose_lease_lapsed_is_adopted_not_rerun(
     wait_for_result(scheduler)
     scheduler.tick()
     work = scheduler.work("w")
-    assert work is not None and work["state"] == "completed"
+    assert work is not None and work.state == "completed"
     assert calls == [1]  # never run again
-    attempt = work["attempts"][0]
-    assert attempt["epoch"] == 2 and attempt["data"] == "finished"
+    attempt = work.attempts[0]
+    assert attempt.epoch == 2 and attempt.data == "finished"
     assert kinds(scheduler, "w") == ["start", "recovered"]
 
 
@@ -80,9 +80,9 @@ def test_a_claim_whose_executor_was_never_called_is_relaunched(
     assert report.relaunched == 1
     scheduler.tick()
     work = scheduler.work("w")
-    assert work is not None and work["state"] == "completed"
+    assert work is not None and work.state == "completed"
     assert calls == [2]
-    assert work["retry"]["failures"] == 0
+    assert work.retry.failures == 0
     assert kinds(scheduler, "w") == ["start", "relaunched"]
 
 
@@ -101,14 +101,14 @@ def test_an_attempt_of_a_dead_process_is_lost_and_fails_closed(
     scheduler.tick()
     for _ in range(200):
         view = scheduler.work("w")
-        if view is not None and view["state"] == "failed":
+        if view is not None and view.state == "failed":
             break
         scheduler.host.wake.wait(0.05)
         scheduler.host.wake.clear()
     view = scheduler.work("w")
-    assert view is not None and view["state"] == "failed"
-    assert view["retry"]["blocked_reason"] == "lost"
-    assert view["attempts"][0]["outcome"] == "lost"
+    assert view is not None and view.state == "failed"
+    assert view.retry.blocked_reason == "lost"
+    assert view.attempts[0].outcome == "lost"
 
 
 def test_an_attempt_of_a_live_unknown_owner_is_left_alone(
@@ -127,8 +127,8 @@ def test_an_attempt_of_a_live_unknown_owner_is_left_alone(
     scheduler.host.wake.wait(0.2)
     view = scheduler.work("w")
     assert view is not None
-    assert view["state"] == "running"  # no evidence: fail closed, wait for a later pass
-    assert view["attempts"][0]["outcome"] is None
+    assert view.state == "running"  # no evidence: fail closed, wait for a later pass
+    assert view.attempts[0].outcome is None
 
 
 def test_a_missing_generation_is_unsupported_never_replaced(
@@ -151,7 +151,7 @@ def test_a_missing_generation_is_unsupported_never_replaced(
         assert report.recovered == 0
         assert any(e.startswith("unsupported_generation: w/1") for e in report.errors)
         view = later.work("w")
-        assert view is not None and view["attempts"][0]["epoch"] == 1
+        assert view is not None and view.attempts[0].epoch == 1
 
 
 def test_when_recovery_fails_the_pass_starts_nothing(
@@ -186,10 +186,10 @@ def test_a_timed_out_attempt_keeps_its_slot_until_its_stop_is_confirmed(
             clock.advance(20)
             scheduler.tick()
         view = scheduler.work("a")
-        assert view is not None and view["attempts"][0]["outcome"] == "timed_out"
-        assert not view["attempts"][0]["stop_confirmed"]
-        assert scheduler.work("b")["state"] == "ready"  # type: ignore[index]
+        assert view is not None and view.attempts[0].outcome == "timed_out"
+        assert not view.attempts[0].stop_confirmed
+        assert scheduler.work("b").state == "ready"
         release.set()
         scheduler.run_until_idle(timeout=10)
-        assert scheduler.work("a")["attempts"][0]["stop_confirmed"]  # type: ignore[index]
-        assert scheduler.work("b")["state"] == "completed"  # type: ignore[index]
+        assert scheduler.work("a").attempts[0].stop_confirmed
+        assert scheduler.work("b").state == "completed"

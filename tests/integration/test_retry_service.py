@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from freezegun import freeze_time
 
@@ -35,31 +36,31 @@ def test_failures_wait_five_then_ten_minutes_then_exhaust(tmp_path: Path, frozen
         scheduler.register("job", always_fails, inline=True)
         scheduler.submit("w", binding="job")
         tick_twice(scheduler)
-        assert scheduler.work("w")["retry"]["next_due"] == "2026-09-01T08:05:00.000000Z"  # type: ignore[index]
+        assert scheduler.work("w").retry.next_due == "2026-09-01T08:05:00.000000Z"
         frozen.tick(299)  # type: ignore[attr-defined]
         tick_twice(scheduler)
-        assert len(scheduler.work("w")["attempts"]) == 1  # type: ignore[index]
+        assert len(scheduler.work("w").attempts) == 1
         frozen.tick(1)  # type: ignore[attr-defined]
         tick_twice(scheduler)
         work = scheduler.work("w")
-        assert work is not None and len(work["attempts"]) == 2
-        assert work["retry"]["next_due"] == "2026-09-01T08:15:00.000000Z"
+        assert work is not None and len(work.attempts) == 2
+        assert work.retry.next_due == "2026-09-01T08:15:00.000000Z"
         frozen.tick(600)  # type: ignore[attr-defined]
         tick_twice(scheduler)
         work = scheduler.work("w")
         assert work is not None
-        assert work["state"] == "failed"
-        assert work["retry"] == {
+        assert work.state == "failed"
+        assert msgspec.to_builtins(work.retry) == {
             "failures": 3,
             "budget": 3,
             "next_due": None,
             "blocked_reason": "exhausted",
         }
         scheduler.retry("w", reason="config fixed")
-        assert scheduler.work("w")["state"] == "ready"  # type: ignore[index]
+        assert scheduler.work("w").state == "ready"
         scheduler.retry("w")  # repeating the same request is a no-op
         tick_twice(scheduler)
-        assert len(scheduler.work("w")["attempts"]) == 4  # type: ignore[index]
+        assert len(scheduler.work("w").attempts) == 4
 
 
 def test_rebuilding_from_the_log_reproduces_every_armed_timer(
@@ -118,8 +119,8 @@ def test_manual_retry_racing_a_due_timer_gives_exactly_one_attempt(
             other.tick()
             scheduler.tick()
             other.tick()
-            claims = [e for e in scheduler.events() if e["type"] == "core.execution.claimed"]
-            assert [c["data"]["attempt"] for c in claims] == [1, 2]
+            claims = [e for e in scheduler.events() if e.type == "core.execution.claimed"]
+            assert [c.data["attempt"] for c in claims] == [1, 2]
             assert all(r.code in {"nothing_to_retry"} for r in errors)  # type: ignore[attr-defined]
         finally:
             other.close()

@@ -141,7 +141,7 @@ def test_a_canary_in_the_api_hook_and_binding_reaches_the_executor_only(
         view = scheduler.work("w")
         events = msgspec.json.encode(scheduler.events(limit=10_000))
     assert seen and seen[0] == (CANARY, HOOK_CANARY)
-    assert view is not None and view["attempts"][0]["outcome"] == "failed"
+    assert view is not None and view.attempts[0].outcome == "failed"
     written = _everything_written(tmp_path)
     for value in (CANARY, HOOK_CANARY):
         assert value.encode() not in written
@@ -161,9 +161,9 @@ def test_the_pinned_binding_keeps_only_a_digest_and_it_changes_with_the_values(
         scheduler.submit("w2", binding="job")
         scheduler.run_until_idle(timeout=30)
         pinned = [
-            e["data"]["pinned"]["binding"]
+            e.data["pinned"]["binding"]
             for e in scheduler.events(limit=10_000)
-            if e["type"] == "core.execution.claimed"
+            if e.type == "core.execution.claimed"
         ]
     assert [b["config"] for b in pinned] == [{}, {}]
     first, second = (b["secrets_digest"] for b in pinned)

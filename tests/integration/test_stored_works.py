@@ -147,13 +147,30 @@ def test_events_another_process_appended_apply_once_to_quiet_works(log: SQLiteSt
     service.close()
 
 
-def test_another_scheduler_on_the_store_loads_every_work(log: SQLiteStore) -> None:
+def test_another_scheduler_on_the_store_holds_only_active_works(log: SQLiteStore) -> None:
     populated(log)
     keeper = stored_service(log)
     assert isinstance(keeper.projection.works, StoredWorks)
-    second = stored_service(log)  # the store's lock is the keeper's
+    second = stored_service(log, save_every=3)  # the store's lock is the keeper's
     assert second.stored is not None and not second.stored.writer
-    assert type(second.projection.works) is dict and len(second.projection.works) == 12
+    works = second.projection.works
+    assert isinstance(works, StoredWorks)
+    assert in_memory(works) == {"live", "ready-1", "ready-2"}
+    # A quiet Work read on demand, and one changed by this scheduler: after `save_every`
+    # events the first is forgotten, the changed one kept (the store lacks its change).
+    fold, _ = folded(log)
+    assert works["done-2"] == fold.works["done-2"]
+    second.lifecycle.accept("standing", {"n": 9}, key="k9", correlation_key="c")
+    for work_id in ("new-1", "new-2"):
+        second.lifecycle.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+    assert "done-2" not in in_memory(works)
+    assert {"standing", "new-1", "new-2"} <= in_memory(works)
+    # The keeper catches up and saves; the second still finds every Work exactly.
+    keeper.catch_up()
+    assert keeper.save_projections()
+    fold, _ = folded(log)
+    assert len(works) == len(fold.works) == 14
+    assert second.projection.digest() == fold.digest()
     second.close()
     keeper.close()
 

@@ -78,12 +78,10 @@ def test_each_attempt_is_a_span_from_its_claim_to_its_outcome(
     assert bad.status.description == "upstream_down"
     # Its times are the log's: the claim's and the outcome's recorded times.
     claim = next(
-        e
-        for e in events
-        if e["type"] == "core.execution.claimed" and e["data"]["work_id"] == "good"
+        e for e in events if e.type == "core.execution.claimed" and e.data["work_id"] == "good"
     )
-    done = next(e for e in events if e["type"] == "core.execution.completed")
-    assert (good.start_time, good.end_time) == (_ns(claim["recorded_at"]), _ns(done["recorded_at"]))
+    done = next(e for e in events if e.type == "core.execution.completed")
+    assert (good.start_time, good.end_time) == (_ns(claim.recorded_at), _ns(done.recorded_at))
     assert [e.name for e in good.events] == ["invoked"]
 
 
@@ -99,7 +97,7 @@ def test_a_shell_job_gets_its_spans_traceparent_and_the_log_does_not(
     with rota.open(tmp_path / "s.db", config=config) as scheduler:
         scheduler.submit("w", binding="sh")
         scheduler.run_until_idle(timeout=60)
-        assert scheduler.work("w")["state"] == "completed"  # type: ignore[index]
+        assert scheduler.work("w").state == "completed"  # type: ignore[union-attr]
     (span,) = exporter.get_finished_spans()
     context = span.get_span_context()
     flags = f"{context.trace_flags:02x}"
@@ -124,7 +122,7 @@ def test_without_opentelemetry_nothing_is_traced_and_jobs_run_as_before(
         assert scheduler.host.launches.trace_context is None
         scheduler.submit("w", binding="sh")
         scheduler.run_until_idle(timeout=60)
-        assert scheduler.work("w")["state"] == "completed"  # type: ignore[index]
+        assert scheduler.work("w").state == "completed"  # type: ignore[union-attr]
     assert seen.read_text() == "unset"
 
 

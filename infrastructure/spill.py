@@ -1,0 +1,259 @@
+"""Rows a fold from position 0 sets aside as it goes, so its memory does not grow with the
+number of Works: a scratch SQLite file per fold, and the projections' spilling around it.
+
+A rebuild folds every Work ever submitted. Held in memory, that is about 6 KiB per Work
+(2 GB at 300k Works); here the fold holds a bounded number and writes the rest to a
+`SpillFile` (one `(key, value)` table in key order: the very rows the projection store
+will hold):
+- the scheduler projection's Works are a `SpilledWorks`: when more than `hold` are in
+  memory after a page, the quiet ones (which name no index: `is_quiet`) are written out
+  and dropped, and one is read back (decoded from its row) if a later event touches it;
+  active Works stay, so the indices derived at the end are the fold's own;
+- the history projection reads its rows through the spill (`loader`), and when it holds
+  more than `hold` rows after a page, writes the changed ones out and evicts them all.
+At the end (`finish`) every row left in memory is written out too; the spill file then
+holds the whole projection in key order, and `SpilledRows` hands it to
+`ProjectionStore.replace` one row at a time, with the digest computed from the same rows
+(equal to the digest of the projection folded in memory: a test compares them).
+
+The file is scratch: no journal, no fsync, deleted with its directory by the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import msgspec
+
+from rota.domain.state import WorkState
+from rota.projections.history import HistoryProjection
+from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection, is_quiet
+from rota.projections.scheduler_rows import canonical_encoder, other_keys
+
+HOLD = 5_000  # Works (or history rows) a fold keeps in memory before it spills
+BLOOM_BITS = 1 << 24
+BLOOM_MASK = BLOOM_BITS - 1
+_decode_work = msgspec.json.Decoder(WorkState).decode
+
+
+class SpillFile:
+    """One scratch table of rows, `(key, value)` in key order; see the module docstring."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._conn = apsw.Connection(str(self.path))
+        self._conn.execute("PRAGMA journal_mode=OFF")
+        self._conn.execute("PRAGMA synchronous=OFF")
+        self._conn.execute("PRAGMA cache_size=-8192")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS rows (key TEXT PRIMARY KEY, value BLOB NOT NULL) "
+            "WITHOUT ROWID"
+        )
+        self.writes = 0
+        # A Bloom filter of the keys written (two bits per key of a 2**24-bit array, 2 MiB):
+        # most lookups are of keys never spilled (the first event of each Work), answered
+        # without a query; a false positive (about 1% at a million keys) costs one query.
+        self._bits = bytearray(BLOOM_BITS // 8)
+
+    def _mark(self, key: str) -> str:
+        h = hash(key)
+        bits = self._bits
+        for bit in (h & BLOOM_MASK, (h >> 24) & BLOOM_MASK):
+            bits[bit >> 3] |= 1 << (bit & 7)
+        return key
+
+    def may_hold(self, key: str) -> bool:
+        h, bits = hash(key), self._bits
+        return all(
+            bits[bit >> 3] >> (bit & 7) & 1 for bit in (h & BLOOM_MASK, (h >> 24) & BLOOM_MASK)
+        )
+
+    def put(self, rows: Iterable[tuple[str, bytes]]) -> None:
+        """Write (or overwrite) rows, in one transaction."""
+        mark = self._mark
+        with self._conn:
+            self._conn.executemany(
+                "INSERT INTO rows (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                ((mark(key), value) for key, value in rows),
+            )
+        self.writes += 1
+
+    def get(self, key: str) -> bytes | None:
+        if not self.may_hold(key):
+            return None
+        found = self._conn.execute("SELECT value FROM rows WHERE key = ?", (key,)).fetchone()
+        return None if found is None else bytes(found[0])
+
+    def items(self) -> Iterator[tuple[str, bytes]]:
+        """Every row in key order, read as iterated."""
+        for key, value in self._conn.execute("SELECT key, value FROM rows ORDER BY key"):
+            yield str(key), bytes(value)
+
+    def count(self) -> int:
+        found = self._conn.execute("SELECT count(*) FROM rows").fetchone()
+        return int(found[0]) if found else 0
+
+    def close(self) -> None:
+        with contextlib.suppress(apsw.Error):
+            self._conn.close()
+
+
+class SpilledWorks(OnDemandWorks):
+    """The Works of a fold: those held in memory, the rest in a `SpillFile`."""
+
+    def __init__(self, spill: SpillFile) -> None:
+        super().__init__()
+        self.spill = spill
+        self.peak = 0  # the most Works held at once (checked after each page)
+        self.read_back = 0  # Works read back from the spill
+
+    def _fetch(self, work_id: str) -> WorkState | None:
+        raw = self.spill.get(WORK_ROW + work_id)
+        if raw is None:
+            return None
+        work = _decode_work(raw)
+        dict.__setitem__(self, work_id, work)
+        self.read_back += 1
+        return work
+
+    def __missing__(self, work_id: str) -> WorkState:
+        work = self._fetch(work_id)
+        if work is None:
+            raise KeyError(work_id)
+        return work
+
+    def get(self, work_id: str, default: Any = None) -> Any:
+        work = dict.get(self, work_id)
+        if work is None:
+            work = self._fetch(work_id)
+        return default if work is None else work
+
+    def __contains__(self, work_id: object) -> bool:
+        if dict.__contains__(self, work_id):
+            return True
+        return isinstance(work_id, str) and self._fetch(work_id) is not None
+
+    def spill_out(self, which: Callable[[WorkState], bool]) -> int:
+        """Write the held Works `which` selects to the spill and drop them; how many."""
+        self.peak = max(self.peak, dict.__len__(self))
+        gone = [work for work in dict.values(self) if which(work)]
+        encode = canonical_encoder.encode
+        self.spill.put((WORK_ROW + work.work_id, encode(work)) for work in gone)
+        for work in gone:
+            dict.__delitem__(self, work.work_id)
+        return len(gone)
+
+
+class Spiller:
+    """Keeps one fresh projection's memory bounded while it folds (see the module
+    docstring): `page_done()` after each page, `finish()` once at the end."""
+
+    def __init__(self, projection: Any, spill: SpillFile, hold: int | None = None) -> None:
+        self.projection, self.spill = projection, spill
+        self.hold = self.limit = HOLD if hold is None else hold
+        self.peak = 0  # the most Works (history: rows) held after any page
+        if isinstance(projection, SchedulerProjection):
+            projection.works = SpilledWorks(spill)
+        elif isinstance(projection, HistoryProjection):
+            projection.loader = spill.get
+
+    def held(self) -> int:
+        projection = self.projection
+        if isinstance(projection, SchedulerProjection):
+            return dict.__len__(projection.works)
+        return len(projection.works) + len(projection.attempts)
+
+    def page_done(self) -> None:
+        projection = self.projection
+        if isinstance(projection, SchedulerProjection):
+            # A fresh fold is written whole (`replace`): its changed keys need no record,
+            # and kept they would grow with every Work folded.
+            projection.dirty.clear()
+        held = self.held()
+        self.peak = max(self.peak, held)
+        if held <= self.limit:
+            return
+        if isinstance(projection, SchedulerProjection):
+            works = projection.works
+            assert isinstance(works, SpilledWorks)
+            works.spill_out(is_quiet)
+        else:
+            self._spill_history(projection)
+        # Active Works stay: if they alone fill most of the limit, spill less often.
+        self.limit = max(self.hold, 2 * self.held())
+
+    def _spill_history(self, history: HistoryProjection) -> None:
+        dirty = sorted(history.dirty)
+        history.dirty.clear()
+        self.spill.put((key, value) for key in dirty if (value := history.row(key)) is not None)
+        history.evict()
+
+    def finish(self) -> SpilledRows:
+        """Write every row left in memory to the spill; the projection as rows to store."""
+        projection = self.projection
+        self.peak = max(self.peak, self.held())
+        if isinstance(projection, SchedulerProjection):
+            projection.settle()  # the indices, from the Works held (every active one)
+            works = projection.works
+            assert isinstance(works, SpilledWorks)
+            self.spill.put(
+                (key, value)
+                for key in other_keys(projection)
+                if (value := projection.row(key)) is not None
+            )
+            works.spill_out(lambda work: True)
+            digest = projection.digest_of(
+                value for key, value in self.spill.items() if key.startswith(WORK_ROW)
+            )
+        else:
+            self._spill_history(projection)
+            digest = HistoryProjection.digest_rows(self.spill.items(), projection.position)
+        rows = SpilledRows(
+            projection.name, projection.version, projection.position, self.spill, digest
+        )
+        rows.peak_held = self.peak
+        return rows
+
+
+class SpilledRows:
+    """A projection folded with spilling, as the rows a projection store writes: what
+    `ProjectionStore.replace` uses of a projection (`name`, `version`, `position`, `dirty`,
+    `row`, `row_keys`, `digest`), read from the spill file in key order as it goes."""
+
+    def __init__(
+        self, name: str, version: int, position: int, spill: SpillFile, digest: str
+    ) -> None:
+        self.name, self.version, self.position = name, version, position
+        self.spill = spill
+        self._digest = digest
+        self.dirty: set[str] = set()
+        self.peak_rss_mib: float | None = None
+        self.peak_held = 0  # the most Works (history: rows) the fold held after a page
+        self._current: tuple[str, bytes] | None = None
+
+    def row_keys(self) -> Iterator[str]:
+        for key, value in self.spill.items():
+            self._current = (key, value)
+            yield key
+        self._current = None
+
+    def row(self, key: str) -> bytes | None:
+        current = self._current
+        if current is not None and current[0] == key:
+            return current[1]
+        return self.spill.get(key)
+
+    @property
+    def row_count(self) -> int:
+        return self.spill.count()
+
+    def digest(self) -> str:
+        return self._digest
+
+
+__all__ = ["HOLD", "SpillFile", "SpilledRows", "SpilledWorks", "Spiller"]

@@ -1,0 +1,313 @@
+"""The typed views the embedded API returns: frozen msgspec Structs with the fields, in the
+order, of the JSON the CLI prints (`rota work show --json` is `msgspec.json.encode(view)`).
+
+`Scheduler.work()` is a `WorkView`, `works()` a list of `WorkSummary`, `executions()` a
+list of `AttemptView`, `events()` a list of `EventView`. Times are RFC 3339 UTC strings
+(as in the JSON), `data` and `usage` the JSON values the log holds. docs/guide.md
+("Reading state") documents every field.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from rota.application.ports import RecordedEvent
+from rota.application.timestamps import format_timestamp
+from rota.domain.admission import Waiting
+from rota.domain.state import AttemptState, Segment, WorkState
+
+
+class View(msgspec.Struct, frozen=True, kw_only=True):
+    """The base of every view: frozen, encoded by msgspec with every field."""
+
+    def to_json(self) -> bytes:
+        """The view as the CLI's `--json` prints it (without the newline)."""
+        return msgspec.json.encode(self)
+
+
+class PhaseView(View, frozen=True, kw_only=True):
+    name: str
+    began_at: str | None
+    ended_at: str | None
+    outcome: str | None
+
+
+class SegmentView(View, frozen=True, kw_only=True):
+    kind: str
+    epoch: int
+    started_at: str | None
+    ended_at: str | None
+    invoke: str | None
+    isolated: bool
+    wake: int | None
+    phases: tuple[PhaseView, ...]
+
+
+class ErrorView(View, frozen=True, kw_only=True):
+    code: str
+    message: str
+
+
+class AttemptView(View, frozen=True, kw_only=True):
+    number: int
+    execution: str
+    epoch: int
+    state: str
+    outcome: str | None
+    owner: str
+    lease_expires_at: str | None
+    deadline: str | None
+    released: bool
+    stop_confirmed: bool
+    executor: str
+    generation: str
+    consumed: tuple[int, ...]
+    error: ErrorView | None
+    permanent: bool
+    usage: dict[str, float]
+    data: Any
+    remaining_seconds: float | None
+    segments: tuple[SegmentView, ...]
+    dropped_segments: int
+    dropped_active_seconds: float
+
+
+class PendingView(View, frozen=True, kw_only=True):
+    position: int
+    key: str
+    correlation_key: str | None
+
+
+class RetryView(View, frozen=True, kw_only=True):
+    failures: int
+    budget: int | None
+    next_due: str | None
+    blocked_reason: str | None
+
+
+class WaitingView(View, frozen=True, kw_only=True):
+    code: str
+    detail: str
+
+
+class HoldView(View, frozen=True, kw_only=True):
+    kind: str
+    reason: str
+    holder: str
+    position: int
+
+
+class ControlView(View, frozen=True, kw_only=True):
+    intent: str
+    kind: str
+    state: str
+    attempt: int
+    epoch: int
+    dispatches: int
+    input_position: int | None
+    fallback: str
+    position: int
+
+
+class WorkView(View, frozen=True, kw_only=True):
+    id: str
+    state: str
+    scope: str
+    binding: str
+    kind: str
+    trigger: str
+    safety: str
+    version: int
+    submitted_at: str | None
+    pending: tuple[PendingView, ...]
+    attempts: tuple[AttemptView, ...]
+    retry: RetryView
+    waiting: WaitingView | None
+    holds: tuple[HoldView, ...]
+    controls: tuple[ControlView, ...]
+    passes: tuple[str, ...]
+
+    @property
+    def settled(self) -> bool:
+        """Completed, failed (permanently, or its retries exhausted) or cancelled."""
+        return self.state in SETTLED
+
+
+class WorkSummary(View, frozen=True, kw_only=True):
+    id: str
+    state: str
+    scope: str
+    binding: str
+    kind: str
+    attempts: int
+    last_outcome: str | None
+    waiting: str | None
+
+
+class EventView(View, frozen=True, kw_only=True):
+    position: int
+    stream: str
+    version: int
+    type: str
+    delivery_id: str | None
+    recorded_at: str
+    data: Any
+
+
+SETTLED = frozenset({"completed", "failed", "cancelled"})
+
+
+def _time(when: datetime | None) -> str | None:
+    return None if when is None else format_timestamp(when)
+
+
+def segment_view(segment: Segment) -> SegmentView:
+    return SegmentView(
+        kind=segment.kind,
+        epoch=segment.epoch,
+        started_at=_time(segment.started_at),
+        ended_at=_time(segment.ended_at),
+        invoke=segment.invoke,
+        isolated=segment.isolated,
+        wake=segment.wake,
+        phases=tuple(
+            PhaseView(
+                name=p.name,
+                began_at=_time(p.began_at),
+                ended_at=_time(p.ended_at),
+                outcome=p.outcome,
+            )
+            for p in segment.phases
+        ),
+    )
+
+
+def attempt_view(attempt: AttemptState) -> AttemptView:
+    error = None
+    if attempt.error_code is not None:
+        error = ErrorView(code=attempt.error_code, message=attempt.error_message or "")
+    return AttemptView(
+        number=attempt.number,
+        execution=attempt.execution_id,
+        epoch=attempt.epoch,
+        state=attempt.status,
+        outcome=attempt.outcome,
+        owner=attempt.owner,
+        lease_expires_at=_time(attempt.lease_expires_at),
+        deadline=_time(attempt.deadline),
+        released=attempt.released,
+        stop_confirmed=attempt.stop_confirmed,
+        executor=attempt.pinned.registration.name,
+        generation=attempt.pinned.generation,
+        consumed=tuple(p.position for p in attempt.consumed),
+        error=error,
+        permanent=attempt.permanent,
+        usage=dict(attempt.usage),
+        data=attempt.data,
+        remaining_seconds=attempt.remaining_seconds,
+        segments=tuple(segment_view(s) for s in attempt.segments),
+        dropped_segments=attempt.dropped_segments,
+        dropped_active_seconds=attempt.dropped_active_seconds,
+    )
+
+
+def _waiting(waiting: Waiting | None) -> WaitingView | None:
+    return None if waiting is None else WaitingView(code=waiting.code, detail=waiting.detail)
+
+
+def work_view(work: WorkState, waiting: Waiting | None = None) -> WorkView:
+    budget = work.current.pinned.binding.retry.max_attempts if work.current else None
+    return WorkView(
+        id=work.work_id,
+        state=work.state,
+        scope=work.scope,
+        binding=work.binding,
+        kind=work.kind,
+        trigger=work.trigger,
+        safety=work.safety,
+        version=work.version,
+        submitted_at=_time(work.submitted_at),
+        pending=tuple(
+            PendingView(position=p.position, key=p.key, correlation_key=p.correlation_key)
+            for p in work.pending
+        ),
+        attempts=tuple(attempt_view(a) for a in work.attempts),
+        retry=RetryView(
+            failures=work.retry.failures,
+            budget=budget,
+            next_due=_time(work.retry.next_due),
+            blocked_reason=work.retry.blocked_reason,
+        ),
+        waiting=_waiting(waiting),
+        holds=tuple(
+            HoldView(kind=h.kind, reason=h.reason, holder=h.holder, position=h.position)
+            for h in work.holds
+        ),
+        controls=tuple(
+            ControlView(
+                intent=c.intent,
+                kind=c.kind,
+                state=c.state,
+                attempt=c.attempt,
+                epoch=c.epoch,
+                dispatches=c.dispatches,
+                input_position=c.input_position,
+                fallback=c.fallback,
+                position=c.position,
+            )
+            for c in work.controls
+        ),
+        passes=tuple(
+            name for name, on in (("budget", work.budget_pass), ("gate", work.gate_pass)) if on
+        ),
+    )
+
+
+def work_summary(work: WorkState, waiting: Waiting | None = None) -> WorkSummary:
+    current = work.current
+    return WorkSummary(
+        id=work.work_id,
+        state=work.state,
+        scope=work.scope,
+        binding=work.binding,
+        kind=work.kind,
+        attempts=len(work.attempts),
+        last_outcome=current.outcome if current else None,
+        waiting=None if waiting is None else waiting.code,
+    )
+
+
+def event_view(recorded: RecordedEvent) -> EventView:
+    return EventView(
+        position=recorded.position,
+        stream=recorded.stream,
+        version=recorded.version,
+        type=recorded.type,
+        delivery_id=recorded.delivery_id,
+        recorded_at=recorded.recorded_at,
+        data=msgspec.to_builtins(recorded.event),
+    )
+
+
+__all__ = [
+    "AttemptView",
+    "ControlView",
+    "ErrorView",
+    "EventView",
+    "HoldView",
+    "PendingView",
+    "PhaseView",
+    "RetryView",
+    "SegmentView",
+    "View",
+    "WaitingView",
+    "WorkSummary",
+    "WorkView",
+    "attempt_view",
+    "event_view",
+    "work_summary",
+    "work_view",
+]

@@ -1,0 +1,135 @@
+"""A rebuild folds in bounded memory: finished Works (and history rows) spill to a scratch
+file as the fold goes, a spilled Work touched again is read back, and the projection that
+reaches the store equals the one folded in memory and the one maintained live (same
+digest, same rows)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from rota.application.service import SchedulerService
+from rota.domain.results import Result
+from rota.infrastructure import spill
+from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.spill import SpilledWorks, Spiller, SpillFile
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
+from rota.projections import PERSISTED, HistoryProjection, SchedulerProjection
+from rota.replay import rebuild as rebuild_module
+from rota.replay.rebuild import fold, rebuild, verify
+from rota.replay.side_by_side import fold_side_by_side
+
+from .test_projection_property import _service
+
+DONE = 40
+RUNNING = 3
+
+
+def busy_log(path: Path) -> SchedulerService:
+    """Forty Works run to completion with usage charged against budgets (each quiet soon
+    after its submit), a standing Work that gets input again at the end (read back from the
+    spill), three attempts left running and renewed, and one failed Work waiting on its
+    retry timer (active: it names an index)."""
+    clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
+    service = _service(path, clock)
+    lifecycle = service.lifecycle
+    lifecycle.submit("standing", binding="b", kind="standing", inputs=[(None, "s0", None)])
+    for n in range(DONE):
+        lifecycle.submit(f"w{n:03d}", binding="b", kind="run-once", inputs=[(None, "s", None)])
+        for claim in lifecycle.start_pass(2).claimed:
+            execution, epoch = claim.attempt.execution_id, claim.attempt.epoch
+            lifecycle.invoke(execution, epoch)
+            lifecycle.finish(execution, epoch, Result(usage={"tokens": 1.0}))
+        clock.advance(1)
+    lifecycle.submit("retrying", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    claim = lifecycle.start_pass(1).claimed[0]
+    lifecycle.invoke(claim.attempt.execution_id, claim.attempt.epoch)
+    lifecycle.finish(
+        claim.attempt.execution_id,
+        claim.attempt.epoch,
+        Result(outcome="failed", error_code="boom", retry_at=clock.now().replace(year=2027)),
+    )
+    for n in range(RUNNING):
+        lifecycle.submit(f"run{n}", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    running = lifecycle.start_pass(RUNNING).claimed
+    for claim in running:
+        lifecycle.invoke(claim.attempt.execution_id, claim.attempt.epoch)
+    for _ in range(4):
+        clock.advance(5)
+        for claim in running:
+            lifecycle.renew(claim.attempt.execution_id, claim.attempt.epoch)
+    lifecycle.accept("standing", {"again": True}, key="s1", correlation_key="c")
+    return service
+
+
+@pytest.fixture
+def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages of 7 events and at most 4 Works (or history rows) held before spilling."""
+    monkeypatch.setattr(rebuild_module, "PAGE", 7)
+    monkeypatch.setattr(spill, "HOLD", 4)
+
+
+def test_a_spilled_fold_holds_few_works_and_equals_the_live_projection(
+    tmp_path: Path, small_pages: None
+) -> None:
+    service = busy_log(tmp_path / "rota.db")
+    live = service.projection.digest()
+    scheduler = SchedulerProjection()
+    spiller = Spiller(scheduler, SpillFile(tmp_path / "scheduler.spill"))
+    fold(service.store, [scheduler], after_page=spiller.page_done)
+    works = scheduler.works
+    assert isinstance(works, SpilledWorks)
+    assert works.read_back >= 1, "the standing Work's late input reads it back"
+    rows = spiller.finish()
+    assert rows.digest() == live
+    # Held at most: the hold, or twice the active Works, plus one page's new Works.
+    assert spiller.peak <= 2 * (RUNNING + 2) + 7 < DONE
+    in_memory = SchedulerProjection()
+    fold(service.store, [in_memory])
+    assert in_memory.digest() == live
+    stored = dict(zip(rows.row_keys(), map(rows.row, rows.row_keys()), strict=True))
+    assert stored == {key: in_memory.row(key) for key in in_memory.row_keys()}
+    assert in_memory.active_works() == {"retrying", "run0", "run1", "run2", "standing"}
+    rows.spill.close()
+
+
+def test_a_spilled_history_fold_equals_the_one_in_memory(tmp_path: Path, small_pages: None) -> None:
+    service = busy_log(tmp_path / "rota.db")
+    history = HistoryProjection()
+    spiller = Spiller(history, SpillFile(tmp_path / "history.spill"))
+    fold(service.store, [history], after_page=spiller.page_done)
+    rows = spiller.finish()
+    whole = HistoryProjection()
+    fold(service.store, [whole])
+    assert rows.digest() == whole.digest()
+    assert rows.row_count == sum(1 for _ in whole.row_keys()) > 2 * DONE
+    assert spiller.peak <= 2 * 4 + 2 * 7  # rows: a Work's and its attempt's per event
+    rows.spill.close()
+
+
+@pytest.mark.parametrize("side_by_side", [True, False])
+def test_rebuild_spills_and_stores_what_verify_accepts(
+    tmp_path: Path, small_pages: None, side_by_side: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = busy_log(tmp_path / "rota.db")
+    if not side_by_side:
+        monkeypatch.setattr("rota.replay.side_by_side.can_split", lambda log, count: False)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    fresh, _ = fold_side_by_side(service.store, PERSISTED, [None, None], spill=scratch)
+    assert [p.peak_held for p in fresh] and all(0 < p.peak_held < 30 for p in fresh)
+    assert fresh[0].digest() == service.projection.digest()
+    for projection in fresh:
+        projection.spill.close()
+    with SQLiteProjectionStore(tmp_path / "rota.db.projections") as store:
+        report = rebuild(service.store, store)
+        assert report.digests["scheduler"] == service.projection.digest()
+        whole = SchedulerProjection()
+        fold(service.store, [whole])
+        assert report.rows["scheduler"] == sum(1 for _ in whole.row_keys()) > DONE
+        assert verify(service.store, store).ok
+        loaded = store.load_scheduler(service.store)
+        assert loaded is not None and loaded.digest() == service.projection.digest()
+    assert not list(Path(rebuild_module.tempfile.gettempdir()).glob("rota-rebuild-*/*.spill"))
