@@ -381,9 +381,9 @@ def test_cancel_other_interrupts_the_running_attempt_in_the_fire_s_append(
         "core.execution.interrupted",
     ]
     assert after[2].event.attempt == claimed.attempt.number
-    work = scheduler.work("schedule.tick@job")
+    work = scheduler.service.projection.works.get("schedule.tick@job")
     # An interrupt leaves the interrupted run's input pending (seed 001): both stay queued.
-    assert work is not None and [p["key"][-9:] for p in work["pending"]] == [
+    assert work is not None and [p.key[-9:] for p in work.pending] == [
         "09:01:00Z",
         "09:02:00Z",
     ]
