@@ -91,6 +91,9 @@ class PortCode(ErrorCode):
     """The cancel reason an in-process attempt sees when it was interrupted."""
     FAILED = "failed"
     """The class default of `rota.Fail`; a callable raising it names its own code instead."""
+    SCHEDULE_RUNNER = "schedule_runner"
+    """The schedule runner gave up on a tick after its retries; the message names the
+    schedule and the tick phase, the cause chain the store error (the next pass tries again)."""
     UNKNOWN_BINDING = "unknown_binding"
     """The Work's binding is not configured: configure or register it (the Work waits)."""
     UNKNOWN_EXECUTOR = "unknown_executor"

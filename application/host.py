@@ -45,6 +45,7 @@ from rota.application.host_steps import (
 from rota.application.launches import ExecutorDirectory, Held, Launches
 from rota.application.lifecycle import StartPass
 from rota.application.ports import Clock, Environment, Executor, Gate, TraceContext
+from rota.application.schedule_runner import ScheduleRunner
 from rota.application.service import GateDecision, SchedulerService, Waiting
 from rota.domain.errors import LeaseLost, Refusal, RotaError
 from rota.domain.results import Result
@@ -60,6 +61,7 @@ class TickReport:
 
     coalesced: bool = False
     fired: int = 0
+    scheduled: int = 0
     finished: int = 0
     timed_out: int = 0
     renewed: int = 0
@@ -112,6 +114,9 @@ class Host:
             service, self.directory, self.launches, self.stops, page=recovery_page
         )
         self.control_dispatch = ControlDispatch(service, self.directory, self.launches)
+        self.schedule_runner = ScheduleRunner(
+            service.schedules, service.owner, ttl_seconds=service.settings.lease_seconds
+        )
         self.last_waiting: list[Waiting] = []
         self.starting = True  # False once draining or stopping: the start step is skipped
         self._tick_lock = threading.Lock()
@@ -155,8 +160,8 @@ class Host:
             self._let_go_of_ended()
             self._renew(report)
             # The fixed order (seed 002): runtime recovery, lost retry (the retry timers),
-            # schedules (a later slot), then starting ready Work. When recovery or retry
-            # fails, this pass starts nothing new; the next pass tries again.
+            # schedules (rota.application.schedule_runner), then starting ready Work. When
+            # recovery, retry or the schedules fail, this pass starts nothing new.
             try:
                 self.runtime_recovery.run(report)
             except RotaError as exc:
@@ -170,6 +175,11 @@ class Host:
             report.fired = timers.fired
             if timers.has_more:
                 self.wake.set()  # one page a pass: come back for the rest at once
+            try:
+                report.scheduled = self.schedule_runner.run().fired
+            except RotaError as exc:
+                report.errors.append(f"schedules: {exc.code}: {exc}")
+                return report
             try:
                 report.settled = self.service.admission.settle_pass()
             except RotaError as exc:
@@ -317,7 +327,8 @@ class Host:
         return not (projection.startable - blocked)
 
     def next_wake(self, default: float = 5.0) -> float:
-        """Seconds until the next renewal, deadline or retry timer (at most `default`)."""
+        """Seconds until the next renewal, deadline, retry timer or schedule fire (at most
+        `default`)."""
         now, ticks = self.service.now(), self.launches.ticks()
         candidates = [default]
         with self.launches.held_lock:
@@ -329,6 +340,9 @@ class Host:
         due = self.service.projection.next_due()
         if due is not None:
             candidates.append((due - now).total_seconds())
+        fire = self.schedule_runner.next_due()
+        if fire is not None:
+            candidates.append((fire - now).total_seconds())
         # Another host's lease expiring is a moment to recover its attempt.
         # (Only future expiries: one that recovery cannot act on must not make us spin.)
         for _, attempt in self.service.projection.live_attempts():

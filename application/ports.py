@@ -232,6 +232,27 @@ class EventStore(abc.ABC):
     def read_stream(self, stream: str, after: int = 0) -> list[RecordedEvent]:
         """A stream's events with version > after, in version order."""
 
+    def read_prefix(
+        self, prefix: str, after: int = 0, limit: int = 1000, upto: int | None = None
+    ) -> list[RecordedEvent]:
+        """Events of every stream whose name starts with `prefix` (non-empty), position >
+        after (and <= upto), in position order, at most `limit`. This default filters
+        `read`; the stores answer it from their (stream, version) index."""
+        found: list[RecordedEvent] = []
+        while len(found) < limit:
+            batch = self.read(after, 5000)
+            if not batch:
+                break
+            for r in batch:
+                if upto is not None and r.position > upto:
+                    return found
+                if r.stream.startswith(prefix):
+                    found.append(r)
+                    if len(found) >= limit:
+                        break
+            after = batch[-1].position
+        return found
+
     @abc.abstractmethod
     def stream_version(self, stream: str) -> int:
         """The stream's last version, 0 if it has no events."""

@@ -3,8 +3,8 @@
 `SchedulerService` owns one `Transactions` loop (the store, the scheduler projection, the
 lock) and one `Configuration` (bindings, registrations, settings), and composes the
 command groups over them: `lifecycle` (Work, input, starts, fenced writes, outcomes,
-timers), `recovery`, `admission` and `control`. Each group decides with `rota.domain` and
-appends through the one loop (see DESIGN.md, "The flow of one transition"). The
+timers), `recovery`, `admission`, `control` and `schedules`. Each group decides with
+`rota.domain` and appends through the one loop (see DESIGN.md, "The flow of one transition"). The
 properties below expose the state the groups share, for the host, the views and replay.
 """
 
@@ -20,6 +20,7 @@ from rota.application.lifecycle import Claimed, LifecycleCommands, StartPass
 from rota.application.live_projections import LiveProjections
 from rota.application.ports import AppendObserver, EventStore, ProjectionStore
 from rota.application.recovery import Recovered, RecoveryCommands, RecoveryPass
+from rota.application.schedules import ScheduleCommands
 from rota.application.transactions import Transactions
 from rota.domain.admission import GateDecision, Waiting
 from rota.domain.policy import Binding, Pinned, Registration, Settings
@@ -49,6 +50,7 @@ class SchedulerService:
         self.recovery = RecoveryCommands(self.transactions, self.configuration)
         self.admission = AdmissionCommands(self.transactions, self.configuration)
         self.control = ControlCommands(self.transactions, self.configuration)
+        self.schedules = ScheduleCommands(self.transactions, self.configuration)
 
     # -- the shared state ------------------------------------------------------------------
 

@@ -57,6 +57,8 @@ class Transactions:
         # How long this process's appends took (for /metrics: rota_append_seconds).
         self.appends = 0
         self.append_seconds = 0.0
+        # Folds that follow every batch the loop applies (the schedules projection).
+        self.followers: list[Callable[[Sequence[RecordedEvent]], None]] = []
         # The projections stored beside the log: loaded at open (no replay when current),
         # saved every `save_every` events and at close.
         self.stored: LiveProjections | None = None
@@ -94,6 +96,8 @@ class Transactions:
                 break
             times = recorded_times(batch, parsed)
             projection.fold_page(batch, times, head)
+            for follow in self.followers:
+                follow(batch)
             if history is not None:
                 history.fold_page(batch, times, head)
             folded += len(batch)
@@ -110,6 +114,8 @@ class Transactions:
                 stored.apply(r.position, r.stream, r.version, at, r.event)
         if stored is not None:
             stored.applied(projection, len(recorded))
+        for follow in self.followers:
+            follow(recorded)
 
     def save_projections(self) -> bool:
         """Save the stored projections now (they are saved every N events anyway)."""

@@ -118,6 +118,17 @@ class DomainCode(ErrorCode):
     TARGET_ENDED = "target_ended"
     """The attempt an inject was meant for has ended."""
 
+    # -- schedules
+    INVALID_SCHEDULE = "invalid_schedule"
+    """A schedule definition is invalid (its spec, name, policy or duration): fix the field."""
+    UNKNOWN_TIMEZONE = "unknown_timezone"
+    """A schedule names a time zone that is not an IANA name (Europe/Berlin, UTC)."""
+    UNKNOWN_SCHEDULE = "unknown_schedule"
+    """No schedule has that name (or it was removed): check `rota schedule list`."""
+    SCHEDULE_QUARANTINED = "schedule_quarantined"
+    """A stored schedule could not be read and fires no more: redefine it (`rota schedule
+    apply`) or resume it after fixing what its quarantine event names."""
+
     # -- why admission held ready Work back this pass (waiting, not raised)
     CAPACITY_CONCURRENCY = "capacity_concurrency"
     """Waiting: the Work's pool is at `concurrency`; it starts when a slot frees."""

@@ -42,6 +42,12 @@ max = 50
 per = "work"                    # work, scope or all
 period = "day"                  # lifetime, day or week
 warn_at = 0.8
+
+[[schedules]]                   # see rota.infrastructure.schedule_config and docs/schedules.md
+name = "nightly"
+binding = "report"
+cron = "0 3 * * *"
+timezone = "Europe/Berlin"
 ```
 
 Every error names the field path (`bindings[0].retry.delays: ...`) and what was wrong.
@@ -81,6 +87,7 @@ from rota.domain.policy import (
     Settings,
 )
 from rota.infrastructure.executors import builtin_executor_types
+from rota.infrastructure.schedule_config import ScheduleModel, check_schedules
 
 DEFAULT_CONFIG = Path("rota.toml")
 POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -255,6 +262,7 @@ class ConfigModel(BaseModel):
     budgets: list[BudgetModel] = []
     historical: list[HistoricalModel] = []
     http: HttpModel = HttpModel()
+    schedules: list[ScheduleModel] = []
 
 
 class Config:
@@ -313,6 +321,7 @@ class Config:
         self.bindings: dict[str, Binding] = {b.name: b.to_binding() for b in model.bindings}
         # Where each binding is written, for messages: `bindings[0]`.
         self.binding_paths = {b.name: f"bindings[{i}]" for i, b in enumerate(model.bindings)}
+        self.schedules = check_schedules(model.schedules, source)  # rota.schedules applies them
         builtin = builtin_executor_types()
         for name, binding in self.bindings.items():
             # A built-in executor's rules are known now; an executor registered in process

@@ -132,12 +132,51 @@ LINES: dict[str, Line] = {
     ),
     "core.budget.charged": Line("budget", "budget charged", DEBUG),
     "core.input.accepted": Line("work", "input accepted", DEBUG),
+    # schedules (docs/schedules.md); a definition's input template is never shown
+    "core.schedule.fired": Line(
+        "schedule",
+        "schedule fired",
+        fields=_shown("nominal", "due", "schedule_version", "manual", "backfill", schedule="name"),
+    ),
+    "core.schedule.skipped": Line(
+        "schedule",
+        "schedule skipped",
+        fields=_shown("first", "last", "count", "reason", schedule="name"),
+    ),
+    "core.schedule.quarantined": Line(
+        "schedule", "schedule quarantined", WARNING, _shown("reason", "boundary", schedule="name")
+    ),
+    "core.schedule.defined": Line(
+        "schedule",
+        "schedule defined",
+        fields=_shown(
+            "schedule_version", "spec", "timezone", "binding", "actor", "reason", schedule="name"
+        ),
+    ),
+    "core.schedule.paused": Line(
+        "schedule", "schedule paused", fields=_shown("actor", "reason", schedule="name")
+    ),
+    "core.schedule.resumed": Line(
+        "schedule", "schedule resumed", fields=_shown("actor", "reason", schedule="name")
+    ),
+    "core.schedule.removed": Line(
+        "schedule", "schedule removed", fields=_shown("actor", "reason", schedule="name")
+    ),
+    "core.schedule.leader_acquired": Line(
+        "schedule", "schedule leader acquired", fields=_shown("owner", "term", "expires_at")
+    ),
+    "core.schedule.leader_renewed": Line(
+        "schedule", "schedule leader renewed", DEBUG, _shown("owner", "term", "expires_at")
+    ),
+    "core.schedule.leader_lost": Line(
+        "schedule", "schedule leader lost", WARNING, _shown("owner", "term", "reason")
+    ),
 }
 OTHER = Line("event", "event recorded", DEBUG)
 
 
 def add_line(event_type: str, line: Line) -> None:
-    """Name how `event_type` is logged (a later feature's events: a schedule's fire)."""
+    """Name how `event_type` is logged (a later feature's events)."""
     LINES[event_type] = line
 
 

@@ -14,10 +14,14 @@ decoded, against a replay of the log to the projection's position), `projection_
 expired by the store's clock more than one lease ago), `overdue_timers` (warn: retry
 timers due more than a minute ago), `capacity` (each pool's running attempts against its
 limit and the Work the limit holds back; warn when over), `budgets` and `crash_loop`
-(warn: held Work with the reason). Any fail of the first three means the log itself is
-damaged: the advice is a full restore, never recover-corrupt. This module runs them in that
-order (`examine`); they live in `log_checks`, `projection_checks` and `state_checks`, the
-report's types in `doctor_report`, the read-only openers in `read_only`.
+(warn: held Work with the reason), then the schedule checks of `schedule_checks`:
+`schedule_accounting` (every nominal time fired or skipped exactly once),
+`schedule_drift` (the schedules projection agrees with that walk) and
+`schedule_quarantine` (fails on a quarantined schedule, saying how to release it). Any
+fail of the first three means the log itself is damaged: the advice is a full restore,
+never recover-corrupt. This module runs them in that order (`examine`); they live in
+`log_checks`, `projection_checks`, `state_checks` and `schedule_checks`, the report's
+types in `doctor_report`, the read-only openers in `read_only`.
 
 On PostgreSQL the projections are tables in the log's schema: `log_integrity` has no file
 to check (ok, "not applicable"; `hash_chain` reads every event), `projection_integrity`
@@ -61,6 +65,7 @@ from rota.replay.projection_checks import (
 )
 from rota.replay.read_only import ReadOnlyLog, ReadOnlyProjections, fingerprint, quiescent
 from rota.replay.rebuild import fold
+from rota.replay.schedule_checks import SCHEDULE_CHECKS, schedule_checks
 from rota.replay.state_checks import (
     BUDGET_ADVICE,
     CRASH_LOOP_ADVICE,
@@ -105,6 +110,7 @@ STATE_CHECKS = (
     "capacity",
     "budgets",
     "crash_loop",
+    *SCHEDULE_CHECKS,
 )
 READ_ERRORS = (apsw.Error, StoreError, msgspec.MsgspecError, KeyError, ValueError)
 
@@ -194,6 +200,11 @@ def examine(
     )
     checks.append(check_holds(state, "budget", "budgets", BUDGET_ADVICE))
     checks.append(check_holds(state, "crash_loop", "crash_loop", CRASH_LOOP_ADVICE))
+    try:
+        checks.extend(schedule_checks(log))
+    except READ_ERRORS as exc:
+        why = f"the schedule streams cannot be read: {type(exc).__name__}: {exc}"
+        checks.extend(Check(name, "fail", why, FULL_RESTORE) for name in SCHEDULE_CHECKS)
     return DoctorReport(ok=all(c.status != "fail" for c in checks), checks=checks)
 
 

@@ -64,6 +64,7 @@ from rota.handles import WorkHandle
 from rota.infrastructure.config import Config, EntryCode, check_binding, unknown_executor
 from rota.read_models import ReadModels
 from rota.registrations import executor_of, refuse_second
+from rota.schedules import Schedules
 from rota.submissions import Submission
 from rota.submitting import Submits
 from rota.work_views import AttemptView, EventView, WorkSummary, WorkView
@@ -116,6 +117,7 @@ class Scheduler:
         )
         self._submits = self._submitting.group
         self._async = AsyncCallables()
+        self.schedules = Schedules(self.service)  # rota.schedules: pause, next, history ...
         self.service.catch_up()
         self.service.admission.configure_budgets(config.budgets)
         self._audit = AuditCheckpoints(store, config.audit)
@@ -277,6 +279,11 @@ class Scheduler:
                 )
 
     # -- commands -----------------------------------------------------------------------
+
+    def schedule(self, name: str, **definition: Any) -> dict[str, Any]:
+        """Define or redefine a schedule (`binding=`, `every=` or `cron=`, `timezone=`,
+        `input=`, `catchup=`, `overlap=`, `jitter=` ...); see rota.schedules."""
+        return self.schedules.define(name, **definition)
 
     def submit(
         self,

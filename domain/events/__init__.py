@@ -55,6 +55,19 @@ from rota.domain.events.recovery import (
     WorkHeld,
 )
 from rota.domain.events.retry import ManualRetry, RetryArmed, RetryFired, RetryRequested
+from rota.domain.events.schedule import (
+    SCHEDULE_EVENTS,
+    LeaderAcquired,
+    LeaderLost,
+    LeaderRenewed,
+    ScheduleDefined,
+    ScheduleFired,
+    SchedulePaused,
+    ScheduleQuarantined,
+    ScheduleRemoved,
+    ScheduleResumed,
+    ScheduleSkipped,
+)
 from rota.domain.events.work import InputAccepted, WorkSubmitted
 
 ALL_EVENTS: tuple[type[Event], ...] = (
@@ -102,6 +115,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     ControlDispatched,
     ControlAcknowledged,
     ControlSettled,
+    *SCHEDULE_EVENTS,
 )
 
 __all__ = [
@@ -139,6 +153,9 @@ __all__ = [
     "LaunchInvoked",
     "LaunchPhaseBegan",
     "LaunchPhaseEnded",
+    "LeaderAcquired",
+    "LeaderLost",
+    "LeaderRenewed",
     "LeaseReleased",
     "LeaseRenewed",
     "ManualRetry",
@@ -146,6 +163,13 @@ __all__ = [
     "RetryArmed",
     "RetryFired",
     "RetryRequested",
+    "ScheduleDefined",
+    "ScheduleFired",
+    "SchedulePaused",
+    "ScheduleQuarantined",
+    "ScheduleRemoved",
+    "ScheduleResumed",
+    "ScheduleSkipped",
     "ScopeCapacityClaimed",
     "StopConfirmed",
     "TurnPublished",

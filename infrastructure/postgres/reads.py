@@ -62,6 +62,18 @@ class LogReads:
     def read_stream(self, stream: str, after: int = 0) -> list[RecordedEvent]:
         return self.events("stream = %s AND version > %s ORDER BY version", (stream, after))
 
+    def read_prefix(
+        self, prefix: str, after: int = 0, limit: int = 1000, upto: int | None = None
+    ) -> list[RecordedEvent]:
+        """Streams starting with `prefix`, in position order (`starts_with`: exact whatever
+        the database's collation; the server filters, nothing is decoded that is not asked
+        for)."""
+        return self.events(
+            "starts_with(stream, %s) AND position > %s AND position <= %s "
+            "ORDER BY position LIMIT %s",
+            (prefix, after, upto if upto is not None else 2**62, limit),
+        )
+
     def find_delivery(self, delivery_id: str) -> RecordedEvent | None:
         found = self.events("delivery_id = %s", (delivery_id,))
         return found[0] if found else None

@@ -67,6 +67,18 @@ class LogReads:
         )
         return self.decode_rows(rows)
 
+    def read_prefix(
+        self, prefix: str, after: int = 0, limit: int = 1000, upto: int | None = None
+    ) -> list[RecordedEvent]:
+        """A range of stream names (the (stream, version) index), in position order."""
+        rows = self._query(
+            "SELECT position, stream, version, type, type_version, delivery_id, data, "
+            "recorded_at FROM events WHERE stream >= ? AND stream < ? AND position > ? "
+            "AND position <= ? ORDER BY position LIMIT ?",
+            (prefix, prefix_end(prefix), after, upto if upto is not None else 2**62, limit),
+        )
+        return self.decode_rows(rows)
+
     def stream_version(self, stream: str) -> int:
         rows = self._query("SELECT max(version) FROM events WHERE stream = ?", (stream,))
         return int(rows[0][0]) if rows and rows[0][0] is not None else 0
@@ -91,3 +103,10 @@ class LogReads:
     def head_position(self) -> int:
         rows = self._query("SELECT max(position) FROM events", ())
         return int(rows[0][0] or 0)
+
+
+def prefix_end(prefix: str) -> str:
+    """The first string after every string that starts with `prefix` (a range's end)."""
+    if not prefix:
+        raise ValueError("read_prefix needs a non-empty prefix")
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)

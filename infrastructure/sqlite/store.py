@@ -219,6 +219,11 @@ class SQLiteStore(EventStore):
     def stream_version(self, stream: str) -> int:
         return self._reads.stream_version(stream)
 
+    def read_prefix(
+        self, prefix: str, after: int = 0, limit: int = 1000, upto: int | None = None
+    ) -> list[RecordedEvent]:
+        return self._reads.read_prefix(prefix, after, limit, upto)
+
     def read_raw(self, after: int = 0, limit: int = 1000) -> list[RawRecord]:
         return self._reads.read_raw(after, limit)
 

@@ -122,6 +122,13 @@ def _print_state(state: dict[str, Any]) -> None:
 def cmd_explain(args: argparse.Namespace) -> int:
     from rota.replay.explain import explain
 
+    if args.name is not None:  # `rota explain schedule NAME --at TIME`
+        if args.work != "schedule":
+            raise UsageError("explain takes WORK, or: schedule NAME [--at TIME]")
+        from rota.cli.schedule import cmd_explain_schedule
+
+        return cmd_explain_schedule(args)
+
     with open_log(args) as store:
         service = _service(args, store)
         try:
@@ -178,7 +185,9 @@ def register(commands: Any) -> None:
     explain = commands.add_parser(
         "explain", help="why a Work is waiting, held, retrying or failed, citing positions"
     )
-    explain.add_argument("work", metavar="WORK")
+    explain.add_argument("work", metavar="WORK", help="a Work id, or `schedule` and its NAME")
+    explain.add_argument("name", metavar="NAME", nargs="?", help=argparse.SUPPRESS)
+    explain.add_argument("--at", metavar="TIME", help="with `schedule NAME`: the nominal time")
     projections_option(explain)
     explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
     explain.set_defaults(handler=cmd_explain)

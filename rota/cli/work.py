@@ -205,6 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         check_http(args, args.http)  # before the store is opened
     with run_logging(args) as status, daemon_lock(args), open_rota(args, runs=True) as scheduler:
+        scheduler.schedules.apply(scheduler.config.schedules)  # [[schedules]]: no-op if same
         server = None
         if args.http is not None:
             from rota.cli.serve import start_http

@@ -165,3 +165,22 @@ def test_hash_chain_links_every_append(store: EventStore) -> None:
     assert report.ok, report
     assert report.checked == 10
     assert report.head_hash == store.head().hash
+
+
+def test_read_prefix_reads_the_streams_that_start_with_it(store: EventStore) -> None:
+    for i in range(6):
+        store.append([submitted(f"w{i}")])  # work/w0 ... work/w5
+    store.append([accepted("worker", 1)])  # work/worker
+    wanted = [
+        NewEvent("workers/x", WorkSubmitted(work_id="x", scope="root", binding="b")),
+        NewEvent("work0", WorkSubmitted(work_id="y", scope="root", binding="b")),
+    ]
+    store.append(wanted)
+    got = store.read_prefix("work/w")
+    assert [e.stream for e in got] == [f"work/w{i}" for i in range(6)] + ["work/worker"]
+    assert [e.position for e in store.read_prefix("work/w", after=2, limit=2)] == [3, 4]
+    assert [e.position for e in store.read_prefix("work/w", upto=3)] == [1, 2, 3]
+    assert [e.stream for e in store.read_prefix("workers")] == ["workers/x"]
+    assert [e.stream for e in store.read_prefix("work0")] == ["work0"]
+    # The port's default (a filtered read) answers the same.
+    assert EventStore.read_prefix(store, "work/w", 2, 2) == store.read_prefix("work/w", 2, 2)

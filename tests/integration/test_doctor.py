@@ -40,6 +40,9 @@ NAMES = [
     "capacity",
     "budgets",
     "crash_loop",
+    "schedule_accounting",
+    "schedule_drift",
+    "schedule_quarantine",
 ]
 LOG_CHECKS = ("log_integrity", "hash_chain", "checkpoint")
 PAGE = 4096

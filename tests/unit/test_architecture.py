@@ -14,7 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ALLOWED_DOMAIN_IMPORTS = {"msgspec"}
+# cronsim: cron arithmetic on the datetimes it is given (it reads no clock; seed 003 schedules).
+ALLOWED_DOMAIN_IMPORTS = {"msgspec", "cronsim"}
 FORBIDDEN_IN_DOMAIN = {"time", "os", "socket", "random", "subprocess", "threading", "io", "sqlite3"}
 # Drivers and process or network I/O belong to adapters, never to the inner layers.
 ADAPTER_ONLY = {"apsw", "psycopg", "psycopg_pool", "sqlite3", "socket", "subprocess", "http"}

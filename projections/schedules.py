@@ -1,0 +1,166 @@
+"""The schedules projection: each schedule's definition, versions, boundary, pause and
+quarantine, and the schedule runner's leader lease.
+
+A deterministic fold of the schedule events (`core.schedule.*`); every other event is
+passed over. The boundary of a schedule is the last nominal time accounted for (by a fire,
+a skipped range or a quarantine); the runner plans from it. Time comes only from events, so
+a projection rebuilt from position 0 equals the live one (`digest()`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+import msgspec
+
+from rota.domain.events import Event
+from rota.domain.events.schedule import (
+    LeaderAcquired,
+    LeaderLost,
+    LeaderRenewed,
+    ScheduleDefined,
+    ScheduleFired,
+    SchedulePaused,
+    ScheduleQuarantined,
+    ScheduleRemoved,
+    ScheduleResumed,
+    ScheduleSkipped,
+)
+
+LEADER_STREAM = "schedules/leader"
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def schedule_stream(name: str) -> str:
+    return f"schedule/{name}"
+
+
+class ScheduleRow(msgspec.Struct, kw_only=True):
+    """One schedule as the fold sees it."""
+
+    name: str
+    definition: ScheduleDefined
+    versions: list[ScheduleDefined]  # every definition, oldest first
+    stream_version: int
+    boundary: datetime
+    paused: bool = False
+    removed: bool = False
+    quarantined: str | None = None
+    fired: int = 0
+    skipped: int = 0
+    last_fired: datetime | None = None
+    ahead: list[datetime] = msgspec.field(default_factory=list)  # backfilled past boundary
+
+    @property
+    def active(self) -> bool:
+        return not self.removed and self.quarantined is None
+
+
+class Leader(msgspec.Struct, kw_only=True):
+    owner: str = ""
+    term: int = 0
+    expires_at: datetime | None = None
+    lost: bool = False
+    stream_version: int = 0
+
+    def holder(self, now: datetime) -> str | None:
+        """Who holds the lease at `now` (None: nobody, it lapsed or was lost)."""
+        if self.lost or self.expires_at is None or self.expires_at <= now:
+            return None
+        return self.owner
+
+
+class SchedulesProjection:
+    """Every schedule and the leader lease, folded from the log."""
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.schedules: dict[str, ScheduleRow] = {}
+        self.leader = Leader()
+
+    def apply(
+        self, position: int, stream: str, version: int, at: datetime | None, event: Event
+    ) -> None:
+        """Fold one recorded event (`at`, its recorded time, is not needed: the schedule
+        events carry their own times)."""
+        if position <= self.position:
+            return
+        self.position = position
+        if stream == LEADER_STREAM:
+            self._leader(version, event)
+            return
+        if not stream.startswith("schedule/"):
+            return
+        if isinstance(event, ScheduleDefined):
+            row = self.schedules.get(event.name)
+            if row is None or row.removed:
+                self.schedules[event.name] = ScheduleRow(
+                    name=event.name,
+                    definition=event,
+                    versions=[event],
+                    stream_version=version,
+                    boundary=event.since,
+                )
+                return
+            row.definition = event
+            row.versions.append(event)
+            row.boundary = max(row.boundary, event.since)
+            row.quarantined = None
+            row.paused = False
+            row.stream_version = version
+            return
+        row = self.schedules.get(stream[len("schedule/") :])
+        if row is None:
+            return
+        row.stream_version = version
+        if isinstance(event, ScheduleFired):
+            if event.backfill:
+                if event.nominal > row.boundary:
+                    row.ahead.append(event.nominal)
+            elif not event.manual:
+                row.boundary = max(row.boundary, event.nominal)
+            row.fired += 1
+            row.last_fired = event.nominal
+        elif isinstance(event, ScheduleSkipped):
+            row.boundary = max(row.boundary, event.last)
+            row.skipped += event.count
+        elif isinstance(event, ScheduleQuarantined):
+            row.quarantined = event.reason
+            row.boundary = max(row.boundary, event.boundary)
+        elif isinstance(event, SchedulePaused):
+            row.paused = True
+        elif isinstance(event, ScheduleResumed):
+            row.paused = False
+            row.quarantined = None
+            row.boundary = max(row.boundary, event.since)
+        elif isinstance(event, ScheduleRemoved):
+            row.removed = True
+        if row.ahead:
+            row.ahead = [at for at in row.ahead if at > row.boundary]
+
+    def _leader(self, version: int, event: Event) -> None:
+        lease = self.leader
+        lease.stream_version = version
+        if isinstance(event, LeaderAcquired | LeaderRenewed):
+            lease.owner, lease.term, lease.expires_at = event.owner, event.term, event.expires_at
+            lease.lost = False
+        elif isinstance(event, LeaderLost) and event.term == lease.term:
+            lease.lost = True
+
+    def active(self) -> list[ScheduleRow]:
+        return [row for row in self.schedules.values() if not row.removed]
+
+    def get(self, name: str) -> ScheduleRow | None:
+        row = self.schedules.get(name)
+        return None if row is None or row.removed else row
+
+    def digest(self) -> str:
+        """A canonical SHA-256 of the whole state: equal states, equal digests."""
+        h = hashlib.sha256()
+        for name in sorted(self.schedules):
+            h.update(_encoder.encode(self.schedules[name]))
+            h.update(b"\n")
+        h.update(_encoder.encode(self.leader))
+        h.update(f"|{self.position}".encode())
+        return h.hexdigest()
