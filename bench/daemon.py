@@ -68,7 +68,7 @@ def serve(url: str, profile: str | None, inline: bool) -> None:
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(profile)
-        passes = getattr(scheduler._daemon, "passes", -1)  # noqa: SLF001
+        passes = getattr(scheduler._daemon, "passes", -1)
         print(f"PASSES {passes}", flush=True)
         scheduler.close()
 
@@ -91,9 +91,7 @@ def switches(pid: int) -> dict[str, int]:
             status = (task / "status").read_text()
         except OSError:
             continue
-        total = sum(
-            int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line
-        )
+        total = sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line)
         counts[name] = counts.get(name, 0) + total
     return counts
 
@@ -197,7 +195,7 @@ def fresh_store(base: str, directory: Path, rep: int) -> str:
     if base.startswith(("postgresql://", "postgres://")):
         from tests.postgres import drop_schema  # bench only: reuse the test helpers
 
-        schema = base.split("schema=", 1)[1].split("&")[0]
+        schema = base.split("schema=", 1)[1].split("&", maxsplit=1)[0]
         drop_schema(schema)
         return base
     return str(directory / f"daemon-{rep}.db")
@@ -258,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 submitter.close()
                 passes = daemon.stop()
             reference = lifecycle_rate(directory, args.jobs, rep)
-            progress(f"  rep {rep}: daemon {fmt_rate(rate)} jobs/s, lifecycle {fmt_rate(reference)}")
+            progress(f"  rep {rep}: daemon {fmt_rate(rate)}/s, lifecycle {fmt_rate(reference)}/s")
             busiest = ", ".join(
                 f"{name} {count / args.idle:.1f}"
                 for name, count in sorted(per_thread.items(), key=lambda i: -i[1])[:3]

@@ -15,6 +15,7 @@ from rota.infrastructure.config import AuditModel
 from rota.replay.checkpoint import Checkpointer
 
 log = logging.getLogger("rota.scheduler")  # the facade's logger, as before the loop moved here
+WATCH_SECONDS = 30.0  # the longest the log watcher waits in one call (woken earlier on stop)
 
 
 class AuditCheckpoints:
@@ -53,6 +54,11 @@ class DaemonLoop:
     def __init__(self, host: Host, store: EventStore, checkpoint: Callable[[], None]) -> None:
         self.host, self.store, self.checkpoint = host, store, checkpoint
         self.stopped = threading.Event()
+        # Wake-up counts (tests and bench.daemon read them): loop passes, and how often the
+        # log watcher saw a commit (a nudge or NOTIFY woke it) or timed out (a slow look).
+        self.passes = 0
+        self.commits_seen = 0
+        self.watch_timeouts = 0
 
     def stop(self) -> None:
         """Ask a running `run()` to stop (it releases the leases it holds)."""
@@ -83,6 +89,7 @@ class DaemonLoop:
                             log.info("draining for at most %.0f s: nothing new starts", drain)
                     if not self.host.busy() or time.monotonic() >= drain_until:
                         break
+                self.passes += 1
                 try:
                     report = self.host.tick()
                 except Exception:
@@ -106,17 +113,30 @@ class DaemonLoop:
             self.stopped.set()
             self.host.release_all()
             self.checkpoint()
+            self.store.wake_waiters()
             watcher.join(timeout=5)
 
     def _forward_stop(self, stop: threading.Event) -> None:
-        while not self.stopped.is_set():
-            if stop.wait(1.0):
-                self.stop()
-                return
+        stop.wait()  # set by the caller, or by `run` itself when the loop ends
+        if not self.stopped.is_set():
+            self.stop()
 
     def _watch_log(self, stop: threading.Event) -> None:
-        position = self.store.head().position
+        """Wake the loop on every commit to the log, from any process (the store's wait is
+        woken by a nudge or NOTIFY; it only looks at the head itself now and then)."""
+        position: int | None = None
         while not stop.is_set():
-            if self.store.wait_for_commit(position, 0.5):
-                position = self.store.head().position
-                self.host.wake.set()
+            try:
+                if position is None:
+                    position = self.store.head().position
+                if self.store.wait_for_commit(position, WATCH_SECONDS):
+                    position = self.store.head().position
+                    self.commits_seen += 1
+                    self.host.wake.set()
+                else:
+                    self.watch_timeouts += 1
+            except RotaError as exc:
+                if stop.is_set():
+                    return
+                log.warning("waiting for commits failed (%s); trying again in 1 s", exc.code)
+                stop.wait(1.0)
