@@ -850,14 +850,12 @@ def test_a_wrapper_whose_daemon_dies_before_the_pin_never_starts_the_command(
 
 
 LAUNCHER = """
-import os, subprocess, sys
-from rota.infrastructure.executors.shell_wrapper import WRAPPER
-run, report, wake, argv = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-held = [run, report, wake, str(os.getpid()), "30"]
-subprocess.Popen(
-    [sys.executable, "-I", "-S", "-c", WRAPPER, *held, *argv],
-    pass_fds=(int(report), int(wake)), start_new_session=True,
-)
+import os, sys
+from pathlib import Path
+from rota.infrastructure.executors.shell_wrapper import fork_wrapper
+run, report, wake, argv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+null = os.open(os.devnull, os.O_RDWR)
+fork_wrapper(Path(run), report, wake, 30.0, argv, dict(os.environ), None, (null, null, null))
 sys.stdin.read()  # until the test kills this launcher
 """
 
