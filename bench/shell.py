@@ -38,11 +38,25 @@ command = ["true"]
 """
 
 
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu(pid: int) -> tuple[float, float]:
-    """(own, reaped children's) CPU seconds of a process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """(own, children's) CPU seconds of a process: its reaped children, and its live ones
+    with theirs (the shell executor's spawner, which forks and reaps the wrappers)."""
+    fields = _stat(pid)
     tick = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+    children = int(fields[13]) + int(fields[14])
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                other = _stat(int(name))
+            except OSError:
+                continue
+            if other[1] == str(pid):
+                children += sum(int(value) for value in other[11:15])
+    return (int(fields[11]) + int(fields[12])) / tick, children / tick
 
 
 def loop_rate(jobs: int) -> float:
@@ -52,13 +66,17 @@ def loop_rate(jobs: int) -> float:
     return jobs / (time.perf_counter() - start)
 
 
-def rota_rate(url: str, home: Path, jobs: int, concurrency: int) -> tuple[float, float, float]:
+def rota_rate(
+    url: str, home: Path, jobs: int, concurrency: int, profile: str | None = None
+) -> tuple[float, float, float]:
     config = home / "rota.toml"
     config.write_text(CONFIG.format(concurrency=concurrency))
     env = {k: v for k, v in os.environ.items() if k != "ROTA_STORE"}
+    log = open(home / "daemon.log", "w")  # noqa: SIM115 (closed with the daemon)
+    python = [sys.executable, "-P"] + (["-m", "cProfile", "-o", profile] if profile else [])
     daemon = subprocess.Popen(
-        [sys.executable, "-P", "-m", "rota", "--store", url, "--config", str(config), "run"],
-        cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [*python, "-m", "rota", "--store", url, "--config", str(config), "run"],
+        cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True,
     )  # fmt: skip
     submitter = rota.open(url, config=str(config))
     try:
@@ -67,8 +85,17 @@ def rota_rate(url: str, home: Path, jobs: int, concurrency: int) -> tuple[float,
         # so wait for its commit-nudge listener (SQLite) or just its first second.
         time.sleep(1.0)
         if daemon.poll() is not None:
-            raise RuntimeError(f"rota run exited: {daemon.stderr.read() if daemon.stderr else ''}")
+            raise RuntimeError(f"rota run exited: {(home / 'daemon.log').read_text()}")
         after = store.head().position
+        spy = None
+        if os.environ.get("ROTA_BENCH_SPY"):  # a py-spy binary (its own venv): sample the daemon
+            out = os.environ.get("ROTA_BENCH_SPY_OUT", "/tmp/rota-bench-spy.txt")
+            spy = subprocess.Popen(
+                [os.environ["ROTA_BENCH_SPY"], "record", "-p", str(daemon.pid), "-r", "250",
+                 "--format", "raw", "-o", out, "--nonblocking"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            time.sleep(1.0)
         own0, children0 = cpu(daemon.pid)
         start = time.perf_counter()
         for offset in range(0, jobs, 100):
@@ -81,10 +108,18 @@ def rota_rate(url: str, home: Path, jobs: int, concurrency: int) -> tuple[float,
         follow_completions(store, after, jobs)
         seconds = time.perf_counter() - start
         own1, children1 = cpu(daemon.pid)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
     finally:
         submitter.close()
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(60)
+        log.close()
+        errors = (home / "daemon.log").read_text()
+        Path("/tmp/perf2-daemon.log").write_text(errors)
+        if errors.strip():
+            progress(f"the daemon said:\n{errors[-3000:]}")
     return jobs / seconds, (own1 - own0) / jobs, (children1 - children0) / jobs
 
 
@@ -96,11 +131,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="100 jobs")
     parser.add_argument("--store", default="", help="postgresql://...?schema=...")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--profile", action="store_true", help="cProfile the daemon (1 run)")
     args = parser.parse_args(argv)
     if args.quick:
         args.jobs = 100
     with workdir(args.dir) as directory:
         print_header("shell `true` jobs through `rota run`, fed by another process", directory)
+        if args.profile:
+            import pstats
+
+            out = str(directory / "daemon.prof")
+            rate, own, _ = rota_rate(
+                str(directory / "p.db"), directory, args.jobs, args.concurrency, out
+            )
+            print(f"{fmt_rate(rate)} jobs/s, {own * 1000:.2f} ms daemon CPU/job (profiled)")
+            pstats.Stats(out).sort_stats("cumulative").print_stats(45)
+            pstats.Stats(out).sort_stats("tottime").print_stats(25)
+            return
         rows = []
         for rep in range(1, args.repeats + 1):
             reference = loop_rate(args.jobs)

@@ -26,6 +26,7 @@ import contextlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -141,7 +142,18 @@ class SQLiteStore(EventStore):
         if conn is None:
             conn = self._connect()
             self._local.conn = conn
+            # A thread's reader goes with the thread (launch threads come and go: their
+            # connections must not pile up as open files).
+            weakref.finalize(threading.current_thread(), self._drop_reader, conn)
         return conn
+
+    def _drop_reader(self, conn: apsw.Connection) -> None:
+        with self._connections_lock:
+            if conn not in self._connections:
+                return  # the store was closed: closed with it
+            self._connections.remove(conn)
+        with contextlib.suppress(apsw.Error):
+            conn.close()
 
     def _create_schema(self, create: bool = True) -> None:
         try:

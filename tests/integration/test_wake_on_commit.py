@@ -133,3 +133,18 @@ def test_postgres_daemon_loop_wakes_on_notify() -> None:
             loop.join(60)
             scheduler.close()
         assert not loop.is_alive()
+
+
+def test_reader_connections_of_ended_threads_are_closed(tmp_path: Path) -> None:
+    """Launch threads come and go; their SQLite readers must not pile up as open files."""
+    store = SQLiteStore(tmp_path / "log.db")
+    try:
+        before = len(store._connections)
+        for _ in range(20):
+            reader = threading.Thread(target=store.head)
+            reader.start()
+            reader.join()
+            del reader
+        assert len(store._connections) <= before + 1  # at most the last one, not yet collected
+    finally:
+        store.close()
