@@ -198,6 +198,7 @@ class ShellExecutor(Executor):
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._spawner = Spawner()  # started on the first launch
+        self._reported: dict[str, list[Path]] = {}  # run directories whose result we reported
 
     @classmethod
     def validate_config(cls, config: Mapping[str, Any]) -> None:
@@ -271,6 +272,8 @@ class ShellExecutor(Executor):
                 done = run.done  # `recover` may have handed the run a newer callback
         if result is None:
             return  # closed: an adopted run keeps running and is no longer watched
+        with self._lock:
+            self._reported.setdefault(run.ctx.execution_id, []).append(run.directory)
         done(result)
         # The run directory stays until `forget`: the host has only queued the result in
         # memory, and if it dies before the outcome is appended, recovery reads it here.
@@ -315,8 +318,10 @@ class ShellExecutor(Executor):
     def forget(self, execution_id: str, epoch: int) -> None:
         """The outcome is in the log: remove the attempt's finished run directories."""
         prefix = run_prefix(execution_id)
-        try:
-            entries = list(self.runs_dir.iterdir())
+        with self._lock:
+            known = self._reported.pop(execution_id, None)
+        try:  # the runs this executor reported; else (reported before a restart) look
+            entries = known if known is not None else list(self.runs_dir.iterdir())
         except OSError:
             return
         for entry in entries:
