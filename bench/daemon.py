@@ -2,7 +2,7 @@
 
     python -m bench.daemon                       # SQLite: 10,000 in-process jobs, 200 latencies
     python -m bench.daemon --quick               # 2,000 jobs, 100 latencies
-    python -m bench.daemon --store 'postgresql://postgres@127.0.0.1:5432/postgres?schema=rota_bd'
+    python -m bench.daemon --store 'postgresql://postgres@127.0.0.1:5432/postgres?schema=rota_bench_d'
     python -m bench.daemon --profile             # cProfile the daemon over the throughput run
 
 One run measures, with the daemon in a process of its own (`--serve`, an embedded
@@ -182,7 +182,13 @@ def throughput(daemon: Daemon, submitter: rota.Scheduler, jobs: int) -> tuple[fl
     return jobs / seconds, cpu / jobs
 
 
-def lifecycle_rate(directory: Path, jobs: int, rep: int) -> float:
+def lifecycle_rate(directory: Path, jobs: int, rep: int, url: str = "") -> float:
+    """`bench.lifecycle`'s rota case on the same number of jobs (PostgreSQL: one host of
+    `bench.lifecycle_pg` on the same schema, recreated)."""
+    if url:
+        from bench.lifecycle_pg import run_case
+
+        return jobs / run_case(url, 1, jobs, 512, False).seconds
     from bench.lifecycle import run_rota
 
     path = directory / f"lifecycle-{rep}.db"
@@ -193,10 +199,9 @@ def lifecycle_rate(directory: Path, jobs: int, rep: int) -> float:
 
 def fresh_store(base: str, directory: Path, rep: int) -> str:
     if base.startswith(("postgresql://", "postgres://")):
-        from tests.postgres import drop_schema  # bench only: reuse the test helpers
+        from bench.lifecycle_pg import reset_schema  # a schema named rota_bench...
 
-        schema = base.split("schema=", 1)[1].split("&", maxsplit=1)[0]
-        drop_schema(schema)
+        reset_schema(base)
         return base
     return str(directory / f"daemon-{rep}.db")
 
@@ -213,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle counted")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="2,000 jobs, 100 latencies")
-    parser.add_argument("--store", default="", help="postgresql://...?schema=...: on PostgreSQL")
+    parser.add_argument(
+        "--store", default="", help="postgresql://...?schema=rota_bench...: on PostgreSQL"
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the daemon (1 run)")
     parser.add_argument("--dir", default=None)
     parser.add_argument(
@@ -255,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             finally:
                 submitter.close()
                 passes = daemon.stop()
-            reference = lifecycle_rate(directory, args.jobs, rep)
+            reference = lifecycle_rate(directory, args.jobs, rep, args.store)
             progress(f"  rep {rep}: daemon {fmt_rate(rate)}/s, lifecycle {fmt_rate(reference)}/s")
             busiest = ", ".join(
                 f"{name} {count / args.idle:.1f}"

@@ -2,7 +2,7 @@
 
     python -m bench.shell                 # 500 jobs, job_concurrency 16, best of 2
     python -m bench.shell --quick         # 100 jobs
-    python -m bench.shell --store 'postgresql://postgres@127.0.0.1:5432/postgres?schema=rota_bs'
+    python -m bench.shell --store 'postgresql://postgres@127.0.0.1:5432/postgres?schema=rota_bench_s'
 
 The daemon is `python -P -m rota run` over a config file with one shell binding
 (`command = ["true"]`); this process submits `--jobs` Works in batches of 100 and follows

@@ -71,6 +71,12 @@ FALLBACK_POLL = 1.0  # seconds between looks at the head while nudges can arrive
 class SQLiteStore(EventStore):
     """The log in one SQLite file; see the module docstring."""
 
+    # Defaults for subclasses that set a store up by hand (`rota.replay.read_only`): no
+    # nudges (a read-only opener writes nothing beside the log), waits poll.
+    _generation = 0
+    _interrupts = 0
+    _nudges: Nudges | None = None
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -202,7 +208,8 @@ class SQLiteStore(EventStore):
                 if isinstance(exc, apsw.Error):
                     raise StoreUnavailable(f"a write to {self.path} failed: {exc}") from exc
                 raise
-        self._nudges.poke()  # other processes waiting on this log (and our own waiters)
+        if self._nudges is not None:
+            self._nudges.poke()  # other processes waiting on this log (and our own waiters)
         if self._waiting:
             self._wake()
         return result
@@ -262,7 +269,7 @@ class SQLiteStore(EventStore):
         """Wait for a nudge (`sqlite.nudges`) or a local commit; look at the head every
         FALLBACK_POLL seconds all the same, and poll quickly when no nudge can arrive."""
         deadline = time.monotonic() + timeout
-        nudged = self._nudges.listen(self._wake)
+        nudged = self._nudges is not None and self._nudges.listen(self._wake)
         interval = 0.002
         with self._commit:
             interrupts = self._interrupts
@@ -303,7 +310,8 @@ class SQLiteStore(EventStore):
             return
         self._closed = True
         self.wake_waiters()
-        self._nudges.close()
+        if self._nudges is not None:
+            self._nudges.close()
         with self._connections_lock:
             connections, self._connections = self._connections, []
         if os.getpid() != self._pid:
