@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from rota.application.configuration import Configuration
-from rota.application.group_commit import GroupedFenced
+from rota.application.launch_writes import GroupedFenced
 from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.transactions import Transactions
 from rota.domain import admission, lifecycle, pages
