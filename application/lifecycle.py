@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from rota.application.configuration import Configuration
+from rota.application.launch_writes import GroupedFenced
 from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.transactions import Transactions
 from rota.domain import admission, lifecycle, pages
@@ -82,6 +83,7 @@ class LifecycleCommands:
     def __init__(self, tx: Transactions, config: Configuration) -> None:
         self.tx = tx
         self.config = config
+        self.grouped = GroupedFenced(tx)  # launch phases and recovery metadata
 
     # -- Work and input ----------------------------------------------------------------
 
@@ -323,10 +325,10 @@ class LifecycleCommands:
                 return [lifecycle.begin_phase(work, number, epoch, now, name)]
             return [lifecycle.end_phase(work, number, epoch, now, name, outcome)]  # type: ignore[arg-type]
 
-        self.tx.fenced(execution_id, decide)
+        self.grouped.write(execution_id, decide)  # concurrent launches share appends
 
     def persist_recovery(self, execution_id: str, epoch: int, metadata: Any) -> None:
-        self.tx.fenced(
+        self.grouped.write(
             execution_id,
             lambda w, n, now: [lifecycle.persist_recovery(w, n, epoch, now, metadata)],
         )

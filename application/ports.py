@@ -290,6 +290,14 @@ class EventStore(abc.ABC):
     def wait_for_commit(self, after: int, timeout: float) -> bool:
         """Block until the log holds a position > after (from any process) or timeout."""
 
+    def wake_waiters(self) -> None:
+        """Make every `wait_for_commit` in progress in this process return (False) now.
+
+        How a loop that sleeps on the log is told to stop; waits begun later are unaffected.
+        A store that cannot (none of rota's) leaves such waits to their timeout.
+        """
+        return None
+
     @abc.abstractmethod
     def now(self) -> datetime:
         """The store's clock: the time recorded events get and leases are judged by."""

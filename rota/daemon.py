@@ -49,6 +49,9 @@ class PassRecord:
                 self.totals[name] = self.totals.get(name, 0) + getattr(report, name)
 
 
+WATCH_SECONDS = 30.0  # the longest the log watcher waits in one call (woken earlier on stop)
+
+
 class AuditCheckpoints:
     """The audit checkpoints of a scheduler (`[audit]`), written when due."""
 
@@ -87,6 +90,11 @@ class DaemonLoop:
         self.stopped = threading.Event()
         self.passes = PassRecord()
         self.running = False
+        # Wake-up counts (tests and bench.daemon read them): how often the log watcher saw
+        # a commit (a nudge or NOTIFY woke it) or timed out (a slow look); the passes are
+        # counted in `passes`.
+        self.commits_seen = 0
+        self.watch_timeouts = 0
 
     def stop(self) -> None:
         """Ask a running `run()` to stop (it releases the leases it holds)."""
@@ -145,17 +153,30 @@ class DaemonLoop:
             self.stopped.set()
             self.host.release_all()
             self.checkpoint()
+            self.store.wake_waiters()
             watcher.join(timeout=5)
 
     def _forward_stop(self, stop: threading.Event) -> None:
-        while not self.stopped.is_set():
-            if stop.wait(1.0):
-                self.stop()
-                return
+        stop.wait()  # set by the caller, or by `run` itself when the loop ends
+        if not self.stopped.is_set():
+            self.stop()
 
     def _watch_log(self, stop: threading.Event) -> None:
-        position = self.store.head().position
+        """Wake the loop on every commit to the log, from any process (the store's wait is
+        woken by a nudge or NOTIFY; it only looks at the head itself now and then)."""
+        position: int | None = None
         while not stop.is_set():
-            if self.store.wait_for_commit(position, 0.5):
-                position = self.store.head().position
-                self.host.wake.set()
+            try:
+                if position is None:
+                    position = self.store.head().position
+                if self.store.wait_for_commit(position, WATCH_SECONDS):
+                    position = self.store.head().position
+                    self.commits_seen += 1
+                    self.host.wake.set()
+                else:
+                    self.watch_timeouts += 1
+            except RotaError as exc:
+                if stop.is_set():
+                    return
+                log.warning("waiting for commits failed (%s); trying again in 1 s", exc.code)
+                stop.wait(1.0)

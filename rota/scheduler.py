@@ -465,7 +465,7 @@ class Scheduler:
     def run(self, stop: threading.Event | None = None, *, drain: float = 0.0) -> None:
         """The daemon loop: tick, then sleep until something can happen, until stopped.
 
-        Stops when `stop` is set (the loop notices within a second) or `Scheduler.stop()`
+        Stops when `stop` is set (the loop notices at once) or `Scheduler.stop()`
         is called (at once). Stopping is graceful: nothing new starts, the leases held are
         released and detached processes (shell jobs) keep running for the next host to
         adopt; with `drain` seconds it first waits, that long at most, for the attempts it

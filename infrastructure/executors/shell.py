@@ -28,11 +28,13 @@ Run directory: nothing of a run depends on the daemon that launched it staying a
   defaults to `<tempdir>/rota-runs-<uid>`, created 0700; it must be ours and writable by no
   one else) holding `input.json`, `stdout` and `stderr` (files, not pipes: a dead daemon
   cannot SIGPIPE the command) and, once the command ended, `status`: its exit code, -N when
-  killed by signal N. A tiny wrapper (`python -I -S`, see `shell_wrapper.WRAPPER`) leads the
-  group: it holds an flock on the run directory, holds the command back until the launch is
-  pinned (below), starts it with its argv, environment, cwd and standard streams unchanged (a
-  start failure, such as no such program, still makes `launch` raise), waits, writes `status`
-  (atomically, by absolute path) and exits. It ignores SIGTERM, SIGINT and SIGHUP, which the
+  killed by signal N. A tiny wrapper leads the group (forked by the executor's spawner, a
+  small helper process started on the first launch: no interpreter is started per run;
+  see `shell_spawner`): it holds an flock on the run directory, holds the command back
+  until the launch is pinned (below), starts it with its argv, environment, cwd and
+  standard streams unchanged (a start failure, such as no such program, still makes `launch`
+  raise), waits, writes `status` (atomically, by absolute path) and exits. It blocks
+  SIGTERM, SIGINT and SIGHUP, which the
   command gets at their default, so that it records a command they stopped.
   The directory is removed once the result was reported and the group is gone, or when
   recovery or `stop` finds the run over. A daemon that crashed leaves its run directories
@@ -44,14 +46,15 @@ Isolation: nothing runs until the launch is pinned (`isolates = True`)
   pinned anything is relaunched, not adopted (rota.domain.recovery). That holds because the
   wrapper starts nothing until the file `go` appears in its run directory, and `launch`
   creates `go` (atomically) only after `ctx.persist_recovery` succeeded. A wrapper whose
-  launching process dies first (its parent pid changes, polled every 20 ms at most, or the
-  wake pipe from the launcher reaches its end) or that waited `hold_seconds` (default 30)
-  creates `abandoned` and exits (code 125) without starting the command or writing `status`.
+  launching process dies first (the spawner, its parent, exits with it, so its parent pid
+  changes, polled every 20 ms at most; or the wake pipe from the launcher reaches its end)
+  or that waited `hold_seconds` (default 30) creates `abandoned` and exits (code 125)
+  without starting the command or writing `status`.
   The `executor` launch phase covers all of it: run directory, wrapper, persist, `go` and the
   wrapper's report that the command started.
 
 Process groups
-  The wrapper starts by fork+exec in a new session, so it leads its own group (pgid == pid).
+  The wrapper is forked into a new session, so it leads its own group (pgid == pid).
   Once it holds its lock, `{"pid", "pgid", "started", "run", "hold", "host", "boot", "pidns"}`
   is persisted (`started`: field 22 of /proc/<pid>/stat, which tells a reused pid apart;
   `hold`: true, the wrapper waits for `go`; host name, boot id and pid namespace say where the
@@ -159,6 +162,7 @@ from rota.infrastructure.executors.shell_runs import (
     run_of,
     run_prefix,
 )
+from rota.infrastructure.executors.shell_spawner import Spawner
 from rota.infrastructure.executors.shell_supervision import Run, leader_running, supervise
 from rota.infrastructure.executors.shell_wrapper import HOLD_SECONDS, start_wrapper
 
@@ -194,6 +198,8 @@ class ShellExecutor(Executor):
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self._spawner = Spawner()  # started on the first launch
+        self._reported: dict[str, list[Path]] = {}  # run directories whose result we reported
 
     @classmethod
     def validate_config(cls, config: Mapping[str, Any]) -> None:
@@ -217,7 +223,9 @@ class ShellExecutor(Executor):
         with ctx.phase("executor"):
             directory = make_run(self.runs_dir, ctx.execution_id, ctx.epoch)
             try:
-                wrapper = start_wrapper(directory, command, cwd, env, payload, self.hold_seconds)
+                wrapper = start_wrapper(
+                    self._spawner, directory, command, cwd, env, payload, self.hold_seconds
+                )
             except BaseException:
                 remove_run(directory)
                 raise
@@ -265,6 +273,8 @@ class ShellExecutor(Executor):
                 done = run.done  # `recover` may have handed the run a newer callback
         if result is None:
             return  # closed: an adopted run keeps running and is no longer watched
+        with self._lock:
+            self._reported.setdefault(run.ctx.execution_id, []).append(run.directory)
         done(result)
         # The run directory stays until `forget`: the host has only queued the result in
         # memory, and if it dies before the outcome is appended, recovery reads it here.
@@ -309,8 +319,10 @@ class ShellExecutor(Executor):
     def forget(self, execution_id: str, epoch: int) -> None:
         """The outcome is in the log: remove the attempt's finished run directories."""
         prefix = run_prefix(execution_id)
-        try:
-            entries = list(self.runs_dir.iterdir())
+        with self._lock:
+            known = self._reported.pop(execution_id, None)
+        try:  # the runs this executor reported; else (reported before a restart) look
+            entries = known if known is not None else list(self.runs_dir.iterdir())
         except OSError:
             return
         for entry in entries:
@@ -377,3 +389,4 @@ class ShellExecutor(Executor):
             threads = list(self._threads)
         for thread in threads:
             thread.join(self.kill_grace_seconds + KILL_WAIT_SECONDS + 1)
+        self._spawner.close()

@@ -24,6 +24,7 @@ from rota.infrastructure.executors.shell_processes import (
 )
 from rota.infrastructure.executors.shell_result import build_result
 from rota.infrastructure.executors.shell_runs import read_status, read_tail
+from rota.infrastructure.executors.shell_spawner import Child
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Run:
     pid: int  # the wrapper: it leads the group (pgid == pid)
     started: int | None
     secrets: tuple[str, ...]
-    proc: subprocess.Popen[bytes] | None = None  # None: adopted from an earlier owner
+    proc: Child | None = None  # the wrapper we launched; None: adopted from an earlier owner
     began: float = 0.0  # time.monotonic() at launch
     group: bool = True  # False: only report the status (the pid means nothing here)
     budget_end: float = 0.0  # time.monotonic() at which its run time is spent

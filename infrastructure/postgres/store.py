@@ -16,8 +16,9 @@ Tests simulate a lost acknowledgement with the `_fault_after_commit` hook (calle
 connection right after COMMIT).
 
 Wake-ups: appends `pg_notify` the schema's channel in their transaction; `wait_for_commit`
-LISTENs on a dedicated connection (started on first use), and also polls `max(position)` every
-`poll_interval` seconds in case a NOTIFY is lost, and is woken at once by local commits.
+LISTENs on a dedicated connection (started on first use; its thread sleeps on the socket,
+no timer), and also polls `max(position)` every `poll_interval` seconds in case a NOTIFY is
+lost, and is woken at once by local commits. `wake_waiters` ends the waits in progress.
 
 Like every store, it is safe to share between threads and must not be used in a child process
 after `fork()` (open it again there; closing it in the child leaves the parent's sockets alone).
@@ -31,6 +32,8 @@ DBA chose otherwise, e.g. `remote_apply` for synchronous replication).
 from __future__ import annotations
 
 import contextlib
+import os
+import select
 import threading
 import time
 import uuid
@@ -100,7 +103,8 @@ class PostgresStore(EventStore):
         self._fault_after_commit: Callable[[psycopg.Connection[Any]], None] | None = None  # tests
         self._conninfo, self._channel = conninfo, f"rota_{s}"[:63]
         self._listener_lock = threading.Lock()
-        self._commit, self._generation = threading.Condition(), 0
+        self._commit, self._generation, self._interrupts = threading.Condition(), 0, 0
+        self._closing = os.pipe()  # written on close: ends the listener's sleep
         self._listener: threading.Thread | None = None
         self._listening, self._listen_retry_at = threading.Event(), 0.0
         self._sql = LogStatements(s)
@@ -277,11 +281,26 @@ class PostgresStore(EventStore):
             self._listener.start()
 
     def _listen_loop(self, conn: psycopg.Connection[Any]) -> None:
+        """Sleep on the LISTEN connection's socket (and the close pipe) until a NOTIFY
+        arrives; wake the waiters once per burst. No timer: an idle store sleeps."""
+        pgconn = conn.pgconn
         try:
-            while not self._db.closed:
-                for _ in conn.notifies(timeout=0.2):
+            while True:
+                ready, _, _ = select.select([pgconn.socket, self._closing[0]], [], [], 60.0)
+                if self._db.closed:
+                    break
+                if not ready:
+                    conn.execute("SELECT 1")  # a quiet minute: check the connection lives
+                    continue
+                pgconn.consume_input()
+                woke = False
+                while pgconn.notifies() is not None:
+                    woke = True
+                if woke:
                     self._wake()
-        except psycopg.Error:
+                elif pgconn.status != psycopg.pq.ConnStatus.OK:
+                    raise psycopg.OperationalError("the LISTEN connection was lost")
+        except (psycopg.Error, OSError):
             self._listen_retry_at = time.monotonic() + 1.0
         finally:
             self._listening.clear()
@@ -289,10 +308,17 @@ class PostgresStore(EventStore):
                 conn.close()
             self._wake()  # waiters fall back to polling until a listener runs again
 
+    def wake_waiters(self) -> None:
+        with self._commit:
+            self._interrupts += 1
+            self._commit.notify_all()
+
     def wait_for_commit(self, after: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         self._listen()
         fallback = 0.005
+        with self._commit:
+            interrupts = self._interrupts
         while True:
             with self._commit:
                 generation = self._generation
@@ -306,17 +332,32 @@ class PostgresStore(EventStore):
             else:
                 step, fallback = fallback, min(fallback * 2, 0.1)
             with self._commit:
+                if self._interrupts != interrupts:
+                    return False
                 if self._generation == generation:
                     self._commit.wait(min(step, remaining))
+                if self._interrupts != interrupts:
+                    return False
 
     def close(self) -> None:
         if self._db.closed:
             return
         self._db.closed = True
+        self.wake_waiters()
         self._wake()
         if self._db.forked:
+            self._close_pipe()
             return  # the parent's sockets: closing them here would break its connections
+        with contextlib.suppress(OSError):
+            os.write(self._closing[1], b"x")
         listener = self._listener
         if listener is not None and listener is not threading.current_thread():
             listener.join(timeout=2.0)
         self._db.close()
+        if listener is None or not listener.is_alive():
+            self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        for fd in self._closing:
+            with contextlib.suppress(OSError):
+                os.close(fd)

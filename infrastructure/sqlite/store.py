@@ -26,6 +26,7 @@ import contextlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -59,14 +60,22 @@ from rota.infrastructure.sqlite.log_file import (
     create_schema,
     sqlite_path,
 )
+from rota.infrastructure.sqlite.nudges import Nudges
 from rota.infrastructure.sqlite.reads import LogReads
 from rota.infrastructure.store_url import sqlite_url
 
 T = TypeVar("T")
+FALLBACK_POLL = 1.0  # seconds between looks at the head while nudges can arrive
 
 
 class SQLiteStore(EventStore):
     """The log in one SQLite file; see the module docstring."""
+
+    # Defaults for subclasses that set a store up by hand (`rota.replay.read_only`): no
+    # nudges (a read-only opener writes nothing beside the log), waits poll.
+    _generation = 0
+    _interrupts = 0
+    _nudges: Nudges | None = None
 
     def __init__(
         self,
@@ -95,6 +104,9 @@ class SQLiteStore(EventStore):
         self._write_lock = threading.RLock()
         self._commit = threading.Condition()
         self._waiting = 0  # threads in `wait_for_commit`; a commit wakes them only if any
+        self._generation = 0  # moves on every nudge or local commit seen while waiting
+        self._interrupts = 0  # moves on `wake_waiters`: waits in progress return False
+        self._nudges = Nudges(self.path)
         self._local = threading.local()
         self._reads = LogReads(self._query, codec)
         self._appends = LogAppends(self.write, codec, self.clock, self._reads.recorded)
@@ -136,7 +148,18 @@ class SQLiteStore(EventStore):
         if conn is None:
             conn = self._connect()
             self._local.conn = conn
+            # A thread's reader goes with the thread (launch threads come and go: their
+            # connections must not pile up as open files).
+            weakref.finalize(threading.current_thread(), self._drop_reader, conn)
         return conn
+
+    def _drop_reader(self, conn: apsw.Connection) -> None:
+        with self._connections_lock:
+            if conn not in self._connections:
+                return  # the store was closed: closed with it
+            self._connections.remove(conn)
+        with contextlib.suppress(apsw.Error):
+            conn.close()
 
     def _create_schema(self, create: bool = True) -> None:
         try:
@@ -185,9 +208,10 @@ class SQLiteStore(EventStore):
                 if isinstance(exc, apsw.Error):
                     raise StoreUnavailable(f"a write to {self.path} failed: {exc}") from exc
                 raise
+        if self._nudges is not None:
+            self._nudges.poke()  # other processes waiting on this log (and our own waiters)
         if self._waiting:
-            with self._commit:
-                self._commit.notify_all()
+            self._wake()
         return result
 
     def append(
@@ -236,22 +260,48 @@ class SQLiteStore(EventStore):
     def head_position(self) -> int:
         return self._reads.head_position()
 
+    def _wake(self) -> None:
+        with self._commit:
+            self._generation += 1
+            self._commit.notify_all()
+
+    def wake_waiters(self) -> None:
+        with self._commit:
+            self._interrupts += 1
+            self._commit.notify_all()
+
     def wait_for_commit(self, after: int, timeout: float) -> bool:
+        """Wait for a nudge (`sqlite.nudges`) or a local commit; look at the head every
+        FALLBACK_POLL seconds all the same, and poll quickly when no nudge can arrive."""
         deadline = time.monotonic() + timeout
+        nudged = self._nudges is not None and self._nudges.listen(self._wake)
         interval = 0.002
+        with self._commit:
+            interrupts = self._interrupts
         while True:
+            with self._commit:
+                generation = self._generation
             if self.head_position() > after:
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
+            if nudged:
+                step = FALLBACK_POLL
+            else:
+                step, interval = interval, min(interval * 2, 0.05)
             with self._commit:
+                if self._interrupts != interrupts:
+                    return False
+                if self._generation != generation:
+                    continue
                 self._waiting += 1
                 try:
-                    self._commit.wait(min(interval, remaining))
+                    self._commit.wait(min(step, remaining))
                 finally:
                     self._waiting -= 1
-            interval = min(interval * 2, 0.05)
+                if self._interrupts != interrupts:
+                    return False
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -264,6 +314,9 @@ class SQLiteStore(EventStore):
         if self._closed:
             return
         self._closed = True
+        self.wake_waiters()
+        if self._nudges is not None:
+            self._nudges.close()
         with self._connections_lock:
             connections, self._connections = self._connections, []
         if os.getpid() != self._pid:

@@ -850,14 +850,12 @@ def test_a_wrapper_whose_daemon_dies_before_the_pin_never_starts_the_command(
 
 
 LAUNCHER = """
-import os, subprocess, sys
-from rota.infrastructure.executors.shell_wrapper import WRAPPER
-run, report, wake, argv = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-held = [run, report, wake, str(os.getpid()), "30"]
-subprocess.Popen(
-    [sys.executable, "-I", "-S", "-c", WRAPPER, *held, *argv],
-    pass_fds=(int(report), int(wake)), start_new_session=True,
-)
+import os, sys
+from rota.infrastructure.executors.shell_spawner import Spawner
+run, report, wake, argv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+null = os.open(os.devnull, os.O_RDWR)
+spawner = Spawner()  # kept: its socket closing would end the spawner
+spawner.spawn(run, (null, null, null, report, wake), 30.0, argv, dict(os.environ), None)
 sys.stdin.read()  # until the test kills this launcher
 """
 
@@ -865,7 +863,8 @@ sys.stdin.read()  # until the test kills this launcher
 def test_a_waiting_wrapper_notices_its_launcher_died_by_its_parent_pid(
     runs: Path, tmp_path: Path
 ) -> None:
-    """The wake pipe stays open elsewhere (here: in the test), so only the parent pid tells."""
+    """The wake pipe stays open elsewhere (here: in the test), so only the parent pid tells:
+    the launcher's spawner exits with it, and the wrapper it forked is orphaned."""
     side, directory = tmp_path / "ran", runs / "w-1_2-e7-0123abcd"
     directory.mkdir(parents=True)
     report, writer = os.pipe()
@@ -879,7 +878,8 @@ def test_a_waiting_wrapper_notices_its_launcher_died_by_its_parent_pid(
     os.close(listener)
     try:
         assert select.select([report], [], [], WAIT)[0] and os.read(report, 1) == b"h"
-        [pid] = children(launcher.pid)
+        [spawner] = children(launcher.pid)  # the launcher's spawner forked the wrapper
+        [pid] = children(spawner)
         assert children(pid) == []  # it holds the command back
     finally:
         launcher.kill()

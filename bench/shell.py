@@ -1,0 +1,189 @@
+"""Shell jobs through `rota run`: the daemon CLI running `true`, fed by another process.
+
+    python -m bench.shell                 # 500 jobs, job_concurrency 16, best of 2
+    python -m bench.shell --quick         # 100 jobs
+    python -m bench.shell --store 'postgresql://postgres@127.0.0.1:5432/postgres?schema=rota_bench_s'
+
+The daemon is `python -P -m rota run` over a config file with one shell binding
+(`command = ["true"]`); this process submits `--jobs` Works in batches of 100 and follows
+the log until it holds that many completions. The daemon's CPU (its own and its reaped
+children's: `/proc/PID/stat` utime, stime, cutime, cstime) is read before and after.
+Reference in the same run: a plain Python loop of `subprocess.run(["true"])`, the same
+number of times. Ratio rota / loop (the issue's target: >= 0.3x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import rota
+from bench.common import fmt_rate, print_header, print_table, progress, remove_db, workdir
+from bench.daemon import follow_completions
+
+CONFIG = """\
+[settings]
+job_concurrency = {concurrency}
+
+[[bindings]]
+name = "true"
+executor = "shell"
+command = ["true"]
+"""
+
+
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def cpu(pid: int) -> tuple[float, float]:
+    """(own, children's) CPU seconds of a process: its reaped children, and its live ones
+    with theirs (the shell executor's spawner, which forks and reaps the wrappers)."""
+    fields = _stat(pid)
+    tick = os.sysconf("SC_CLK_TCK")
+    children = int(fields[13]) + int(fields[14])
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                other = _stat(int(name))
+            except OSError:
+                continue
+            if other[1] == str(pid):
+                children += sum(int(value) for value in other[11:15])
+    return (int(fields[11]) + int(fields[12])) / tick, children / tick
+
+
+def loop_rate(jobs: int) -> float:
+    start = time.perf_counter()
+    for _ in range(jobs):
+        subprocess.run(["true"], check=True)
+    return jobs / (time.perf_counter() - start)
+
+
+def rota_rate(
+    url: str, home: Path, jobs: int, concurrency: int, profile: str | None = None
+) -> tuple[float, float, float]:
+    config = home / "rota.toml"
+    config.write_text(CONFIG.format(concurrency=concurrency))
+    env = {k: v for k, v in os.environ.items() if k != "ROTA_STORE"}
+    log = open(home / "daemon.log", "w")  # noqa: SIM115 (closed with the daemon)
+    python = [sys.executable, "-P"] + (["-m", "cProfile", "-o", profile] if profile else [])
+    daemon = subprocess.Popen(
+        [*python, "-m", "rota", "--store", url, "--config", str(config), "run"],
+        cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True,
+    )  # fmt: skip
+    submitter = rota.open(url, config=str(config))
+    try:
+        store = submitter.store
+        # the daemon is up once it holds its lock and waits: its first pass wrote nothing,
+        # so wait for its commit-nudge listener (SQLite) or just its first second.
+        time.sleep(1.0)
+        if daemon.poll() is not None:
+            raise RuntimeError(f"rota run exited: {(home / 'daemon.log').read_text()}")
+        after = store.head().position
+        spy = None
+        if os.environ.get("ROTA_BENCH_SPY"):  # a py-spy binary (its own venv): sample the daemon
+            out = os.environ.get("ROTA_BENCH_SPY_OUT", "/tmp/rota-bench-spy.txt")
+            spy = subprocess.Popen(
+                [os.environ["ROTA_BENCH_SPY"], "record", "-p", str(daemon.pid), "-r", "250",
+                 "--format", "raw", "-o", out, "--nonblocking"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            time.sleep(1.0)
+        own0, children0 = cpu(daemon.pid)
+        start = time.perf_counter()
+        for offset in range(0, jobs, 100):
+            submitter.service.lifecycle.submit_many(
+                [
+                    {"work_id": f"s-{k:06d}", "binding": "true"}
+                    for k in range(offset, min(jobs, offset + 100))
+                ]
+            )
+        follow_completions(store, after, jobs)
+        seconds = time.perf_counter() - start
+        own1, children1 = cpu(daemon.pid)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+    finally:
+        submitter.close()
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(60)
+        log.close()
+        errors = (home / "daemon.log").read_text()
+        Path("/tmp/perf2-daemon.log").write_text(errors)
+        if errors.strip():
+            progress(f"the daemon said:\n{errors[-3000:]}")
+    return jobs / seconds, (own1 - own0) / jobs, (children1 - children0) / jobs
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.shell", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, default=16, help="job_concurrency")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="100 jobs")
+    parser.add_argument("--store", default="", help="postgresql://...?schema=...")
+    parser.add_argument("--dir", default=None)
+    parser.add_argument("--profile", action="store_true", help="cProfile the daemon (1 run)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.jobs = 100
+    with workdir(args.dir) as directory:
+        print_header("shell `true` jobs through `rota run`, fed by another process", directory)
+        if args.profile:
+            import pstats
+
+            out = str(directory / "daemon.prof")
+            rate, own, _ = rota_rate(
+                str(directory / "p.db"), directory, args.jobs, args.concurrency, out
+            )
+            print(f"{fmt_rate(rate)} jobs/s, {own * 1000:.2f} ms daemon CPU/job (profiled)")
+            pstats.Stats(out).sort_stats("cumulative").print_stats(45)
+            pstats.Stats(out).sort_stats("tottime").print_stats(25)
+            return
+        rows = []
+        for rep in range(1, args.repeats + 1):
+            reference = loop_rate(args.jobs)
+            if args.store:
+                from bench.daemon import fresh_store
+
+                url = fresh_store(args.store, directory, rep)
+            else:
+                url = str(directory / f"shell-{rep}.db")
+            rate, own, children = rota_rate(url, directory, args.jobs, args.concurrency)
+            if not args.store:
+                remove_db(directory / f"shell-{rep}.db")
+            progress(f"  rep {rep}: rota {fmt_rate(rate)}/s, loop {fmt_rate(reference)}/s")
+            rows.append(
+                [
+                    str(rep),
+                    fmt_rate(rate),
+                    f"{own * 1000:.2f}",
+                    f"{children * 1000:.2f}",
+                    fmt_rate(reference),
+                    f"{rate / reference:.2f}x",
+                ]
+            )
+        store = "PostgreSQL" if args.store else "SQLite (synchronous FULL)"
+        print(f"{store}; {args.jobs:,} jobs, job_concurrency {args.concurrency}")
+        print()
+        headers = [
+            "rep",
+            "rota run jobs/s",
+            "daemon CPU ms/job",
+            "children CPU ms/job",
+            "subprocess.run loop jobs/s",
+            "rota / loop",
+        ]
+        print_table(headers, rows)
+
+
+if __name__ == "__main__":
+    main()

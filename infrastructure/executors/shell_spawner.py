@@ -1,0 +1,305 @@
+"""The spawner: one small single-threaded helper process that forks every shell run's wrapper.
+
+Starting an interpreter per job cost more than the job (`true`: ~10 ms of child CPU); a fork
+of the scheduler itself would be cheap but is unsafe (it is multi-threaded: a lock held by
+another thread at the fork stays held in the child). So a ShellExecutor starts, on its first
+launch, one helper (`python -I -S -c SPAWNER`, stdlib only, one thread) in a session of its
+own, connected by a unix SOCK_SEQPACKET socket pair. Per launch it sends the request (run
+directory, hold seconds, argv, environment, cwd: JSON, in memory only) with the run's
+stdin, stdout, stderr, the report pipe's write end and the wake pipe's read end
+(SCM_RIGHTS); the spawner forks the wrapper (`child` below), closes its copies and answers
+with the wrapper's pid and a pidfd for it. It reaps its children (SIGCHLD through a wakeup
+pipe: no timer) and exits when the scheduler's end of the socket closes, so a wrapper
+holding its command back sees its parent change and gives up, as before. A spawner that
+died is started again on the next launch.
+
+The wrapper (`child`) is the protocol of `shell_wrapper`: it takes an flock on the run
+directory (held while it lives: evidence any pid namespace can read), says b"h" on the
+report pipe and holds the command back until the file `go` appears (the launcher creates it
+once the launch is pinned, then writes to the wake pipe). If its parent changes (the
+scheduler and so the spawner died), the wake pipe reaches its end, or `hold` seconds pass,
+it creates `abandoned` and exits 125 having started nothing; it looks for `go` every 20 ms
+at most. Let go, it posix_spawns the command (argv, cwd, environment and standard streams
+as given; every signal at its default, none blocked), says b"ok" or the errno, waits, and
+writes the exit code (-N: signal N) to `status` atomically. It blocks SIGHUP, SIGINT and
+SIGTERM, which the command gets at their default, so that it outlives a command they stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+from rota.application.errors import ExecutorError
+
+CHUNK = 32 * 1024  # bytes per request message (SOCK_SEQPACKET keeps each whole)
+
+SPAWNER = r"""
+import fcntl, json, os, select, signal, socket, struct, sys, time
+HELD = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
+DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD) + HELD
+
+def readable(fd, timeout):
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(timeout * 1000) + 1)))
+
+def say(report, message):
+    try:
+        os.write(report, message)
+    except OSError:
+        pass
+
+def child(run, report, wake, launcher, hold, argv, env, cwd):
+    try:
+        os.setsid()
+        os.set_inheritable(report, False)  # received fds are inheritable: not the command's
+        os.set_inheritable(wake, False)
+        signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+        fcntl.flock(os.open(run, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), fcntl.LOCK_EX)
+        if cwd is not None:
+            try:
+                os.chdir(cwd)
+            except OSError as error:
+                say(report, b"e" + str(error.errno or 0).encode())
+                return 127
+        say(report, b"h")
+        go, waking, until = os.path.join(run, "go"), True, time.monotonic() + hold
+        while not os.path.exists(go):
+            if not waking or os.getppid() != launcher or time.monotonic() >= until:
+                os.close(os.open(os.path.join(run, "abandoned"), os.O_WRONLY | os.O_CREAT, 0o600))
+                return 125
+            if readable(wake, 0.02) and not os.read(wake, 64):
+                waking = False
+        os.close(wake)
+        if "PATH" in env:
+            os.environ["PATH"] = env["PATH"]  # posix_spawnp searches our own PATH
+        else:
+            os.environ.pop("PATH", None)
+        try:
+            pid = os.posix_spawnp(argv[0], argv, env, setsigdef=DEFAULTS, setsigmask=())
+        except OSError as error:
+            say(report, str(error.errno or 0).encode())
+            return 127
+        say(report, b"ok")
+        os.close(report)
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        temporary = os.path.join(run, "status.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, ("%d\n" % code).encode())
+        os.close(fd)
+        os.replace(temporary, os.path.join(run, "status"))
+        return code if code >= 0 else 128 - code
+    except BaseException:
+        return 127
+
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+def serve(sock):
+    woken, waker = os.pipe()
+    os.set_blocking(waker, False)
+    signal.set_wakeup_fd(waker)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    for number in (signal.SIGHUP, signal.SIGINT):
+        signal.signal(number, signal.SIG_IGN)
+    while True:
+        ready = select.select([sock, woken], [], [])[0]
+        if woken in ready:
+            os.read(woken, 4096)
+            reap()
+        if sock not in ready:
+            continue
+        header, fds, _, _ = socket.recv_fds(sock, 16, 5)
+        if not header:
+            return  # the scheduler is gone
+        (size,) = struct.unpack("!Q", header)
+        body = b""
+        while len(body) < size:
+            part = sock.recv(65536)
+            if not part:
+                return
+            body += part
+        request = json.loads(body)
+        pid = os.fork()
+        if pid == 0:
+            code = 127
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                sock.close()
+                os.close(woken)
+                os.close(waker)
+                stdin, stdout, stderr, report, wake = fds
+                for target, fd in enumerate((stdin, stdout, stderr)):
+                    os.dup2(fd, target)
+                for fd in (stdin, stdout, stderr):
+                    if fd > 2:
+                        os.close(fd)
+                code = child(request["run"], report, wake, os.getppid(), request["hold"],
+                             request["argv"], request["env"], request["cwd"])
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        pidfd = None
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pass
+        socket.send_fds(sock, [struct.pack("!q", pid)], [] if pidfd is None else [pidfd])
+        if pidfd is not None:
+            os.close(pidfd)
+
+serve(socket.socket(fileno=int(sys.argv[1])))
+"""
+
+
+class Child:
+    """A wrapper as the scheduler sees it: not its child (the spawner's), watched through a
+    pidfd (or, where there is none, by signalling its pid)."""
+
+    def __init__(self, pid: int, pidfd: int | None) -> None:
+        self.pid = pid
+        self.returncode: int | None = None  # 0 once it exited: its `status` says how
+        self._pidfd = pidfd
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._exited():
+            self.returncode = 0
+            self.close()
+        return self.returncode
+
+    def _exited(self) -> bool:
+        if self._pidfd is not None:
+            return readable(self._pidfd, 0)
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for it to exit (`subprocess.TimeoutExpired` after `timeout` seconds)."""
+        until = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            remaining = None if until is None else until - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            pidfd = self._pidfd
+            if pidfd is not None:
+                readable(pidfd, remaining)
+            else:
+                time.sleep(0.01 if remaining is None else min(0.01, remaining))
+        assert self.returncode is not None
+        return self.returncode
+
+    def close(self) -> None:
+        pidfd, self._pidfd = self._pidfd, None
+        if pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(pidfd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def readable(fd: int, timeout: float | None) -> bool:
+    """Whether `fd` becomes readable (or hung up) within `timeout` seconds (poll(2): any fd
+    number, unlike select's 1024)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000) + 1)))
+
+
+class Spawner:
+    """The scheduler's end of the spawner (see the module docstring); thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def _start(self) -> socket.socket:
+        if not sys.executable:
+            raise ExecutorError("no Python interpreter to run the shell spawner")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        except OSError as error:
+            ours.close()
+            raise ExecutorError(f"could not start the shell spawner: {error}") from None
+        finally:
+            theirs.close()
+        self._sock = ours
+        return ours
+
+    def spawn(
+        self,
+        run: str,
+        fds: tuple[int, int, int, int, int],
+        hold: float,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+    ) -> Child:
+        """Fork a wrapper for `run`; `fds` are its stdin, stdout, stderr, the report pipe's
+        write end and the wake pipe's read end (left open here: the caller closes them)."""
+        request = {"run": run, "hold": hold, "argv": argv, "env": env, "cwd": cwd}
+        body = json.dumps(request).encode()
+        with self._lock:
+            for attempt in (1, 2):
+                sock = self._sock or self._start()
+                try:
+                    socket.send_fds(sock, [struct.pack("!Q", len(body))], list(fds))
+                except OSError:
+                    self._stop()  # it died since the last launch: start another, once
+                    if attempt == 2:
+                        raise ExecutorError("the shell spawner is not running") from None
+                    continue
+                try:
+                    for offset in range(0, len(body), CHUNK):
+                        sock.sendall(body[offset : offset + CHUNK])
+                    answer, pidfds, _, _ = socket.recv_fds(sock, 16, 1)
+                except OSError:
+                    answer, pidfds = b"", []
+                if len(answer) != 8:
+                    self._stop()
+                    raise ExecutorError("the shell spawner did not answer")
+                (pid,) = struct.unpack("!q", answer)
+                return Child(pid, pidfds[0] if pidfds else None)
+        raise AssertionError("unreachable")
+
+    def _stop(self) -> None:
+        sock, self._sock = self._sock, None
+        proc, self._proc = self._proc, None
+        if sock is not None:
+            sock.close()
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5.0)
+
+    def close(self) -> None:
+        """End the spawner (the wrappers it forked run on, in sessions of their own)."""
+        with self._lock:
+            self._stop()
