@@ -179,7 +179,21 @@ def schedule_rows(scheduler: Scheduler) -> list[dict[str, Any]] | None:
     """The schedules (name, next and last fires, skips with reasons), or None while the
     facade has no schedules read model: the hook the schedules issue fills in."""
     read = getattr(scheduler, "schedules", None)
-    if not callable(read):
+    if callable(read):
+        rows = read()
+        return [dict(r) for r in rows] if isinstance(rows, list) else None
+    if read is None:
         return None
-    rows = read()
-    return [dict(r) for r in rows] if isinstance(rows, list) else None
+    found = []
+    for row in read.list():
+        upcoming = read.next(row["name"], 1) if row["state"] == "active" else []
+        found.append(
+            {
+                "name": row["name"],
+                "state": row["state"],
+                "next_fire": upcoming[0]["nominal"] if upcoming else None,
+                "last_fire": row["last_fired"],
+                "skipped": [],
+            }
+        )
+    return found or None

@@ -213,7 +213,7 @@ def test_schedules_say_none_until_the_read_model_exists(
             "skipped": [{"at": "2026-11-02T02:00:00Z", "reason": "overlap"}],
         }
     ]
-    monkeypatch.setattr(type(world.scheduler), "schedules", lambda self: rows, raising=False)
+    monkeypatch.setattr(world.scheduler, "schedules", lambda: rows)
     page = c.get("/ui/schedules").text
     assert "nightly-etl" in page and "overlap" in page and "2026-11-04 02:00:00" in page
 
