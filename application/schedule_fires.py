@@ -116,7 +116,7 @@ class Fires:
                     scope=d.scope,
                     binding=d.binding,
                     kind=kind,
-                    trigger="first",
+                    trigger=_trigger_for(d),
                 )
             )
             created.add(target)
@@ -156,7 +156,16 @@ def _work_for(d: ScheduleDefined, nominal: datetime | None = None) -> str:
     base = f"{schedule_work(d.name)}@{d.binding}"
     if d.overlap == "allow_all" and nominal is not None:
         return f"{base}:{rfc3339(nominal).replace('-', '').replace(':', '')}"
+    if d.overlap == "cancel_other":
+        # A Work of its own, triggered by its newest input: the run an interrupt cancelled
+        # leaves its input pending (seed 001), and the next run consumes it together with
+        # the newest fire's, which triggers it. The cancelled fire is not run again.
+        return f"{base}:latest"
     return base
+
+
+def _trigger_for(d: ScheduleDefined) -> str:
+    return "last" if d.overlap == "cancel_other" else "first"
 
 
 def _skip_identity(name: str, skip: Any) -> str:

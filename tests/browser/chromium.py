@@ -55,13 +55,26 @@ def chromium(width: int = 1280, height: int = 900):  # type: ignore[no-untyped-d
 def click_and_wait(driver, element, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
     """Click `element` and wait until the page it was on has been replaced (a form's POST
     and its redirect), so the test reads the new page, never the old one."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.wait import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, timeout).until(expected_conditions.staleness_of(page))
+
+    def replaced(driver) -> bool:  # type: ignore[no-untyped-def]
+        # A stale element is StaleElementReferenceException, or (newer chromedriver, while
+        # the next document is committing) "Node with given id does not belong to the
+        # document": both mean the old page is gone.
+        try:
+            page.is_enabled()
+        except WebDriverException:
+            return True
+        return False
+
+    wait = WebDriverWait(driver, timeout)
+    wait.until(replaced)
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 def sign_in(driver, base: str, token: str, then: str = "/ui/") -> None:  # type: ignore[no-untyped-def]

@@ -381,9 +381,17 @@ def test_cancel_other_interrupts_the_running_attempt_in_the_fire_s_append(
         "core.execution.interrupted",
     ]
     assert after[2].event.attempt == claimed.attempt.number
-    work = scheduler.service.projection.works.get("schedule.tick@job")
-    # An interrupt leaves the interrupted run's input pending (seed 001): both stay queued.
-    assert work is not None and [p.key[-9:] for p in work.pending] == [
-        "09:01:00Z",
-        "09:02:00Z",
+    work = scheduler.service.projection.works.get("schedule.tick@job:latest")
+    # An interrupt leaves the interrupted run's input pending (seed 001): both stay queued,
+    assert work is not None and work.trigger == "last"
+    assert [p.key[-9:] for p in work.pending] == ["09:01:00Z", "09:02:00Z"]
+    # and the next run (once the interrupted one is confirmed stopped) takes both,
+    # triggered by the newest fire: 09:01 is not run again on its own.
+    scheduler.run_until_idle(timeout=30)
+    claims = [e.event for e in events(scheduler, "core.execution.claimed")]
+    assert [(c.attempt, c.consumed, c.trigger) for c in claims] == [
+        (1, [work.pending[0].position], work.pending[0].position),
+        (2, [p.position for p in work.pending], work.pending[1].position),
     ]
+    done = scheduler.service.projection.works.get("schedule.tick@job:latest")
+    assert done is not None and done.pending == ()
