@@ -113,6 +113,10 @@ def test_a_spilled_history_fold_equals_the_one_in_memory(tmp_path: Path, small_p
 def test_rebuild_spills_and_stores_what_verify_accepts(
     tmp_path: Path, small_pages: None, side_by_side: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Its own temporary directory: other processes' rebuilds may be spilling in the shared one.
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(rebuild_module.tempfile, "tempdir", str(temporary))
     service = busy_log(tmp_path / "rota.db")
     if not side_by_side:
         monkeypatch.setattr("rota.replay.side_by_side.can_split", lambda log, count: False)
