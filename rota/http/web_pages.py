@@ -174,9 +174,7 @@ def schedule(request: Request, name: str) -> Response:
         detail = views.schedule_detail(api(request).scheduler, name)
     except RotaError as exc:
         return refuse(request, session, status_of(exc), exc.code, str(exc))
-    return render(
-        request, "schedule.html", session, page="schedules", trigger_key=_key(), **detail
-    )
+    return render(request, "schedule.html", session, page="schedules", trigger_key=_key(), **detail)
 
 
 def _key() -> str:

@@ -188,9 +188,7 @@ def schedule_rows(scheduler: Scheduler) -> list[dict[str, Any]]:
         upcoming = facade.next(name, 1) if row["state"] == "active" else []
         recent = facade.history(name, limit=50)
         skipped = [
-            {"at": e["nominal"], "reason": e["reason"]}
-            for e in recent
-            if e["status"] == "skipped"
+            {"at": e["nominal"], "reason": e["reason"]} for e in recent if e["status"] == "skipped"
         ][-SKIPS_SHOWN:]
         found.append(
             {

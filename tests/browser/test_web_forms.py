@@ -211,9 +211,7 @@ def test_schedules_list_the_facade_s_schedules_and_an_unknown_one_is_a_404(
     assert answer.status_code == 404 and error_code(answer) == "unknown_schedule"
 
 
-def test_a_schedule_form_without_operate_or_csrf_changes_nothing(
-    server: str, world: World
-) -> None:
+def test_a_schedule_form_without_operate_or_csrf_changes_nothing(server: str, world: World) -> None:
     before = head(world)
     c, csrf = signed_in(server, world.secrets["read"])
     answer = c.post("/ui/schedules/nightly-etl/pause", data={"csrf": csrf})

@@ -48,7 +48,9 @@ def test_the_list_shows_a_skip_and_its_reason_and_pause_is_recorded_by_the_token
     click_and_wait(browser, nightly.find_element(By.CSS_SELECTOR, "button[data-action=pause]"))
 
     assert browser.current_url == f"{server}/ui/schedules"
-    assert browser.find_element(By.CSS_SELECTOR, ".notice-done").text == "paused schedule nightly-etl"
+    assert (
+        browser.find_element(By.CSS_SELECTOR, ".notice-done").text == "paused schedule nightly-etl"
+    )
     (event,) = schedule_events(world, "nightly-etl", "core.schedule.paused")
     assert event.data["actor"] == "ops-alice"
     nightly = row(browser, "nightly-etl")
@@ -68,7 +70,10 @@ def test_the_detail_page_and_a_trigger_sent_twice_fires_once(
     form = browser.find_element(By.CSS_SELECTOR, "form[action$='/trigger']")
     html = form.get_attribute("outerHTML")
     click_and_wait(browser, form.find_element(By.CSS_SELECTOR, "button"))
-    assert "triggered schedule nightly-etl" in browser.find_element(By.CSS_SELECTOR, ".notice-done").text
+    assert (
+        "triggered schedule nightly-etl"
+        in browser.find_element(By.CSS_SELECTOR, ".notice-done").text
+    )
     # the same form again (its key drawn when the page was rendered): nothing fires
     browser.execute_script(
         "document.querySelector('main').insertAdjacentHTML('beforeend', arguments[0])", html

@@ -86,9 +86,7 @@ def test_every_route_is_in_the_document(idle_api: Api) -> None:
         for route in app_routes(create_app(idle_api.context))
         for method in route.methods
     } - documented
-    assert {p for p, _ in others} - {OPENAPI_URL} == {
-        p for p, _ in others if p.startswith("/ui")
-    }
+    assert {p for p, _ in others} - {OPENAPI_URL} == {p for p, _ in others if p.startswith("/ui")}
     assert any(p.startswith("/ui/schedules") for p, _ in others)
     for path, method, operation in operations(document):
         statuses = set(operation["responses"])

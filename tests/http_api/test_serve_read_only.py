@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import httpx
+from browser.test_web_forms import signed_in
 
 import rota
-from browser.test_web_forms import signed_in
 from http_api.test_cli_http import TIMEOUT, _env, token
 
 CONFIG = """
@@ -107,7 +107,6 @@ def test_serve_appends_nothing_at_startup_or_on_any_read(tmp_path: Path) -> None
             return answer["position"], answer["hash"]
 
         with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
-
             assert head() == (before.position, before.hash), "startup appended"
             for path in READS:
                 answer = client.get(path)

@@ -64,9 +64,7 @@ def schedules(
     return SchedulePage(schedules=page, next=page[-1]["name"] if len(rows) > limit else None)
 
 
-@router.get(
-    "/schedules/{name}", responses=documented(*READ_ERRORS, 404), dependencies=[READ]
-)
+@router.get("/schedules/{name}", responses=documented(*READ_ERRORS, 404), dependencies=[READ])
 def schedule(api: Annotated[ApiContext, Depends(context)], name: Name) -> ScheduleDetail:
     """One schedule: its definition and versions, state, boundary, the next nominal times
     (due with jitter, DST flag), the recent history (fired with the Work and its outcome,
