@@ -19,12 +19,16 @@ def open(
     owner: str | None = None,
     environment: Environment | None = None,
     projections: str | os.PathLike[str] | bool = True,
+    read_only: bool = False,
 ) -> Scheduler:
     """Open a scheduler on a store (a path, `sqlite:///...`; default: the config's store).
 
     `projections`: where the projections that let a scheduler open without replaying the
     log are kept: by default the file `<log>.projections` beside an SQLite log, or the
     PostgreSQL log's own schema; a file path, or False to fold from 0 at every open.
+
+    `read_only` (`rota serve`): opening appends nothing; the configuration's `[[budgets]]`
+    are not recorded (`core.budget.configured`), the log's own ones are in force.
     """
     if isinstance(config, dict):
         loaded = Config.parse(config)
@@ -40,7 +44,12 @@ def open(
     try:
         stored = bootstrap.open_projections(store, projections)
         return Scheduler(
-            store, config=loaded, owner=owner, environment=environment, projections=stored
+            store,
+            config=loaded,
+            owner=owner,
+            environment=environment,
+            projections=stored,
+            read_only=read_only,
         )
     except BaseException:
         if stored is not None:

@@ -88,6 +88,7 @@ class Scheduler:
         owner: str | None = None,
         environment: Environment | None = None,
         projections: ProjectionStore | None = None,
+        read_only: bool = False,
     ) -> None:
         config = config if config is not None else Config.parse({})
         self.config = config
@@ -119,7 +120,8 @@ class Scheduler:
         self._async = AsyncCallables()
         self.schedules = Schedules(self.service)  # rota.schedules: pause, next, history ...
         self.service.catch_up()
-        self.service.admission.configure_budgets(config.budgets)
+        if not read_only:  # `rota serve` appends nothing, not even a changed [[budgets]]
+            self.service.admission.configure_budgets(config.budgets)
         self._audit = AuditCheckpoints(store, config.audit)
         self.checkpointer = self._audit.checkpointer
 

@@ -105,7 +105,9 @@ def open_log(args: argparse.Namespace) -> EventStore:
     return bootstrap.open_log(store_url(args, config), config, create=False)
 
 
-def open_rota(args: argparse.Namespace, *, runs: bool = False) -> Scheduler:
+def open_rota(
+    args: argparse.Namespace, *, runs: bool = False, read_only: bool = False
+) -> Scheduler:
     """The scheduler the arguments name. `runs`: for a command that runs or accepts Work
     (`run`, `submit`), which refuses a config naming an executor the CLI does not have
     (it registers only the built-in ones) before the store is opened, and creates the store
@@ -116,7 +118,7 @@ def open_rota(args: argparse.Namespace, *, runs: bool = False) -> Scheduler:
         config.check_executors(builtin_registrations())
     else:
         bootstrap.open_log(url, config, create=False).close()
-    return open_scheduler(url, config=config)
+    return open_scheduler(url, config=config, read_only=read_only)
 
 
 def print_json(value: Any) -> None:

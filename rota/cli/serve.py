@@ -50,7 +50,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     listen = check_http(args, args.listen)
     stop = threading.Event()
-    with open_rota(args) as scheduler:
+    with open_rota(args, read_only=True) as scheduler:
         server = start_http(scheduler, args, listen, read_only=True)
         try:
             with stop_on_signals(stop.set):
@@ -111,9 +111,11 @@ def tokens_option(parser: argparse.ArgumentParser) -> None:
 def register(commands: Any) -> None:
     serve = commands.add_parser(
         "serve",
-        help="serve the HTTP API read-only over a store (no scheduler loop)",
-        description="Serve /v1 and /metrics over the store, read-only: every mutation "
-        "answers 403 serve_read_only. Needs the extra: pip install 'rota[http]'. See docs/http.md.",
+        help="serve the HTTP API and the web view read-only over a store (no scheduler loop)",
+        description="Serve /v1, /metrics and the web view under /ui over the store, "
+        "read-only: opening appends nothing (not even a changed [[budgets]]), every mutation "
+        "answers 403 serve_read_only and the pages show no buttons. Needs the extra: "
+        "pip install 'rota[http]'. See docs/http.md, docs/web.md.",
     )
     serve.add_argument(
         "--listen", metavar="ADDR", help="HOST:PORT (default: the config's [http] listen)"

@@ -71,6 +71,8 @@ class ApiError(RotaError):
 # The status of a RotaError by its code; anything else a command refuses is a conflict.
 STATUS_OF: dict[str, int] = {
     DomainCode.UNKNOWN_WORK: 404,
+    DomainCode.UNKNOWN_SCHEDULE: 404,
+    DomainCode.INVALID_SCHEDULE: 422,
     DomainCode.INVALID_COMMAND: 422,
     DomainCode.INVALID_WORK: 422,
     DomainCode.INVALID_WORK_ID: 422,

@@ -3,7 +3,8 @@ loop) at scrape time, so they are right after a restart, within a fixed series b
 
 Labels come only from bounded configuration: a binding the config defines (others are
 `other`), a pool, a scope cut to `[http] scope_depth` levels, a Work state, an outcome, a
-hold kind. Never a Work id. At most `[http] metrics_series_budget` series (default 1024)
+hold kind, a schedule's name, a skip reason. Never a Work id. The schedule families are
+`rota.http.schedule_metrics`. At most `[http] metrics_series_budget` series (default 1024)
 are exported a scrape; the series past it are not exported and counted in
 `rota_metrics_series_dropped_total` (and the scrape's `rota_metrics_series`). The families
 are collected in a fixed order, the ones with few series first, so a budget that is too
@@ -24,6 +25,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from rota.application.timestamps import parse_timestamp
 from rota.domain.state import WorkStateName
+from rota.http.schedule_metrics import SkipTally
+from rota.http.schedule_metrics import families as schedule_families
 from rota.replay import checkpoint as checkpoints
 from rota.scheduler import Scheduler
 
@@ -69,6 +72,7 @@ class RotaCollector(Collector):
         self.scheduler = scheduler
         self.budget = Budget(budget)
         self.scope_depth = scope_depth
+        self.skips = SkipTally()  # skipped nominal times by schedule and reason
         self._scrape = threading.Lock()
 
     def describe(self) -> Iterable[Metric]:
@@ -206,6 +210,8 @@ class RotaCollector(Collector):
         lost_family = CounterMetricFamily("rota_attempts_lost", "Attempts recorded lost")
         admit(lost_family, [], lost)
         yield lost_family
+
+        yield from schedule_families(scheduler, self.skips, admit)
 
         states = GaugeMetricFamily(
             "rota_works", "Works by state and scope", labels=["state", "scope"]

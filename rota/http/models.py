@@ -11,10 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.domain import submission
+from rota.domain import schedules, submission
 
 WORK_ID = submission.WORK_ID.pattern
 IDEMPOTENCY_KEY = submission.INPUT_KEY.pattern  # it becomes an input's key
+SCHEDULE_NAME = schedules.NAME.pattern
 PAGE_DEFAULT, PAGE_MAX = 16, 64  # seed 002's paging: default 16, hard cap 64, limit + 1
 
 
@@ -38,7 +39,7 @@ DESCRIPTIONS = {
     400: "host_not_allowed, malformed_body or idempotency_key_required",
     401: "unauthorized: no bearer token, or an unknown one",
     403: "missing_scope, or serve_read_only (`rota serve`)",
-    404: "unknown_work, or route_not_found",
+    404: "unknown_work, unknown_schedule, or route_not_found",
     409: "the command was refused (its domain code)",
     413: "body_too_large, or payload_too_large",
     415: "unsupported_media_type: a mutating body must be application/json",
@@ -121,6 +122,36 @@ class AuditHead(BaseModel):
 class Health(BaseModel):
     status: Literal["ok"]
     detail: str
+
+
+class SchedulePage(BaseModel):
+    schedules: list[dict[str, Any]] = Field(
+        description="schedule views by name, as `rota schedule list --json`"
+    )
+    next: str | None = Field(description="pass as `after` for the next page; null: no more")
+
+
+class ScheduleDetail(BaseModel):
+    schedule: dict[str, Any] = Field(
+        description="definition, version, state (active, paused, quarantined), boundary, "
+        "counts, and every version"
+    )
+    next: list[dict[str, Any]] = Field(
+        description="the next nominal times: due (with jitter), local time, DST flag"
+    )
+    history: list[dict[str, Any]] = Field(
+        description="the recent nominal times, oldest first: fired (Work, outcome), skipped "
+        "(reason) or quarantined (reason)"
+    )
+    release: str | None = Field(description="how to release a quarantined schedule; else null")
+
+
+class ScheduleAccepted(BaseModel):
+    schedule: dict[str, Any] = Field(description="the schedule's view after the command")
+    fired: str | None = Field(
+        None, description="trigger: the fire's delivery identity; null when that key fired"
+    )
+    position: int = Field(description="the log head after the command")
 
 
 # -- mutations -------------------------------------------------------------------------

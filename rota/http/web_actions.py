@@ -1,5 +1,6 @@
-"""The web view's forms (POST, then a redirect): sign in and out, and the actions that clear
-a hold or settle a Work: release, settle a gate, retry, cancel.
+"""The web view's forms (POST, then a redirect): sign in and out, the actions that clear
+a hold or settle a Work (release, settle a gate, retry, cancel), and a schedule's pause,
+resume and trigger.
 
 Each action checks, in order: a session (`sign_in_required`), the form's CSRF token and
 that it came from this origin (`csrf_invalid`), that this is not `rota serve`
@@ -170,5 +171,40 @@ async def cancel(request: Request, work_id: str) -> Response:
         reason = form.get("reason", "") or f"cancelled in the web view by {session.name}"
         api(request).scheduler.cancel(work_id, reason=reason, by=session.name)
         return f"cancelled {work_id}"
+
+    return await _act(request, "operate", act)
+
+
+@router.post("/schedules/{name}/pause")
+async def pause_schedule(request: Request, name: str) -> Response:
+    def act(session: Session, form: dict[str, str]) -> str:
+        reason = form.get("reason", "") or f"paused in the web view by {session.name}"
+        api(request).scheduler.schedules.pause(name, actor=session.name, reason=reason)
+        return f"paused schedule {name}"
+
+    return await _act(request, "operate", act)
+
+
+@router.post("/schedules/{name}/resume")
+async def resume_schedule(request: Request, name: str) -> Response:
+    def act(session: Session, form: dict[str, str]) -> str:
+        reason = form.get("reason", "") or f"resumed in the web view by {session.name}"
+        api(request).scheduler.schedules.resume(name, actor=session.name, reason=reason)
+        return f"resumed schedule {name}"
+
+    return await _act(request, "operate", act)
+
+
+@router.post("/schedules/{name}/trigger")
+async def trigger_schedule(request: Request, name: str) -> Response:
+    """Fire now; the form's `key` (drawn when the page was rendered) is the fire's key, so
+    a form sent twice fires once."""
+
+    def act(session: Session, form: dict[str, str]) -> str:
+        key = form.get("key") or None
+        fired = api(request).scheduler.schedules.trigger_now(name, key=key)
+        if fired is None:
+            return f"schedule {name} was already triggered by this form"
+        return f"triggered schedule {name} ({fired['identity']})"
 
     return await _act(request, "operate", act)

@@ -1,5 +1,6 @@
 """The web view's pages (GET, a `read` session): Overview, Needs you, Works, a Work with its
-attempt timeline and explanation, Capacity and budgets, Schedules, Audit; and sign-in.
+attempt timeline and explanation, Capacity and budgets, Schedules and a schedule, Audit;
+and sign-in.
 
 Every page is server-rendered HTML that needs no script. Without a session a page answers
 a redirect to the sign-in form (and back once signed in).
@@ -7,14 +8,16 @@ a redirect to the sign-in form (and back once signed in).
 
 from __future__ import annotations
 
+import secrets
 from importlib import resources
 
 import msgspec
 from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
-from rota.domain.errors import DomainCode
+from rota.domain.errors import DomainCode, RotaError
 from rota.http import web_views as views
+from rota.http.errors import status_of
 from rota.http.models import PAGE_DEFAULT, PAGE_MAX
 from rota.http.routes import system
 from rota.http.web_render import HEADERS, api, refuse, render, safe_next, signed_in, web
@@ -157,7 +160,26 @@ def schedules(request: Request) -> Response:
     if isinstance(session, Response):
         return session
     rows = views.schedule_rows(api(request).scheduler)
-    return render(request, "schedules.html", session, page="schedules", schedules=rows)
+    return render(
+        request, "schedules.html", session, page="schedules", schedules=rows, trigger_key=_key()
+    )
+
+
+@router.get("/schedules/{name}")
+def schedule(request: Request, name: str) -> Response:
+    session = signed_in(request)
+    if isinstance(session, Response):
+        return session
+    try:
+        detail = views.schedule_detail(api(request).scheduler, name)
+    except RotaError as exc:
+        return refuse(request, session, status_of(exc), exc.code, str(exc))
+    return render(request, "schedule.html", session, page="schedules", trigger_key=_key(), **detail)
+
+
+def _key() -> str:
+    """A trigger form's key, drawn per page: the same form sent twice fires once."""
+    return f"web-{secrets.token_hex(8)}"
 
 
 @router.get("/audit")

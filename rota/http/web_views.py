@@ -2,9 +2,8 @@
 (the holds, capacity and audit routes are called as functions, so a page and its route
 cannot disagree), plus the overview's counts, the budgets' ledgers and doctor's fast checks.
 
-Schedules: `schedule_rows(scheduler)` is the hook. The schedules read model comes with the
-schedules issue; until the facade has it (`Scheduler.schedules()`, a list of dicts), the
-page says "no schedules". Wire the real read model there and nowhere else.
+Schedules: `schedule_rows` and `schedule_detail` read the schedules facade
+(`scheduler.schedules`, `rota.schedule_views`), as `GET /v1/schedules` does.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from rota.domain import budgets as budget_rules
 from rota.domain.state import WorkStateName
 from rota.http.context import ApiContext
 from rota.http.routes import system
+from rota.http.routes.schedules import HISTORY, NEXT, release_hint
 from rota.replay.doctor_report import Check
 from rota.replay.log_checks import check_checkpoint
 from rota.replay.state_checks import (
@@ -175,25 +175,40 @@ def audit(api: ApiContext) -> dict[str, Any]:
     }
 
 
-def schedule_rows(scheduler: Scheduler) -> list[dict[str, Any]] | None:
-    """The schedules (name, next and last fires, skips with reasons), or None while the
-    facade has no schedules read model: the hook the schedules issue fills in."""
-    read = getattr(scheduler, "schedules", None)
-    if callable(read):
-        rows = read()
-        return [dict(r) for r in rows] if isinstance(rows, list) else None
-    if read is None:
-        return None
+SKIPS_SHOWN = 5  # the recent skipped nominal times a list row shows
+
+
+def schedule_rows(scheduler: Scheduler) -> list[dict[str, Any]]:
+    """The schedules by name: state, next fire (none while paused or quarantined), last
+    fire, the recent skipped nominal times with their reasons, quarantine."""
+    facade = scheduler.schedules
     found = []
-    for row in read.list():
-        upcoming = read.next(row["name"], 1) if row["state"] == "active" else []
+    for row in facade.list():
+        name = row["name"]
+        upcoming = facade.next(name, 1) if row["state"] == "active" else []
+        recent = facade.history(name, limit=50)
+        skipped = [
+            {"at": e["nominal"], "reason": e["reason"]} for e in recent if e["status"] == "skipped"
+        ][-SKIPS_SHOWN:]
         found.append(
             {
-                "name": row["name"],
-                "state": row["state"],
+                **row,
                 "next_fire": upcoming[0]["nominal"] if upcoming else None,
                 "last_fire": row["last_fired"],
-                "skipped": [],
+                "skipped_recent": skipped,
+                "release": release_hint(name, row),
             }
         )
-    return found or None
+    return found
+
+
+def schedule_detail(scheduler: Scheduler, name: str) -> dict[str, Any]:
+    """One schedule as `GET /v1/schedules/{name}` answers it (unknown: `unknown_schedule`)."""
+    facade = scheduler.schedules
+    shown = facade.show(name)
+    return {
+        "schedule": shown,
+        "next": facade.next(name, NEXT),
+        "history": list(reversed(facade.history(name, limit=HISTORY))),  # newest first
+        "release": release_hint(name, shown),
+    }

@@ -28,6 +28,7 @@ PAGES = (
     ("work-lost", "/ui/work/ingest-feed"),
     ("capacity", "/ui/capacity"),
     ("schedules", "/ui/schedules"),
+    ("schedule", "/ui/schedules/hourly-sync"),
     ("audit", "/ui/audit"),
 )
 

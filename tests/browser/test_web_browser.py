@@ -142,6 +142,8 @@ def test_a_read_token_sees_no_action_button(browser: Any, server: str, world: Wo
         "/ui/work/etl-extra",
         "/ui/work/release-2.4",
         "/ui/work/deploy-web",
+        "/ui/schedules",
+        "/ui/schedules/nightly-etl",
     ):
         browser.get(server + path)
         assert browser.find_elements(By.CSS_SELECTOR, "h1")

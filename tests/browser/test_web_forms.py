@@ -199,23 +199,29 @@ def test_works_filter_and_pages(server: str, world: World) -> None:
     ]
 
 
-def test_schedules_say_none_until_the_read_model_exists(
-    server: str, world: World, monkeypatch: pytest.MonkeyPatch
+def test_schedules_list_the_facade_s_schedules_and_an_unknown_one_is_a_404(
+    server: str, world: World
 ) -> None:
     c, _ = signed_in(server, world.secrets["read"])
-    assert 'id="no-schedules"' in c.get("/ui/schedules").text
-    rows = [
-        {
-            "name": "nightly-etl",
-            "state": "active",
-            "next_fire": "2026-11-04T02:00:00Z",
-            "last_fire": "2026-11-03T02:00:00Z",
-            "skipped": [{"at": "2026-11-02T02:00:00Z", "reason": "overlap"}],
-        }
-    ]
-    monkeypatch.setattr(world.scheduler, "schedules", lambda: rows)
     page = c.get("/ui/schedules").text
-    assert "nightly-etl" in page and "overlap" in page and "2026-11-04 02:00:00" in page
+    assert "nightly-etl" in page and "hourly-sync" in page
+    assert "2026-11-03 09:05:00: paused" in page and "2026-11-04 01:00:00" in page
+    assert "data-action" not in page  # a read session gets no buttons
+    answer = c.get("/ui/schedules/no-such")
+    assert answer.status_code == 404 and error_code(answer) == "unknown_schedule"
+
+
+def test_a_schedule_form_without_operate_or_csrf_changes_nothing(server: str, world: World) -> None:
+    before = head(world)
+    c, csrf = signed_in(server, world.secrets["read"])
+    answer = c.post("/ui/schedules/nightly-etl/pause", data={"csrf": csrf})
+    assert answer.status_code == 403 and error_code(answer) == "missing_scope"
+    c, csrf = signed_in(server, world.secrets["operate"])
+    answer = c.post("/ui/schedules/nightly-etl/pause", data={"csrf": "forged"})
+    assert answer.status_code == 403 and error_code(answer) == "csrf_invalid"
+    assert head(world) == before
+    answer = c.post("/ui/schedules/nightly-etl/pause", data={"csrf": csrf, "next": "/ui/schedules"})
+    assert answer.status_code == 303 and head(world) > before
 
 
 def test_an_unknown_work_is_an_html_404(server: str, world: World) -> None:

@@ -5,7 +5,8 @@ time; a Work whose attempt lost its lease for 90 s and was recovered (adopted); 
 relaunched after a claim that never called its executor; a failed Work; a Work
 whose host died (its attempt lost); a Work held by a
 budget and one held by a start gate; ready Work a pool limit holds back; a budget ledger
-and an audit checkpoint. `serve(world)` starts the HTTP API (with the web view) over it on
+and an audit checkpoint; a paused schedule with skipped times and an active one.
+`serve(world)` starts the HTTP API (with the web view) over it on
 127.0.0.1 with three tokens: read, operate, admin.
 """
 
@@ -96,6 +97,12 @@ def build(directory: Path) -> World:
         retry=RetryPolicy(max_attempts=2, delays=(60.0,)),
     )
     s.register("noop", lambda ctx: "ok", inline=True)
+
+    # Schedules: one paused (its nominal times are skipped, reason "paused", as the clock
+    # moves on below), one active whose next fire is tomorrow night.
+    s.schedule("hourly-sync", binding="noop", every="5m", scope="root/etl")
+    s.schedules.pause("hourly-sync", actor="ops-alice", reason="the vendor's API is down")
+    s.schedule("nightly-etl", binding="noop", cron="0 2 * * *", timezone="Europe/Berlin")
 
     # A completed Work whose launch phases are visible.
     s.submit("build-1842", binding="build", scope="root/ci")

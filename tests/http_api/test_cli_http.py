@@ -202,3 +202,10 @@ def test_a_bad_listen_address_is_one_line(home: Path, address: str) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("rota: invalid_address: "), done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_serve_help_names_the_web_view_and_read_only(home: Path) -> None:
+    done = rota(home, "serve", "--help")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "/ui" in text and "read-only" in text and "appends nothing" in text

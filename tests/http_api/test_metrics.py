@@ -120,3 +120,48 @@ def test_a_config_with_more_series_than_the_budget_keeps_to_it(tmp_path: Path) -
     # The totals come first: what is dropped is per-binding and per-scope detail.
     for name in ("rota_projection_lag_events", "rota_log_position", "rota_build_info"):
         assert any(k[0] == name for k in first), name
+
+
+def test_schedule_fires_skips_by_reason_quarantine_and_the_leader_lease(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from rota.infrastructure.clock import ManualClock
+
+    clock = ManualClock(datetime(2026, 11, 2, 9, 0, 30, tzinfo=UTC))
+    path = tmp_path / "schedules.db"
+    with rota.open(path, clock=clock, owner="metrics-a") as s:
+        s.register("echo", echo)
+        s.schedule("tick", binding="echo", every="1m")  # overlap: skip
+        s.schedule("held", binding="echo", every="1m")
+        s.schedules.pause("held", reason="maintenance")
+        for _ in range(3):  # 09:01 fires; its Work never runs, so 09:02 and 09:03 overlap
+            clock.advance(60)
+            s.tick()
+        s.schedules.trigger_now("tick", key="manual-1")
+        served = start_api(s, tmp_path)
+        try:
+            got = samples(scrape(served))
+        finally:
+            served.server.stop()
+    assert got[("rota_schedule_fires_total", (("schedule", "tick"),))] == 2  # 09:01 + manual
+    assert got[("rota_schedule_fires_total", (("schedule", "held"),))] == 0
+    assert got[("rota_schedule_skips_total", (("reason", "paused"), ("schedule", "held")))] == 3
+    assert got[("rota_schedule_skips_total", (("reason", "overlap"), ("schedule", "tick")))] == 2
+    skip_series = [k for k in got if k[0] == "rota_schedule_skips_total"]
+    assert len(skip_series) == 2
+    assert got[("rota_schedules", (("state", "active"),))] == 1
+    assert got[("rota_schedules", (("state", "paused"),))] == 1
+    assert got[("rota_schedules_quarantined", ())] == 0
+    assert got[("rota_schedule_leader_held", ())] == 1
+    # Another process, after a restart: the same counts from the log; it holds no lease.
+    with rota.open(path, clock=clock, owner="metrics-b") as again:
+        again.register("echo", echo)
+        served = start_api(again, tmp_path / "b")
+        try:
+            after = samples(scrape(served))
+        finally:
+            served.server.stop()
+    assert after[("rota_schedule_skips_total", (("reason", "paused"), ("schedule", "held")))] == 3
+    assert after[("rota_schedule_skips_total", (("reason", "overlap"), ("schedule", "tick")))] == 2
+    assert after[("rota_schedule_fires_total", (("schedule", "tick"),))] == 2
+    assert after[("rota_schedule_leader_held", ())] == 0

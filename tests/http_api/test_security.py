@@ -251,3 +251,44 @@ def test_scopes_nest_admin_operate_read(tmp_path: Path) -> None:
         "operate": ["read", "operate"],
         "admin": ["read", "operate", "admin"],
     }
+
+
+# The web view's only routes open without a session: its stylesheet, the sign-in form and
+# the redirect of /ui to /ui/; signing in needs the form's CSRF cookie, signing out nothing.
+PUBLIC_UI = {("GET", "/ui"), ("GET", "/ui/static/web.css"), ("GET", "/ui/sign-in")}
+
+
+def test_every_route_needs_a_token_or_a_session(api: Api, unchanged: None) -> None:
+    """Every route of the app, API and web view, asked without credentials: the API answers
+    401 `unauthorized`; a page redirects to sign-in, a form is `sign_in_required` (or, for
+    sign-in itself, `csrf_invalid`). Only PUBLIC_UI is open, deliberately."""
+    from http_api.test_openapi import app_routes
+    from rota.http.app import create_app
+
+    routes = [
+        (method, route.path)
+        for route in app_routes(create_app(api.context))
+        for method in sorted(route.methods)
+    ]
+    assert any(p.startswith("/ui/schedules") for _, p in routes)
+    for method, path in routes:
+        concrete = path.replace("{work_id}", "corpus").replace("{name}", "corpus")
+        kwargs: dict[str, object] = {"headers": {**KEY}}
+        if method == "POST" and path.startswith("/ui"):
+            kwargs["data"] = {"csrf": "x"}
+        elif method == "POST":
+            kwargs["json"] = {}
+        answer = raw(api, method, concrete, follow_redirects=False, **kwargs)
+        if (method, path) in PUBLIC_UI:
+            assert answer.status_code in (200, 303), (method, path, answer.status_code)
+        elif not path.startswith("/ui"):
+            assert answer.status_code == 401, (method, path, answer.text)
+            assert answer.json()["error"]["code"] == "unauthorized"
+        elif method == "GET":
+            assert answer.status_code == 303, (method, path, answer.status_code)
+            assert answer.headers["location"].startswith("/ui/sign-in")
+        elif path == "/ui/sign-out":
+            assert answer.status_code == 303  # without a session: nothing to end
+        else:
+            assert answer.status_code in (401, 403), (method, path, answer.status_code)
+            assert b"sign_in_required" in answer.content or b"csrf_invalid" in answer.content

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import msgspec
 from fastapi import APIRouter, Depends, Header, Path
@@ -40,6 +40,7 @@ from rota.http.models import (
 from rota.http.tokens import Token
 
 router = APIRouter(prefix="/v1", tags=["operate"])
+T = TypeVar("T")
 KEY = re.compile(IDEMPOTENCY_KEY)
 WorkId = Annotated[str, Path(pattern=WORK_ID)]
 Api = Annotated[ApiContext, Depends(context)]
@@ -55,16 +56,16 @@ KeyHeader = Annotated[
 RESPONSES = documented(*MUTATION)
 
 
-def _mutate(
+def once(
     api: ApiContext,
     token: Token,
     key: str | None,
     route: str,
     body: BaseModel,
-    work_id: str,
-    act: Callable[[str], object],
-) -> Accepted:
-    """Check the key, run `act(key)` once per (token, key), answer with the Work's view."""
+    act: Callable[[str], T],
+) -> T:
+    """Check the key, run `act(key)` once per (token, key); a repeat gets the first answer.
+    The schedule mutations (`rota.http.routes.schedules`) use it too."""
     if api.read_only:
         raise ApiError(
             "rota serve is read-only: send mutations to a daemon (rota run --http)",
@@ -93,17 +94,34 @@ def _mutate(
                 code=HttpCode.IDEMPOTENCY_KEY_REUSED,
                 status=422,
             )
-        answer: Accepted = seen[1]
-        return answer
-    scheduler = api.scheduler
-    act(key)
-    view = scheduler.work(work_id)
-    answer = Accepted(
-        work=msgspec.to_builtins(view) if view is not None else {},
-        position=scheduler.store.head().position,
-    )
+        first: T = seen[1]
+        return first
+    answer = act(key)
     api.idempotency.remember(token.name, key, fingerprint, answer)
     return answer
+
+
+def _mutate(
+    api: ApiContext,
+    token: Token,
+    key: str | None,
+    route: str,
+    body: BaseModel,
+    work_id: str,
+    act: Callable[[str], object],
+) -> Accepted:
+    """`once(...)` of a Work's command, answered with the Work's view."""
+
+    def run(key: str) -> Accepted:
+        scheduler = api.scheduler
+        act(key)
+        view = scheduler.work(work_id)
+        return Accepted(
+            work=msgspec.to_builtins(view) if view is not None else {},
+            position=scheduler.store.head().position,
+        )
+
+    return once(api, token, key, route, body, run)
 
 
 @router.post("/works", responses=RESPONSES)

@@ -1,13 +1,130 @@
-"""The place for `GET /v1/schedules`, `GET /v1/schedules/{name}` and the schedule
-mutations (pause, resume, trigger), which come with the schedules issue.
+"""`GET /v1/schedules` (paged), `GET /v1/schedules/{name}` (definition, next fires, recent
+history, quarantine) and the schedule mutations: pause, resume, trigger.
 
-Add the routes to `router` below as the other modules do: reads with `READ` and
-`documented(*READ)`, mutations through `rota.http.routes.mutations._mutate` (an
-`Idempotency-Key`, the token's name as who acted) with `documented(*MUTATION)`.
+The reads are the facade's (`scheduler.schedules`, `rota.schedule_views`), so the API,
+the CLI and the web view say the same. The mutations go through
+`rota.http.routes.mutations.once` (an `Idempotency-Key`, remembered by token and key);
+pause and resume record the token's name as the actor; a trigger's key is its fire's
+delivery identity (`schedule/<name>/manual/<key>`), so a repeat fires nothing, across
+restarts too.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query
+
+from rota.http.context import ApiContext
+from rota.http.deps import READ, context
+from rota.http.models import (
+    MUTATION,
+    PAGE_DEFAULT,
+    PAGE_MAX,
+    SCHEDULE_NAME,
+    Empty,
+    ReasonBody,
+    ScheduleAccepted,
+    ScheduleDetail,
+    SchedulePage,
+    documented,
+)
+from rota.http.models import READ as READ_ERRORS
+from rota.http.routes.mutations import Api, KeyHeader, Operator, once
 
 router = APIRouter(prefix="/v1", tags=["schedules"])
+Name = Annotated[str, Path(pattern=SCHEDULE_NAME)]
+HISTORY = 20  # the recent nominal times a detail shows
+NEXT = 10
+
+
+def release_hint(name: str, shown: dict[str, Any]) -> str | None:
+    """How to release a quarantined schedule (docs/schedules.md), or None."""
+    if not shown.get("quarantined"):
+        return None
+    return (
+        f"fix the cause, then redefine it (`rota schedule apply`) or resume it "
+        f"(POST /v1/schedules/{name}/resume, `rota schedule resume {name}`)"
+    )
+
+
+@router.get("/schedules", responses=documented(*READ_ERRORS), dependencies=[READ])
+def schedules(
+    api: Annotated[ApiContext, Depends(context)],
+    after: Annotated[
+        str | None, Query(max_length=200, description="the `next` of the previous page")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = PAGE_DEFAULT,
+) -> SchedulePage:
+    """The schedules by name, `limit` a page (default 16, at most 64): state, version,
+    spec, boundary, fired and skipped counts, last fire. `next` is the last name of this
+    page when there is more, else null."""
+    rows = [r for r in api.scheduler.schedules.list() if after is None or r["name"] > after]
+    page = rows[:limit]
+    return SchedulePage(schedules=page, next=page[-1]["name"] if len(rows) > limit else None)
+
+
+@router.get("/schedules/{name}", responses=documented(*READ_ERRORS, 404), dependencies=[READ])
+def schedule(api: Annotated[ApiContext, Depends(context)], name: Name) -> ScheduleDetail:
+    """One schedule: its definition and versions, state, boundary, the next nominal times
+    (due with jitter, DST flag), the recent history (fired with the Work and its outcome,
+    skipped with the reason) and, when quarantined, how to release it."""
+    facade = api.scheduler.schedules
+    shown = facade.show(name)
+    return ScheduleDetail(
+        schedule=shown,
+        next=facade.next(name, NEXT),
+        history=facade.history(name, limit=HISTORY),
+        release=release_hint(name, shown),
+    )
+
+
+def _answer(api: ApiContext, name: str, fired: str | None = None) -> ScheduleAccepted:
+    scheduler = api.scheduler
+    return ScheduleAccepted(
+        schedule=scheduler.schedules.show(name),
+        fired=fired,
+        position=scheduler.store.head().position,
+    )
+
+
+@router.post("/schedules/{name}/pause", responses=documented(*MUTATION))
+def pause(
+    api: Api, token: Operator, name: Name, body: ReasonBody, key: KeyHeader = None
+) -> ScheduleAccepted:
+    """Pause a schedule (`core.schedule.paused`, the token's name as actor): its nominal
+    times are skipped with reason `paused` until it is resumed."""
+
+    def act(key: str) -> ScheduleAccepted:
+        api.scheduler.schedules.pause(name, actor=token.name, reason=body.reason)
+        return _answer(api, name)
+
+    return once(api, token, key, f"schedule-pause/{name}", body, act)
+
+
+@router.post("/schedules/{name}/resume", responses=documented(*MUTATION))
+def resume(
+    api: Api, token: Operator, name: Name, body: ReasonBody, key: KeyHeader = None
+) -> ScheduleAccepted:
+    """Resume a paused schedule, or release a quarantined one once its cause is fixed
+    (`core.schedule.resumed`, the token's name as actor)."""
+
+    def act(key: str) -> ScheduleAccepted:
+        api.scheduler.schedules.resume(name, actor=token.name, reason=body.reason)
+        return _answer(api, name)
+
+    return once(api, token, key, f"schedule-resume/{name}", body, act)
+
+
+@router.post("/schedules/{name}/trigger", responses=documented(*MUTATION))
+def trigger(
+    api: Api, token: Operator, name: Name, body: Empty, key: KeyHeader = None
+) -> ScheduleAccepted:
+    """Fire the schedule now, outside its nominal times. The key is the fire's delivery
+    identity (`schedule/<name>/manual/<key>`): a repeat fires nothing (`fired` null)."""
+
+    def act(key: str) -> ScheduleAccepted:
+        fired = api.scheduler.schedules.trigger_now(name, key=key)
+        return _answer(api, name, fired["identity"] if fired else None)
+
+    return once(api, token, key, f"schedule-trigger/{name}", body, act)
