@@ -95,6 +95,7 @@ class Fires:
         manual: bool = False,
         backfill: bool = False,
         created: set[str] | None = None,
+        actor: str | None = None,
     ) -> list[Emit]:
         """The fire, the Work (when new) and its input, for one append."""
         created = set() if created is None else created
@@ -102,7 +103,7 @@ class Fires:
         emits = [
             Emit(
                 schedule_stream(d.name),
-                fired_event(d, fire, target, identity, manual, backfill),
+                fired_event(d, fire, target, identity, manual, backfill, actor),
                 identity,
             )
         ]

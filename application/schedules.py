@@ -249,8 +249,11 @@ class ScheduleCommands:
     ) -> list[Emit]:
         return self.fires.fire_emits(d, fire, identity, **options)
 
-    def trigger_now(self, name: str, *, key: str | None = None) -> RecordedEvent | None:
-        """Fire now, outside the nominal times (`schedule/<name>/manual/<key>`)."""
+    def trigger_now(
+        self, name: str, *, key: str | None = None, actor: str = "api"
+    ) -> RecordedEvent | None:
+        """Fire now, outside the nominal times (`schedule/<name>/manual/<key>`), recording
+        who asked (`actor`)."""
 
         def decide() -> Decided:
             row = self.row(name)
@@ -258,7 +261,9 @@ class ScheduleCommands:
             identity = manual_identity(name, key or rfc3339(now))
             if self.tx.store.find_delivery(identity) is not None:
                 return [], {}  # this key fired already
-            emits = self.fire_emits(row.definition, Fire(now, now), identity, manual=True)
+            emits = self.fire_emits(
+                row.definition, Fire(now, now), identity, manual=True, actor=actor
+            )
             return emits, work_fences(emits, self.tx.projection.works)
 
         result = self.tx.transact(decide)

@@ -167,6 +167,7 @@ def fired_event(
     key: str,
     manual: bool = False,
     backfill: bool = False,
+    actor: str | None = None,
 ) -> ScheduleFired:
     return ScheduleFired(
         name=definition.name,
@@ -178,6 +179,7 @@ def fired_event(
         input_key=key,
         manual=manual,
         backfill=backfill,
+        actor=actor,
     )
 
 

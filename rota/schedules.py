@@ -65,10 +65,12 @@ class Schedules:
     def remove(self, name: str, *, actor: str = "api", reason: str = "") -> None:
         self.commands.remove(name, actor=actor, reason=reason)
 
-    def trigger_now(self, name: str, *, key: str | None = None) -> dict[str, Any] | None:
+    def trigger_now(
+        self, name: str, *, key: str | None = None, actor: str = "api"
+    ) -> dict[str, Any] | None:
         """Fire now under `schedule/<name>/manual/<key>` (default key: now); None when
         that key fired already."""
-        recorded = self.commands.trigger_now(name, key=key)
+        recorded = self.commands.trigger_now(name, key=key, actor=actor)
         if recorded is None:
             return None
         return {"identity": recorded.delivery_id, "position": recorded.position}

@@ -88,8 +88,8 @@ class ScheduleFired(Event, tag="core.schedule.fired", frozen=True, kw_only=True)
     input and never happens twice, whoever decided it. `nominal` is the schedule's time
     (UTC); `due` the nominal time plus the deterministic jitter. The fire pins the schedule
     version and binding it was made under. `manual` marks `trigger now` (identity
-    `schedule/<name>/manual/<key>`); `backfill` a fire made by a backfill (same identities
-    as live fires).
+    `schedule/<name>/manual/<key>`, with its `actor`); `backfill` a fire made by a
+    backfill (same identities as live fires).
     """
 
     stream_pattern: ClassVar[str] = "schedule/<name>"
@@ -104,6 +104,7 @@ class ScheduleFired(Event, tag="core.schedule.fired", frozen=True, kw_only=True)
     input_key: str
     manual: bool = False
     backfill: bool = False
+    actor: str | None = None  # who triggered a manual fire (a token's name, `operator`)
 
 
 class ScheduleSkipped(Event, tag="core.schedule.skipped", frozen=True, kw_only=True):

@@ -114,7 +114,7 @@ def _change(what: str) -> Any:
 
 def cmd_trigger(args: argparse.Namespace) -> int:
     with open_rota(args) as scheduler:
-        fired = scheduler.schedules.trigger_now(args.name, key=args.key)
+        fired = scheduler.schedules.trigger_now(args.name, key=args.key, actor=args.actor)
     line = (
         f"{args.name}: fired {fired['identity']}"
         if fired
@@ -176,6 +176,7 @@ def register(commands: Any) -> None:
         change.add_argument("--reason", default="", help="recorded with the change")
     trigger = add("trigger", cmd_trigger, "fire now (its own identity)")
     trigger.add_argument("--key", help="the fire's key (default: now); a repeated key is a no-op")
+    trigger.add_argument("--actor", default="cli", help="recorded as who triggered it")
     backfill = add("backfill", cmd_backfill, "fire every nominal time in a range (live identities)")
     backfill.add_argument("start", metavar="START")
     backfill.add_argument("end", metavar="END")

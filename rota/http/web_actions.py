@@ -202,7 +202,7 @@ async def trigger_schedule(request: Request, name: str) -> Response:
 
     def act(session: Session, form: dict[str, str]) -> str:
         key = form.get("key") or None
-        fired = api(request).scheduler.schedules.trigger_now(name, key=key)
+        fired = api(request).scheduler.schedules.trigger_now(name, key=key, actor=session.name)
         if fired is None:
             return f"schedule {name} was already triggered by this form"
         return f"triggered schedule {name} ({fired['identity']})"

@@ -116,6 +116,7 @@ def test_a_trigger_s_key_is_its_fire_s_delivery_identity(idle_api: Api) -> None:
     assert first.json()["fired"] == "schedule/nightly/manual/deploy-42"
     (fired,) = schedule_events(idle_api, "nightly", "core.schedule.fired")
     assert fired.delivery_id == "schedule/nightly/manual/deploy-42" and fired.data["manual"]
+    assert fired.data["actor"] == "operate-token"  # the token's name: who triggered it
     head = idle_api.head()
     assert post(client, "/v1/schedules/nightly/trigger", {}, "deploy-42").json() == first.json()
     # a restart (no memory of answers): the log itself refuses a second fire

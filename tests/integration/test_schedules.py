@@ -308,8 +308,9 @@ def test_trigger_now_has_its_own_identity_and_backfill_the_live_ones(
 ) -> None:
     schedules = scheduler.service.schedules
     schedules.define("tick", binding="job", every="1m", overlap="buffer_all")
-    fired = schedules.trigger_now("tick", key="deploy-42")
+    fired = schedules.trigger_now("tick", key="deploy-42", actor="ops")
     assert fired is not None and fired.delivery_id == "schedule/tick/manual/deploy-42"
+    assert fired.event.manual and fired.event.actor == "ops"
     assert schedules.trigger_now("tick", key="deploy-42") is None  # the same key: once
     clock.advance(30 + 240)  # 09:05:00; nothing ran the cadence meanwhile
     scheduler.tick()  # latest: 09:05 fires, 09:01..09:04 coalesced

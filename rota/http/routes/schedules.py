@@ -124,7 +124,7 @@ def trigger(
     identity (`schedule/<name>/manual/<key>`): a repeat fires nothing (`fired` null)."""
 
     def act(key: str) -> ScheduleAccepted:
-        fired = api.scheduler.schedules.trigger_now(name, key=key)
+        fired = api.scheduler.schedules.trigger_now(name, key=key, actor=token.name)
         return _answer(api, name, fired["identity"] if fired else None)
 
     return once(api, token, key, f"schedule-trigger/{name}", body, act)
