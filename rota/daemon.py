@@ -11,7 +11,8 @@ from collections.abc import Callable
 from rota.application.host import Host, TickReport
 from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
-from rota.infrastructure.config import AuditModel, EntryCode
+from rota.infrastructure.config import EntryCode
+from rota.infrastructure.config_models import AuditModel
 from rota.replay.checkpoint import Checkpointer
 
 log = logging.getLogger("rota.scheduler")  # the facade's logger, as before the loop moved here
