@@ -11,10 +11,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import msgspec
-
 from rota.application.configuration import Configuration
 from rota.application.launch_writes import GroupedFenced
+from rota.application.lifecycle_values import (
+    Claimed,
+    FiredTimers,
+    StartPass,
+    SubmitRequest,
+    submit_request,
+)
 from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.transactions import Transactions
 from rota.domain import admission, lifecycle, pages
@@ -23,50 +28,7 @@ from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, Refusal, RotaError
 from rota.domain.policy import Pinned
 from rota.domain.results import Result
-from rota.domain.state import AttemptState, WorkState
-
-
-class Claimed(msgspec.Struct, frozen=True):
-    """An attempt this service just claimed (or resumed), ready to launch."""
-
-    work: WorkState
-    attempt: AttemptState
-    resume: bool
-
-
-class FiredTimers(msgspec.Struct, frozen=True):
-    """What one retry-timer page did: how many timers fired, and whether more are due."""
-
-    fired: int
-    has_more: bool
-
-
-class StartPass(msgspec.Struct):
-    claimed: list[Claimed]
-    waiting: list[Waiting]
-    asks: list[str] = msgspec.field(default_factory=list)
-
-
-class SubmitRequest(msgspec.Struct, frozen=True):
-    """One `submit`: a Work's definition and the inputs `(payload, key, correlation)`."""
-
-    work_id: str
-    spec: dict[str, Any]
-    inputs: Sequence[tuple[Any, str | None, str | None]] = ()
-
-
-def submit_request(
-    work_id: str,
-    *,
-    binding: str,
-    scope: str = "root",
-    kind: str = "run-once",
-    trigger: str = "all",
-    safety: str = "undeclared",
-    inputs: Sequence[tuple[Any, str | None, str | None]] = (),
-) -> SubmitRequest:
-    spec = {"scope": scope, "binding": binding, "kind": kind, "trigger": trigger, "safety": safety}
-    return SubmitRequest(work_id, spec, tuple(inputs))
+from rota.domain.state import WorkState
 
 
 def result_start(result: AppendResult) -> int:
@@ -423,3 +385,16 @@ class LifecycleCommands:
             return emits, expected
 
         return FiredTimers(self.tx.transact(decide).written, more[0])
+
+
+# The values the commands take and return (rota.application.lifecycle_values), importable
+# from here beside them.
+__all__ = [
+    "Claimed",
+    "FiredTimers",
+    "LifecycleCommands",
+    "StartPass",
+    "SubmitRequest",
+    "result_start",
+    "submit_request",
+]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from rota.domain.events.admission import Budget
 from rota.domain.events.execution import _Outcome
 from rota.domain.evolve import evolve, renew
 from rota.domain.state import AttemptState, WorkState
+from rota.projections.held_works import OnDemandWorks, is_quiet
 from rota.projections.scheduler_rows import (
     ACTIVE_ROW,
     NOTIFIED_ROW,
@@ -46,43 +47,6 @@ from rota.projections.scheduler_rows import (
     ledger_row,
     persisted_keys,
 )
-from rota.projections.work_pages import WorkFilter, page_in_memory
-
-
-class OnDemandWorks(dict[str, WorkState]):
-    """Works of a projection of which only some are held; the rest are found when asked for.
-
-    The fold uses it as the dict it is (`works.get` of a held Work stays a dict lookup).
-    An adapter subclasses it to find a missing Work (`rota.infrastructure.stored_works`
-    reads it from the projection store or folds it from its stream), so the fold itself
-    does no I/O. The indices are derived from the held Works only (`in_memory`): a Work
-    that is not held names no index.
-    """
-
-    def in_memory(self) -> Iterable[WorkState]:
-        """The Works held now, without finding any."""
-        return dict.values(self)
-
-    def page(self, after: str, limit: int, where: WorkFilter) -> tuple[list[WorkState], str | None]:
-        """A page of Works in id order after `after` (see `rota.projections.work_pages`):
-        of the held ones here; an adapter pages through its store as well."""
-        return page_in_memory(dict(dict.items(self)), after, limit, where)
-
-    def forget(self, keep: Container[str]) -> int:
-        """Drop every held Work not in `keep` (after a save stored them); how many."""
-        gone = [work_id for work_id in dict.keys(self) if work_id not in keep]
-        for work_id in gone:
-            dict.__delitem__(self, work_id)
-        return len(gone)
-
-
-def is_quiet(work: WorkState) -> bool:
-    """Whether no index of the scheduler projection names `work` (not startable, no timer
-    due, no attempt that is live or holds a slot): what `active_works()` leaves out."""
-    if work.startable or work.retry.next_due is not None:
-        return False
-    current = work.current
-    return current is None or not (current.live or current.holds_slot)
 
 
 class SchedulerProjection:
@@ -397,5 +361,5 @@ class SchedulerProjection:
         return works.forget(keep)
 
 
-# The row keys the projection stores import from here, beside the projection itself.
+# The row keys and held Works the projection stores import from here, beside the projection.
 __all__ = ["ACTIVE_ROW", "WORK_ROW", "OnDemandWorks", "SchedulerProjection", "is_quiet"]

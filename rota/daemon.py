@@ -11,7 +11,8 @@ from collections.abc import Callable
 from rota.application.host import Host, TickReport
 from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
-from rota.infrastructure.config import AuditModel
+from rota.infrastructure.config import EntryCode
+from rota.infrastructure.config_models import AuditModel
 from rota.replay.checkpoint import Checkpointer
 
 log = logging.getLogger("rota.scheduler")  # the facade's logger, as before the loop moved here
@@ -83,7 +84,7 @@ class AuditCheckpoints:
 
 
 class DaemonLoop:
-    """`Scheduler.run` and `Scheduler.stop`: one loop over a host and its log."""
+    """`Scheduler.run`, `run_until_idle` and `stop`: one loop over a host and its log."""
 
     def __init__(self, host: Host, store: EventStore, checkpoint: Callable[[], None]) -> None:
         self.host, self.store, self.checkpoint = host, store, checkpoint
@@ -100,6 +101,21 @@ class DaemonLoop:
         """Ask a running `run()` to stop (it releases the leases it holds)."""
         self.stopped.set()
         self.host.wake.set()
+
+    def run_until_idle(self, timeout: float | None = None) -> TickReport:
+        """`Scheduler.run_until_idle`: passes until the host is idle (or `timeout` s)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        report = self.host.tick()
+        while not self.host.idle() and not self.stopped.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise RotaError(
+                    f"still busy after {timeout} s: {len(self.host.held)} attempts running",
+                    code=EntryCode.TIMEOUT,
+                )
+            self.host.wake.wait(min(self.host.next_wake(0.5), 0.5))
+            self.host.wake.clear()
+            report = self.host.tick()
+        return report
 
     def run(self, stop: threading.Event | None = None, *, drain: float = 0.0) -> None:
         """Tick, then sleep until something can happen, until `stop` or `self.stopped`.

@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -44,33 +43,22 @@ from rota.application.ports import (
     Gate,
     LaunchContext,
     ProjectionStore,
-    registration_of,
 )
-from rota.application.views import (
-    capacity_view,
-)
+from rota.application.views import capacity_view
 from rota.async_executors import AsyncCallables
-from rota.bindings import BindingPaths, check_timeout, define_binding
+from rota.bindings import BindingPaths
 from rota.daemon import AuditCheckpoints, DaemonLoop
-from rota.domain.errors import RotaError
-from rota.domain.policy import (
-    POOL_AGENTS,
-    ControlFallback,
-    HandoffPolicy,
-    RetryPolicy,
-    Settings,
-)
+from rota.domain.policy import POOL_AGENTS, ControlFallback, HandoffPolicy, RetryPolicy, Settings
 from rota.handles import WorkHandle
-from rota.infrastructure.config import Config, EntryCode, check_binding, unknown_executor
+from rota.infrastructure.config import Config
 from rota.read_models import ReadModels
-from rota.registrations import executor_of, refuse_second
+from rota.registering import Registry
 from rota.schedules import Schedules
 from rota.submissions import Submission
 from rota.submitting import Submits
 from rota.work_views import AttemptView, EventView, WorkSummary, WorkView
 
 _NO_INPUT: Any = msgspec.UNSET
-UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
 
 
 def default_owner() -> str:
@@ -118,6 +106,13 @@ class Scheduler:
         )
         self._submits = self._submitting.group
         self._async = AsyncCallables()
+        self._registry = Registry(
+            self.service,
+            self.host,
+            executors=self.executors,
+            binding_paths=self._binding_paths,
+            async_callables=self._async,
+        )
         self.schedules = Schedules(self.service)  # rota.schedules: pause, next, history ...
         self.service.catch_up()
         if not read_only:  # `rota serve` appends nothing, not even a changed [[budgets]]
@@ -160,42 +155,20 @@ class Scheduler:
         unless `replace=True`. An `async def` callable runs on the scheduler's event loop
         thread (see the guide, "rota.aio").
         """
-        # As many threads as the pool has slots (0: unbounded); at least 4.
-        workers = max(4, self.settings.pool_limit(pool) or UNBOUNDED_POOL_THREADS)
-        executor = executor_of(
-            "register",
+        self._registry.register(
             name,
             fn,
-            executor,
-            async_callables=self._async,
+            executor=executor,
             pool=pool,
-            max_workers=workers,
             inline=inline,
+            binding=binding,
+            timeout_seconds=timeout_seconds,
+            retry=retry,
+            config=config,
+            control_fallback=control_fallback,
+            handoff=handoff,
+            replace=replace,
         )
-        refuse_second(name, self.executors, replace)
-        if binding:
-            check_timeout(name, timeout_seconds)  # before anything is registered
-        with self.service.lock:
-            before, executors = self.service.generation, dict(self.executors)
-            # The bindings already defined on this executor (in the config file, say) meet
-            # its config rules now, before any Work is accepted for them.
-            for defined in sorted(self.service.bindings.values(), key=lambda b: b.name):
-                if defined.executor == name:
-                    self._binding_paths.check(defined, executor)
-            self.executors[name] = executor
-            self.service.set_registration(registration_of(name, executor))
-            if binding:
-                self.bind(
-                    name,
-                    executor=name,
-                    timeout_seconds=timeout_seconds,
-                    retry=retry,
-                    config=config,
-                    control_fallback=control_fallback,
-                    handoff=handoff,
-                )
-            # Attempts pinned to the generation this ends keep their implementation.
-            self.host.directory.keep(before, executors)
 
     def register_historical(
         self,
@@ -215,17 +188,7 @@ class Scheduler:
         implementation here, as a callable or an `Executor`. Within one process a
         replaced registration keeps serving its attempts without this.
         """
-        executor = executor_of(
-            "register_historical",
-            name,
-            fn,
-            executor,
-            async_callables=self._async,
-            pool=pool,
-            max_workers=max(4, self.settings.concurrency),
-        )
-        with self.service.lock:
-            self.host.directory.historical[(generation, name)] = executor
+        self._registry.register_historical(generation, name, fn, executor=executor, pool=pool)
 
     def bind(
         self,
@@ -247,8 +210,7 @@ class Scheduler:
         input: `"queue"` (default; it stays pending for the next attempt) or `"drop"`. Each
         attempt pins the fallback its binding had when it started.
         """
-        where = f"bindings.{name}"
-        binding = define_binding(
+        self._registry.bind(
             name,
             executor=executor,
             config=config,
@@ -257,15 +219,6 @@ class Scheduler:
             control_fallback=control_fallback,
             handoff=handoff,
         )
-        with self.service.lock:
-            registered = self.executors.get(executor)
-            if registered is None:
-                raise unknown_executor(binding, self.executors, where)
-            check_binding(binding, registered, where)
-            before, executors = self.service.generation, dict(self.executors)
-            self.service.set_binding(binding)
-            self.host.directory.keep(before, executors)
-            self._binding_paths.paths[name] = where
 
     def check_bindings(self) -> None:
         """Refuse (`unknown_executor`, naming the binding's field path) when a defined
@@ -274,11 +227,7 @@ class Scheduler:
         Call it once your executors are registered, to find a binding nothing here runs
         before Work waits on it (`rota run` and `rota submit`, which register only the
         built-in executors, check the config file so before they open the store)."""
-        with self.service.lock:
-            for name in sorted(self.service.bindings):
-                self._binding_paths.require_executor(
-                    self.service.bindings.get(name), self.executors
-                )
+        self._registry.check_bindings()
 
     # -- commands -----------------------------------------------------------------------
 
@@ -447,18 +396,7 @@ class Scheduler:
 
     def run_until_idle(self, timeout: float | None = None) -> TickReport:
         """Run passes until nothing is ready or running and no timer is due now."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        report = self.host.tick()
-        while not self.host.idle() and not self._daemon.stopped.is_set():
-            if deadline is not None and time.monotonic() >= deadline:
-                raise RotaError(
-                    f"still busy after {timeout} s: {len(self.host.held)} attempts running",
-                    code=EntryCode.TIMEOUT,
-                )
-            self.host.wake.wait(min(self.host.next_wake(0.5), 0.5))
-            self.host.wake.clear()
-            report = self.host.tick()
-        return report
+        return self._daemon.run_until_idle(timeout)
 
     def stop(self) -> None:
         """Ask a running `run()` loop to stop (it releases the leases it holds)."""

@@ -33,14 +33,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from rota.cli import config, log, ops, replay, schedule, serve, work
+from rota.cli import config, log, ops, replay, run_command, schedule, serve, work
 from rota.cli.common import USAGE_CODES, Parser, UsageError
 from rota.domain.errors import RotaError
 from rota.infrastructure.config import DEFAULT_CONFIG, EntryCode
 
 Command = Callable[[argparse.Namespace], int]
 # Each module adds its commands to the parser; a new command group is a new module here.
-COMMAND_MODULES = (work, log, replay, ops, config, serve, schedule)
+COMMAND_MODULES = (work, run_command, log, replay, ops, config, serve, schedule)
 
 __all__ = ["UsageError", "build_parser", "run"]
 

@@ -1,13 +1,10 @@
-"""Commands on Work: submit, accept, retry, run, work show, work list."""
+"""Commands on Work: submit, accept, retry, release, cancel, inject, interrupt, capacity,
+work show, work list (`rota run` is rota.cli.run)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import signal
 import sys
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, get_args
@@ -15,8 +12,6 @@ from typing import Any, get_args
 import msgspec
 
 from rota.cli.common import UsageError, open_rota, print_json, read_input
-from rota.cli.ops import daemon_lock
-from rota.cli.run_logs import Status, log_options, run_logging
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
 from rota.projections.work_pages import MAX_LIMIT
@@ -37,17 +32,17 @@ def work_view(scheduler: Scheduler, work_id: str) -> WorkView:
     return view
 
 
-def _states(counts: Counter[str]) -> dict[str, int]:
+def states(counts: Counter[str]) -> dict[str, int]:
     """Works per state, in the states' order."""
     return {state: counts[state] for state in STATE_ORDER if state in counts}
 
 
-def _state_line(counts: Counter[str]) -> str:
+def state_line(counts: Counter[str]) -> str:
     total = sum(counts.values())
     if not total:
         return "no Work"
-    states = ", ".join(f"{n} {state}" for state, n in _states(counts).items())
-    return f"{total} Work: {states}"
+    listed = ", ".join(f"{n} {state}" for state, n in states(counts).items())
+    return f"{total} Work: {listed}"
 
 
 def _describe(view: WorkView) -> list[str]:
@@ -195,109 +190,6 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    if args.timeout is not None and not args.until_idle:
-        raise UsageError("--timeout only applies with --until-idle")
-    if args.drain is not None and (args.until_idle or args.drain < 0):
-        raise UsageError("--drain takes a number of seconds >= 0, without --until-idle")
-    if args.http is not None:
-        from rota.cli.serve import check_http
-
-        check_http(args, args.http)  # before the store is opened
-    with run_logging(args) as status, daemon_lock(args), open_rota(args, runs=True) as scheduler:
-        scheduler.schedules.apply(scheduler.config.schedules)  # [[schedules]]: no-op if same
-        server = None
-        if args.http is not None:
-            from rota.cli.serve import start_http
-
-            server = start_http(scheduler, args, args.http, read_only=False)
-        try:
-            if args.until_idle:
-                with stop_on_signals(scheduler.stop):
-                    scheduler.run_until_idle(timeout=args.timeout)
-            else:
-                _daemon(scheduler, status, drain=args.drain or 0.0)
-        finally:
-            if server is not None:
-                server.stop()
-        _run_summary(scheduler, as_json=args.json)
-    return 0
-
-
-def _run_summary(scheduler: Scheduler, *, as_json: bool) -> None:
-    """What `rota run` prints at the end: the count of Works per state (with `--json`,
-    then every Work), read a page at a time, so it never holds every Work."""
-    counts: Counter[str] = Counter(w.state for w in scheduler.iter_works())
-    if not as_json:
-        print(_state_line(counts))
-        return
-    sys.stdout.write('{"states":' + msgspec.json.encode(_states(counts)).decode() + ',"works":[')
-    for n, work in enumerate(scheduler.iter_works()):
-        sys.stdout.write(("," if n else "") + msgspec.json.encode(work).decode())
-    sys.stdout.write("]}\n")
-
-
-@contextlib.contextmanager
-def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
-    """SIGTERM/SIGINT call `stop` (a graceful stop: the leases are released on the way
-    out, shell jobs keep running); the previous handlers come back after."""
-    signals = (signal.SIGTERM, signal.SIGINT)
-    previous = {sig: signal.getsignal(sig) or signal.SIG_DFL for sig in signals}
-    for sig in signals:
-        signal.signal(sig, lambda signum, frame: stop())
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _daemon(scheduler: Scheduler, status: Status, *, drain: float = 0.0) -> None:
-    """`Scheduler.run` on a worker thread until SIGTERM/SIGINT; handlers restored after."""
-    stop = threading.Event()
-    failure: list[BaseException] = []
-    signals = (signal.SIGTERM, signal.SIGINT)
-    previous = {sig: signal.getsignal(sig) or signal.SIG_DFL for sig in signals}
-
-    def restore() -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-    def on_signal(signum: int, frame: object) -> None:
-        # The main thread only joins the worker, so setting these events cannot deadlock.
-        stop.set()
-        scheduler.host.wake.set()
-        restore()  # a second signal is not graceful
-
-    def loop() -> None:
-        try:
-            scheduler.run(stop, drain=drain)
-        except BaseException as exc:
-            failure.append(exc)
-
-    worker = threading.Thread(target=loop, name="rota-run", daemon=True)
-    for sig in signals:
-        signal.signal(sig, on_signal)
-    try:
-        pid, bindings = os.getpid(), len(scheduler.config.bindings)
-        # Before the loop starts, so no decision line comes first (the handlers are set).
-        status.say(
-            f"running (pid {pid}, {bindings} bindings); SIGTERM or Ctrl-C stops",
-            "running", pid=pid, bindings=bindings,
-        )  # fmt: skip
-        worker.start()
-        worker.join()
-    except KeyboardInterrupt:
-        status.say("interrupted: forced stop; held leases expire on their own", "forced stop")
-        sys.stdout.flush()
-        os._exit(130)
-    finally:
-        restore()
-    if failure:
-        raise failure[0]
-    status.say("stopped", "stopped")
-
-
 def cmd_work_show(args: argparse.Namespace) -> int:
     with open_rota(args) as scheduler:
         view = work_view(scheduler, args.work)
@@ -373,7 +265,7 @@ def cmd_work_list(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write("]\n")
         return 0
-    print(_state_line(counts))
+    print(state_line(counts))
     if args.limit and args.next_cursor is not None:
         print(f"more: --after {args.next_cursor}")
     return 0
@@ -450,31 +342,6 @@ def register(commands: Any) -> None:
     capacity = commands.add_parser("capacity", help="pools, scope limits and who waits why")
     capacity.add_argument("--json", action="store_true")
     capacity.set_defaults(handler=cmd_capacity)
-
-    run = commands.add_parser("run", help="run the scheduler (the daemon loop)")
-    run.add_argument(
-        "--until-idle",
-        action="store_true",
-        help="return once nothing is ready or running and no retry timer is due now",
-    )
-    run.add_argument("--timeout", type=float, metavar="SECONDS", help="with --until-idle")
-    run.add_argument(
-        "--drain",
-        type=float,
-        metavar="SECONDS",
-        help="on SIGTERM/SIGINT, first wait (at most this long) for running attempts to end; "
-        "then release the leases, leaving shell jobs running for the next daemon to adopt",
-    )
-    run.add_argument(
-        "--http",
-        metavar="ADDR",
-        help="also serve the HTTP API on HOST:PORT (loopback: 127.0.0.1:8470; needs "
-        "'rota[http]', docs/http.md)",
-    )
-    run.add_argument("--tokens", metavar="FILE", help="with --http: the token file")
-    run.add_argument("--json", action="store_true", help="print the final summary as JSON")
-    log_options(run)
-    run.set_defaults(handler=cmd_run)
 
     work = commands.add_parser("work", help="read Work")
     work_commands = work.add_subparsers(dest="work_command", required=True, metavar="COMMAND")

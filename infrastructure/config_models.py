@@ -1,0 +1,180 @@
+"""The pydantic models of the configuration file's sections (`[store]`, `[settings]`,
+`[[bindings]]`, `[[scopes]]`, `[[budgets]]`, `[audit]`, `[http]`, `[[historical]]`,
+`[[schedules]]`): each field's type, default and bounds; rota.infrastructure.config loads
+a file through them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rota.domain.budgets import derived_id
+from rota.domain.events.admission import Budget
+from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy
+from rota.infrastructure.schedule_config import ScheduleModel
+
+
+class StoreModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    url: str = "sqlite:///rota.db"
+    synchronous: Literal["full", "normal", "extra"] = "full"
+
+
+PoolLimit = Annotated[int, Field(ge=0, le=10_000)]
+
+
+class SettingsModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    concurrency: int = Field(4, ge=0, le=10_000)
+    job_concurrency: int = Field(4, ge=0, le=10_000)
+    pool_limits: dict[str, PoolLimit] = {}
+    lease_seconds: float = Field(60.0, gt=0, le=86_400)
+    timeout_seconds: float = Field(3600.0, gt=0)
+    max_segments: int = Field(50, ge=1, le=1000)
+    crash_loop_limit: int = Field(5, ge=1, le=1000)
+
+
+class RetryModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_attempts: int = Field(3, ge=1, le=MAX_RETRY_DELAYS + 1)
+    delays: list[float] | None = Field(None, max_length=MAX_RETRY_DELAYS)
+    terminal_on_exhaustion: bool = False
+    retry_on_lost: bool = False
+
+    @field_validator("delays")
+    @classmethod
+    def _non_negative(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and any(d < 0 for d in value):
+            raise ValueError("every delay must be >= 0 seconds")
+        return value
+
+
+class BindingModel(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    executor: str = Field(min_length=1)
+    timeout_seconds: float | None = Field(None, gt=0)
+    retry: RetryModel = RetryModel()
+    handoff: Literal["stop", "continue"] = "stop"
+    control_fallback: Literal["queue", "drop"] = "queue"
+
+    def to_binding(self) -> Binding:
+        config = dict(self.model_extra or {})
+        retry = self.retry
+        return Binding(
+            name=self.name,
+            executor=self.executor,
+            config=config,
+            timeout_seconds=self.timeout_seconds,
+            retry=RetryPolicy(
+                max_attempts=retry.max_attempts,
+                delays=tuple(retry.delays) if retry.delays is not None else None,
+                terminal_on_exhaustion=retry.terminal_on_exhaustion,
+                retry_on_lost=retry.retry_on_lost,
+            ),
+            handoff=self.handoff,
+            control_fallback=self.control_fallback,
+        )
+
+
+class ScopeLimitsModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    concurrency: int | None = Field(None, ge=1)
+
+
+class ScopeModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+    limits: ScopeLimitsModel = ScopeLimitsModel()
+
+
+class BudgetModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    unit: str = Field(min_length=1)
+    max: float = Field(gt=0)
+    per: Literal["work", "scope", "all"] = "work"
+    period: Literal["lifetime", "day", "week"] = "lifetime"
+    scope: str | None = None
+    warn_at: float | None = Field(None, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _scope_on_all(self) -> BudgetModel:
+        if self.per == "all" and self.scope is not None:
+            raise ValueError(
+                'scope cannot narrow a per = "all" budget: its ledger is shared by every scope'
+            )
+        return self
+
+    def to_budget(self) -> Budget:
+        """The budget; without an `id`, named by unit, per, period and scope (not `max`,
+        so a changed limit keeps its ledgers: `rota.domain.budgets.derived_id`)."""
+        budget = Budget(
+            id=self.id or "",
+            unit=self.unit,
+            max=self.max,
+            per=self.per,
+            period=self.period,
+            scope=self.scope,
+            warn_at=self.warn_at,
+        )
+        return budget if self.id else msgspec.structs.replace(budget, id=derived_id(budget))
+
+
+class AuditModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    checkpoint_dir: str | None = None
+    key: str | None = None
+    every_events: int = Field(1000, ge=1)
+    every_seconds: float = Field(300.0, gt=0)
+
+
+class HttpModel(BaseModel):
+    """`[http]`: the API of `rota serve` and `rota run --http` (docs/http.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    listen: str = "127.0.0.1:8470"
+    tokens: str = "rota-tokens.json"
+    allowed_hosts: list[str] = []
+    max_body_bytes: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)
+    metrics_series_budget: int = Field(1024, ge=1, le=1_000_000)
+    scope_depth: int = Field(2, ge=1, le=16)
+
+
+class HistoricalModel(BaseModel):
+    """An older configuration generation whose attempts the current executors may serve."""
+
+    model_config = ConfigDict(extra="forbid")
+    generation: str = Field(pattern=r"^[0-9a-f]{12}$")
+    executors: list[str] | None = None  # None: every registration
+
+
+class ConfigModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    audit: AuditModel = AuditModel()
+    store: StoreModel = StoreModel()
+    settings: SettingsModel = SettingsModel()
+    bindings: list[BindingModel] = []
+    scopes: list[ScopeModel] = []
+    budgets: list[BudgetModel] = []
+    historical: list[HistoricalModel] = []
+    http: HttpModel = HttpModel()
+    schedules: list[ScheduleModel] = []
+
+
+__all__ = [
+    "AuditModel",
+    "BindingModel",
+    "BudgetModel",
+    "ConfigModel",
+    "HistoricalModel",
+    "HttpModel",
+    "PoolLimit",
+    "RetryModel",
+    "ScopeLimitsModel",
+    "ScopeModel",
+    "SettingsModel",
+    "StoreModel",
+]

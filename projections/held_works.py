@@ -1,0 +1,48 @@
+"""The Works a scheduler projection holds in memory (`OnDemandWorks`: the rest are found
+when asked for), and which of them are quiet (`is_quiet`: named by no index)."""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable
+
+from rota.domain.state import WorkState
+from rota.projections.work_pages import WorkFilter, page_in_memory
+
+
+class OnDemandWorks(dict[str, WorkState]):
+    """Works of a projection of which only some are held; the rest are found when asked for.
+
+    The fold uses it as the dict it is (`works.get` of a held Work stays a dict lookup).
+    An adapter subclasses it to find a missing Work (`rota.infrastructure.stored_works`
+    reads it from the projection store or folds it from its stream), so the fold itself
+    does no I/O. The indices are derived from the held Works only (`in_memory`): a Work
+    that is not held names no index.
+    """
+
+    def in_memory(self) -> Iterable[WorkState]:
+        """The Works held now, without finding any."""
+        return dict.values(self)
+
+    def page(self, after: str, limit: int, where: WorkFilter) -> tuple[list[WorkState], str | None]:
+        """A page of Works in id order after `after` (see `rota.projections.work_pages`):
+        of the held ones here; an adapter pages through its store as well."""
+        return page_in_memory(dict(dict.items(self)), after, limit, where)
+
+    def forget(self, keep: Container[str]) -> int:
+        """Drop every held Work not in `keep` (after a save stored them); how many."""
+        gone = [work_id for work_id in dict.keys(self) if work_id not in keep]
+        for work_id in gone:
+            dict.__delitem__(self, work_id)
+        return len(gone)
+
+
+def is_quiet(work: WorkState) -> bool:
+    """Whether no index of the scheduler projection names `work` (not startable, no timer
+    due, no attempt that is live or holds a slot): what `active_works()` leaves out."""
+    if work.startable or work.retry.next_due is not None:
+        return False
+    current = work.current
+    return current is None or not (current.live or current.holds_slot)
+
+
+__all__ = ["OnDemandWorks", "is_quiet"]
