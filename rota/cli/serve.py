@@ -1,6 +1,6 @@
 """The HTTP API's commands: `rota serve` (read-only over a store, no scheduler loop) and
 `rota token add|list|remove` (the bearer tokens of `[http] tokens`). `rota run --http
-ADDR` (in rota.cli.work) serves the same API from the daemon. See docs/http.md."""
+ADDR` (in rota.cli.run_command) serves the same API from the daemon. See docs/http.md."""
 
 from __future__ import annotations
 
