@@ -143,7 +143,7 @@ class SchedulerProjection:
         time) up to position `stop`, as `apply` would, but without keeping the indices: a
         bulk fold from the log derives them once at the end (`settle()`), which leaves the
         same projection (the indices are a function of the Works; `restore` relies on it)."""
-        works, dirty, last = self.works, self.dirty, self.position
+        works, dirty, last, held = self.works, self.dirty, self.position, dict.get
         # Lease renewals only move the current attempt's lease and count in the Work's
         # version, so a run of them is folded as one (`renew`): kept here per Work, applied
         # before that Work's next other event and at the end of the page.
@@ -167,7 +167,11 @@ class SchedulerProjection:
                 if work_id in renewals:
                     count, expiry = renewals.pop(work_id)
                     works[work_id] = renew(works[work_id], expiry, count)
-                after = evolve(works.get(work_id), event, position, at)
+                # A held Work by a plain dict lookup; `works.get` (found on demand) on a miss.
+                before = held(works, work_id)
+                after = evolve(
+                    works.get(work_id) if before is None else before, event, position, at
+                )
                 if after is None:
                     continue
                 works[work_id] = after

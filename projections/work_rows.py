@@ -7,7 +7,8 @@ Work submitted under one binding. A Work row names it by the first 32 hex digits
 SHA-256 of its canonical encoding instead; the pinned content is one `binding/<digest>`
 row. An attempt's trigger is one of the inputs it consumed, so the row holds only the
 trigger's position (a trigger not among the consumed inputs, which the fold never makes,
-is kept whole).
+is kept whole). A field at its default value is left out of the row (decoded back as the
+default).
 
 `WorkCodec` encodes and decodes Work rows for one projection: it remembers the bindings it
 has seen (encoded or read from `binding/` rows) and which of them no store has yet
@@ -42,7 +43,8 @@ _replace = msgspec.structs.replace
 
 
 def _lean_struct(name: str, source: type[Any], overrides: dict[str, Any]) -> Any:
-    """A struct with `source`'s fields in order, some of them retyped (the decoded form)."""
+    """A struct with `source`'s fields in order, some retyped, that leaves out of its
+    encoding every field at its default (the row form)."""
     fields: list[tuple[Any, ...]] = []
     for f in msgspec.structs.fields(source):
         kind = overrides.get(f.name, f.type)
@@ -52,19 +54,19 @@ def _lean_struct(name: str, source: type[Any], overrides: dict[str, Any]) -> Any
             fields.append((f.name, kind, msgspec.field(default_factory=f.default_factory)))
         else:
             fields.append((f.name, kind))
-    return msgspec.defstruct(name, fields, kw_only=True, frozen=True, gc=False)
+    return msgspec.defstruct(name, fields, frozen=True, gc=False, omit_defaults=True)
 
 
 _LeanAttempt: Any = _lean_struct(
     "LeanAttempt", AttemptState, {"pinned": str, "trigger": int | PendingInput | None}
 )
-_LeanWork: Any = _lean_struct(
-    "LeanWork",
-    WorkState,
-    {"attempts": tuple[_LeanAttempt, ...]},
-)
-_ATTEMPT_FIELDS = AttemptState.__struct_fields__
-_WORK_FIELDS = WorkState.__struct_fields__
+_LeanWork: Any = _lean_struct("LeanWork", WorkState, {"attempts": tuple[_LeanAttempt, ...]})
+_PINNED = AttemptState.__struct_fields__.index("pinned")
+_TRIGGER = AttemptState.__struct_fields__.index("trigger")
+_CONSUMED = AttemptState.__struct_fields__.index("consumed")
+_ATTEMPTS = WorkState.__struct_fields__.index("attempts")
+_astuple = msgspec.structs.astuple
+_asdict = msgspec.structs.asdict
 _lean_decoder = msgspec.json.Decoder(_LeanWork)
 _pinned_decoder = msgspec.json.Decoder(Pinned)
 
@@ -112,22 +114,24 @@ class WorkCodec:
 
     def encode(self, work: WorkState) -> bytes:
         """A Work's lean row."""
-        if not work.attempts:
-            return canonical_encoder.encode(work)
         lean = []
         for attempt in work.attempts:
-            trigger: Any = attempt.trigger
-            if trigger is not None and trigger in attempt.consumed:
-                trigger = trigger.position
-            lean.append(_replace(attempt, pinned=self.digest_of(attempt.pinned), trigger=trigger))
-        return canonical_encoder.encode(_replace(work, attempts=tuple(lean)))
+            values = list(_astuple(attempt))
+            trigger = values[_TRIGGER]
+            if trigger is not None and trigger in values[_CONSUMED]:
+                values[_TRIGGER] = trigger.position
+            values[_PINNED] = self.digest_of(values[_PINNED])
+            lean.append(_LeanAttempt(*values))
+        values = list(_astuple(work))
+        values[_ATTEMPTS] = tuple(lean)
+        return canonical_encoder.encode(_LeanWork(*values))
 
     def decode(self, value: bytes) -> WorkState:
         """A Work from its lean row; KeyError if it names a binding not known here."""
         lean = _lean_decoder.decode(value)
         attempts = []
         for a in lean.attempts:
-            fields = {name: getattr(a, name) for name in _ATTEMPT_FIELDS}
+            fields = _asdict(a)
             fields["pinned"] = self._pinned[a.pinned]
             trigger = a.trigger
             if isinstance(trigger, int):
@@ -136,7 +140,7 @@ class WorkCodec:
                     raise ValueError(f"trigger {trigger} is not among the consumed inputs")
                 fields["trigger"] = found
             attempts.append(AttemptState(**fields))
-        fields = {name: getattr(lean, name) for name in _WORK_FIELDS}
+        fields = _asdict(lean)
         fields["attempts"] = tuple(attempts)
         return WorkState(**fields)
 
