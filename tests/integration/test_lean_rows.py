@@ -98,3 +98,24 @@ def test_a_row_naming_an_unknown_binding_does_not_decode() -> None:
     codec = WorkCodec()
     with pytest.raises(ValueError, match="does not hold the binding"):
         codec.learn(BINDING_ROW + "0" * 32, b"{}")
+
+
+def test_a_sqlite_rebuild_copies_the_spilled_rows_inside_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = busy_log(tmp_path / "rota.db")
+    from rota.infrastructure.sqlite import projection_store
+
+    through_python: list[str] = []
+    original = projection_store.write_rows
+
+    def counted(conn: object, projection: object, keys: object) -> int:
+        through_python.append(type(projection).__name__)
+        return original(conn, projection, keys)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(projection_store, "write_rows", counted)
+    with SQLiteProjectionStore(tmp_path / "p.db") as store:
+        report = rebuild(service.store, store)
+        assert "SpilledRows" not in through_python
+        assert report.rows["scheduler"] == len(stored_rows(tmp_path / "p.db"))
+        assert verify(service.store, store).ok
