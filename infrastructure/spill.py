@@ -27,17 +27,16 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import msgspec
 
 from rota.domain.state import WorkState
 from rota.projections.history import HistoryProjection
 from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection, is_quiet
-from rota.projections.scheduler_rows import canonical_encoder, other_keys
+from rota.projections.scheduler_rows import other_keys
+from rota.projections.work_rows import WorkCodec
 
 HOLD = 5_000  # Works (or history rows) a fold keeps in memory before it spills
 BLOOM_BITS = 1 << 24
 BLOOM_MASK = BLOOM_BITS - 1
-_decode_work = msgspec.json.Decoder(WorkState).decode
 
 
 class SpillFile:
@@ -106,9 +105,9 @@ class SpillFile:
 class SpilledWorks(OnDemandWorks):
     """The Works of a fold: those held in memory, the rest in a `SpillFile`."""
 
-    def __init__(self, spill: SpillFile) -> None:
+    def __init__(self, spill: SpillFile, codec: WorkCodec) -> None:
         super().__init__()
-        self.spill = spill
+        self.spill, self.codec = spill, codec
         self.peak = 0  # the most Works held at once (checked after each page)
         self.read_back = 0  # Works read back from the spill
 
@@ -116,7 +115,7 @@ class SpilledWorks(OnDemandWorks):
         raw = self.spill.get(WORK_ROW + work_id)
         if raw is None:
             return None
-        work = _decode_work(raw)
+        work = self.codec.decode(raw)
         dict.__setitem__(self, work_id, work)
         self.read_back += 1
         return work
@@ -142,7 +141,7 @@ class SpilledWorks(OnDemandWorks):
         """Write the held Works `which` selects to the spill and drop them; how many."""
         self.peak = max(self.peak, dict.__len__(self))
         gone = [work for work in dict.values(self) if which(work)]
-        encode = canonical_encoder.encode
+        encode = self.codec.encode
         self.spill.put((WORK_ROW + work.work_id, encode(work)) for work in gone)
         for work in gone:
             dict.__delitem__(self, work.work_id)
@@ -158,7 +157,7 @@ class Spiller:
         self.hold = self.limit = HOLD if hold is None else hold
         self.peak = 0  # the most Works (history: rows) held after any page
         if isinstance(projection, SchedulerProjection):
-            projection.works = SpilledWorks(spill)
+            projection.works = SpilledWorks(spill, projection.codec)
         elif isinstance(projection, HistoryProjection):
             projection.loader = spill.get
 
@@ -201,12 +200,13 @@ class Spiller:
             projection.settle()  # the indices, from the Works held (every active one)
             works = projection.works
             assert isinstance(works, SpilledWorks)
+            works.spill_out(lambda work: True)
+            # After the last Works are encoded: every binding they pin is known.
             self.spill.put(
                 (key, value)
                 for key in other_keys(projection)
                 if (value := projection.row(key)) is not None
             )
-            works.spill_out(lambda work: True)
             digest = projection.digest_of(
                 value for key, value in self.spill.items() if key.startswith(WORK_ROW)
             )

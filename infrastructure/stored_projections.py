@@ -233,6 +233,11 @@ class StoredProjections(ProjectionStore):
                 if whole:
                     self._clear(conn, projection.name)
                 written += self._write_rows(conn, projection, keys, cleared=whole)
+                # The bindings first met while encoding those rows (`WorkCodec.unsaved`).
+                codec = getattr(projection, "codec", None)
+                if codec is not None and codec.unsaved:
+                    extra = sorted(codec.unsaved.difference(keys))
+                    written += self._write_rows(conn, projection, extra, cleared=whole)
                 generations[projection.name] = self._put_meta(
                     conn,
                     next_meta(
@@ -291,6 +296,9 @@ class StoredProjections(ProjectionStore):
     def _saved(self, projections: Iterable[Persisted], generations: dict[str, int]) -> None:
         for projection in projections:
             projection.dirty.clear()
+            codec = getattr(projection, "codec", None)
+            if codec is not None:
+                codec.unsaved.clear()
             self._generations[projection.name] = generations[projection.name]
 
     def attach(self, meta: ProjectionMeta) -> None:

@@ -32,20 +32,17 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from rota.application.ports import EventStore
 from rota.domain.evolve import evolve
 from rota.domain.state import WorkState
 from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection
 from rota.projections.work_pages import WorkFilter, page_in_memory, page_of
+from rota.projections.work_rows import WorkCodec
 
 if TYPE_CHECKING:
     # The view types dict's own keys(), values() and items() return (typeshed declares them
     # here), so the overrides below keep dict's signatures.
     from _collections_abc import dict_items, dict_keys, dict_values
-
-_decode = msgspec.json.Decoder(WorkState).decode
 
 FoldWork = Callable[[str], WorkState | None]
 # Every stored Work row, and whether the store still holds what this process saved last.
@@ -66,12 +63,14 @@ class StoredWorks(OnDemandWorks):
         stored_rows: StoredRows,
         page_rows: PageRows | None = None,
         position: Callable[[], int] = lambda: 0,
+        decode: Callable[[bytes], WorkState] | None = None,
     ) -> None:
         super().__init__((work.work_id, work) for work in loaded)
         self._fold_work = fold_work
         self._stored_rows = stored_rows
         self._page_rows = page_rows
         self._position = position
+        self._decode = WorkCodec().decode if decode is None else decode
         self.complete = False
         self.fetched = 0  # Works found on demand (for tests and diagnostics)
 
@@ -129,7 +128,7 @@ class StoredWorks(OnDemandWorks):
                 if work is not None:
                     next_held += 1  # held (and current): it wins over the stored row
                 else:
-                    work = _decode(value) if usable else self._fold_work(work_id)
+                    work = self._stored(work_id, value) if usable else self._fold_work(work_id)
                 if work is not None:
                     yield work
             if len(rows) < CHUNK:
@@ -137,6 +136,14 @@ class StoredWorks(OnDemandWorks):
             cursor = rows[-1][0][len(WORK_ROW) :]
         for work_id in held[next_held:]:
             yield dict.__getitem__(self, work_id)
+
+    def _stored(self, work_id: str, value: bytes) -> WorkState | None:
+        """A stored row decoded, or the Work folded from the log if the row names a binding
+        this projection has not seen (another writer stored it)."""
+        try:
+            return self._decode(value)
+        except KeyError:
+            return self._fold_work(work_id)
 
     # -- every Work -------------------------------------------------------------------
 
@@ -150,7 +157,7 @@ class StoredWorks(OnDemandWorks):
             if dict.__contains__(self, work_id):
                 continue
             # Rows another writer stored may be ahead of this projection: fold those.
-            work = _decode(value) if ours else self._fold_work(work_id)
+            work = self._stored(work_id, value) if ours else self._fold_work(work_id)
             if work is not None:
                 dict.__setitem__(self, work_id, work)
         self.complete = True
@@ -213,6 +220,7 @@ def keep_quiet_works_on_disk(
             stored_rows,
             page_rows,
             lambda: projection.position,
+            projection.codec.decode,
         )
 
 

@@ -41,19 +41,21 @@ from rota.projections.scheduler_rows import (
     NOTIFIED_ROW,
     SINGLETONS,
     WORK_ROW,
-    canonical_encoder,
     decode_rows,
     encode_row,
     ledger_row,
     persisted_keys,
 )
+from rota.projections.work_rows import WorkCodec, canonical_encoder
 
 
 class SchedulerProjection:
     """In-memory fold of the log; not thread-safe (the service serializes access)."""
 
     name = "scheduler"
-    version = 2  # 2: the `active` row (which Works a store-backed open must load)
+    # 2: the `active` row (which Works a store-backed open must load); 3: lean Work rows
+    # and `binding/` rows (`rota.projections.work_rows`)
+    version = 3
 
     def __init__(self) -> None:
         self.position = 0
@@ -76,6 +78,7 @@ class SchedulerProjection:
         self.ledger_version = 0
         # Persisted row keys changed since the last save (not part of the state or digest).
         self.dirty: set[str] = set()
+        self.codec = WorkCodec()  # the Work rows' encoding (bindings stored once)
         self._unsettled = False
 
     def apply(self, position: int, stream: str, version: int, at: datetime, event: Event) -> None:
@@ -104,7 +107,7 @@ class SchedulerProjection:
         time) up to position `stop`, as `apply` would, but without keeping the indices: a
         bulk fold from the log derives them once at the end (`settle()`), which leaves the
         same projection (the indices are a function of the Works; `restore` relies on it)."""
-        works, dirty, last = self.works, self.dirty, self.position
+        works, dirty, last, held = self.works, self.dirty, self.position, dict.get
         # Lease renewals only move the current attempt's lease and count in the Work's
         # version, so a run of them is folded as one (`renew`): kept here per Work, applied
         # before that Work's next other event and at the end of the page.
@@ -128,7 +131,11 @@ class SchedulerProjection:
                 if work_id in renewals:
                     count, expiry = renewals.pop(work_id)
                     works[work_id] = renew(works[work_id], expiry, count)
-                after = evolve(works.get(work_id), event, position, at)
+                # A held Work by a plain dict lookup; `works.get` (found on demand) on a miss.
+                before = held(works, work_id)
+                after = evolve(
+                    works.get(work_id) if before is None else before, event, position, at
+                )
                 if after is None:
                     continue
                 works[work_id] = after
@@ -292,11 +299,11 @@ class SchedulerProjection:
 
     def digest(self) -> str:
         """A canonical SHA-256 of the whole state: equal states, equal digests."""
-        works = self.works
-        return self.digest_of(canonical_encoder.encode(works[w]) for w in sorted(works))
+        works, encode = self.works, self.codec.encode
+        return self.digest_of(encode(works[w]) for w in sorted(works))
 
     def digest_of(self, encoded_works: Iterable[bytes]) -> str:
-        """`digest()` given every Work encoded (`canonical_encoder`, in id order) from
+        """`digest()` given every Work row (`codec.encode`: lean, in id order) from
         elsewhere: a fold whose Works are not all in memory (`rota.infrastructure.spill`)."""
         h = hashlib.sha256()
         for encoded in encoded_works:
@@ -330,7 +337,7 @@ class SchedulerProjection:
         self = cls()
         self.position = position
         for name, value in fields.items():
-            if name not in (*SINGLETONS, "ledgers", "notified"):
+            if name not in (*SINGLETONS, "ledgers", "notified", "codec"):
                 raise KeyError(f"no field {name!r} in the scheduler projection")
             setattr(self, name, value)
         for work in works:

@@ -1,10 +1,12 @@
 """The scheduler projection's persisted form: its row keys, each row's encoding, and rows
 decoded back.
 
-The state splits into rows, one per Work (`work/<id>`), one per ledger (`ledger/<json key>`)
-and per budget notice sent (`notified/<identity>`), a few singletons (`SINGLETONS`) and
+The state splits into rows, one per Work (`work/<id>`, lean: see `rota.projections.work_rows`),
+one per distinct pinned binding (`binding/<digest>`), one per ledger (`ledger/<json key>`) and
+per budget notice sent (`notified/<identity>`), a few singletons (`SINGLETONS`) and
 `active` (the Works some index names). `SchedulerProjection.row`, `row_keys` and
-`from_rows` are these functions; none of this takes part in the fold or in `digest()`.
+`from_rows` are these functions; none of this takes part in the fold (`digest()` hashes the
+Work rows: the lean encoding is canonical).
 """
 
 from __future__ import annotations
@@ -17,20 +19,11 @@ import msgspec
 
 from rota.domain.events.admission import Budget
 from rota.domain.state import WorkState
+from rota.projections.work_rows import BINDING_ROW, WorkCodec, canonical_encoder
 
 if TYPE_CHECKING:
     from rota.projections.scheduler import SchedulerProjection
 
-
-def _plain(obj: object) -> object:
-    # A datetime subclass (freezegun's, in tests) encodes as a datetime would.
-    if isinstance(obj, datetime):
-        return obj.isoformat().replace("+00:00", "Z")
-    raise TypeError(f"cannot encode {type(obj).__name__}")
-
-
-# The one encoding of the projection's values, for its rows and its digest alike.
-canonical_encoder = msgspec.json.Encoder(enc_hook=_plain)
 
 # Row keys (see the module docstring).
 WORK_ROW = "work/"
@@ -46,7 +39,6 @@ SINGLETONS: dict[str, Any] = {
     "ledger_version": int,
     "turns": int,
 }
-_work_decoder = msgspec.json.Decoder(WorkState)
 _ledger_key_decoder = msgspec.json.Decoder(tuple[str, str, str])
 _float_decoder = msgspec.json.Decoder(float)
 _singleton_decoders = {name: msgspec.json.Decoder(kind) for name, kind in SINGLETONS.items()}
@@ -61,7 +53,9 @@ def encode_row(projection: SchedulerProjection, key: str) -> bytes | None:
     """The encoded value of one persisted row (None: the row does not exist)."""
     if key.startswith(WORK_ROW):
         work = projection.works.get(key[len(WORK_ROW) :])
-        return None if work is None else canonical_encoder.encode(work)
+        return None if work is None else projection.codec.encode(work)
+    if key.startswith(BINDING_ROW):
+        return projection.codec.binding_row(key)
     if key.startswith(LEDGER_ROW):
         ledger = _ledger_key_decoder.decode(key[len(LEDGER_ROW) :])
         amount = projection.ledgers.get(ledger)
@@ -77,8 +71,12 @@ def encode_row(projection: SchedulerProjection, key: str) -> bytes | None:
 
 def persisted_keys(projection: SchedulerProjection) -> Iterator[str]:
     """Every persisted row key, in no particular order."""
-    for work_id in projection.works:
+    works = projection.works
+    for work_id in works:
         yield WORK_ROW + work_id
+    # The bindings the Works pin, known before any row is encoded (a caller may list every
+    # key first).
+    projection.codec.learn_works(works.values())
     yield from other_keys(projection)
 
 
@@ -90,19 +88,24 @@ def other_keys(projection: SchedulerProjection) -> Iterator[str]:
         yield ledger_row(ledger)
     for notice in projection.notified:
         yield NOTIFIED_ROW + notice
+    for digest in projection.codec.bindings:
+        yield BINDING_ROW + digest
 
 
 def decode_rows(rows: Iterable[tuple[str, bytes]]) -> tuple[list[WorkState], dict[str, Any]]:
     """Decode persisted rows (as `encode_row` encodes them): the Works, and the other
-    fields `SchedulerProjection.restore` takes."""
+    fields `SchedulerProjection.restore` takes (`codec`: the bindings read)."""
     works: list[WorkState] = []
+    work_rows: list[bytes] = []
+    codec = WorkCodec()
     ledgers: dict[tuple[str, str, str], float] = {}
     notified: set[str] = set()
     fields: dict[str, Any] = {}
-    decode_work = _work_decoder.decode
     for key, value in rows:
         if key.startswith(WORK_ROW):
-            works.append(decode_work(value))
+            work_rows.append(value)
+        elif key.startswith(BINDING_ROW):
+            codec.learn(key, value)
         elif key.startswith(LEDGER_ROW):
             ledger = _ledger_key_decoder.decode(key[len(LEDGER_ROW) :])
             ledgers[ledger] = _float_decoder.decode(value)
@@ -112,6 +115,9 @@ def decode_rows(rows: Iterable[tuple[str, bytes]]) -> tuple[list[WorkState], dic
             fields[key] = _singleton_decoders[key].decode(value)
         elif key != ACTIVE_ROW:  # derived from the Works; read when opened with quiet Works
             raise KeyError(f"no row {key!r} in the scheduler projection")
+    # The Works last: their rows name bindings that may come in any order.
+    works = [codec.decode(value) for value in work_rows]
     fields["ledgers"] = ledgers
     fields["notified"] = notified
+    fields["codec"] = codec
     return works, fields

@@ -24,6 +24,7 @@ import msgspec
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.timestamps import recorded_times
 from rota.projections import DERIVED, PERSISTED, HistoryProjection, SchedulerProjection
+from rota.projections.work_rows import BINDING_ROW
 from rota.replay.progress import ProgressFactory, silent
 from rota.replay.side_by_side import fold_side_by_side
 
@@ -178,9 +179,14 @@ def _decode(kind: Any, position: int, rows: list[tuple[str, bytes]]) -> tuple[An
         return kind.from_rows(position, rows), None
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError, ValueError):
         pass
-    for key, value in sorted(rows):
+    # Each row decoded alone, but beside the binding rows Work rows name (a damaged binding
+    # row is found when it is decoded alone, before the Work rows that name it).
+    shared = sorted(row for row in rows if row[0].startswith(BINDING_ROW))
+    for key, value in [*shared, *sorted(row for row in rows if row not in shared)]:
         try:
-            kind.from_rows(position, [(key, value)])
+            kind.from_rows(
+                position, [(key, value)] if key.startswith(BINDING_ROW) else [*shared, (key, value)]
+            )
         except (msgspec.DecodeError, msgspec.ValidationError, KeyError, ValueError):
             return None, key
     return None, None

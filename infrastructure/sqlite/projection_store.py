@@ -30,7 +30,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,7 +38,14 @@ import apsw
 import msgspec
 
 from rota.application.errors import ProjectionStoreError
-from rota.application.ports import Clock, Persisted, ProjectionMeta, WriterLock
+from rota.application.ports import (
+    Clock,
+    EventStore,
+    LogHead,
+    Persisted,
+    ProjectionMeta,
+    WriterLock,
+)
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.projection_locks import FileWriterLock
 from rota.infrastructure.projection_tables import (
@@ -73,6 +80,7 @@ class SQLiteProjectionStore(StoredProjections):
         self.last_refusal: str | None = None
         self._lock = threading.RLock()
         self._generations: dict[str, int] = {}
+        self._attached: dict[int, str] = {}  # id of a projection being replaced -> its spill
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -226,8 +234,45 @@ class SQLiteProjectionStore(StoredProjections):
     def _write_rows(
         self, conn: Any, projection: Persisted, keys: Iterable[str], *, cleared: bool
     ) -> int:
-        """Write `keys`' rows; `cleared`: the table was emptied in this transaction."""
+        """Write `keys`' rows; `cleared`: the table was emptied in this transaction.
+
+        A rebuild's rows still in their spill file (attached by `replace`) are copied by
+        SQLite itself, table to table, without passing through Python one row at a time."""
+        attached = self._attached.get(id(projection))
+        if cleared and attached is not None:
+            conn.execute(
+                f"INSERT INTO {row_table(projection.name)} (key, value) "
+                f"SELECT key, value FROM {attached}.rows ORDER BY key"
+            )
+            return int(conn.changes())
         return write_rows(conn, projection, keys)
+
+    def replace(self, projections: Sequence[Persisted], log: EventStore | LogHead) -> None:
+        """As `StoredProjections.replace`; the spill file of a projection folded with
+        spilling (`SpilledRows`) is attached first (SQLite cannot attach in a transaction)
+        so `_write_rows` copies its rows inside SQLite."""
+        with self._lock:
+            attached: list[str] = []
+            try:
+                for n, projection in enumerate(projections):
+                    spill = getattr(projection, "spill", None)
+                    path = getattr(spill, "path", None)
+                    if path is None or not self._conn.getautocommit():
+                        continue
+                    alias = f"spill{n}"
+                    self._conn.execute("ATTACH DATABASE ? AS " + alias, (str(path),))
+                    attached.append(alias)
+                    self._attached[id(projection)] = alias
+                super().replace(projections, log)
+            except apsw.Error as exc:
+                raise ProjectionStoreError(
+                    f"a write to the projection store at {self.path} failed: {exc}"
+                ) from exc
+            finally:
+                self._attached.clear()
+                for alias in attached:
+                    with contextlib.suppress(apsw.Error):
+                        self._conn.execute("DETACH DATABASE " + alias)
 
     def _put_meta(self, conn: Any, meta: ProjectionMeta) -> int:
         """Store a projection's meta row (`next_meta` made it); its generation."""
