@@ -24,6 +24,10 @@ from pathlib import Path
 
 from rota.application.errors import StoreUnavailable
 
+# The data (and a changed size) only, as SQLite's own FULL sync does on Linux; an fsync
+# would also journal the mtime on every call.
+_datasync = getattr(os, "fdatasync", os.fsync)
+
 
 class WalSync:
     """Commit numbering and the shared fsync of one log's WAL file; see the module docstring."""
@@ -45,7 +49,7 @@ class WalSync:
                 return  # another thread's fsync began after our commit: it covered it
             target = self.committed  # every commit numbered so far is in the file now
             try:
-                os.fsync(self._wal_fd())
+                _datasync(self._wal_fd())
             except OSError as exc:
                 self._close_fd()
                 raise StoreUnavailable(f"cannot sync the log's WAL {self.wal}: {exc}") from exc

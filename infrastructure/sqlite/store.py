@@ -6,7 +6,9 @@ as head + 1, so they are gapless and commit-ordered. Readers use their own conne
 thread and never block the writer (WAL).
 
 Durability setting (`synchronous`):
-- `full` (default): a commit that returned survives a power cut.
+- `full` (default): a commit that returned survives a power cut. SQLite commits on NORMAL
+  and the WAL is synced after the write lock is let go (`sqlite.durability`): one sync
+  covers every commit made before it, and a caller inside `deferring()` syncs later.
 - `normal`: faster; a power cut or OS crash may lose the last acknowledged commits (a process
   crash does not). Only a checkpoint kept outside the store can reveal such a loss, so choose
   it only where losing the last few seconds of decisions is acceptable.
