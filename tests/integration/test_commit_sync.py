@@ -179,3 +179,20 @@ def test_the_lead_moves_on_before_the_disk_and_callers_wait_for_it() -> None:
     second.join(30)
     assert isinstance(done["w-1"], StoreUnavailable)
     assert isinstance(done["w-2"], StoreUnavailable)
+
+
+def test_a_failed_sync_is_the_appenders_error(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rota.infrastructure.sqlite import durability
+
+    def refuse(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(durability, "_datasync", refuse)
+    with pytest.raises(StoreUnavailable, match="cannot sync the log's WAL"):
+        store.append([event("a")])
+    monkeypatch.undo()
+    store.append([event("b")])  # the next sync covers both commits
+    sync = store._wal_sync
+    assert sync is not None and sync.synced == sync.committed
