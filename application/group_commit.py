@@ -12,6 +12,14 @@ tried again on its own, so each caller gets its own error. A single caller never
 (nothing else is arriving, the last batch held one): one thread's submit costs what it
 did without grouping; when concurrency drops, one window is lost once.
 
+On a store that syncs after its commits (`EventStore.deferring`: SQLite on FULL), the
+leader commits inside `deferring()`, hands the lead on, and only then waits for the
+disk (`sync`) before waking its callers: callers that queued meanwhile commit while this
+batch's fsync runs (and their own sync waits only for what that fsync did not cover).
+Batches are not split to make such overlap: an fsync covers only the commits made before
+it began, so on a loaded disk two half batches cost two fsyncs where one batch costs one
+(measured in bench/RESULTS.md, 2026-12-01 commitfast).
+
 Two requests for the same Work never share a batch (the second is decided after the
 first is applied). Idempotency is the log's: each input's delivery identity makes a
 retried submit a no-op, in a batch or alone.
@@ -24,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from rota.application.lifecycle import SubmitRequest
-from rota.application.ports import AppendResult
+from rota.application.ports import AppendResult, EventStore
 from rota.domain.errors import RotaError
 
 DEFAULT_WINDOW = 0.002
@@ -70,8 +78,10 @@ class SubmitGroup:
         *,
         window: float = DEFAULT_WINDOW,
         max_batch: int = DEFAULT_MAX_BATCH,
+        store: EventStore | None = None,
     ) -> None:
         self._commit = commit
+        self._store = store
         self.window = window
         self.max_batch = max_batch
         self._cond = threading.Condition(threading.Lock())
@@ -115,34 +125,50 @@ class SubmitGroup:
             lead = promoted is slot  # still queued: lead again, or wait for its turn
 
     def _lead(self, own: _Slot) -> _Slot | None:
-        """Gather and commit one batch, wake its callers, and hand the lead to the first
-        slot still queued (returned; None: no one waits, nobody leads). `own` is the
-        leader's slot: its thread is awake, so it is never released."""
+        """Gather and commit one batch, hand the lead to the first slot still queued
+        (returned; None: no one waits, nobody leads), wait until the batch is durable,
+        and wake its callers. `own` is the leader's slot: its thread is awake, so it is
+        never released."""
         with self._cond:
             batch = self._gather()
+        store = self._store
         try:
-            self._run(batch)
+            if store is None:
+                self._run(batch)
+            else:
+                with store.deferring():
+                    self._run(batch)
         finally:
             with self._cond:
-                for done in batch:
-                    done.done = True
                 self._arriving -= len(batch)
                 promoted = self._queue[0] if self._queue else None
                 self._leading = promoted is not None
-        for done in batch:
-            if done is not own:
-                done.wake.release()
-        if promoted is not None and promoted is not own:
-            promoted.wake.release()
+            if promoted is not None and promoted is not own:
+                promoted.wake.release()
+            try:
+                if store is not None:
+                    store.sync()
+            except BaseException as exc:
+                for slot in batch:  # written, not yet durable: the caller must not trust it
+                    if slot.raised is None and not isinstance(slot.outcome, RotaError):
+                        slot.raised = exc
+            finally:
+                with self._cond:
+                    for done in batch:
+                        done.done = True
+                for done in batch:
+                    if done is not own:
+                        done.wake.release()
         return promoted
 
     def _gather(self) -> list[_Slot]:
         """The next batch (under the lock): wait the window while callers still arrive,
         then take up to `max_batch` queued requests, one per Work."""
         deadline = time.monotonic() + self.window
+        limit = self.max_batch
         # Callers that just got their results come back at once: expect as many as the
         # last batch held (or as are arriving now); a caller that stopped costs one window.
-        while len(self._queue) < min(max(self._arriving, self._last), self.max_batch):
+        while len(self._queue) < min(max(self._arriving, self._last), limit):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -151,7 +177,7 @@ class SubmitGroup:
         works: set[str] = set()
         rest: list[_Slot] = []
         for slot in self._queue:
-            if len(batch) < self.max_batch and slot.request.work_id not in works:
+            if len(batch) < limit and slot.request.work_id not in works:
                 works.add(slot.request.work_id)
                 batch.append(slot)
             else:

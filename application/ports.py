@@ -298,6 +298,25 @@ class EventStore(abc.ABC):
         """
         return None
 
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Appends of this thread inside return once committed, maybe not yet durable (a
+        store whose durability wait can leave its write lock: SQLite on synchronous FULL);
+        the caller must call `sync()` after the block before telling anyone they happened.
+        Nests; the default store's commits are durable at once, and this does nothing."""
+        yield
+
+    def sync(self) -> None:
+        """Make this thread's committed appends durable, unless an outer `deferring()`
+        block of this thread is still open (it syncs); no-op when nothing is pending."""
+        return None
+
+    def nothing_after(self, position: int) -> bool:
+        """True only when the store knows, without reading the log, that its head is
+        `position` (this process wrote it and nobody has committed since); False when
+        it does not know. Lets a writer skip the read that would find nothing new."""
+        return False
+
     @abc.abstractmethod
     def now(self) -> datetime:
         """The store's clock: the time recorded events get and leases are judged by."""

@@ -164,21 +164,32 @@ class Transactions:
         return result
 
     def transact(self, decide: Decision) -> AppendResult:
-        """Decide on fresh state and append; on a conflict, catch up and decide again."""
-        with self.lock:
-            for _ in range(MAX_CONFLICT_RETRIES):
-                self.catch_up()
-                emits, expected = decide()
-                if not emits:
-                    return AppendResult([], 0)
-                try:
-                    return self._commit(emits, expected)
-                except ConcurrencyConflict:
-                    self.conflicts += 1
-                    continue
-            raise StoreUnavailable(
-                f"gave up after {MAX_CONFLICT_RETRIES} conflicting writes; the store is contended"
-            )
+        """Decide on fresh state and append; on a conflict, catch up and decide again.
+
+        The append is made durable (`EventStore.sync`) after the projection's lock is let
+        go, so other threads decide and commit while this one waits on the disk; inside an
+        outer `deferring()` block (a group commit), that block's owner syncs instead."""
+        store = self.store
+        try:
+            with store.deferring(), self.lock:
+                for _ in range(MAX_CONFLICT_RETRIES):
+                    # Nothing to read when this process wrote the head and nobody since.
+                    if not store.nothing_after(self.projection.position):
+                        self.catch_up()
+                    emits, expected = decide()
+                    if not emits:
+                        return AppendResult([], 0)
+                    try:
+                        return self._commit(emits, expected)
+                    except ConcurrencyConflict:
+                        self.conflicts += 1
+                        continue
+                raise StoreUnavailable(
+                    f"gave up after {MAX_CONFLICT_RETRIES} conflicting writes; "
+                    "the store is contended"
+                )
+        finally:
+            store.sync()
 
     def now(self) -> datetime:
         return self.store.now()

@@ -33,7 +33,7 @@ class Submits:
     ) -> None:
         self.service, self.host, self.store = service, host, store
         self.executors, self.binding_paths, self.read = executors, binding_paths, read
-        self.group = SubmitGroup(service.lifecycle.submit_batch)
+        self.group = SubmitGroup(service.lifecycle.submit_batch, store=store)
 
     def one(self, item: Submission) -> WorkHandle:
         """Submit one Work, group-committed with whatever other threads submit meanwhile."""

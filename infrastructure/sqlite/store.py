@@ -6,7 +6,9 @@ as head + 1, so they are gapless and commit-ordered. Readers use their own conne
 thread and never block the writer (WAL).
 
 Durability setting (`synchronous`):
-- `full` (default): a commit that returned survives a power cut.
+- `full` (default): a commit that returned survives a power cut. SQLite commits on NORMAL
+  and the WAL is synced after the write lock is let go (`sqlite.durability`): one sync
+  covers every commit made before it, and a caller inside `deferring()` syncs later.
 - `normal`: faster; a power cut or OS crash may lose the last acknowledged commits (a process
   crash does not). Only a checkpoint kept outside the store can reveal such a loss, so choose
   it only where losing the last few seconds of decisions is acceptable.
@@ -27,7 +29,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -54,6 +56,7 @@ from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 from rota.infrastructure.log_rows import Row
 from rota.infrastructure.sqlite.appends import LogAppends
+from rota.infrastructure.sqlite.durability import WalSync
 from rota.infrastructure.sqlite.log_file import (
     Synchronous,
     check_file,
@@ -72,7 +75,9 @@ class SQLiteStore(EventStore):
     """The log in one SQLite file; see the module docstring."""
 
     # Defaults for subclasses that set a store up by hand (`rota.replay.read_only`): no
-    # nudges (a read-only opener writes nothing beside the log), waits poll.
+    # nudges (a read-only opener writes nothing beside the log), waits poll, SQLite syncs.
+    _wal_sync: WalSync | None = None
+    _quiet: int | None = None
     _generation = 0
     _interrupts = 0
     _nudges: Nudges | None = None
@@ -101,6 +106,9 @@ class SQLiteStore(EventStore):
         self._busy_ms = int(busy_timeout * 1000)
         self._pid = os.getpid()
         self._closed = False
+        # FULL: SQLite commits on NORMAL and the WAL is fsynced outside the write lock.
+        self._wal_sync = WalSync(self.path) if synchronous == "full" else None
+        self._quiet = None  # the writer's `PRAGMA data_version` at our last commit
         self._write_lock = threading.RLock()
         self._commit = threading.Condition()
         self._waiting = 0  # threads in `wait_for_commit`; a commit wakes them only if any
@@ -126,7 +134,8 @@ class SQLiteStore(EventStore):
             conn = apsw.Connection(str(self.path))
             conn.setbusytimeout(self._busy_ms)
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+            level = "NORMAL" if self._wal_sync is not None else self.synchronous.upper()
+            conn.execute(f"PRAGMA synchronous={level}")
         except apsw.Error as exc:
             raise StoreUnavailable(f"cannot open the SQLite store at {self.path}: {exc}") from exc
         with self._connections_lock:
@@ -179,6 +188,7 @@ class SQLiteStore(EventStore):
     def write(self, body: Callable[[apsw.Cursor], T]) -> T:
         """Run `body` in one `BEGIN IMMEDIATE` transaction on the writer connection."""
         self._check()
+        number = 0
         with self._write_lock:
             conn = self._writer
             try:
@@ -195,9 +205,16 @@ class SQLiteStore(EventStore):
                 if conn.data_version() != self._data_version:
                     self._appends.forget()
                 result = body(conn.cursor())
+                # Moves only when another connection commits (`nothing_after`).
+                quiet = _others_version(conn)
                 conn.execute("COMMIT")
                 self._data_version = conn.data_version()
+                self._quiet = quiet
+                if self._wal_sync is not None:
+                    self._wal_sync.committed += 1
+                    number = self._wal_sync.committed
             except BaseException as exc:
+                self._quiet = None
                 self._appends.forget()
                 if not conn.getautocommit():
                     conn.execute("ROLLBACK")
@@ -208,11 +225,47 @@ class SQLiteStore(EventStore):
                 if isinstance(exc, apsw.Error):
                     raise StoreUnavailable(f"a write to {self.path} failed: {exc}") from exc
                 raise
+        if number:
+            if getattr(self._local, "deferring", 0):
+                self._local.pending = number
+            else:
+                self._wal_sync.sync(number)  # type: ignore[union-attr]
         if self._nudges is not None:
             self._nudges.poke()  # other processes waiting on this log (and our own waiters)
         if self._waiting:
             self._wake()
         return result
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        local = self._local
+        local.deferring = getattr(local, "deferring", 0) + 1
+        try:
+            yield
+        finally:
+            local.deferring -= 1
+
+    def sync(self) -> None:
+        local = self._local
+        pending: int = getattr(local, "pending", 0)
+        depth: int = getattr(local, "deferring", 0)
+        if pending == 0 or depth > 0 or self._wal_sync is None:
+            return
+        self._wal_sync.sync(pending)
+        local.pending = 0
+
+    def nothing_after(self, position: int) -> bool:
+        if self._closed or not self._write_lock.acquire(blocking=False):
+            return False  # another thread is writing: it may move the head
+        try:
+            head = self._appends.head
+            if head is None or head[0] != position or self._quiet is None:
+                return False
+            return _others_version(self._writer) == self._quiet
+        except apsw.Error:
+            return False
+        finally:
+            self._write_lock.release()
 
     def append(
         self, events: Sequence[NewEvent], expected: Mapping[str, int] | None = None
@@ -315,6 +368,8 @@ class SQLiteStore(EventStore):
             return
         self._closed = True
         self.wake_waiters()
+        if self._wal_sync is not None:
+            self._wal_sync.close()
         if self._nudges is not None:
             self._nudges.close()
         with self._connections_lock:
@@ -324,3 +379,9 @@ class SQLiteStore(EventStore):
         for conn in connections:
             with contextlib.suppress(apsw.Error):
                 conn.close()
+
+
+def _others_version(conn: apsw.Connection) -> int:
+    """`PRAGMA data_version`: moves when another connection commits, never on our own."""
+    row = conn.execute("PRAGMA data_version").fetchone()
+    return -1 if row is None else int(row[0])

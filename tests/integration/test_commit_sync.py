@@ -1,0 +1,198 @@
+"""The fsync taken out of the write lock (sqlite.durability) and the catch-up read skipped
+when nothing is new (`EventStore.nothing_after`): commits are durable before anyone is
+told, one fsync covers the commits made before it, another connection's commit is seen,
+and a group commit hands the lead on before it waits for the disk."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+import rota
+from rota.application.errors import StoreUnavailable
+from rota.application.group_commit import SubmitGroup
+from rota.application.lifecycle import SubmitRequest
+from rota.application.ports import AppendResult, NewEvent
+from rota.domain.events import WorkCancelled
+from rota.infrastructure.sqlite.store import SQLiteStore
+
+
+def event(work: str) -> NewEvent:
+    return NewEvent(f"work-{work}", WorkCancelled(work_id=work, reason="test"), None)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "log.db")
+    yield s
+    s.close()
+
+
+def test_full_syncs_every_commit_not_deferred(store: SQLiteStore) -> None:
+    sync = store._wal_sync
+    assert sync is not None
+    before = sync.fsyncs
+    store.append([event("a")])
+    store.append([event("b")])
+    assert sync.fsyncs == before + 2
+    assert sync.synced == sync.committed
+
+
+def test_deferred_commits_share_one_fsync_and_wait_for_sync(store: SQLiteStore) -> None:
+    sync = store._wal_sync
+    assert sync is not None
+    before = sync.fsyncs
+    with store.deferring():
+        store.append([event("a")])
+        with store.deferring():
+            store.append([event("b")])
+        store.sync()  # an outer block is open: it syncs, not this
+        assert sync.fsyncs == before
+        assert sync.synced < sync.committed
+    assert sync.synced < sync.committed  # leaving the block does not sync by itself
+    store.sync()
+    assert sync.fsyncs == before + 1
+    assert sync.synced == sync.committed
+    store.sync()  # nothing pending: no fsync
+    assert sync.fsyncs == before + 1
+
+
+def test_normal_and_extra_keep_sqlite_syncing(tmp_path: Path) -> None:
+    for level in ("normal", "extra"):
+        s = SQLiteStore(tmp_path / f"{level}.db", synchronous=level)  # type: ignore[arg-type]
+        try:
+            assert s._wal_sync is None
+            s.append([event("a")])
+            assert s.head().position == 1
+        finally:
+            s.close()
+
+
+def test_nothing_after_knows_its_own_head_and_sees_other_connections(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    assert not store.nothing_after(0)  # never wrote an event: does not know
+    store.append([event("a")])
+    assert store.nothing_after(1)
+    assert not store.nothing_after(0)
+    other = SQLiteStore(tmp_path / "log.db")
+    try:
+        other.append([event("b")])
+        assert not store.nothing_after(1)  # another connection committed
+        assert not store.nothing_after(2)  # and our cached head is not the log's
+        store.append([event("c")])
+        assert store.head().position == 3
+        assert store.nothing_after(3)
+    finally:
+        other.close()
+
+
+def test_a_scheduler_sees_another_processes_write_despite_the_skip(tmp_path: Path) -> None:
+    path = tmp_path / "two.db"
+    with rota.open(path, owner="a") as a, rota.open(path, owner="b") as b:
+        a.register("job", lambda ctx: None)
+        b.register("job", lambda ctx: None)
+        a.submit("w-1", binding="job", input={"k": 1})
+        a.submit("w-2", binding="job", input={"k": 2})  # a skips its read: nothing new
+        b.submit("w-3", binding="job", input={"k": 3})
+        a.submit("w-4", binding="job", input={"k": 4})  # must read b's write first
+        assert sorted(w.id for w in a.works()) == ["w-1", "w-2", "w-3", "w-4"]
+        positions = [r.position for r in a.store.read(0, 100)]
+        assert positions == list(range(1, len(positions) + 1))
+
+
+class _GatedStore:
+    """What SubmitGroup uses of a store that syncs after commit; `sync` can be held."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.syncing = threading.Event()
+        self.fail: BaseException | None = None
+        self._local = threading.local()
+
+    def deferring(self) -> _Deferral:
+        return _Deferral(self._local)
+
+    def sync(self) -> None:
+        if getattr(self._local, "depth", 0):
+            return
+        self.syncing.set()
+        assert self.gate.wait(30)
+        if self.fail is not None:
+            raise self.fail
+
+
+class _Deferral:
+    def __init__(self, local: threading.local) -> None:
+        self.local = local
+
+    def __enter__(self) -> None:
+        self.local.depth = getattr(self.local, "depth", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.local.depth -= 1
+
+
+def _request(work_id: str) -> SubmitRequest:
+    return SubmitRequest(work_id, {"binding": "job"}, [({"k": work_id}, None, None)])
+
+
+def test_the_lead_moves_on_before_the_disk_and_callers_wait_for_it() -> None:
+    store = _GatedStore()
+    committed: list[str] = []
+    second_committed = threading.Event()
+
+    def commit(requests: Sequence[SubmitRequest]) -> list[AppendResult]:
+        committed.extend(r.work_id for r in requests)
+        if "w-2" in committed:
+            second_committed.set()
+        return [AppendResult([], 1) for _ in requests]
+
+    group = SubmitGroup(commit, store=store, window=0.0)  # type: ignore[arg-type]
+    store.gate.clear()
+    done: dict[str, object] = {}
+
+    def call(work_id: str) -> None:
+        group.arrive()
+        try:
+            done[work_id] = group.submit(_request(work_id))
+        except BaseException as exc:
+            done[work_id] = exc
+
+    first = threading.Thread(target=call, args=("w-1",))
+    first.start()
+    assert store.syncing.wait(30)  # w-1 committed; its sync is held
+    assert committed == ["w-1"] and "w-1" not in done  # not told before it is durable
+    second = threading.Thread(target=call, args=("w-2",))
+    second.start()
+    # The lead was handed on: w-2 commits while w-1's fsync is still held.
+    assert second_committed.wait(30)
+    assert committed == ["w-1", "w-2"]
+    assert not done
+    store.fail = StoreUnavailable("the disk refused")
+    store.gate.set()
+    first.join(30)
+    second.join(30)
+    assert isinstance(done["w-1"], StoreUnavailable)
+    assert isinstance(done["w-2"], StoreUnavailable)
+
+
+def test_a_failed_sync_is_the_appenders_error(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rota.infrastructure.sqlite import durability
+
+    def refuse(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(durability, "_datasync", refuse)
+    with pytest.raises(StoreUnavailable, match="cannot sync the log's WAL"):
+        store.append([event("a")])
+    monkeypatch.undo()
+    store.append([event("b")])  # the next sync covers both commits
+    sync = store._wal_sync
+    assert sync is not None and sync.synced == sync.committed
