@@ -92,7 +92,7 @@ def rota_rate(
             out = os.environ.get("ROTA_BENCH_SPY_OUT", "/tmp/rota-bench-spy.txt")
             spy = subprocess.Popen(
                 [os.environ["ROTA_BENCH_SPY"], "record", "-p", str(daemon.pid), "-r", "250",
-                 "--format", "raw", "-o", out, "--nonblocking"],
+                 "--format", "raw", "-o", out, "--nonblocking", *os.environ.get("ROTA_BENCH_SPY_ARGS", "").split()],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             time.sleep(1.0)

@@ -177,6 +177,13 @@ class Child:
         self.pid = pid
         self.returncode: int | None = None  # 0 once it exited: its `status` says how
         self._pidfd = pidfd
+        self._fd_lock = threading.Lock()
+
+    def watch_fd(self) -> int | None:
+        """A copy of its pidfd (readable once it exited) for the caller to close; None if
+        there is none or it was closed."""
+        with self._fd_lock:
+            return None if self._pidfd is None else os.dup(self._pidfd)
 
     def poll(self) -> int | None:
         if self.returncode is None and self._exited():
@@ -211,10 +218,11 @@ class Child:
         return self.returncode
 
     def close(self) -> None:
-        pidfd, self._pidfd = self._pidfd, None
-        if pidfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(pidfd)
+        with self._fd_lock:
+            pidfd, self._pidfd = self._pidfd, None
+            if pidfd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(pidfd)
 
     def __del__(self) -> None:
         self.close()
