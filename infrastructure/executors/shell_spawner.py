@@ -117,12 +117,18 @@ def serve(sock):
     signal.signal(signal.SIGCHLD, lambda *_: None)
     for number in (signal.SIGHUP, signal.SIGINT):
         signal.signal(number, signal.SIG_IGN)
+    poller = select.poll()  # not select(): the scheduler may hand it an fd above 1023
+    poller.register(sock, select.POLLIN)
+    poller.register(woken, select.POLLIN)
     while True:
-        ready = select.select([sock, woken], [], [])[0]
+        try:
+            ready = [fd for fd, _ in poller.poll()]
+        except InterruptedError:
+            continue
         if woken in ready:
             os.read(woken, 4096)
             reap()
-        if sock not in ready:
+        if sock.fileno() not in ready:
             continue
         header, fds, _, _ = socket.recv_fds(sock, 16, 5)
         if not header:

@@ -186,15 +186,25 @@ class Reaper:
         return True
 
     def wake(self) -> None:
-        with contextlib.suppress(OSError):  # full: it is awake already
-            os.write(self._waker, b"w")
+        with self._lock, contextlib.suppress(OSError):  # full: it is awake already
+            if self._waker >= 0:
+                os.write(self._waker, b"w")
 
     def join(self, timeout: float) -> None:
-        """Wait for the thread to end (it does once `closed` is set and it was woken)."""
+        """Wait for the thread to end (it does once `closed` is set and it was woken), then
+        close the wake pipe; nothing is watched from then on."""
         with self._lock:
+            self._stopped = True  # never started, or ending: `add` refuses from now on
             thread = self._thread
         if thread is not None:
             thread.join(timeout)
+            if thread.is_alive():
+                return  # still busy: leave its pipe open
+        with self._lock:
+            for fd in (self._woken, self._waker):
+                if fd >= 0:
+                    os.close(fd)
+            self._woken = self._waker = -1
 
     def _loop(self) -> None:
         poller = select.poll()
