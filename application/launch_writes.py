@@ -4,16 +4,23 @@ Every launch runs on a thread of its own and records its `executor` phase and it
 metadata as fenced writes: one append (one fsync) each, serialized by the transaction
 lock. `GroupedFenced.write` lets them share appends the way a database shares a log
 flush: a caller queues its write, and whoever holds the transaction lock next decides
-every queued write on fresh state and appends them together, one per Work per append
-(a second write to the same Work waits for the next one, so each decides on the state
-its predecessor left). A write refused by its decision (`Refusal`: a lost lease, too many
-phases) is refused to its caller alone; if the combined append fails for any other
-reason, each write is retried on its own, so one bad write never fails another's.
-Nothing waits for a window to fill: writes group only while an append is in progress.
+every queued write on fresh state and appends them together. Writes to the same Work are
+decided in the order they were queued, each on the state its predecessors in the batch
+leave (`evolve`), and fenced by the Work's version before the batch. A write refused by
+its decision (`Refusal`: a lost lease, too many phases) is refused to its caller alone;
+if the combined append fails for any other reason, each write is retried on its own, so
+one bad write never fails another's. Nothing waits for a window to fill: writes group
+only while an append is in progress.
+
+A write queued with `wait=False` (the start of a launch phase: a trail, not a pin) does
+not wait: it is appended with the next write any caller waits for, at the latest with its
+own launch's next one (the phase's end, or the recovery metadata), in order. So a launch
+phase's start and the launch's recovery metadata share one append.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,8 +29,10 @@ from datetime import datetime
 from rota.application.transactions import Transactions
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import Refusal
+from rota.domain.evolve import evolve
 from rota.domain.state import WorkState
 
+log = logging.getLogger("rota.host")
 FencedDecision = Callable[[WorkState, int, datetime], list[Emit]]
 
 
@@ -33,6 +42,7 @@ class _Write:
     decide: FencedDecision
     done: bool = False
     error: BaseException | None = None
+    waited: bool = True  # False: nobody reads the error, it is logged
 
 
 class GroupedFenced:
@@ -45,12 +55,15 @@ class GroupedFenced:
         self.appends = 0  # appends made (tests and benchmarks read it)
         self.writes = 0
 
-    def write(self, execution_id: str, decide: FencedDecision) -> None:
+    def write(self, execution_id: str, decide: FencedDecision, wait: bool = True) -> None:
         """Append `decide`'s events for the attempt (fenced by its Work's version); raises
-        its Refusal. Returns once they are durable."""
-        item = _Write(execution_id, decide)
+        its Refusal. Returns once they are durable; with `wait=False` at once (see the
+        module docstring: a refusal or failure is only logged)."""
+        item = _Write(execution_id, decide, waited=wait)
         with self._queue_lock:
             self._queue.append(item)
+        if not wait:
+            return
         while not item.done:
             with self.tx.lock:
                 if not item.done:
@@ -60,14 +73,7 @@ class GroupedFenced:
 
     def _flush(self) -> None:
         with self._queue_lock:
-            batch: list[_Write] = []
-            works: set[str] = set()
-            rest: list[_Write] = []
-            for item in self._queue:
-                work_id = item.execution_id.rpartition("/")[0]
-                (rest if work_id in works else batch).append(item)
-                works.add(work_id)
-            self._queue = rest
+            batch, self._queue = self._queue, []
         if not batch:
             return
         try:
@@ -79,6 +85,8 @@ class GroupedFenced:
         finally:
             for item in batch:
                 item.done = True
+                if not item.waited and item.error is not None:
+                    log.info("launch write of %s not recorded: %s", item.execution_id, item.error)
 
     def _append(self, batch: list[_Write]) -> None:
         refused: dict[int, Refusal] = {}
@@ -88,16 +96,30 @@ class GroupedFenced:
             now = self.tx.now()
             emits: list[Emit] = []
             expected: dict[str, int] = {}
+            states: dict[str, WorkState] = {}  # as the batch's earlier writes leave them
             for index, item in enumerate(batch):
                 try:
                     work, number = self.tx.execution(item.execution_id)
+                    stream, version = work_stream(work.work_id), work.version
+                    work = states.get(stream, work)
                     more = item.decide(work, number, now)
                 except Refusal as refusal:
                     refused[index] = refusal
                     continue
+                expected.setdefault(stream, version)
+                position = self.tx.projection.position + len(emits)
                 emits.extend(more)
-                expected[work_stream(work.work_id)] = work.version
+                if counts[item.execution_id.rpartition("/")[0]] > 1:
+                    for offset, emit in enumerate(more, 1):
+                        if emit.stream == stream:
+                            work = evolve(work, emit.event, position + offset, now) or work
+                    states[stream] = work
             return emits, expected
+
+        counts: dict[str, int] = {}
+        for item in batch:
+            work_id = item.execution_id.rpartition("/")[0]
+            counts[work_id] = counts.get(work_id, 0) + 1
 
         self.tx.transact(decide)
         self.appends += 1

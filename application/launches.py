@@ -237,9 +237,11 @@ class Launches:
 
     def _record_phase(self, execution_id: str, epoch: int, name: str, outcome: str | None) -> None:
         """Record a launch phase; a write refused (lost lease, too many phases) only leaves
-        the trail short, it never aborts what the launch is doing (seed 001)."""
+        the trail short, it never aborts what the launch is doing (seed 001). A start is
+        not waited for: it shares an append with the launch's next write (its end at the
+        latest), in order (application/launch_writes.py)."""
         try:
-            self.service.lifecycle.phase(execution_id, epoch, name, outcome)
+            self.service.lifecycle.phase(execution_id, epoch, name, outcome, outcome is not None)
         except Refusal as refusal:
             log.info("launch phase %s of %s not recorded: %s", name, execution_id, refusal)
 

@@ -281,13 +281,18 @@ class LifecycleCommands:
             lambda w, n, epoch, now, index: [lifecycle.invoke(w, n, epoch, now, flags[index])],
         )
 
-    def phase(self, execution_id: str, epoch: int, name: str, outcome: str | None) -> None:
+    def phase(
+        self, execution_id: str, epoch: int, name: str, outcome: str | None, wait: bool = True
+    ) -> None:
+        """Record a launch phase's start (`outcome` None) or end; `wait=False` queues it to
+        share the launch's next write (application/launch_writes.py)."""
+
         def decide(work: WorkState, number: int, now: datetime) -> list[Emit]:
             if outcome is None:
                 return [lifecycle.begin_phase(work, number, epoch, now, name)]
             return [lifecycle.end_phase(work, number, epoch, now, name, outcome)]  # type: ignore[arg-type]
 
-        self.grouped.write(execution_id, decide)  # concurrent launches share appends
+        self.grouped.write(execution_id, decide, wait)  # concurrent launches share appends
 
     def persist_recovery(self, execution_id: str, epoch: int, metadata: Any) -> None:
         self.grouped.write(

@@ -90,9 +90,10 @@ def rota_rate(
         spy = None
         if os.environ.get("ROTA_BENCH_SPY"):  # a py-spy binary (its own venv): sample the daemon
             out = os.environ.get("ROTA_BENCH_SPY_OUT", "/tmp/rota-bench-spy.txt")
+            more = os.environ.get("ROTA_BENCH_SPY_ARGS", "").split()  # e.g. --gil
             spy = subprocess.Popen(
                 [os.environ["ROTA_BENCH_SPY"], "record", "-p", str(daemon.pid), "-r", "250",
-                 "--format", "raw", "-o", out, "--nonblocking"],
+                 "--format", "raw", "-o", out, "--nonblocking", *more],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             time.sleep(1.0)

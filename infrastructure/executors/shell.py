@@ -163,7 +163,13 @@ from rota.infrastructure.executors.shell_runs import (
     run_prefix,
 )
 from rota.infrastructure.executors.shell_spawner import Spawner
-from rota.infrastructure.executors.shell_supervision import Run, leader_running, supervise
+from rota.infrastructure.executors.shell_supervision import (
+    Reaper,
+    Run,
+    ended_result,
+    leader_running,
+    supervise,
+)
 from rota.infrastructure.executors.shell_wrapper import HOLD_SECONDS, start_wrapper
 
 
@@ -199,6 +205,7 @@ class ShellExecutor(Executor):
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._spawner = Spawner()  # started on the first launch
+        self._reaper = Reaper(self._closed, self._ended, self._thread_for)
         self._reported: dict[str, list[Path]] = {}  # run directories whose result we reported
 
     @classmethod
@@ -248,17 +255,35 @@ class ShellExecutor(Executor):
         self._watch(Run(ctx, done, directory, pid, started, run_secrets(ctx), wrapper.proc, began))
 
     def _watch(self, run: Run) -> None:
+        """Watch a run to its end: by the reaper if it was launched here, else (or if the
+        reaper cannot) on a thread of its own."""
+        with self._lock:
+            self._runs[run.ctx.execution_id] = run
+        if not self._reaper.add(run):
+            self._thread_for(run)
+
+    def _thread_for(self, run: Run) -> None:
         thread = threading.Thread(
             target=self._follow, args=(run,), name=f"rota-shell-{run.pid}", daemon=True
         )
         with self._lock:
-            self._runs[run.ctx.execution_id] = run
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
+    def _ended(self, run: Run) -> None:
+        """The reaper saw the run's wrapper exit: report it here if it ended cleanly."""
+        try:
+            result = ended_result(run, self.capture_bytes)
+        except Exception:
+            result = None
+        if result is None:
+            self._thread_for(run)  # something is left to stop, or to look at more closely
+        else:
+            self._report(run, result)
+
     def _follow(self, run: Run) -> None:
         """Supervise one run to its end, then call its `done` exactly once."""
-        result: Result | None
+        result: Result | None = None
         try:
             result = supervise(run, self._closed, self.kill_grace_seconds, self.capture_bytes)
         except Exception:
@@ -267,10 +292,14 @@ class ShellExecutor(Executor):
             message = "the shell executor failed while supervising the process"
             result = Result(outcome="failed", error_code="executor_error", error_message=message)
         finally:
-            with self._lock:
-                if self._runs.get(run.ctx.execution_id) is run:
-                    del self._runs[run.ctx.execution_id]
-                done = run.done  # `recover` may have handed the run a newer callback
+            self._report(run, result)
+
+    def _report(self, run: Run, result: Result | None) -> None:
+        """Stop watching the run and call its `done` (None: closed, left running)."""
+        with self._lock:
+            if self._runs.get(run.ctx.execution_id) is run:
+                del self._runs[run.ctx.execution_id]
+            done = run.done  # `recover` may have handed the run a newer callback
         if result is None:
             return  # closed: an adopted run keeps running and is no longer watched
         with self._lock:
@@ -385,6 +414,8 @@ class ShellExecutor(Executor):
         """Stop every process this executor launched (SIGTERM, SIGKILL after the grace) and
         join; adopted runs are only no longer watched (the next recovery finds them)."""
         self._closed.set()
+        self._reaper.wake()  # it hands every run it watches to a thread of its own
+        self._reaper.join(self.kill_grace_seconds + KILL_WAIT_SECONDS + 1)
         with self._lock:
             threads = list(self._threads)
         for thread in threads:

@@ -28,18 +28,39 @@ def proc_stat(pid: int) -> tuple[str, int, int] | None:
         return None
 
 
-def group_running(pgid: int) -> bool:
-    """True while a process of group `pgid` runs; zombies do not count."""
+def group_running(pgid: int, settle: float = 0.0) -> bool:
+    """True while a process of group `pgid` runs; zombies do not count. With `settle`, a
+    group that still answers the signal probe is probed again for up to that many seconds
+    before /proc is scanned: a leader that just exited is a zombie until its parent reaps
+    it, which takes a moment, while the scan reads every process's stat."""
+    until = time.monotonic() + settle
+    pause = 0.0002
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        if time.monotonic() >= until:
+            break
+        time.sleep(pause)  # not waiting for a condition of ours: giving the parent a moment
+        pause = min(pause * 2, 0.002)
+    if not os.path.isdir("/proc"):
+        return True  # the signal probe is all the evidence there is
+    stats = (proc_stat(int(name)) for name in os.listdir("/proc") if name.isdigit())
+    return any(stat and stat[1] == pgid and stat[0] not in ("Z", "X") for stat in stats)
+
+
+def group_answers(pgid: int) -> bool:
+    """Whether group `pgid` answers the signal probe (zombies included); no /proc scan."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    if not os.path.isdir("/proc"):
-        return True  # the signal probe is all the evidence there is
-    stats = (proc_stat(int(name)) for name in os.listdir("/proc") if name.isdigit())
-    return any(stat and stat[1] == pgid and stat[0] not in ("Z", "X") for stat in stats)
+    return True
 
 
 def group_identity(pid: int, pgid: int, started: int | None) -> bool | None:

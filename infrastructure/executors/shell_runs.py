@@ -28,8 +28,11 @@ def make_run(root: Path, execution_id: str, epoch: int) -> Path:
     """A new run directory (0700) in `root`, which is created 0700 if missing and must be a
     directory of this user that no one else may write to."""
     try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = root.stat()
+        try:
+            info = root.stat()
+        except FileNotFoundError:
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            info = root.stat()
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
             raise ExecutorError(f"runs_dir {root} must be a directory owned by this user")
         if info.st_mode & 0o022:
@@ -98,9 +101,14 @@ def held_back(directory: Path) -> bool | None:
 
 
 def remove_run(directory: Path) -> None:
-    """Best effort: remove the files a run directory holds, then the directory."""
-    for name in RUN_FILES:
+    """Best effort: remove the files of a run (those it holds of RUN_FILES), then the
+    directory."""
+    try:
+        names = [name for name in os.listdir(directory) if name in RUN_FILES]
+    except OSError:
+        names = list(RUN_FILES)
+    for name in names:
         with contextlib.suppress(OSError):
-            os.unlink(directory / name)
+            os.unlink(os.path.join(directory, name))
     with contextlib.suppress(OSError):
         os.rmdir(directory)

@@ -117,12 +117,18 @@ def serve(sock):
     signal.signal(signal.SIGCHLD, lambda *_: None)
     for number in (signal.SIGHUP, signal.SIGINT):
         signal.signal(number, signal.SIG_IGN)
+    poller = select.poll()  # not select(): the scheduler may hand it an fd above 1023
+    poller.register(sock, select.POLLIN)
+    poller.register(woken, select.POLLIN)
     while True:
-        ready = select.select([sock, woken], [], [])[0]
+        try:
+            ready = [fd for fd, _ in poller.poll()]
+        except InterruptedError:
+            continue
         if woken in ready:
             os.read(woken, 4096)
             reap()
-        if sock not in ready:
+        if sock.fileno() not in ready:
             continue
         header, fds, _, _ = socket.recv_fds(sock, 16, 5)
         if not header:
@@ -177,6 +183,13 @@ class Child:
         self.pid = pid
         self.returncode: int | None = None  # 0 once it exited: its `status` says how
         self._pidfd = pidfd
+        self._fd_lock = threading.Lock()
+
+    def watch_fd(self) -> int | None:
+        """A copy of its pidfd (readable once it exited) for the caller to close; None if
+        there is none or it was closed."""
+        with self._fd_lock:
+            return None if self._pidfd is None else os.dup(self._pidfd)
 
     def poll(self) -> int | None:
         if self.returncode is None and self._exited():
@@ -211,10 +224,11 @@ class Child:
         return self.returncode
 
     def close(self) -> None:
-        pidfd, self._pidfd = self._pidfd, None
-        if pidfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(pidfd)
+        with self._fd_lock:
+            pidfd, self._pidfd = self._pidfd, None
+            if pidfd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(pidfd)
 
     def __del__(self) -> None:
         self.close()

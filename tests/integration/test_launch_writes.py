@@ -62,3 +62,37 @@ def test_queued_phase_writes_share_one_append_and_a_stale_one_is_refused_alone(
         assert len({e.position for e in new}) == WORKS - 1
     finally:
         scheduler.close()
+
+
+def test_a_phase_start_not_waited_for_shares_the_launchs_next_append_in_order(
+    tmp_path: Path,
+) -> None:
+    """A phase start queued with wait=False is appended with the same Work's next write,
+    which is decided on the state the start leaves (one append, both events, in order)."""
+    scheduler = rota.open(tmp_path / "log.db", config={"settings": {"concurrency": 8}})
+    try:
+        scheduler.register("job", lambda ctx: None)
+        scheduler.submit("w", binding="job", input={})
+        commands = scheduler.service.lifecycle
+        (claimed,) = commands.start_pass(16).claimed
+        execution_id, epoch = claimed.attempt.execution_id, claimed.attempt.epoch
+        grouped = commands.grouped
+        head = scheduler.store.head().position
+        commands.phase(execution_id, epoch, "executor", None, wait=False)
+        assert grouped.appends == 0 and scheduler.store.head().position == head  # queued
+        commands.phase(execution_id, epoch, "executor", "ok")  # decided after the start
+        assert grouped.appends == 1 and grouped.writes == 2
+        new = scheduler.store.read(head)
+        assert [e.type for e in new] == [
+            "core.execution.phase_began",
+            "core.execution.phase_ended",
+        ]
+        # a stale start (wrong epoch) not waited for is refused alone, and only logged
+        commands.phase(execution_id, epoch + 1, "late", None, wait=False)
+        commands.persist_recovery(execution_id, epoch, {"pid": 2})
+        assert grouped.appends == 2
+        assert [e.type for e in scheduler.store.read(head + 2)] == [
+            "core.execution.recovery_persisted"
+        ]
+    finally:
+        scheduler.close()

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -1026,3 +1027,47 @@ def test_a_wrapper_of_another_pid_namespace_is_seen_through_its_lock(
     wait_until(lambda: group_gone(metadata["pgid"]))
     assert adopter.recover(ctx, elsewhere, results.put) == "attached"
     assert results.get(timeout=WAIT).data["stdout_tail"] == "late\n"
+
+
+# -- the reaper (issue 18 item 6): one thread watches the pidfds of launched runs -------
+
+
+def test_runs_that_end_are_reported_by_the_reaper_without_a_thread_each(tmp_path: Path) -> None:
+    executor = ShellExecutor(tmp_path / "runs", kill_grace_seconds=2.0)
+    try:
+        launched = [start(executor, ["sh", "-c", f"exit {k}"]) for k in range(8)]
+        codes = sorted(run.result().data.get("exit_code") or 0 for run in launched)
+        assert codes == list(range(8))
+        names = [t.name for t in threading.enumerate()]
+        assert "rota-shell-reaper" in names
+        assert not [n for n in names if n.startswith("rota-shell-") and n[11:].isdigit()]
+        assert executor._threads == []  # no supervision thread was started
+    finally:
+        executor.close()
+
+
+def test_a_cancelled_run_is_handed_to_a_thread_that_stops_it(tmp_path: Path) -> None:
+    executor = ShellExecutor(tmp_path / "runs", kill_grace_seconds=2.0)
+    try:
+        run = start(executor, ["sleep", "30"])
+        run.ctx.cancel.set()
+        result = run.result()
+        assert (result.outcome, result.error_code) == ("failed", "cancelled")
+        assert len(executor._threads) == 1
+    finally:
+        executor.close()
+
+
+def test_closing_executors_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    first = ShellExecutor(tmp_path / "runs")
+    start(first, ["true"]).result()
+    first.close()
+    before = open_fds()
+    for _ in range(10):
+        executor = ShellExecutor(tmp_path / "runs")
+        start(executor, ["true"]).result()
+        executor.close()
+    assert open_fds() <= before
