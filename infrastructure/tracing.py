@@ -12,7 +12,8 @@ with status ERROR and the error code as description). `headers(execution, epoch)
 tracer provider set when the scheduler is built (the global one unless one is given);
 with only the API and no SDK provider set, `attempt_tracer()` is None as well.
 
-Other events can be traced as spans of no duration (`add_instant`: a schedule's fire).
+A schedule's fire (`core.schedule.fired`) is traced as a span `rota.schedule.fire` of no
+duration; other events can be added (`add_instant`).
 Attributes are identifiers and names only (work, execution, epoch, binding, position,
 outcome, error code): never a payload, an environment value or a secret.
 """
@@ -41,7 +42,23 @@ MARKS = frozenset({"core.execution.adopted", "core.execution.invoked"})
 TRACED = BEGINS | MARKS | OUTCOMES | set(ENDS) | {"core.work.cancelled"}
 # An instant span: event type -> (span name, attributes) for the recorded event.
 Instant = Callable[[RecordedEvent], tuple[str, dict[str, str | int | bool]]]
-INSTANTS: dict[str, Instant] = {}
+
+
+def _schedule_fire(r: RecordedEvent) -> tuple[str, dict[str, str | int | bool]]:
+    """A schedule's fire: its name, nominal time, the Work it fed, manual or backfill."""
+    event = r.event
+    nominal = getattr(event, "nominal", None)
+    return "rota.schedule.fire", {
+        "rota.schedule": str(getattr(event, "name", "")),
+        "rota.nominal": nominal.isoformat() if nominal is not None else "",
+        "rota.work": str(getattr(event, "work_id", "")),
+        "rota.position": r.position,
+        "rota.manual": bool(getattr(event, "manual", False)),
+        "rota.backfill": bool(getattr(event, "backfill", False)),
+    }
+
+
+INSTANTS: dict[str, Instant] = {"core.schedule.fired": _schedule_fire}
 
 
 def add_instant(event_type: str, span: Instant) -> None:

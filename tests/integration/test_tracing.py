@@ -206,3 +206,29 @@ def test_an_instant_span_hook_traces_a_fire(monkeypatch: pytest.MonkeyPatch) -> 
     tracer([_recorded(RetryFired(work_id="w", generation=1), 3)])
     (span,) = exported.get_finished_spans()
     assert span.name == "rota.retry.fire" and span.start_time == span.end_time
+
+
+def test_a_schedule_s_fire_is_a_span_of_no_duration(
+    tmp_path: Path, exporter: InMemorySpanExporter
+) -> None:
+    clock = rota.ManualClock(datetime(2026, 11, 2, 9, 0, tzinfo=UTC))
+    with rota.open(tmp_path / "s.db", clock=clock) as scheduler:
+        scheduler.register("job", lambda ctx: None)
+        scheduler.schedule("tick", binding="job", every="1m")
+        clock.advance(61)
+        scheduler.run_until_idle(timeout=30)
+        fired = [e for e in scheduler.events(limit=1000) if e.type == "core.schedule.fired"]
+    assert fired, "the schedule never fired"
+    fires = [s for s in exporter.get_finished_spans() if s.name == "rota.schedule.fire"]
+    assert [dict(s.attributes or {}) for s in fires] == [
+        {
+            "rota.schedule": "tick",
+            "rota.nominal": "2026-11-02T09:01:00+00:00",
+            "rota.work": e.data["work_id"],
+            "rota.position": e.position,
+            "rota.manual": False,
+            "rota.backfill": False,
+        }
+        for e in fired
+    ]
+    assert all(s.start_time == s.end_time for s in fires)
