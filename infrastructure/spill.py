@@ -120,23 +120,6 @@ class SpilledWorks(OnDemandWorks):
         self.read_back += 1
         return work
 
-    def __missing__(self, work_id: str) -> WorkState:
-        work = self._fetch(work_id)
-        if work is None:
-            raise KeyError(work_id)
-        return work
-
-    def get(self, work_id: str, default: Any = None) -> Any:
-        work = dict.get(self, work_id)
-        if work is None:
-            work = self._fetch(work_id)
-        return default if work is None else work
-
-    def __contains__(self, work_id: object) -> bool:
-        if dict.__contains__(self, work_id):
-            return True
-        return isinstance(work_id, str) and self._fetch(work_id) is not None
-
     def spill_out(self, which: Callable[[WorkState], bool]) -> int:
         """Write the held Works `which` selects to the spill and drop them; how many."""
         self.peak = max(self.peak, dict.__len__(self))

@@ -30,7 +30,7 @@ lookup; every read of a missing key goes through `_fetch`.
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rota.application.ports import EventStore
 from rota.domain.evolve import evolve
@@ -84,23 +84,6 @@ class StoredWorks(OnDemandWorks):
             dict.__setitem__(self, work_id, work)
             self.fetched += 1
         return work
-
-    def __missing__(self, work_id: str) -> WorkState:
-        work = self._fetch(work_id)
-        if work is None:
-            raise KeyError(work_id)
-        return work
-
-    def get(self, work_id: str, default: Any = None) -> Any:
-        work = dict.get(self, work_id)
-        if work is None:
-            work = self._fetch(work_id)
-        return default if work is None else work
-
-    def __contains__(self, work_id: object) -> bool:
-        if dict.__contains__(self, work_id):
-            return True
-        return isinstance(work_id, str) and self._fetch(work_id) is not None
 
     # -- a page of Works ----------------------------------------------------------------
 

@@ -4,6 +4,7 @@ when asked for), and which of them are quiet (`is_quiet`: named by no index)."""
 from __future__ import annotations
 
 from collections.abc import Container, Iterable
+from typing import Any
 
 from rota.domain.state import WorkState
 from rota.projections.work_pages import WorkFilter, page_in_memory
@@ -18,6 +19,28 @@ class OnDemandWorks(dict[str, WorkState]):
     does no I/O. The indices are derived from the held Works only (`in_memory`): a Work
     that is not held names no index.
     """
+
+    def _fetch(self, work_id: str) -> WorkState | None:
+        """Find a Work that is not held (and hold it); None when there is none. Here: none
+        (an adapter overrides it)."""
+        return None
+
+    def __missing__(self, work_id: str) -> WorkState:
+        work = self._fetch(work_id)
+        if work is None:
+            raise KeyError(work_id)
+        return work
+
+    def get(self, work_id: str, default: Any = None) -> Any:
+        work = dict.get(self, work_id)
+        if work is None:
+            work = self._fetch(work_id)
+        return default if work is None else work
+
+    def __contains__(self, work_id: object) -> bool:
+        if dict.__contains__(self, work_id):
+            return True
+        return isinstance(work_id, str) and self._fetch(work_id) is not None
 
     def in_memory(self) -> Iterable[WorkState]:
         """The Works held now, without finding any."""
