@@ -50,6 +50,15 @@ from rota.infrastructure.clock import ManualClock, SystemClock
 from rota.infrastructure.config import Config, ConfigError
 from rota.infrastructure.executors.inproc import Fail
 from rota.opening import open
+from rota.schedule_view_types import (
+    BackfillResult,
+    HistoryEntry,
+    ScheduleExplanation,
+    ScheduleVersion,
+    ScheduleView,
+    TriggeredFire,
+    UpcomingTime,
+)
 from rota.scheduler import Scheduler
 from rota.submissions import Submission
 from rota.work_views import (
@@ -72,6 +81,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ApiCode",
     "AttemptView",
+    "BackfillResult",
     "Binding",
     "Clock",
     "ConcurrencyConflict",
@@ -87,6 +97,7 @@ __all__ = [
     "Fail",
     "Gate",
     "GateAnswer",
+    "HistoryEntry",
     "HoldView",
     "InvalidCommand",
     "InvalidExecutorConfig",
@@ -103,6 +114,9 @@ __all__ = [
     "RetryPolicy",
     "RetryView",
     "RotaError",
+    "ScheduleExplanation",
+    "ScheduleVersion",
+    "ScheduleView",
     "Scheduler",
     "SchemaError",
     "SegmentView",
@@ -112,6 +126,8 @@ __all__ = [
     "StoreUnavailable",
     "Submission",
     "SystemClock",
+    "TriggeredFire",
+    "UpcomingTime",
     "WaitTimeout",
     "WaitingView",
     "WorkCancelled",

@@ -30,6 +30,7 @@ from rota.domain.schedules import (
     times_between,
 )
 from rota.projections.schedules import ScheduleRow, schedule_stream
+from rota.schedule_view_types import HistoryEntry, ScheduleExplanation, UpcomingTime
 
 REASONS = {
     "outside_catchup_window": "it was older than the catch-up window when the runner came to "
@@ -47,25 +48,25 @@ def _spec(d: ScheduleDefined) -> Spec | None:
         return None
 
 
-def upcoming(row: ScheduleRow, count: int = 10) -> list[dict[str, Any]]:
+def upcoming(row: ScheduleRow, count: int = 10) -> list[UpcomingTime]:
     d = row.definition
     spec = _spec(d)
     if spec is None or row.quarantined:
         return []
-    found: list[dict[str, Any]] = []
+    found: list[UpcomingTime] = []
     for nominal in times_after(spec, d.anchor, row.boundary):
         if len(found) >= count:
             break
         delay = jitter(d.name, nominal, d.jitter_seconds)
         found.append(
-            {
-                "nominal": rfc3339(nominal),
-                "local": nominal.astimezone(spec.zone).isoformat(),
-                "due": rfc3339(nominal + delay),
-                "jitter_seconds": delay.total_seconds(),
-                "dst": dst_flag(spec, nominal),
-                "paused": row.paused,
-            }
+            UpcomingTime(
+                nominal=rfc3339(nominal),
+                local=nominal.astimezone(spec.zone).isoformat(),
+                due=rfc3339(nominal + delay),
+                jitter_seconds=delay.total_seconds(),
+                dst=dst_flag(spec, nominal),
+                paused=row.paused,
+            )
         )
     return found
 
@@ -99,11 +100,11 @@ def history(
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int = 100,
-) -> list[dict[str, Any]]:
+) -> list[HistoryEntry]:
     """Every accounted nominal time in [since, until], newest `limit`, oldest first."""
     with service.lock:
         service.catch_up()
-        entries: list[dict[str, Any]] = []
+        entries: list[HistoryEntry] = []
         spec: Spec | None = None
         anchor = None
         for r in _stream(service, name):
@@ -112,49 +113,52 @@ def history(
                 spec, anchor = _spec(e), e.anchor
             elif isinstance(e, ScheduleFired):
                 if _inside(e.nominal, since, until):
-                    entry = {
-                        "nominal": rfc3339(e.nominal),
-                        "status": "fired",
-                        "position": r.position,
-                    }
-                    entry.update(manual=e.manual, backfill=e.backfill, version=e.schedule_version)
-                    entry.update(_outcome(service, e))
-                    entries.append(entry)
+                    entries.append(
+                        HistoryEntry(
+                            nominal=rfc3339(e.nominal),
+                            status="fired",
+                            position=r.position,
+                            manual=e.manual,
+                            backfill=e.backfill,
+                            version=e.schedule_version,
+                            **_outcome(service, e),
+                        )
+                    )
             elif isinstance(e, ScheduleSkipped):
                 if spec is None or anchor is None or e.count > 10 * limit:
                     if _overlaps(e.first, e.last, since, until):
                         entries.append(
-                            {
-                                "nominal": rfc3339(e.first),
-                                "last": rfc3339(e.last),
-                                "count": e.count,
-                                "status": "skipped",
-                                "reason": e.reason,
-                                "position": r.position,
-                            }
+                            HistoryEntry(
+                                nominal=rfc3339(e.first),
+                                last=rfc3339(e.last),
+                                count=e.count,
+                                status="skipped",
+                                reason=e.reason,
+                                position=r.position,
+                            )
                         )
                     continue
                 start = e.first - timedelta(microseconds=1)
                 for at in times_between(spec, anchor, start, e.last):
                     if _inside(at, since, until):
                         entries.append(
-                            {
-                                "nominal": rfc3339(at),
-                                "status": "skipped",
-                                "reason": e.reason,
-                                "position": r.position,
-                            }
+                            HistoryEntry(
+                                nominal=rfc3339(at),
+                                status="skipped",
+                                reason=e.reason,
+                                position=r.position,
+                            )
                         )
             elif isinstance(e, ScheduleQuarantined):
                 entries.append(
-                    {
-                        "nominal": rfc3339(e.boundary),
-                        "status": "quarantined",
-                        "reason": e.reason,
-                        "position": r.position,
-                    }
+                    HistoryEntry(
+                        nominal=rfc3339(e.boundary),
+                        status="quarantined",
+                        reason=e.reason,
+                        position=r.position,
+                    )
                 )
-        entries.sort(key=lambda x: x["nominal"])
+        entries.sort(key=lambda x: x.nominal)
         return entries[-limit:]
 
 
@@ -168,8 +172,12 @@ def _overlaps(
     return (since is None or last >= since) and (until is None or first <= until)
 
 
-def explain(service: SchedulerService, name: str, at: datetime) -> dict[str, Any]:
+def explain(service: SchedulerService, name: str, at: datetime) -> ScheduleExplanation:
     """Why the nominal time at (or last before) `at` fired or did not."""
+    return ScheduleExplanation(**_explain(service, name, at))
+
+
+def _explain(service: SchedulerService, name: str, at: datetime) -> dict[str, Any]:
     with service.lock:
         service.catch_up()
         recorded = _stream(service, name)

@@ -53,6 +53,7 @@ from rota.handles import WorkHandle
 from rota.infrastructure.config import Config
 from rota.read_models import ReadModels
 from rota.registering import Registry
+from rota.schedule_view_types import ScheduleView
 from rota.schedules import Schedules
 from rota.submissions import Submission
 from rota.submitting import Submits
@@ -231,7 +232,7 @@ class Scheduler:
 
     # -- commands -----------------------------------------------------------------------
 
-    def schedule(self, name: str, **definition: Any) -> dict[str, Any]:
+    def schedule(self, name: str, **definition: Any) -> ScheduleView:
         """Define or redefine a schedule (`binding=`, `every=` or `cron=`, `timezone=`,
         `input=`, `catchup=`, `overlap=`, `jitter=` ...); see rota.schedules."""
         return self.schedules.define(name, **definition)

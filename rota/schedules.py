@@ -22,11 +22,22 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from rota.application.schedules import ScheduleCommands
 from rota.application.service import SchedulerService
 from rota.domain.errors import DomainCode, Refusal
 from rota.domain.schedules import rfc3339
 from rota.projections.schedules import ScheduleRow
+from rota.schedule_view_types import (
+    BackfillResult,
+    HistoryEntry,
+    ScheduleExplanation,
+    ScheduleVersion,
+    ScheduleView,
+    TriggeredFire,
+    UpcomingTime,
+)
 from rota.schedule_views import explain, history, upcoming
 
 
@@ -40,7 +51,7 @@ class Schedules:
     def commands(self) -> ScheduleCommands:
         return self.service.schedules
 
-    def define(self, name: str, **definition: Any) -> dict[str, Any]:
+    def define(self, name: str, **definition: Any) -> ScheduleView:
         """Define or redefine a schedule (validated); returns its view. See
         `ScheduleCommands.define` for the keywords."""
         self.commands.define(name, **definition)
@@ -67,18 +78,18 @@ class Schedules:
 
     def trigger_now(
         self, name: str, *, key: str | None = None, actor: str = "api"
-    ) -> dict[str, Any] | None:
+    ) -> TriggeredFire | None:
         """Fire now under `schedule/<name>/manual/<key>` (default key: now); None when
         that key fired already."""
         recorded = self.commands.trigger_now(name, key=key, actor=actor)
         if recorded is None:
             return None
-        return {"identity": recorded.delivery_id, "position": recorded.position}
+        return TriggeredFire(identity=recorded.delivery_id, position=recorded.position)
 
-    def backfill(self, name: str, start: datetime, end: datetime) -> dict[str, int]:
+    def backfill(self, name: str, start: datetime, end: datetime) -> BackfillResult:
         """Fire every nominal time in [start, end] with the live identities."""
         fired, already = self.commands.backfill(name, start, end)
-        return {"fired": fired, "already_fired": already}
+        return BackfillResult(fired=fired, already_fired=already)
 
     # -- looking ----------------------------------------------------------------------
 
@@ -87,31 +98,30 @@ class Schedules:
             self.service.catch_up()
             return sorted(self.commands.projection.active(), key=lambda r: r.name)
 
-    def list(self) -> builtins.list[dict[str, Any]]:
+    def list(self) -> builtins.list[ScheduleView]:
         return [view(row) for row in self._rows()]
 
-    def show(self, name: str) -> dict[str, Any]:
+    def show(self, name: str) -> ScheduleView:
         with self.service.lock:
             self.service.catch_up()
             row = self.commands.projection.get(name)
             if row is None:
                 raise Refusal(f"no schedule {name!r}", code=DomainCode.UNKNOWN_SCHEDULE)
-            shown = view(row)
-            shown["versions"] = [
-                {
-                    "version": d.schedule_version,
-                    "spec": d.spec,
-                    "timezone": d.timezone,
-                    "binding": d.binding,
-                    "since": rfc3339(d.since),
-                    "actor": d.actor,
-                    "reason": d.reason,
-                }
+            versions = [
+                ScheduleVersion(
+                    version=d.schedule_version,
+                    spec=d.spec,
+                    timezone=d.timezone,
+                    binding=d.binding,
+                    since=rfc3339(d.since),
+                    actor=d.actor,
+                    reason=d.reason,
+                )
                 for d in row.versions
             ]
-            return shown
+            return msgspec.structs.replace(view(row), versions=versions)
 
-    def next(self, name: str, count: int = 10) -> builtins.list[dict[str, Any]]:
+    def next(self, name: str, count: int = 10) -> builtins.list[UpcomingTime]:
         return upcoming(self.commands.row(name), count)
 
     def history(
@@ -121,33 +131,33 @@ class Schedules:
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 100,
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[HistoryEntry]:
         return history(self.service, name, since=since, until=until, limit=limit)
 
-    def explain(self, name: str, at: datetime) -> dict[str, Any]:
+    def explain(self, name: str, at: datetime) -> ScheduleExplanation:
         return explain(self.service, name, at)
 
 
-def view(row: ScheduleRow) -> dict[str, Any]:
+def view(row: ScheduleRow) -> ScheduleView:
     d = row.definition
     state = "quarantined" if row.quarantined else "paused" if row.paused else "active"
-    return {
-        "name": row.name,
-        "state": state,
-        "version": d.schedule_version,
-        "spec": d.spec,
-        "timezone": d.timezone,
-        "binding": d.binding,
-        "scope": d.scope,
-        "input": d.input,
-        "catchup": d.catchup,
-        "catchup_window_seconds": d.catchup_window_seconds,
-        "max_catchup": d.max_catchup,
-        "overlap": d.overlap,
-        "jitter_seconds": d.jitter_seconds,
-        "boundary": rfc3339(row.boundary),
-        "fired": row.fired,
-        "skipped": row.skipped,
-        "last_fired": rfc3339(row.last_fired) if row.last_fired else None,
-        "quarantined": row.quarantined,
-    }
+    return ScheduleView(
+        name=row.name,
+        state=state,
+        version=d.schedule_version,
+        spec=d.spec,
+        timezone=d.timezone,
+        binding=d.binding,
+        scope=d.scope,
+        input=d.input,
+        catchup=d.catchup,
+        catchup_window_seconds=d.catchup_window_seconds,
+        max_catchup=d.max_catchup,
+        overlap=d.overlap,
+        jitter_seconds=d.jitter_seconds,
+        boundary=rfc3339(row.boundary),
+        fired=row.fired,
+        skipped=row.skipped,
+        last_fired=rfc3339(row.last_fired) if row.last_fired else None,
+        quarantined=row.quarantined,
+    )

@@ -12,8 +12,11 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
+from msgspec import UnsetType
+
 from rota.cli.common import UsageError, count, load_config, open_rota, print_json
 from rota.domain.schedules import rfc3339
+from rota.schedule_view_types import ScheduleView
 
 
 def parse_time(text: str) -> datetime:
@@ -32,12 +35,12 @@ def _print(value: Any, as_json: bool, lines: list[str]) -> int:
     return 0
 
 
-def _line(view: dict[str, Any]) -> str:
-    extra = f" ({view['quarantined']})" if view["quarantined"] else ""
+def _line(view: ScheduleView) -> str:
+    extra = f" ({view.quarantined})" if view.quarantined else ""
     return (
-        f"{view['name']}: {view['state']}{extra}, v{view['version']} {view['spec']!r} "
-        f"{view['timezone']} -> {view['binding']}, boundary {view['boundary']}, "
-        f"{view['fired']} fired, {view['skipped']} skipped"
+        f"{view.name}: {view.state}{extra}, v{view.version} {view.spec!r} "
+        f"{view.timezone} -> {view.binding}, boundary {view.boundary}, "
+        f"{view.fired} fired, {view.skipped} skipped"
     )
 
 
@@ -63,9 +66,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         view = scheduler.schedules.show(args.name)
     lines = [_line(view)]
     lines += [
-        f"  v{v['version']} since {v['since']}: {v['spec']!r} {v['timezone']} -> "
-        f"{v['binding']} (by {v['actor'] or '?'}{': ' + v['reason'] if v['reason'] else ''})"
-        for v in view["versions"]
+        f"  v{v.version} since {v.since}: {v.spec!r} {v.timezone} -> "
+        f"{v.binding} (by {v.actor or '?'}{': ' + v.reason if v.reason else ''})"
+        for v in view.versions or []
     ]
     return _print(view, args.json, lines)
 
@@ -74,9 +77,9 @@ def cmd_next(args: argparse.Namespace) -> int:
     with open_rota(args) as scheduler:
         found = scheduler.schedules.next(args.name, args.n)
     lines = [
-        f"{t['nominal']}  ({t['local']})  due {t['due']}"
-        + (f"  [dst {t['dst']}]" if t["dst"] else "")
-        + ("  [paused]" if t["paused"] else "")
+        f"{t.nominal}  ({t.local})  due {t.due}"
+        + (f"  [dst {t.dst}]" if t.dst else "")
+        + ("  [paused]" if t.paused else "")
         for t in found
     ]
     return _print(found, args.json, lines)
@@ -89,12 +92,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         found = scheduler.schedules.history(args.name, since=since, until=until, limit=args.limit)
     lines = []
     for e in found:
-        if e["status"] == "fired":
-            lines.append(
-                f"{e['nominal']}  fired   {e['work']} {e.get('outcome') or ''} @{e['position']}"
-            )
+        if e.status == "fired":
+            lines.append(f"{e.nominal}  fired   {e.work} {e.outcome or ''} @{e.position}")
         else:
-            lines.append(f"{e['nominal']}  {e['status']}  {e['reason']} @{e['position']}")
+            lines.append(f"{e.nominal}  {e.status}  {e.reason} @{e.position}")
     return _print(found, args.json, lines)
 
 
@@ -116,9 +117,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     with open_rota(args) as scheduler:
         fired = scheduler.schedules.trigger_now(args.name, key=args.key, actor=args.actor)
     line = (
-        f"{args.name}: fired {fired['identity']}"
-        if fired
-        else f"{args.name}: that key fired already"
+        f"{args.name}: fired {fired.identity}" if fired else f"{args.name}: that key fired already"
     )
     return _print(fired, args.json, [line])
 
@@ -127,7 +126,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     start, end = parse_time(args.start), parse_time(args.end)
     with open_rota(args) as scheduler:
         done = scheduler.schedules.backfill(args.name, start, end)
-    line = f"{args.name}: {done['fired']} fired, {done['already_fired']} had fired already"
+    line = f"{args.name}: {done.fired} fired, {done.already_fired} had fired already"
     return _print(done, args.json, [line])
 
 
@@ -135,12 +134,13 @@ def cmd_explain_schedule(args: argparse.Namespace) -> int:
     at = parse_time(args.at) if args.at else None
     with open_rota(args) as scheduler:
         found = scheduler.schedules.explain(args.name, at or scheduler.service.now())
-    lines = [f"{found['schedule']} at {found.get('nominal', found['at'])}: {found['verdict']}"]
-    lines.append(f"  {found['why']}")
-    if "note" in found:
-        lines.append(f"  ({found['note']})")
-    if "position" in found:
-        lines.append(f"  event at position {found['position']}")
+    nominal = found.at if isinstance(found.nominal, UnsetType) else found.nominal
+    lines = [f"{found.schedule} at {nominal}: {found.verdict}"]
+    lines.append(f"  {found.why}")
+    if not isinstance(found.note, UnsetType):
+        lines.append(f"  ({found.note})")
+    if not isinstance(found.position, UnsetType):
+        lines.append(f"  event at position {found.position}")
     return _print(found, args.json, lines)
 
 

@@ -205,6 +205,6 @@ async def trigger_schedule(request: Request, name: str) -> Response:
         fired = api(request).scheduler.schedules.trigger_now(name, key=key, actor=session.name)
         if fired is None:
             return f"schedule {name} was already triggered by this form"
-        return f"triggered schedule {name} ({fired['identity']})"
+        return f"triggered schedule {name} ({fired.identity})"
 
     return await _act(request, "operate", act)

@@ -183,10 +183,11 @@ def schedule_rows(scheduler: Scheduler) -> list[dict[str, Any]]:
     fire, the recent skipped nominal times with their reasons, quarantine."""
     facade = scheduler.schedules
     found = []
-    for row in facade.list():
-        name = row["name"]
-        upcoming = facade.next(name, 1) if row["state"] == "active" else []
-        recent = facade.history(name, limit=50)
+    for view in facade.list():
+        row = msgspec.to_builtins(view)
+        name = view.name
+        upcoming = msgspec.to_builtins(facade.next(name, 1)) if view.state == "active" else []
+        recent = msgspec.to_builtins(facade.history(name, limit=50))
         skipped = [
             {"at": e["nominal"], "reason": e["reason"]} for e in recent if e["status"] == "skipped"
         ][-SKIPS_SHOWN:]
@@ -205,10 +206,10 @@ def schedule_rows(scheduler: Scheduler) -> list[dict[str, Any]]:
 def schedule_detail(scheduler: Scheduler, name: str) -> dict[str, Any]:
     """One schedule as `GET /v1/schedules/{name}` answers it (unknown: `unknown_schedule`)."""
     facade = scheduler.schedules
-    shown = facade.show(name)
+    shown = msgspec.to_builtins(facade.show(name))
     return {
         "schedule": shown,
-        "next": facade.next(name, NEXT),
-        "history": list(reversed(facade.history(name, limit=HISTORY))),  # newest first
+        "next": msgspec.to_builtins(facade.next(name, NEXT)),
+        "history": list(reversed(msgspec.to_builtins(facade.history(name, limit=HISTORY)))),
         "release": release_hint(name, shown),
     }

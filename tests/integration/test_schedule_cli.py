@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import UNSET
 
 import rota
 from rota.infrastructure.clock import ManualClock
@@ -131,11 +132,11 @@ def test_next_flags_dst_and_jitter(scheduler: tuple[rota.Scheduler, ManualClock]
     s.schedule("nightly", binding="job", cron="30 2 * * *", timezone="America/New_York")
     s.schedule("jittered", binding="job", every="1h", jitter="10m")
     first, second = s.schedules.next("nightly", 2)
-    assert (first["nominal"], first["dst"]) == ("2026-03-08T07:00:00Z", "gap")
-    assert first["local"] == "2026-03-08T03:00:00-04:00"
-    assert (second["nominal"], second["dst"]) == ("2026-03-09T06:30:00Z", None)
+    assert (first.nominal, first.dst) == ("2026-03-08T07:00:00Z", "gap")
+    assert first.local == "2026-03-08T03:00:00-04:00"
+    assert (second.nominal, second.dst) == ("2026-03-09T06:30:00Z", None)
     upcoming = s.schedules.next("jittered", 5)
-    assert all(0 <= t["jitter_seconds"] <= 600 for t in upcoming)
+    assert all(0 <= t.jitter_seconds <= 600 for t in upcoming)
     assert upcoming == s.schedules.next("jittered", 5)  # deterministic
 
 
@@ -149,16 +150,18 @@ def test_explain_and_history_answer_why(scheduler: tuple[rota.Scheduler, ManualC
     s.tick()  # 12:02, 12:03 coalesced; 12:04 overlaps the run still pending or running
     at = datetime(2026, 3, 7, 12, 1, tzinfo=UTC)
     fired = s.schedules.explain("tick", at)
-    assert fired["verdict"] == "fired" and fired["work"] == "schedule.tick@job"
+    assert fired.verdict == "fired" and fired.work == "schedule.tick@job"
     coalesced = s.schedules.explain("tick", datetime(2026, 3, 7, 12, 2, 30, tzinfo=UTC))
-    assert coalesced["verdict"] == "skipped" and coalesced["reason"] == "coalesced"
-    assert coalesced["nominal"] == "2026-03-07T12:02:00Z" and "note" in coalesced
+    assert coalesced.verdict == "skipped" and coalesced.reason == "coalesced"
+    assert coalesced.nominal == "2026-03-07T12:02:00Z" and coalesced.note is not UNSET
     later = s.schedules.explain("tick", datetime(2026, 3, 7, 13, tzinfo=UTC))
-    assert later["verdict"] == "not_yet"
+    assert later.verdict == "not_yet"
     entries = s.schedules.history("tick")
-    assert [(e["nominal"][11:16], e["status"], e.get("reason")) for e in entries] == [
+    assert [
+        (e.nominal[11:16], e.status, (None if e.reason is UNSET else e.reason)) for e in entries
+    ] == [
         ("12:01", "fired", None),
         ("12:02", "skipped", "coalesced"),
         ("12:03", "skipped", "coalesced"),
-        ("12:04", "skipped", s.schedules.explain("tick", clock.now())["reason"]),
+        ("12:04", "skipped", s.schedules.explain("tick", clock.now()).reason),
     ]

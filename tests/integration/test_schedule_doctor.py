@@ -119,7 +119,7 @@ def test_doctor_checks_schedules_on_postgresql() -> None:
             for _ in range(3):
                 clock.advance(60)
                 s.tick()
-            assert s.schedules.show("tick")["fired"] == 3
+            assert s.schedules.show("tick").fired == 3
         report = doctor(clock.url)
         accounting = report.check("schedule_accounting")
         assert accounting.status == "ok" and "3 nominal time(s)" in accounting.detail

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import msgspec
 from fastapi import APIRouter, Depends, Path, Query
 
 from rota.http.context import ApiContext
@@ -59,7 +60,11 @@ def schedules(
     """The schedules by name, `limit` a page (default 16, at most 64): state, version,
     spec, boundary, fired and skipped counts, last fire. `next` is the last name of this
     page when there is more, else null."""
-    rows = [r for r in api.scheduler.schedules.list() if after is None or r["name"] > after]
+    rows = [
+        msgspec.to_builtins(r)
+        for r in api.scheduler.schedules.list()
+        if after is None or r.name > after
+    ]
     page = rows[:limit]
     return SchedulePage(schedules=page, next=page[-1]["name"] if len(rows) > limit else None)
 
@@ -70,11 +75,11 @@ def schedule(api: Annotated[ApiContext, Depends(context)], name: Name) -> Schedu
     (due with jitter, DST flag), the recent history (fired with the Work and its outcome,
     skipped with the reason) and, when quarantined, how to release it."""
     facade = api.scheduler.schedules
-    shown = facade.show(name)
+    shown = msgspec.to_builtins(facade.show(name))
     return ScheduleDetail(
         schedule=shown,
-        next=facade.next(name, NEXT),
-        history=facade.history(name, limit=HISTORY),
+        next=msgspec.to_builtins(facade.next(name, NEXT)),
+        history=msgspec.to_builtins(facade.history(name, limit=HISTORY)),
         release=release_hint(name, shown),
     )
 
@@ -82,7 +87,7 @@ def schedule(api: Annotated[ApiContext, Depends(context)], name: Name) -> Schedu
 def _answer(api: ApiContext, name: str, fired: str | None = None) -> ScheduleAccepted:
     scheduler = api.scheduler
     return ScheduleAccepted(
-        schedule=scheduler.schedules.show(name),
+        schedule=msgspec.to_builtins(scheduler.schedules.show(name)),
         fired=fired,
         position=scheduler.store.head().position,
     )
@@ -125,6 +130,6 @@ def trigger(
 
     def act(key: str) -> ScheduleAccepted:
         fired = api.scheduler.schedules.trigger_now(name, key=key, actor=token.name)
-        return _answer(api, name, fired["identity"] if fired else None)
+        return _answer(api, name, fired.identity if fired else None)
 
     return once(api, token, key, f"schedule-trigger/{name}", body, act)

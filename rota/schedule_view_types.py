@@ -1,0 +1,110 @@
+"""The typed values the schedules facade returns: frozen msgspec Structs, field by field
+the JSON of `rota schedule ... --json` and of the HTTP API (docs/schedules.md).
+
+A field typed `... | UnsetType` is absent from the JSON when the view has no value for
+it (a history row of a skipped time has no `work`); `msgspec.json.encode(view)` omits it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+
+class ScheduleVersion(msgspec.Struct, frozen=True, kw_only=True):
+    """One definition of a schedule (`show(name).versions`)."""
+
+    version: int
+    spec: str
+    timezone: str
+    binding: str
+    since: str
+    actor: str
+    reason: str
+
+
+class ScheduleView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A schedule as `list()` and `show(name)` (with `versions`) return it."""
+
+    name: str
+    state: str
+    version: int
+    spec: str
+    timezone: str
+    binding: str
+    scope: str
+    input: Any
+    catchup: str
+    catchup_window_seconds: int
+    max_catchup: int
+    overlap: str
+    jitter_seconds: int
+    boundary: str
+    fired: int
+    skipped: int
+    last_fired: str | None
+    quarantined: str | None
+    versions: list[ScheduleVersion] | UnsetType = UNSET
+
+
+class UpcomingTime(msgspec.Struct, frozen=True, kw_only=True):
+    """One next nominal time (`next(name, n)`)."""
+
+    nominal: str
+    local: str
+    due: str
+    jitter_seconds: float
+    dst: str | None
+    paused: bool
+
+
+class HistoryEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One accounted nominal time (`history(name)`): fired, skipped or quarantined."""
+
+    nominal: str
+    last: str | UnsetType = UNSET
+    count: int | UnsetType = UNSET
+    status: str
+    reason: str | UnsetType = UNSET
+    position: int
+    manual: bool | UnsetType = UNSET
+    backfill: bool | UnsetType = UNSET
+    version: int | UnsetType = UNSET
+    work: str | UnsetType = UNSET
+    attempt: str | UnsetType = UNSET
+    outcome: str | UnsetType | None = UNSET
+
+
+class ScheduleExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Why the nominal time at (or last before) a time fired or did not (`explain`)."""
+
+    schedule: str
+    at: str
+    version: int
+    nominal: str | UnsetType = UNSET
+    note: str | UnsetType = UNSET
+    due: str | UnsetType = UNSET
+    dst: str | UnsetType | None = UNSET
+    verdict: str
+    reason: str | UnsetType = UNSET
+    position: int | UnsetType = UNSET
+    work: str | UnsetType = UNSET
+    attempt: str | UnsetType = UNSET
+    outcome: str | UnsetType | None = UNSET
+    why: str
+
+
+class TriggeredFire(msgspec.Struct, frozen=True, kw_only=True):
+    """A manual fire (`trigger_now`): its delivery identity and log position."""
+
+    identity: str | None
+    position: int
+
+
+class BackfillResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What `backfill` did: the times fired now and those that had fired already."""
+
+    fired: int
+    already_fired: int
