@@ -14,25 +14,19 @@ import httpx
 from browser.test_web_forms import signed_in
 
 import rota
+from http_api.test_cli_http import CONFIG as DAEMON_CONFIG
 from http_api.test_cli_http import TIMEOUT, _env, token
 
-CONFIG = """
-[store]
-url = "sqlite:///rota.db"
-
-[http]
-tokens = "tokens.json"
-
-[[bindings]]
-name = "ok"
-executor = "shell"
-command = ["sh", "-c", "echo done"]
-
+# The daemon tests' config (braces doubled for format()) and a budget whose max changes.
+CONFIG = (
+    DAEMON_CONFIG.replace("{", "{{").replace("}", "}}")
+    + """
 [[budgets]]
 unit = "usd"
 max = {max}
 per = "work"
 """
+)
 READS = [
     "/v1/works",
     "/v1/work/w",
