@@ -45,6 +45,11 @@ class SpillFile:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._conn = apsw.Connection(str(self.path))
+        # Rows of about a KiB in a WITHOUT ROWID table on the default 4 KiB pages spill to
+        # overflow pages and leave them mostly empty (a file 4x its rows, written 3x
+        # slower: bench/RESULTS.md); 16 KiB pages hold several rows each. Set before the
+        # table exists (it is a no-op on a file already written).
+        self._conn.execute("PRAGMA page_size=16384")
         self._conn.execute("PRAGMA journal_mode=OFF")
         self._conn.execute("PRAGMA synchronous=OFF")
         self._conn.execute("PRAGMA cache_size=-8192")
@@ -164,16 +169,21 @@ class Spiller:
             works = projection.works
             assert isinstance(works, SpilledWorks)
             works.spill_out(is_quiet)
+            # Active Works stay: if they alone fill most of the limit, spill less often.
+            self.limit = max(self.hold, 2 * self.held())
         else:
             self._spill_history(projection)
-        # Active Works stay: if they alone fill most of the limit, spill less often.
-        self.limit = max(self.hold, 2 * self.held())
+            # The rows kept (`_spill_history`) count beside the hold, not in it.
+            self.limit = self.hold + self.held()
 
     def _spill_history(self, history: HistoryProjection) -> None:
         dirty = sorted(history.dirty)
         history.dirty.clear()
         self.spill.put((key, value) for key in dirty if (value := history.row(key)) is not None)
-        history.evict()
+        # The newest rows stay (written, so they may go at the next spill unchanged): a
+        # Work's lifecycle often spans a page boundary, and evicting them all would read
+        # every such Work's rows back from the spill a page later.
+        history.evict(keep=self.hold)
 
     def finish(self) -> SpilledRows:
         """Write every row left in memory to the spill; the projection as rows to store."""

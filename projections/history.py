@@ -18,9 +18,10 @@ store without holding every Work's history in memory (`evict()` after a save).
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -33,6 +34,15 @@ Loader = Callable[[str], bytes | None]
 _work_decoder = msgspec.json.Decoder(WorkHistory)
 _attempt_decoder = msgspec.json.Decoder(AttemptHistory)
 WORK_ROW = "work/"
+K, V = TypeVar("K"), TypeVar("V")
+
+
+def _newest(rows: dict[K, V], count: int) -> dict[K, V]:
+    """The last `count` entries of `rows` (in insertion order) as a new dict."""
+    if count <= 0 or not rows:
+        return {}
+    newest = list(itertools.islice(reversed(rows.items()), count))
+    return dict(reversed(newest))
 
 
 class HistoryProjection:
@@ -71,12 +81,18 @@ class HistoryProjection:
         count = work.attempts if work is not None else 0
         return [a for n in range(1, count + 1) if (a := self.attempt(work_id, n)) is not None]
 
-    def evict(self) -> None:
-        """Forget the rows held in memory (after they were saved); needs a loader."""
+    def evict(self, keep: int = 0) -> None:
+        """Forget the rows held in memory (after they were saved) but the `keep` newest
+        (last created or read back: half Works, half attempts), which the next events are
+        the likeliest to touch; needs a loader."""
         if self.loader is None:
             raise ValueError("evict() would lose rows: this history has no loader")
-        self.works.clear()
-        self.attempts.clear()
+        if keep <= 0:
+            self.works.clear()
+            self.attempts.clear()
+            return
+        self.works = _newest(self.works, keep // 2)
+        self.attempts = _newest(self.attempts, keep - keep // 2)
 
     # -- the fold ---------------------------------------------------------------------
 
