@@ -172,18 +172,16 @@ class Spiller:
             # Active Works stay: if they alone fill most of the limit, spill less often.
             self.limit = max(self.hold, 2 * self.held())
         else:
-            self._spill_history(projection)
+            self._spill_history(projection, keep=self.hold)
             # The rows kept (`_spill_history`) count beside the hold, not in it.
             self.limit = self.hold + self.held()
 
-    def _spill_history(self, history: HistoryProjection) -> None:
-        dirty = sorted(history.dirty)
-        history.dirty.clear()
-        self.spill.put((key, value) for key in dirty if (value := history.row(key)) is not None)
-        # The newest rows stay (written, so they may go at the next spill unchanged): a
-        # Work's lifecycle often spans a page boundary, and evicting them all would read
-        # every such Work's rows back from the spill a page later.
-        history.evict(keep=self.hold)
+    def _spill_history(self, history: HistoryProjection, keep: int) -> None:
+        """Write out and forget the rows held, but for the `keep` newest changed ones: a
+        Work's lifecycle often spans a page boundary, and those rows would otherwise be
+        written now, read back a page later and written again (this way most are written
+        once, when they go)."""
+        history.evict(keep, save=self.spill.put)
 
     def finish(self) -> SpilledRows:
         """Write every row left in memory to the spill; the projection as rows to store."""
@@ -204,7 +202,7 @@ class Spiller:
                 value for key, value in self.spill.items() if key.startswith(WORK_ROW)
             )
         else:
-            self._spill_history(projection)
+            self._spill_history(projection, keep=0)
             digest = HistoryProjection.digest_rows(self.spill.items(), projection.position)
         rows = SpilledRows(
             projection.name, projection.version, projection.position, self.spill, digest
