@@ -28,7 +28,8 @@ Measured, each in a fresh child process (so the builder's memory is not counted)
   the measuring process's plus that of the process the rebuild forks to fold the
   history projection side by side (`rota.replay.side_by_side`), summed, though the
   fork's figure also counts the pages it shares with its parent; the interpreter's own
-  after imports in brackets, for reference. CPU: the measuring process's, and (`--scale`) the fork's beside it.
+  after imports in brackets, for reference. CPU: the measuring process's, and with
+  `--scale` the fork's beside it.
   Targets: >= 300,000 events/s on the longest log (the issue states it for 1,000,000
   events; a short log's rate is held down by the swap-in, whose cost is per row, not per
   event), peak RSS <= 200 MiB on every log.
