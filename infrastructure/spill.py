@@ -10,7 +10,9 @@ will hold):
   and dropped, and one is read back (decoded from its row) if a later event touches it;
   active Works stay, so the indices derived at the end are the fold's own;
 - the history projection reads its rows through the spill (`loader`), and when it holds
-  more than `hold` rows after a page, writes the changed ones out and evicts them all.
+  more than `hold` rows after a page (besides those it kept), writes the changed ones out
+  and evicts them, but for the `hold` newest changed ones, which stay unwritten: a Work's
+  lifecycle often spans a page boundary, so most rows are written once, when they go.
 At the end (`finish`) every row left in memory is written out too; the spill file then
 holds the whole projection in key order, and `SpilledRows` hands it to
 `ProjectionStore.replace` one row at a time, with the digest computed from the same rows
