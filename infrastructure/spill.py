@@ -10,7 +10,9 @@ will hold):
   and dropped, and one is read back (decoded from its row) if a later event touches it;
   active Works stay, so the indices derived at the end are the fold's own;
 - the history projection reads its rows through the spill (`loader`), and when it holds
-  more than `hold` rows after a page, writes the changed ones out and evicts them all.
+  more than `hold` rows after a page (besides those it kept), writes the changed ones out
+  and evicts them, but for the `hold` newest changed ones, which stay unwritten: a Work's
+  lifecycle often spans a page boundary, so most rows are written once, when they go.
 At the end (`finish`) every row left in memory is written out too; the spill file then
 holds the whole projection in key order, and `SpilledRows` hands it to
 `ProjectionStore.replace` one row at a time, with the digest computed from the same rows
@@ -45,6 +47,11 @@ class SpillFile:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._conn = apsw.Connection(str(self.path))
+        # Rows of about a KiB in a WITHOUT ROWID table on the default 4 KiB pages spill to
+        # overflow pages and leave them mostly empty (a file 4x its rows, written 3x
+        # slower: bench/RESULTS.md); 16 KiB pages hold several rows each. Set before the
+        # table exists (it is a no-op on a file already written).
+        self._conn.execute("PRAGMA page_size=16384")
         self._conn.execute("PRAGMA journal_mode=OFF")
         self._conn.execute("PRAGMA synchronous=OFF")
         self._conn.execute("PRAGMA cache_size=-8192")
@@ -164,16 +171,19 @@ class Spiller:
             works = projection.works
             assert isinstance(works, SpilledWorks)
             works.spill_out(is_quiet)
+            # Active Works stay: if they alone fill most of the limit, spill less often.
+            self.limit = max(self.hold, 2 * self.held())
         else:
-            self._spill_history(projection)
-        # Active Works stay: if they alone fill most of the limit, spill less often.
-        self.limit = max(self.hold, 2 * self.held())
+            self._spill_history(projection, keep=self.hold)
+            # The rows kept (`_spill_history`) count beside the hold, not in it.
+            self.limit = self.hold + self.held()
 
-    def _spill_history(self, history: HistoryProjection) -> None:
-        dirty = sorted(history.dirty)
-        history.dirty.clear()
-        self.spill.put((key, value) for key in dirty if (value := history.row(key)) is not None)
-        history.evict()
+    def _spill_history(self, history: HistoryProjection, keep: int) -> None:
+        """Write out and forget the rows held, but for the `keep` newest changed ones: a
+        Work's lifecycle often spans a page boundary, and those rows would otherwise be
+        written now, read back a page later and written again (this way most are written
+        once, when they go)."""
+        history.evict(keep, save=self.spill.put)
 
     def finish(self) -> SpilledRows:
         """Write every row left in memory to the spill; the projection as rows to store."""
@@ -194,7 +204,7 @@ class Spiller:
                 value for key, value in self.spill.items() if key.startswith(WORK_ROW)
             )
         else:
-            self._spill_history(projection)
+            self._spill_history(projection, keep=0)
             digest = HistoryProjection.digest_rows(self.spill.items(), projection.position)
         rows = SpilledRows(
             projection.name, projection.version, projection.position, self.spill, digest

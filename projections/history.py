@@ -18,6 +18,7 @@ store without holding every Work's history in memory (`evict()` after a save).
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -30,9 +31,15 @@ from rota.projections.history_rules import ROUTES, route_for
 from rota.projections.records import AttemptHistory, Mark, WorkHistory, encoder
 
 Loader = Callable[[str], bytes | None]
+Saver = Callable[[Iterable[tuple[str, bytes]]], None]
 _work_decoder = msgspec.json.Decoder(WorkHistory)
 _attempt_decoder = msgspec.json.Decoder(AttemptHistory)
 WORK_ROW = "work/"
+
+
+def _newest(keys: Iterable[str], among: set[str], count: int) -> set[str]:
+    """The first `count` of `keys` that are in `among`."""
+    return set(itertools.islice((key for key in keys if key in among), count))
 
 
 class HistoryProjection:
@@ -71,12 +78,37 @@ class HistoryProjection:
         count = work.attempts if work is not None else 0
         return [a for n in range(1, count + 1) if (a := self.attempt(work_id, n)) is not None]
 
-    def evict(self) -> None:
-        """Forget the rows held in memory (after they were saved); needs a loader."""
+    def evict(self, keep: int = 0, save: Saver | None = None) -> None:
+        """Forget the rows held in memory (needs a loader). Without `save`: every row, once
+        they were saved (`dirty` is left as it is). With `save`: the changed rows (`dirty`)
+        are handed to it first, in key order, and the `keep` newest changed ones (last
+        created or read back, half Works and half attempts, which the next events are the
+        likeliest to touch again) stay in memory unsaved, and stay in `dirty`."""
         if self.loader is None:
             raise ValueError("evict() would lose rows: this history has no loader")
-        self.works.clear()
-        self.attempts.clear()
+        if save is None or keep <= 0:
+            if save is not None:
+                save(self._rows(sorted(self.dirty)))
+                self.dirty.clear()
+            self.works.clear()
+            self.attempts.clear()
+            return
+        dirty = self.dirty
+        works = _newest((WORK_ROW + w for w in reversed(self.works)), dirty, keep // 2)
+        attempts = _newest(
+            (attempt_row(*a) for a in reversed(self.attempts)), dirty, keep - keep // 2
+        )
+        kept = works | attempts
+        save(self._rows(sorted(dirty - kept)))
+        self.works = {w: h for w, h in self.works.items() if WORK_ROW + w in works}
+        self.attempts = {a: h for a, h in self.attempts.items() if attempt_row(*a) in attempts}
+        self.dirty = kept
+
+    def _rows(self, keys: Iterable[str]) -> Iterator[tuple[str, bytes]]:
+        for key in keys:
+            value = self.row(key)
+            if value is not None:
+                yield key, value
 
     # -- the fold ---------------------------------------------------------------------
 

@@ -137,3 +137,26 @@ def test_rebuild_spills_and_stores_what_verify_accepts(
         loaded = store.load_scheduler(service.store)
         assert loaded is not None and loaded.digest() == service.projection.digest()
     assert not list(Path(rebuild_module.tempfile.gettempdir()).glob("rota-rebuild-*/*.spill"))
+
+
+@pytest.mark.parametrize(("page", "hold"), [(1, 1), (2, 3), (3, 2), (5, 1), (7, 6), (11, 2)])
+def test_a_history_fold_that_keeps_its_newest_rows_equals_the_one_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page: int, hold: int
+) -> None:
+    """Differential: whatever the page and the hold, the rows a spill keeps in memory
+    unwritten (and writes when they go) and those it reads back give the very rows and
+    digest of a fold held whole."""
+    monkeypatch.setattr(rebuild_module, "PAGE", page)
+    service = busy_log(tmp_path / "rota.db")
+    history = HistoryProjection()
+    spiller = Spiller(history, SpillFile(tmp_path / "history.spill"), hold=hold)
+    fold(service.store, [history], after_page=spiller.page_done)
+    rows = spiller.finish()
+    whole = HistoryProjection()
+    fold(service.store, [whole])
+    assert rows.digest() == whole.digest()
+    stored = dict(zip(rows.row_keys(), map(rows.row, rows.row_keys()), strict=True))
+    assert stored == {key: whole.row(key) for key in whole.row_keys()}
+    assert not history.dirty, "every changed row was written"
+    assert spiller.peak <= 2 * hold + 2 * page
+    rows.spill.close()
