@@ -7,7 +7,9 @@ for `sync` before it tells anyone (a commit is acknowledged only once synced) an
 other threads commit while one waits on the disk. The WAL is one file written in order, so
 an fsync makes every frame written before it durable: each commit gets a sequence number,
 and a sync covers every commit numbered up to what had committed when its fsync began; a
-thread whose commit was covered by another's fsync does not fsync again (group sync).
+thread whose commit an fsync in progress covers waits for it and does not fsync again
+(group sync), and one whose commit came after that fsync began issues its own at once,
+beside it, rather than after it (the disk serves overlapping flushes together).
 SQLite's checkpoints keep their own order on NORMAL (the WAL is synced before its frames
 are copied, the database file after), so a WAL restarted after a checkpoint loses nothing.
 
