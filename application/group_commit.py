@@ -1,19 +1,25 @@
 """Group commit of concurrent submits: callers on many threads share one store transaction.
 
-Leader/follower, as databases group their commits: a caller queues its request; if no
-other caller is committing, it becomes the leader, waits a short window (`window`
-seconds, 2 ms by default) only while fewer requests are queued than callers are known
-to be arriving (`arrive()`) or than the last batch held (its callers come straight
-back), then appends up to `max_batch` queued requests in ONE
-transaction (`LifecycleCommands.submit_batch`) and hands every follower its own result,
-or its own refusal: one bad submit does not fail the others. When the batch's append
-fails as a whole (a store error, a payload over the store's limit), each request of it is
-tried again on its own, so each caller gets its own error. A single caller never waits
-(nothing else is arriving, the last batch held one): one thread's submit costs what it
-did without grouping; when concurrency drops, one window is lost once.
+Leader/follower, as databases group their commits: a caller queues its request. While no
+batch is being committed, the caller whose request completes the batch (as many queued as
+callers are known to be arriving (`arrive()`) or as the last batch held: its callers come
+straight back) takes it and commits it at once, on its own thread: nobody is woken to do
+it. Until then the first caller queued waits for the rest, `window` seconds (2 ms by
+default) at most, then commits whatever is queued. A batch is up to `max_batch` requests,
+appended in ONE transaction (`LifecycleCommands.submit_batch`); each caller gets its own
+result, or its own refusal: one bad submit does not fail the others. When the batch's
+append fails as a whole (a store error, a payload over the store's limit), each request of
+it is tried again on its own, so each caller gets its own error. A single caller never
+waits (nothing else is arriving, the last batch held one): one thread's submit costs what
+it did without grouping; when concurrency drops, one window is lost once.
+
+Every caller sleeps on its own slot's lock and is woken only when it must run: its outcome
+is in, or the batch it heads must be committed (the commit before it ended, or its window
+ran out). Under the GIL each wake-up is a thread switch, so a batch of n callers costs n of
+them: none is spent waking a waiting leader for every arrival.
 
 On a store that syncs after its commits (`EventStore.deferring`: SQLite on FULL), the
-leader commits inside `deferring()`, hands the lead on, and only then waits for the
+committer commits inside `deferring()`, hands the lead on, and only then waits for the
 disk (`sync`) before waking its callers: callers that queued meanwhile commit while this
 batch's fsync runs (and their own sync waits only for what that fsync did not cover).
 Batches are not split to make such overlap: an fsync covers only the commits made before
@@ -42,14 +48,17 @@ CommitBatch = Callable[[Sequence[SubmitRequest]], list[Outcome]]
 
 
 class _Slot:
-    """One caller's request; `wake` is held (acquired) until its caller is to run: its
-    outcome is in, or it was promoted to lead the next batch."""
+    """One caller's request. `wake` is held (acquired) while its caller sleeps; it is
+    released (`signalled`, under the group's lock) when the caller must look again: its
+    outcome is in, or the batch it heads is its to commit."""
 
-    __slots__ = ("done", "outcome", "raised", "request", "wake")
+    __slots__ = ("deadline", "done", "outcome", "raised", "request", "signalled", "wake")
 
     def __init__(self, request: SubmitRequest) -> None:
         self.request = request
         self.done = False
+        self.signalled = False
+        self.deadline = 0.0  # when it heads the forming batch: commit it by then
         self.outcome: Outcome | None = None
         self.raised: BaseException | None = None
         self.wake = threading.Lock()
@@ -67,10 +76,9 @@ class _Slot:
 class SubmitGroup:
     """Groups concurrent submits into shared transactions (see the module docstring).
 
-    Only the leader waits on the group's condition (for arrivals, within the window);
-    every follower sleeps on its own slot's lock, released once: when its outcome is in,
-    or when the finishing leader promotes it (the first still queued) to lead next. So a
-    commit wakes exactly its callers, not every waiting thread."""
+    State, under `_cond`'s lock: `_queue` (requests not yet taken into a batch),
+    `_leading` (a batch is being committed and its committer will hand the lead on), and
+    `_head` (the queued slot that commits the forming batch when its window ends)."""
 
     def __init__(
         self,
@@ -84,25 +92,29 @@ class SubmitGroup:
         self._store = store
         self.window = window
         self.max_batch = max_batch
+        # Notified at every enqueue (cheap: nothing waits on it but tests watching the queue).
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[_Slot] = []
         self._leading = False
-        self._arriving = 0
+        self._head: _Slot | None = None
+        self._active = 0  # callers between `arrive()` and their result
         self._last = 1  # the size of the last batch: how many callers were concurrent
         self.batches = 0  # transactions appended (for tests and benchmarks)
         self.grouped = 0  # requests appended in shared ones
 
     def arrive(self) -> None:
-        """A caller is on its way to `submit` (lets a leader wait for it); pair with
+        """A caller is on its way to `submit` (lets the batch wait for it); pair with
         `submit` or `leave`."""
         with self._cond:
-            self._arriving += 1
+            self._active += 1
 
     def leave(self) -> None:
         """A caller that `arrive()`d will not submit after all (it was refused first)."""
         with self._cond:
-            self._arriving -= 1
-            self._cond.notify_all()
+            self._active -= 1
+            head = self._due(None)
+        if head is not None:
+            head.wake.release()
 
     def submit(self, request: SubmitRequest) -> AppendResult:
         """Append `request`, grouped with whatever other callers submit meanwhile; returns
@@ -110,69 +122,53 @@ class SubmitGroup:
         slot = _Slot(request)
         with self._cond:
             self._queue.append(slot)
-            lead = not self._leading
-            self._leading = True
-            self._cond.notify_all()  # a leader gathering a batch counts its arrivals
+            self._cond.notify_all()
+            batch: list[_Slot] | None = None
+            if not self._leading:
+                if self._full():
+                    batch = self._take()
+                elif self._head is None:
+                    self._lead_next(slot)
         while True:
-            if not lead:
-                slot.wake.acquire()  # released once: done, or promoted to lead
-                if slot.done:
-                    return slot.result()
-            lead = False
-            promoted = self._lead(slot)
+            if batch is not None:
+                self._commit_batch(batch, slot)
             if slot.done:
                 return slot.result()
-            lead = promoted is slot  # still queued: lead again, or wait for its turn
+            batch = self._sleep(slot)
 
-    def _lead(self, own: _Slot) -> _Slot | None:
-        """Gather and commit one batch, hand the lead to the first slot still queued
-        (returned; None: no one waits, nobody leads), wait until the batch is durable,
-        and wake its callers. `own` is the leader's slot: its thread is awake, so it is
-        never released."""
-        with self._cond:
-            batch = self._gather()
-        store = self._store
-        try:
-            if store is None:
-                self._run(batch)
-            else:
-                with store.deferring():
-                    self._run(batch)
-        finally:
-            with self._cond:
-                self._arriving -= len(batch)
-                promoted = self._queue[0] if self._queue else None
-                self._leading = promoted is not None
-            if promoted is not None and promoted is not own:
-                promoted.wake.release()
-            try:
-                if store is not None:
-                    store.sync()
-            except BaseException as exc:
-                for slot in batch:  # written, not yet durable: the caller must not trust it
-                    if slot.raised is None and not isinstance(slot.outcome, RotaError):
-                        slot.raised = exc
-            finally:
-                with self._cond:
-                    for done in batch:
-                        done.done = True
-                for done in batch:
-                    if done is not own:
-                        done.wake.release()
-        return promoted
+    # -- under the lock -------------------------------------------------------------------
 
-    def _gather(self) -> list[_Slot]:
-        """The next batch (under the lock): wait the window while callers still arrive,
-        then take up to `max_batch` queued requests, one per Work."""
-        deadline = time.monotonic() + self.window
-        limit = self.max_batch
+    def _target(self) -> int:
         # Callers that just got their results come back at once: expect as many as the
-        # last batch held (or as are arriving now); a caller that stopped costs one window.
-        while len(self._queue) < min(max(self._arriving, self._last), limit):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            self._cond.wait(remaining)
+        # last batch held (or as are active now, a batch on the disk included: its callers
+        # join the next one rather than split it); a caller that stopped costs one window.
+        return min(max(self._active, self._last), self.max_batch)
+
+    def _full(self) -> bool:
+        return len(self._queue) >= self._target()
+
+    def _due(self, awake: _Slot | None) -> _Slot | None:
+        """The head, when its batch just became full and it must be woken to commit it
+        (not `awake`: that caller's thread runs, and looks for itself)."""
+        head = self._head
+        if head is None or head is awake or self._leading or not self._full():
+            return None
+        return head if self._signal(head) else None
+
+    def _lead_next(self, slot: _Slot) -> None:
+        self._head = slot
+        slot.deadline = time.monotonic() + self.window
+
+    def _signal(self, slot: _Slot) -> bool:
+        """Mark `slot` to be woken; True: the caller must release its lock (outside)."""
+        if slot.signalled:
+            return False
+        slot.signalled = True
+        return True
+
+    def _take(self) -> list[_Slot]:
+        """The next batch: up to `max_batch` queued requests, one per Work."""
+        limit = self.max_batch
         batch: list[_Slot] = []
         works: set[str] = set()
         rest: list[_Slot] = []
@@ -184,7 +180,72 @@ class SubmitGroup:
                 rest.append(slot)
         self._queue = rest
         self._last = len(batch)
+        self._leading = True
+        self._head = None
         return batch
+
+    # -- sleeping and committing ----------------------------------------------------------
+
+    def _sleep(self, slot: _Slot) -> list[_Slot] | None:
+        """Sleep until `slot` is done (None) or heads a batch that is due (returned: the
+        caller commits it)."""
+        while True:
+            with self._cond:
+                if slot.done:
+                    return None
+                timeout = -1.0
+                if self._head is slot and not self._leading:
+                    if self._full():
+                        return self._take()
+                    timeout = slot.deadline - time.monotonic()
+                    if timeout <= 0:
+                        return self._take()
+            woken = slot.wake.acquire(timeout=timeout)
+            if woken:
+                with self._cond:
+                    slot.signalled = False
+
+    def _commit_batch(self, batch: list[_Slot], own: _Slot) -> None:
+        """Commit `batch`, hand the lead to the first slot still queued, wait until the batch
+        is durable, and wake its callers. `own` is the committer's slot: its thread is
+        awake, so it is never woken."""
+        store = self._store
+        try:
+            if store is None:
+                self._run(batch)
+            else:
+                with store.deferring():
+                    self._run(batch)
+        finally:
+            wake: _Slot | None = None
+            with self._cond:
+                self._leading = False
+                if self._queue:
+                    self._lead_next(self._queue[0])
+                    if self._queue[0] is not own and self._signal(self._queue[0]):
+                        wake = self._queue[0]
+            if wake is not None:
+                wake.wake.release()
+            try:
+                if store is not None:
+                    store.sync()
+            except BaseException as exc:
+                for slot in batch:  # written, not yet durable: the caller must not trust it
+                    if slot.raised is None and not isinstance(slot.outcome, RotaError):
+                        slot.raised = exc
+            finally:
+                woken: list[_Slot] = []
+                with self._cond:
+                    self._active -= len(batch)
+                    for done in batch:
+                        done.done = True
+                        if done is not own and self._signal(done):
+                            woken.append(done)
+                    head = self._due(own)  # fewer callers to wait for now
+                    if head is not None:
+                        woken.append(head)
+                for done in woken:
+                    done.wake.release()
 
     def _run(self, batch: list[_Slot]) -> None:
         """Commit the batch (outside the lock); on a failure of the whole append, each

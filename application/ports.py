@@ -298,13 +298,12 @@ class EventStore(abc.ABC):
         """
         return None
 
-    @contextlib.contextmanager
-    def deferring(self) -> Iterator[None]:
+    def deferring(self) -> contextlib.AbstractContextManager[None]:
         """Appends of this thread inside return once committed, maybe not yet durable (a
         store whose durability wait can leave its write lock: SQLite on synchronous FULL);
         the caller must call `sync()` after the block before telling anyone they happened.
         Nests; the default store's commits are durable at once, and this does nothing."""
-        yield
+        return contextlib.nullcontext()
 
     def sync(self) -> None:
         """Make this thread's committed appends durable, unless an outer `deferring()`

@@ -44,7 +44,9 @@ class Submits:
             self.group.leave()
             raise
         recorded = self.group.submit(request)
-        self.host.wake.set()
+        wake = self.host.wake
+        if not wake.is_set():  # set by another caller of the batch, and not yet seen
+            wake.set()
         return self._handle(request, recorded)
 
     def many(self, works: Iterable[Submission | Mapping[str, Any]]) -> list[WorkHandle]:

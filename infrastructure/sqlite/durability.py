@@ -7,7 +7,9 @@ for `sync` before it tells anyone (a commit is acknowledged only once synced) an
 other threads commit while one waits on the disk. The WAL is one file written in order, so
 an fsync makes every frame written before it durable: each commit gets a sequence number,
 and a sync covers every commit numbered up to what had committed when its fsync began; a
-thread whose commit was covered by another's fsync does not fsync again (group sync).
+thread whose commit an fsync in progress covers waits for it and does not fsync again
+(group sync), and one whose commit came after that fsync began issues its own at once,
+beside it, rather than after it (the disk serves overlapping flushes together).
 SQLite's checkpoints keep their own order on NORMAL (the WAL is synced before its frames
 are copied, the database file after), so a WAL restarted after a checkpoint loses nothing.
 
@@ -34,47 +36,85 @@ class WalSync:
 
     def __init__(self, log_path: Path) -> None:
         self.wal = Path(f"{log_path}-wal")
-        self._lock = threading.Lock()  # one fsync at a time; the others wait and see
+        self._cond = threading.Condition(threading.Lock())
         self._fd: int | None = None
+        self._ino = -1  # the inode `_fd` names
+        self._stale: list[int] = []  # descriptors of a replaced WAL, closed once idle
+        self._running = 0  # fsyncs in progress
+        self._started = 0  # the highest commit number an fsync in progress will cover
         self.committed = 0  # commits numbered so far (the store counts under its write lock)
         self.synced = 0  # every commit numbered up to this is durable
         self.fsyncs = 0  # fsyncs issued (tests and benchmarks read it)
 
     def sync(self, upto: int) -> None:
-        """Return once commit number `upto` (and every earlier one) is durable."""
+        """Return once commit number `upto` (and every earlier one) is durable.
+
+        A commit that an fsync already in progress covers (it began after the commit) waits
+        for that fsync; any other issues its own at once, beside those in progress: the disk
+        serves overlapping flushes together, where one after the other each waits for the
+        last."""
         if self.synced >= upto:
             return
-        with self._lock:
+        with self._cond:
+            while self._started >= upto and self.synced < upto:
+                self._cond.wait()  # an fsync that covers this commit is on its way
             if self.synced >= upto:
-                return  # another thread's fsync began after our commit: it covered it
+                return
             target = self.committed  # every commit numbered so far is in the file now
+            self._started = max(self._started, target)
             try:
-                _datasync(self._wal_fd())
+                fd = self._wal_fd()
             except OSError as exc:
-                self._close_fd()
+                self._started = self.synced
                 raise StoreUnavailable(f"cannot sync the log's WAL {self.wal}: {exc}") from exc
+            self._running += 1
+        try:
+            _datasync(fd)
+        except OSError as exc:
+            with self._cond:
+                self._running -= 1
+                self._started = self.synced  # whoever counted on it syncs for itself
+                self._retire(fd)
+                self._cond.notify_all()
+            raise StoreUnavailable(f"cannot sync the log's WAL {self.wal}: {exc}") from exc
+        with self._cond:
+            self._running -= 1
             self.fsyncs += 1
             self.synced = max(self.synced, target)
+            self._close_stale()
+            self._cond.notify_all()
 
     def _wal_fd(self) -> int:
-        """An open descriptor of the WAL file, reopened if the file was replaced."""
+        """An open descriptor of the WAL file, reopened if the file was replaced (under the
+        lock; a replaced one is closed once no fsync uses it)."""
         fd = self._fd
         if fd is not None:
             try:
-                if os.fstat(fd).st_ino == os.stat(self.wal).st_ino:
+                if os.stat(self.wal).st_ino == self._ino:
                     return fd
             except OSError:
                 pass
-            self._close_fd()
-        self._fd = os.open(self.wal, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        return self._fd
+            self._retire(fd)
+        fd = os.open(self.wal, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self._fd, self._ino = fd, os.fstat(fd).st_ino
+        return fd
 
-    def _close_fd(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
+    def _retire(self, fd: int) -> None:
+        if self._fd == fd:
+            self._fd = None
+        if fd not in self._stale:
+            self._stale.append(fd)
+        self._close_stale()
+
+    def _close_stale(self) -> None:
+        if self._running:
+            return
+        stale, self._stale = self._stale, []
+        for fd in stale:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
     def close(self) -> None:
-        with self._lock:
-            self._close_fd()
+        with self._cond:
+            if self._fd is not None:
+                self._retire(self._fd)

@@ -2,13 +2,14 @@
 
 A store that waits for commits (`listen`) binds a unix datagram socket and leaves a marker
 file for it in the directory `<log>.wake/` beside the log. Every store pokes each socket
-listed there after it commits (`poke`: one byte, non-blocking; a full buffer means a poke
-is already pending, so nothing is lost). A poke refused because the socket's owner died
-removes its marker. On Linux the sockets live in the abstract namespace (their names carry
-a digest of the log's path, so a long path never hits the 108-byte socket path limit);
-elsewhere a socket file in the directory is used when its path is short enough, and a
-waiter falls back to polling when it cannot listen. Nothing but a wake-up byte is sent: a
-nudge from anyone only makes a waiter look at the log's head, which is the authority.
+listed there but its own (a store wakes its own waiters itself) after it commits (`poke`:
+one byte, non-blocking; a full buffer means a poke is already pending, so nothing is
+lost). A poke refused because the socket's owner died removes its marker. On Linux the
+sockets live in the abstract namespace (their names carry a digest of the log's path, so
+a long path never hits the 108-byte socket path limit); elsewhere a socket file in the
+directory is used when its path is short enough, and a waiter falls back to polling when
+it cannot listen. Nothing but a wake-up byte is sent: a nudge from anyone only makes a
+waiter look at the log's head, which is the authority.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Nudges:
             return  # nobody ever listened here (or we may not look): nothing to poke
         if not names:
             return
+        own = self._marker.name if self._marker is not None else None
         with self._lock:
             if self._sender is None:
                 try:
@@ -66,8 +68,9 @@ class Nudges:
                     return
             sender = self._sender
             for name in names:
-                if name.endswith(".sock"):
-                    continue  # a socket file, addressed through its marker
+                if name.endswith(".sock") or name == own:
+                    continue  # a socket file, addressed through its marker; or our own
+                    # listener, whose store wakes its waiters itself (`SQLiteStore._wake`)
                 try:
                     sender.sendto(b"!", self._address(name))
                 except BlockingIOError:

@@ -29,7 +29,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -108,7 +108,9 @@ class SQLiteStore(EventStore):
         self._closed = False
         # FULL: SQLite commits on NORMAL and the WAL is fsynced outside the write lock.
         self._wal_sync = WalSync(self.path) if synchronous == "full" else None
-        self._quiet = None  # the writer's `PRAGMA data_version` at our last commit
+        # The writer's `PRAGMA data_version` at our last commit: the writer's caches
+        # (`LogAppends`) and `nothing_after` are trusted only while it has not moved.
+        self._quiet = None
         self._write_lock = threading.RLock()
         self._commit = threading.Condition()
         self._waiting = 0  # threads in `wait_for_commit`; a commit wakes them only if any
@@ -118,9 +120,6 @@ class SQLiteStore(EventStore):
         self._local = threading.local()
         self._reads = LogReads(self._query, codec)
         self._appends = LogAppends(self.write, codec, self.clock, self._reads.recorded)
-        # `PRAGMA data_version` after our last commit: the writer's caches (`LogAppends`)
-        # are trusted only while no other connection committed since.
-        self._data_version: int | None = None
         self._connections: list[apsw.Connection] = []
         self._connections_lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -200,15 +199,14 @@ class SQLiteStore(EventStore):
             except apsw.Error as exc:
                 raise StoreUnavailable(f"cannot begin a write on {self.path}: {exc}") from exc
             try:
-                # The file's data version moves with every commit, ours included; if it is
-                # not what our last commit left, another connection wrote in between.
-                if conn.data_version() != self._data_version:
+                # `PRAGMA data_version` moves only when another connection commits: if it is
+                # not what it was at our last commit, another connection wrote in between
+                # (and nobody can until our COMMIT: this transaction holds the write lock).
+                quiet = _others_version(conn)
+                if quiet != self._quiet:
                     self._appends.forget()
                 result = body(conn.cursor())
-                # Moves only when another connection commits (`nothing_after`).
-                quiet = _others_version(conn)
                 conn.execute("COMMIT")
-                self._data_version = conn.data_version()
                 self._quiet = quiet
                 if self._wal_sync is not None:
                     self._wal_sync.committed += 1
@@ -231,19 +229,12 @@ class SQLiteStore(EventStore):
             else:
                 self._wal_sync.sync(number)  # type: ignore[union-attr]
         if self._nudges is not None:
-            self._nudges.poke()  # other processes waiting on this log (and our own waiters)
-        if self._waiting:
-            self._wake()
+            self._nudges.poke()  # the other stores waiting on this log (not this one's)
+        self._wake()  # this store's own waiters
         return result
 
-    @contextlib.contextmanager
-    def deferring(self) -> Iterator[None]:
-        local = self._local
-        local.deferring = getattr(local, "deferring", 0) + 1
-        try:
-            yield
-        finally:
-            local.deferring -= 1
+    def deferring(self) -> contextlib.AbstractContextManager[None]:
+        return _Deferring(self._local)
 
     def sync(self) -> None:
         local = self._local
@@ -314,9 +305,12 @@ class SQLiteStore(EventStore):
         return self._reads.head_position()
 
     def _wake(self) -> None:
+        # Moves on every local commit, waiters or not: a waiter that read the head just
+        # before the commit sees the generation moved and looks again (no lost wake-up).
         with self._commit:
             self._generation += 1
-            self._commit.notify_all()
+            if self._waiting:
+                self._commit.notify_all()
 
     def wake_waiters(self) -> None:
         with self._commit:
@@ -379,6 +373,23 @@ class SQLiteStore(EventStore):
         for conn in connections:
             with contextlib.suppress(apsw.Error):
                 conn.close()
+
+
+class _Deferring:
+    """`SQLiteStore.deferring()`: the thread's depth of deferring blocks, one up while in it
+    (a plain class: entered twice a transaction, a generator's context manager costs more)."""
+
+    __slots__ = ("local",)
+
+    def __init__(self, local: threading.local) -> None:
+        self.local = local
+
+    def __enter__(self) -> None:
+        local = self.local
+        local.deferring = getattr(local, "deferring", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.local.deferring -= 1
 
 
 def _others_version(conn: apsw.Connection) -> int:

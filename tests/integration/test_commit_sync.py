@@ -196,3 +196,105 @@ def test_a_failed_sync_is_the_appenders_error(
     store.append([event("b")])  # the next sync covers both commits
     sync = store._wal_sync
     assert sync is not None and sync.synced == sync.committed
+
+
+def test_an_fsync_does_not_wait_for_one_in_progress_that_does_not_cover_it(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads' commits, the first's fsync held on the disk: the second issues its own
+    beside it (the disk serves overlapping flushes together), and neither returns before
+    its own commit is durable."""
+    from rota.infrastructure.sqlite import durability
+
+    sync = store._wal_sync
+    assert sync is not None
+    release, began = threading.Event(), threading.Semaphore(0)
+    calls: list[int] = []
+    real = durability._datasync
+
+    def held(fd: int) -> None:
+        calls.append(fd)
+        began.release()
+        if len(calls) == 1:
+            assert release.wait(30)  # the first fsync stays on the disk
+        real(fd)
+
+    base = sync.committed  # the schema's commit
+    monkeypatch.setattr(durability, "_datasync", held)
+    done: list[str] = []
+
+    def append(work: str) -> None:
+        store.append([event(work)])
+        done.append(work)
+
+    first = threading.Thread(target=append, args=("a",))
+    first.start()
+    assert began.acquire(timeout=30)  # a committed; its fsync is held
+    second = threading.Thread(target=append, args=("b",))
+    second.start()
+    assert began.acquire(timeout=30)  # b's fsync began while a's was still held
+    second.join(30)
+    assert done == ["b"]  # durable through its own fsync, which covered a's commit too
+    assert sync.synced == base + 2 and len(calls) == 2
+    release.set()
+    first.join(30)
+    assert sorted(done) == ["a", "b"]
+    assert sync.synced == sync.committed == base + 2
+
+
+def test_a_commit_an_fsync_in_progress_covers_waits_for_it(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread whose commit an fsync already on the disk covers waits for it, and issues
+    none of its own; when that fsync fails, it syncs for itself."""
+    from rota.infrastructure.sqlite import durability
+
+    sync = store._wal_sync
+    assert sync is not None
+    release, began = threading.Event(), threading.Event()
+    calls: list[int] = []
+    real = durability._datasync
+
+    def held(fd: int) -> None:
+        calls.append(fd)
+        began.set()
+        assert release.wait(30)
+        if len(calls) == 1:
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    with store.deferring():
+        store.append([event("a")])  # committed, not yet synced
+    number = sync.committed
+    fsyncs = sync.fsyncs
+    errors: list[BaseException] = []
+
+    def syncing() -> None:
+        try:
+            sync.sync(number)
+        except StoreUnavailable as exc:
+            errors.append(exc)
+
+    monkeypatch.setattr(durability, "_datasync", held)
+    first = threading.Thread(target=syncing)
+    first.start()
+    assert began.wait(30)  # its fsync (covering the commit) is on the disk
+    waiting = threading.Event()
+    real_wait = sync._cond.wait
+
+    def wait(timeout: float | None = None) -> bool:
+        waiting.set()
+        return real_wait(timeout)
+
+    monkeypatch.setattr(sync._cond, "wait", wait)
+    covered = threading.Thread(target=sync.sync, args=(number,))
+    covered.start()
+    assert waiting.wait(30)  # the covered caller waits for the fsync in progress
+    assert len(calls) == 1 and covered.is_alive()
+    release.set()  # the first fsync fails: the covered caller syncs for itself
+    first.join(30)
+    covered.join(30)
+    assert len(errors) == 1 and "cannot sync the log's WAL" in str(errors[0])
+    assert len(calls) == 2 and sync.synced == number and sync.fsyncs == fsyncs + 1
+    store.sync()  # this thread's pending commit: already durable, no fsync
+    assert len(calls) == 2

@@ -231,3 +231,57 @@ def test_submit_many_is_one_transaction_and_all_or_nothing(scheduler: rota.Sched
     assert raised.value.code == "invalid_work_id"
     assert scheduler.store.head().position == before and scheduler.work("c") is None
     assert scheduler.submit_many([]) == []
+
+
+def _fake_group(window: float) -> tuple[SubmitGroup, list[tuple[str, list[str]]]]:
+    """A group over a commit that records, per transaction, its thread and Works."""
+    commits: list[tuple[str, list[str]]] = []
+
+    def commit(requests: Sequence[SubmitRequest]) -> list[Any]:
+        commits.append((threading.current_thread().name, [r.work_id for r in requests]))
+        return [AppendResult([], 1) for _ in requests]
+
+    return SubmitGroup(commit, window=window), commits
+
+
+def _submitting(group: SubmitGroup, work_id: str) -> threading.Thread:
+    request = SubmitRequest(work_id, {"binding": "job"}, [({"k": work_id}, None, None)])
+    thread = threading.Thread(target=group.submit, args=(request,), name=work_id)
+    thread.start()
+    return thread
+
+
+def test_the_caller_completing_a_batch_commits_it_on_its_own_thread() -> None:
+    group, commits = _fake_group(window=60.0)  # only a full batch commits within the test
+    for _ in range(3):
+        group.arrive()
+    first, second = _submitting(group, "a"), _submitting(group, "b")
+    queued(group, 2)
+    assert commits == []  # two of three expected: the first waits for the rest
+    third = _submitting(group, "c")
+    for thread in (first, second, third):
+        thread.join(30)
+    assert commits == [("c", ["a", "b", "c"])]  # the last arrival committed: nobody woken
+    assert group.batches == 1 and group.grouped == 3
+
+
+def test_a_caller_that_leaves_lets_the_waiting_batch_commit() -> None:
+    group, commits = _fake_group(window=60.0)
+    group.arrive()
+    group.arrive()
+    first = _submitting(group, "a")
+    queued(group, 1)
+    group.leave()  # refused before it submitted: nobody else is coming
+    first.join(30)
+    assert not first.is_alive() and commits == [("a", ["a"])]
+
+
+def test_the_first_caller_commits_what_is_queued_when_its_window_ends() -> None:
+    group, commits = _fake_group(window=0.01)
+    for _ in range(3):
+        group.arrive()  # three expected; one comes
+    first = _submitting(group, "a")
+    first.join(30)
+    assert not first.is_alive() and commits == [("a", ["a"])]
+    group.leave()
+    group.leave()

@@ -69,6 +69,41 @@ def test_a_dead_listener_is_forgotten_by_the_next_poke(tmp_path: Path) -> None:
         store.close()
 
 
+class _Sender:
+    """Records where a store's pokes go (instead of sending them)."""
+
+    def __init__(self) -> None:
+        self.sent: list[str | bytes] = []
+
+    def sendto(self, data: bytes, address: str | bytes) -> int:
+        self.sent.append(address)
+        return len(data)
+
+
+def test_a_commit_pokes_the_other_stores_listening_not_its_own(tmp_path: Path) -> None:
+    """Its own waiters a store wakes itself, even one that read the head just before the
+    commit (the generation moves on every commit); a nudge would only cost a thread."""
+    path = tmp_path / "log.db"
+    store, other = SQLiteStore(path), SQLiteStore(path)
+    try:
+        for s in (store, other):
+            assert s.wait_for_commit(s.head().position, 0.01) is False  # starts listening
+        assert store._nudges is not None and other._nudges is not None
+        sender = _Sender()
+        store._nudges._sender = sender  # type: ignore[assignment]
+        generation = store._generation
+        assert store._waiting == 0
+        store.write(lambda cursor: None)
+        assert store._generation == generation + 1  # no waiter, and still moved
+        own, theirs = store._nudges._marker, other._nudges._marker
+        assert own is not None and theirs is not None
+        assert sender.sent == [store._nudges._address(theirs.name)]
+    finally:
+        store._nudges._sender = None  # type: ignore[union-attr]
+        store.close()
+        other.close()
+
+
 def test_wake_waiters_ends_a_wait_at_once(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "log.db")
     try:
