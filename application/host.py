@@ -240,8 +240,17 @@ class Host:
         """The outcome is durable: let the executor drop what it kept for recovery."""
         found = self.service.projection.attempt(execution_id)
         executor = self.directory.executor_for(found[1]) if found is not None else None
-        if executor is not None:
-            self.launches.pool.submit(executor.forget, execution_id, epoch)
+        if executor is None or type(executor).forget is Executor.forget:
+            return  # the default forgets nothing
+        if executor.quick_forget:
+            # Drops only what it keeps in memory: no thread of its own (a thread per
+            # finished attempt was most of the cost of a short attempt's outcome).
+            try:
+                executor.forget(execution_id, epoch)
+            except Exception:
+                log.warning("forgetting %s failed", execution_id, exc_info=True)
+            return
+        self.launches.pool.submit(executor.forget, execution_id, epoch)
 
     def _time_out(self, report: TickReport) -> None:
         # Due when both clocks say so: the run time (monotonic) is spent, and the wall

@@ -93,6 +93,7 @@ class InProcessExecutor(Executor):
     """Runs one Python callable per attempt."""
 
     capabilities = frozenset({"stop", "interrupt", "inject"})
+    quick_forget = True  # `forget` drops a kept result from a dict: called on the loop
 
     def __init__(
         self,
