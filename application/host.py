@@ -22,6 +22,11 @@ is due, so a wall-clock step neither stops renewals nor times work out early. An
 this process runs whose lease lapsed anyway (a jump forward) is recovered with its run time
 left (`Launches.running`) and adopted by this same host (docs/operator.md, "Clock jumps").
 
+A pass's appends share one durability wait (`rota.application.pass_sync`): they are made
+durable together at its end, and before anything outside the store acts on them (a
+launch, a task on the launcher, a start gate); executors forget the results they kept only
+once the pass's outcomes are durable.
+
 `run()` sleeps until something can happen: a commit to the log (from any process), a
 finished attempt, the next renewal, deadline or retry timer. It stops on request
 (SIGTERM/SIGINT in the daemon) and releases the leases it holds.
@@ -153,46 +158,57 @@ class Host:
     def tick(self) -> TickReport:
         if not self._tick_lock.acquire(blocking=False):
             return TickReport(coalesced=True)
+        forgets: list[tuple[str, int]] = []
         try:
-            report = TickReport()
-            self.service.catch_up()
-            self._observe(report)
-            self._let_go_of_ended()
-            self._renew(report)
-            # The fixed order (seed 002): runtime recovery, lost retry (the retry timers),
-            # schedules (rota.application.schedule_runner), then starting ready Work. When
-            # recovery, retry or the schedules fail, this pass starts nothing new.
-            try:
-                self.runtime_recovery.run(report)
-            except RotaError as exc:
-                report.errors.append(f"runtime recovery: {exc.code}: {exc}")
-                return report
-            try:
-                timers = self.service.lifecycle.fire_due_timers(self.timer_page)
-            except RotaError as exc:
-                report.errors.append(f"retry timers: {exc.code}: {exc}")
-                return report
-            report.fired = timers.fired
-            if timers.has_more:
-                self.wake.set()  # one page a pass: come back for the rest at once
-            try:
-                report.scheduled = self.schedule_runner.run().fired
-            except RotaError as exc:
-                report.errors.append(f"schedules: {exc.code}: {exc}")
-                return report
-            try:
-                report.settled = self.service.admission.settle_pass()
-            except RotaError as exc:
-                report.errors.append(f"budget settlement: {exc.code}: {exc}")
-            self._time_out(report)
-            self.stops.run(report)
-            self.control_dispatch.run(report)
-            self._start(report)
+            # The pass's appends share one durability wait, taken before anything outside
+            # the store acts on them (rota.application.pass_sync).
+            with self.launches.passes.one_pass():
+                report = self._pass(forgets)
+            # The outcomes it stored are durable now: their executors may drop what they kept.
+            for execution_id, epoch in forgets:
+                self._forget(execution_id, epoch)
             return report
         finally:
             self._tick_lock.release()
 
-    def _observe(self, report: TickReport) -> None:
+    def _pass(self, forgets: list[tuple[str, int]]) -> TickReport:
+        report = TickReport()
+        self.service.catch_up()
+        self._observe(report, forgets)
+        self._let_go_of_ended()
+        self._renew(report)
+        # The fixed order (seed 002): runtime recovery, lost retry (the retry timers),
+        # schedules (rota.application.schedule_runner), then starting ready Work. When
+        # recovery, retry or the schedules fail, this pass starts nothing new.
+        try:
+            self.runtime_recovery.run(report)
+        except RotaError as exc:
+            report.errors.append(f"runtime recovery: {exc.code}: {exc}")
+            return report
+        try:
+            timers = self.service.lifecycle.fire_due_timers(self.timer_page)
+        except RotaError as exc:
+            report.errors.append(f"retry timers: {exc.code}: {exc}")
+            return report
+        report.fired = timers.fired
+        if timers.has_more:
+            self.wake.set()  # one page a pass: come back for the rest at once
+        try:
+            report.scheduled = self.schedule_runner.run().fired
+        except RotaError as exc:
+            report.errors.append(f"schedules: {exc.code}: {exc}")
+            return report
+        try:
+            report.settled = self.service.admission.settle_pass()
+        except RotaError as exc:
+            report.errors.append(f"budget settlement: {exc.code}: {exc}")
+        self._time_out(report)
+        self.stops.run(report)
+        self.control_dispatch.run(report)
+        self._start(report)
+        return report
+
+    def _observe(self, report: TickReport, forgets: list[tuple[str, int]]) -> None:
         batch: list[tuple[str, int, Result]] = []
         while True:
             try:
@@ -210,13 +226,13 @@ class Host:
             if execution_id not in refused:
                 report.finished += 1
                 self.launches.settled(execution_id)
-                self._forget(execution_id, epoch)
+                forgets.append((execution_id, epoch))
                 continue
             log.info("result of %s refused: %s", execution_id, refused[execution_id])
             if not self.service.recovery.adoptable(execution_id, epoch):
                 # Over (cancelled, ended at another epoch): nothing recovers it here.
                 self.launches.settled(execution_id)
-                self._forget(execution_id, epoch)
+                forgets.append((execution_id, epoch))
             # Else its lease lapsed (a clock jump, a stalled host): recovery adopts it,
             # and the executor hands the result it kept to the new epoch.
 
@@ -250,7 +266,7 @@ class Host:
             except Exception:
                 log.warning("forgetting %s failed", execution_id, exc_info=True)
             return
-        self.launches.pool.submit(executor.forget, execution_id, epoch)
+        self.launches.submit(executor.forget, execution_id, epoch)
 
     def _time_out(self, report: TickReport) -> None:
         # Due when both clocks say so: the run time (monotonic) is spent, and the wall
@@ -265,6 +281,7 @@ class Host:
                 log.info("timeout of %s refused: %s", held.execution_id, refusal)
                 continue
             report.timed_out += 1
+            self.launches.durable()  # the timeout is durable before its launch is cancelled
             self.launches.drop(held, reason=None)
             self.stops.request(held.execution_id)
 
@@ -306,6 +323,7 @@ class Host:
                 break
             # Ask the gates outside any store transaction, then admit with their answers;
             # a Work whose trigger changed meanwhile is asked again (at most GATE_ROUNDS).
+            self.launches.durable()  # (asking can have effects a person sees)
             decisions.update((work_id, self.start_gates.ask(work_id)) for work_id in start.asks)
             again = self.service.lifecycle.start_pass(
                 self.start_batch, gated=gated, gates=decisions

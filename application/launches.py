@@ -23,11 +23,14 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor as Pool
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import ParamSpec, TypeVar
 
 from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.lifecycle import Claimed
+from rota.application.pass_sync import PassSync
 from rota.application.ports import Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
@@ -36,6 +39,8 @@ from rota.domain.results import Result
 from rota.domain.state import AttemptState
 
 log = logging.getLogger("rota.host")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass
@@ -144,6 +149,19 @@ class Launches:
         self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.pool: Pool = TaskThreads()
+        # The cadence pass's deferred durability waits (rota.application.pass_sync): what
+        # a pass appended is made durable before anything here acts on it.
+        self.passes = PassSync(service.store)
+
+    def durable(self) -> None:
+        """Make the current pass's appends durable before acting outside the store."""
+        self.passes.durable()
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        """Run `fn` on the launcher (a thread of its own), once what the pass appended so
+        far is durable (it may act on it: adopt, stop, deliver, forget)."""
+        self.durable()
+        return self.pool.submit(fn, *args, **kwargs)
 
     # -- launching ------------------------------------------------------------------------
 
@@ -156,7 +174,7 @@ class Launches:
             else:
                 with self.held_lock:
                     self.launching.add(claimed.attempt.execution_id)
-                self.pool.submit(self._prepare_and_launch, claimed)
+                self.submit(self._prepare_and_launch, claimed)
         if direct:
             # An isolating executor holds every process until its launch is pinned, so a
             # lost lease before the pin relaunches instead of adopting (rota.domain.recovery).
@@ -164,6 +182,7 @@ class Launches:
                 [(c.attempt.execution_id, c.attempt.epoch) for c in direct],
                 [self._isolates(c.attempt) for c in direct],
             )
+            self.durable()  # the invoke markers are durable before any executor is called
             for claimed in direct:
                 if claimed.attempt.execution_id not in refused:
                     self._launch(claimed, {})
@@ -324,7 +343,7 @@ class Launches:
         if getattr(executor, "inline", False):
             self._call_launch(executor, held)
         else:
-            self.pool.submit(self._call_launch, executor, held)
+            self.submit(self._call_launch, executor, held)
 
     def _call_launch(self, executor: Executor, held: Held) -> None:
         ctx, done = held.ctx, self.done(held)
