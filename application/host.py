@@ -218,14 +218,17 @@ class Host:
         if not batch:
             return
         refused = self.service.lifecycle.finish_many(batch)
+        held, running = self.held, self.launches.running
+        with self.launches.held_lock:  # once for the batch: no longer held, nor run here
+            for execution_id, epoch, _ in batch:
+                found = held.get(execution_id)
+                if found is not None and found.epoch == epoch:
+                    del held[execution_id]
+                if execution_id not in refused:
+                    running.pop(execution_id, None)  # (`Launches.settled`)
         for execution_id, epoch, _ in batch:
-            with self.launches.held_lock:
-                held = self.held.get(execution_id)
-                if held is not None and held.epoch == epoch:
-                    del self.held[execution_id]
             if execution_id not in refused:
                 report.finished += 1
-                self.launches.settled(execution_id)
                 forgets.append((execution_id, epoch))
                 continue
             log.info("result of %s refused: %s", execution_id, refused[execution_id])

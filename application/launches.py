@@ -178,14 +178,17 @@ class Launches:
         if direct:
             # An isolating executor holds every process until its launch is pinned, so a
             # lost lease before the pin relaunches instead of adopting (rota.domain.recovery).
+            executors = [self.directory.executor_for(c.attempt) for c in direct]
             refused = self.service.lifecycle.invoke_many(
                 [(c.attempt.execution_id, c.attempt.epoch) for c in direct],
-                [self._isolates(c.attempt) for c in direct],
+                [e is not None and e.isolates for e in executors],
             )
             self.durable()  # the invoke markers are durable before any executor is called
-            for claimed in direct:
+            # One clock reading for the batch: each lease's renewal counts from it.
+            now, ticks = self.service.now(), self.ticks()
+            for claimed, executor in zip(direct, executors, strict=True):
                 if claimed.attempt.execution_id not in refused:
-                    self._launch(claimed, {})
+                    self._launch(claimed, {}, executor, (now, ticks))
 
     def _prepare_and_launch(self, claimed: Claimed) -> None:
         try:
@@ -227,7 +230,7 @@ class Launches:
             lifecycle.invoke(execution_id, attempt.epoch, self._isolates(attempt))
         except Refusal:
             return
-        self._launch(claimed, env)
+        self._launch(claimed, env, self.directory.executor_for(attempt))
 
     def _isolates(self, attempt: AttemptState) -> bool:
         executor = self.directory.executor_for(attempt)
@@ -271,10 +274,12 @@ class Launches:
         executor: Executor,
         *,
         launching: bool = False,
+        clocks: tuple[datetime, float] | None = None,
     ) -> Held:
-        """Renew this attempt's lease on every pass from now on (until it is dropped)."""
+        """Renew this attempt's lease on every pass from now on (until it is dropped);
+        `clocks`: the wall and monotonic readings to count from (else read now)."""
         third = self.service.settings.lease_seconds / 3
-        now, ticks = self.service.now(), self.ticks()
+        now, ticks = clocks if clocks is not None else (self.service.now(), self.ticks())
         with self.held_lock:
             # An attempt this process already runs keeps its run-time budget (a recovery
             # that adopts it here is not a new run); any other starts from its deadline.
@@ -326,9 +331,16 @@ class Launches:
 
         return done
 
-    def _launch(self, claimed: Claimed, env: dict[str, str]) -> None:
+    def _launch(
+        self,
+        claimed: Claimed,
+        env: dict[str, str],
+        executor: Executor | None,
+        clocks: tuple[datetime, float] | None = None,
+    ) -> None:
+        """Launch a claimed attempt (its invoke marker durable) on `executor`, the one
+        `ExecutorDirectory.executor_for` gives it (None: this process has none)."""
         attempt = claimed.attempt
-        executor = self.directory.executor_for(attempt)
         ctx = self.context(attempt, env, claimed.resume)
         if executor is None:
             failure = Result(
@@ -339,7 +351,7 @@ class Launches:
             )
             self.results.put((attempt.execution_id, attempt.epoch, failure))
             return
-        held = self.hold(attempt, ctx, executor, launching=True)
+        held = self.hold(attempt, ctx, executor, launching=True, clocks=clocks)
         if getattr(executor, "inline", False):
             self._call_launch(executor, held)
         else:

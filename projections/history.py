@@ -18,7 +18,7 @@ store without holding every Work's history in memory (`evict()` after a save).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -71,12 +71,17 @@ class HistoryProjection:
         count = work.attempts if work is not None else 0
         return [a for n in range(1, count + 1) if (a := self.attempt(work_id, n)) is not None]
 
-    def evict(self) -> None:
-        """Forget the rows held in memory (after they were saved); needs a loader."""
+    def evict(self, keep: Container[str] = ()) -> None:
+        """Forget the rows held in memory (after they were saved), but those of the Works
+        in `keep` (the active ones, about to be read again); needs a loader."""
         if self.loader is None:
             raise ValueError("evict() would lose rows: this history has no loader")
-        self.works.clear()
-        self.attempts.clear()
+        if not keep:
+            self.works.clear()
+            self.attempts.clear()
+            return
+        self.works = {w: h for w, h in self.works.items() if w in keep}
+        self.attempts = {k: a for k, a in self.attempts.items() if k[0] in keep}
 
     # -- the fold ---------------------------------------------------------------------
 
@@ -93,7 +98,8 @@ class HistoryProjection:
         if not stream.startswith(WORK_ROW):
             return
         work_id = stream[len(WORK_ROW) :]
-        work = self.work(work_id)
+        # The first event of a stream has no history before it: nothing to read.
+        work = self.works.get(work_id) if version == 1 else self.work(work_id)
         if isinstance(event, WorkSubmitted):
             if work is None:
                 self.works[work_id] = WorkHistory(
