@@ -158,20 +158,20 @@ class Host:
     def tick(self) -> TickReport:
         if not self._tick_lock.acquire(blocking=False):
             return TickReport(coalesced=True)
-        forgets: list[tuple[str, int]] = []
+        forgets: list[tuple[str, int, Executor | None]] = []
         try:
             # The pass's appends share one durability wait, taken before anything outside
             # the store acts on them (rota.application.pass_sync).
             with self.launches.passes.one_pass():
                 report = self._pass(forgets)
             # The outcomes it stored are durable now: their executors may drop what they kept.
-            for execution_id, epoch in forgets:
-                self._forget(execution_id, epoch)
+            for execution_id, epoch, executor in forgets:
+                self._forget(execution_id, epoch, executor)
             return report
         finally:
             self._tick_lock.release()
 
-    def _pass(self, forgets: list[tuple[str, int]]) -> TickReport:
+    def _pass(self, forgets: list[tuple[str, int, Executor | None]]) -> TickReport:
         report = TickReport()
         self.service.catch_up()
         self._observe(report, forgets)
@@ -208,7 +208,7 @@ class Host:
         self._start(report)
         return report
 
-    def _observe(self, report: TickReport, forgets: list[tuple[str, int]]) -> None:
+    def _observe(self, report: TickReport, forgets: list[tuple[str, int, Executor | None]]) -> None:
         batch: list[tuple[str, int, Result]] = []
         while True:
             try:
@@ -219,23 +219,27 @@ class Host:
             return
         refused = self.service.lifecycle.finish_many(batch)
         held, running = self.held, self.launches.running
+        executors: list[Executor | None] = []  # the held attempts' (else looked up later)
         with self.launches.held_lock:  # once for the batch: no longer held, nor run here
             for execution_id, epoch, _ in batch:
                 found = held.get(execution_id)
                 if found is not None and found.epoch == epoch:
                     del held[execution_id]
+                    executors.append(found.executor)
+                else:
+                    executors.append(None)
                 if execution_id not in refused:
                     running.pop(execution_id, None)  # (`Launches.settled`)
-        for execution_id, epoch, _ in batch:
+        for (execution_id, epoch, _), executor in zip(batch, executors, strict=True):
             if execution_id not in refused:
                 report.finished += 1
-                forgets.append((execution_id, epoch))
+                forgets.append((execution_id, epoch, executor))
                 continue
             log.info("result of %s refused: %s", execution_id, refused[execution_id])
             if not self.service.recovery.adoptable(execution_id, epoch):
                 # Over (cancelled, ended at another epoch): nothing recovers it here.
                 self.launches.settled(execution_id)
-                forgets.append((execution_id, epoch))
+                forgets.append((execution_id, epoch, executor))
             # Else its lease lapsed (a clock jump, a stalled host): recovery adopts it,
             # and the executor hands the result it kept to the new epoch.
 
@@ -255,10 +259,12 @@ class Host:
             if found is None or not found[1].live:
                 self.launches.settled(execution_id)
 
-    def _forget(self, execution_id: str, epoch: int) -> None:
-        """The outcome is durable: let the executor drop what it kept for recovery."""
-        found = self.service.projection.attempt(execution_id)
-        executor = self.directory.executor_for(found[1]) if found is not None else None
+    def _forget(self, execution_id: str, epoch: int, executor: Executor | None = None) -> None:
+        """The outcome is durable: let the executor drop what it kept for recovery (the
+        attempt's pinned one: `executor` when the host held it, else looked up)."""
+        if executor is None:
+            found = self.service.projection.attempt(execution_id)
+            executor = self.directory.executor_for(found[1]) if found is not None else None
         if executor is None or type(executor).forget is Executor.forget:
             return  # the default forgets nothing
         if executor.quick_forget:
