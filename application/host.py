@@ -325,7 +325,8 @@ class Host:
         if not self.starting:
             return  # draining or stopping: start nothing new
         gated = bool(self.gates)
-        start = self.service.lifecycle.start_pass(self.start_batch, gated=gated)
+        invoke = self.launches.invoked_with_claim
+        start = self.service.lifecycle.start_pass(self.start_batch, gated=gated, invoke=invoke)
         decisions: dict[str, GateDecision] = {}
         for _ in range(GATE_ROUNDS):
             if not start.asks:
@@ -335,7 +336,7 @@ class Host:
             self.launches.durable()  # (asking can have effects a person sees)
             decisions.update((work_id, self.start_gates.ask(work_id)) for work_id in start.asks)
             again = self.service.lifecycle.start_pass(
-                self.start_batch, gated=gated, gates=decisions
+                self.start_batch, gated=gated, gates=decisions, invoke=invoke
             )
             start = StartPass([*start.claimed, *again.claimed], again.waiting, again.asks)
         if start.asks:

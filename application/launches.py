@@ -35,6 +35,7 @@ from rota.application.ports import Environment, Executor, LaunchContext, TraceCo
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
 from rota.domain.errors import LeaseLost, Refusal
+from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import AttemptState
 
@@ -82,7 +83,11 @@ class ExecutorDirectory:
         (or declared compatible with it). A missing generation is never given to a
         replacement.
         """
-        generation, name = attempt.pinned.generation, attempt.pinned.registration.name
+        return self.executor_pinned(attempt.pinned)
+
+    def executor_pinned(self, pinned: Pinned) -> Executor | None:
+        """The executor serving attempts pinned so (see `executor_for`)."""
+        generation, name = pinned.generation, pinned.registration.name
         historical = self.historical.get((generation, name))
         if historical is not None:
             return historical
@@ -165,8 +170,19 @@ class Launches:
 
     # -- launching ------------------------------------------------------------------------
 
+    def invoked_with_claim(self, pinned: Pinned) -> bool | None:
+        """Whether a new attempt pinned so is launched as soon as its claim is durable,
+        with nothing in between (no run-environment hook; an executor here serves it), and
+        then whether its executor isolates: its invoke marker is appended with the claim
+        (`LifecycleCommands.start_pass(invoke=...)`). None: it is not."""
+        if self.environment is not None:
+            return None
+        executor = self.directory.executor_pinned(pinned)
+        return None if executor is None else executor.isolates
+
     def launch_claimed(self, claims: list[Claimed]) -> None:
-        """Write invoke markers and launch (or resolve the environment first, off the loop)."""
+        """Write invoke markers and launch (or resolve the environment first, off the loop);
+        an attempt whose marker its claim's append wrote is launched at once."""
         direct: list[Claimed] = []
         for claimed in claims:
             if self.environment is None:
@@ -179,10 +195,17 @@ class Launches:
             # An isolating executor holds every process until its launch is pinned, so a
             # lost lease before the pin relaunches instead of adopting (rota.domain.recovery).
             executors = [self.directory.executor_for(c.attempt) for c in direct]
-            refused = self.service.lifecycle.invoke_many(
-                [(c.attempt.execution_id, c.attempt.epoch) for c in direct],
-                [e is not None and e.isolates for e in executors],
-            )
+            marking = [
+                (c.attempt.execution_id, c.attempt.epoch, e is not None and e.isolates)
+                for c, e in zip(direct, executors, strict=True)
+                if not _invoked(c.attempt)
+            ]
+            refused: dict[str, Refusal] = {}
+            if marking:
+                refused = self.service.lifecycle.invoke_many(
+                    [(execution_id, epoch) for execution_id, epoch, _ in marking],
+                    [isolated for _, _, isolated in marking],
+                )
             self.durable()  # the invoke markers are durable before any executor is called
             # One clock reading for the batch: each lease's renewal counts from it.
             now, ticks = self.service.now(), self.ticks()
@@ -420,6 +443,12 @@ class Launches:
                 continue
             item.ctx.cancel_reason = LeaseLost("the host stopped and released the lease")
             item.ctx.cancel.set()
+
+
+def _invoked(attempt: AttemptState) -> bool:
+    """Its open segment's invoke marker is written (by the claim's append)."""
+    segment = attempt.open_segment
+    return segment is not None and segment.invoke == "called"
 
 
 def _failure(code: str, message: str, *, holds_resources: bool = False) -> Result:

@@ -69,7 +69,7 @@ def test_a_pass_that_finishes_claims_and_invokes_takes_one_fsync(
         scheduler.submit(f"w-{k}", binding="job", input={"k": k})
 
     before, head = sync.fsyncs, scheduler.store.head().position
-    first = scheduler.tick()  # claims and invoke markers of 3 Works: 2 appends
+    first = scheduler.tick()  # claims and invoke markers of 3 Works
     assert first.started == 3
     types = [r.type for r in scheduler.store.read(head, 100)]
     assert types.count("core.execution.claimed") == types.count("core.execution.invoked") == 3
