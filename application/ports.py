@@ -157,8 +157,9 @@ from rota.projections.scheduler import SchedulerProjection
 # -- the event store ---------------------------------------------------------------------
 
 
-class NewEvent(msgspec.Struct, frozen=True):
-    """An event to append to `stream`, with its optional delivery identity."""
+class NewEvent(msgspec.Struct, frozen=True, gc=False):
+    """An event to append to `stream`, with its optional delivery identity (`gc=False`, as
+    `RecordedEvent`: it holds strings and an event, so it cannot form a cycle)."""
 
     stream: str
     event: Event
