@@ -91,7 +91,7 @@ class SchedulerProjection:
             # (`OnDemandWorks`). The first event of a stream has no Work before it.
             works = self.works
             before = dict.get(works, work_id)
-            if before is None and version > 1:
+            if before is None and version != 1:
                 before = works.get(work_id)
             self.position = position
             after = evolve(before, event, position, at)
