@@ -22,6 +22,11 @@ is due, so a wall-clock step neither stops renewals nor times work out early. An
 this process runs whose lease lapsed anyway (a jump forward) is recovered with its run time
 left (`Launches.running`) and adopted by this same host (docs/operator.md, "Clock jumps").
 
+A pass's appends share one durability wait (`rota.application.pass_sync`): they are made
+durable together at its end, and before anything outside the store acts on them (a
+launch, a task on the launcher, a start gate); executors forget the results they kept only
+once the pass's outcomes are durable.
+
 `run()` sleeps until something can happen: a commit to the log (from any process), a
 finished attempt, the next renewal, deadline or retry timer. It stops on request
 (SIGTERM/SIGINT in the daemon) and releases the leases it holds.
@@ -153,46 +158,57 @@ class Host:
     def tick(self) -> TickReport:
         if not self._tick_lock.acquire(blocking=False):
             return TickReport(coalesced=True)
+        forgets: list[tuple[str, int, Executor | None]] = []
         try:
-            report = TickReport()
-            self.service.catch_up()
-            self._observe(report)
-            self._let_go_of_ended()
-            self._renew(report)
-            # The fixed order (seed 002): runtime recovery, lost retry (the retry timers),
-            # schedules (rota.application.schedule_runner), then starting ready Work. When
-            # recovery, retry or the schedules fail, this pass starts nothing new.
-            try:
-                self.runtime_recovery.run(report)
-            except RotaError as exc:
-                report.errors.append(f"runtime recovery: {exc.code}: {exc}")
-                return report
-            try:
-                timers = self.service.lifecycle.fire_due_timers(self.timer_page)
-            except RotaError as exc:
-                report.errors.append(f"retry timers: {exc.code}: {exc}")
-                return report
-            report.fired = timers.fired
-            if timers.has_more:
-                self.wake.set()  # one page a pass: come back for the rest at once
-            try:
-                report.scheduled = self.schedule_runner.run().fired
-            except RotaError as exc:
-                report.errors.append(f"schedules: {exc.code}: {exc}")
-                return report
-            try:
-                report.settled = self.service.admission.settle_pass()
-            except RotaError as exc:
-                report.errors.append(f"budget settlement: {exc.code}: {exc}")
-            self._time_out(report)
-            self.stops.run(report)
-            self.control_dispatch.run(report)
-            self._start(report)
+            # The pass's appends share one durability wait, taken before anything outside
+            # the store acts on them (rota.application.pass_sync).
+            with self.launches.passes.one_pass():
+                report = self._pass(forgets)
+            # The outcomes it stored are durable now: their executors may drop what they kept.
+            for execution_id, epoch, executor in forgets:
+                self._forget(execution_id, epoch, executor)
             return report
         finally:
             self._tick_lock.release()
 
-    def _observe(self, report: TickReport) -> None:
+    def _pass(self, forgets: list[tuple[str, int, Executor | None]]) -> TickReport:
+        report = TickReport()
+        self.service.catch_up()
+        self._observe(report, forgets)
+        self._let_go_of_ended()
+        self._renew(report)
+        # The fixed order (seed 002): runtime recovery, lost retry (the retry timers),
+        # schedules (rota.application.schedule_runner), then starting ready Work. When
+        # recovery, retry or the schedules fail, this pass starts nothing new.
+        try:
+            self.runtime_recovery.run(report)
+        except RotaError as exc:
+            report.errors.append(f"runtime recovery: {exc.code}: {exc}")
+            return report
+        try:
+            timers = self.service.lifecycle.fire_due_timers(self.timer_page)
+        except RotaError as exc:
+            report.errors.append(f"retry timers: {exc.code}: {exc}")
+            return report
+        report.fired = timers.fired
+        if timers.has_more:
+            self.wake.set()  # one page a pass: come back for the rest at once
+        try:
+            report.scheduled = self.schedule_runner.run().fired
+        except RotaError as exc:
+            report.errors.append(f"schedules: {exc.code}: {exc}")
+            return report
+        try:
+            report.settled = self.service.admission.settle_pass()
+        except RotaError as exc:
+            report.errors.append(f"budget settlement: {exc.code}: {exc}")
+        self._time_out(report)
+        self.stops.run(report)
+        self.control_dispatch.run(report)
+        self._start(report)
+        return report
+
+    def _observe(self, report: TickReport, forgets: list[tuple[str, int, Executor | None]]) -> None:
         batch: list[tuple[str, int, Result]] = []
         while True:
             try:
@@ -202,21 +218,28 @@ class Host:
         if not batch:
             return
         refused = self.service.lifecycle.finish_many(batch)
-        for execution_id, epoch, _ in batch:
-            with self.launches.held_lock:
-                held = self.held.get(execution_id)
-                if held is not None and held.epoch == epoch:
-                    del self.held[execution_id]
+        held, running = self.held, self.launches.running
+        executors: list[Executor | None] = []  # the held attempts' (else looked up later)
+        with self.launches.held_lock:  # once for the batch: no longer held, nor run here
+            for execution_id, epoch, _ in batch:
+                found = held.get(execution_id)
+                if found is not None and found.epoch == epoch:
+                    del held[execution_id]
+                    executors.append(found.executor)
+                else:
+                    executors.append(None)
+                if execution_id not in refused:
+                    running.pop(execution_id, None)  # (`Launches.settled`)
+        for (execution_id, epoch, _), executor in zip(batch, executors, strict=True):
             if execution_id not in refused:
                 report.finished += 1
-                self.launches.settled(execution_id)
-                self._forget(execution_id, epoch)
+                forgets.append((execution_id, epoch, executor))
                 continue
             log.info("result of %s refused: %s", execution_id, refused[execution_id])
             if not self.service.recovery.adoptable(execution_id, epoch):
                 # Over (cancelled, ended at another epoch): nothing recovers it here.
                 self.launches.settled(execution_id)
-                self._forget(execution_id, epoch)
+                forgets.append((execution_id, epoch, executor))
             # Else its lease lapsed (a clock jump, a stalled host): recovery adopts it,
             # and the executor hands the result it kept to the new epoch.
 
@@ -236,12 +259,23 @@ class Host:
             if found is None or not found[1].live:
                 self.launches.settled(execution_id)
 
-    def _forget(self, execution_id: str, epoch: int) -> None:
-        """The outcome is durable: let the executor drop what it kept for recovery."""
-        found = self.service.projection.attempt(execution_id)
-        executor = self.directory.executor_for(found[1]) if found is not None else None
-        if executor is not None:
-            self.launches.pool.submit(executor.forget, execution_id, epoch)
+    def _forget(self, execution_id: str, epoch: int, executor: Executor | None = None) -> None:
+        """The outcome is durable: let the executor drop what it kept for recovery (the
+        attempt's pinned one: `executor` when the host held it, else looked up)."""
+        if executor is None:
+            found = self.service.projection.attempt(execution_id)
+            executor = self.directory.executor_for(found[1]) if found is not None else None
+        if executor is None or type(executor).forget is Executor.forget:
+            return  # the default forgets nothing
+        if executor.quick_forget:
+            # Drops only what it keeps in memory: no thread of its own (a thread per
+            # finished attempt was most of the cost of a short attempt's outcome).
+            try:
+                executor.forget(execution_id, epoch)
+            except Exception:
+                log.warning("forgetting %s failed", execution_id, exc_info=True)
+            return
+        self.launches.submit(executor.forget, execution_id, epoch)
 
     def _time_out(self, report: TickReport) -> None:
         # Due when both clocks say so: the run time (monotonic) is spent, and the wall
@@ -256,6 +290,7 @@ class Host:
                 log.info("timeout of %s refused: %s", held.execution_id, refusal)
                 continue
             report.timed_out += 1
+            self.launches.durable()  # the timeout is durable before its launch is cancelled
             self.launches.drop(held, reason=None)
             self.stops.request(held.execution_id)
 
@@ -290,16 +325,18 @@ class Host:
         if not self.starting:
             return  # draining or stopping: start nothing new
         gated = bool(self.gates)
-        start = self.service.lifecycle.start_pass(self.start_batch, gated=gated)
+        invoke = self.launches.invoked_with_claim
+        start = self.service.lifecycle.start_pass(self.start_batch, gated=gated, invoke=invoke)
         decisions: dict[str, GateDecision] = {}
         for _ in range(GATE_ROUNDS):
             if not start.asks:
                 break
             # Ask the gates outside any store transaction, then admit with their answers;
             # a Work whose trigger changed meanwhile is asked again (at most GATE_ROUNDS).
+            self.launches.durable()  # (asking can have effects a person sees)
             decisions.update((work_id, self.start_gates.ask(work_id)) for work_id in start.asks)
             again = self.service.lifecycle.start_pass(
-                self.start_batch, gated=gated, gates=decisions
+                self.start_batch, gated=gated, gates=decisions, invoke=invoke
             )
             start = StartPass([*start.claimed, *again.claimed], again.waiting, again.asks)
         if start.asks:

@@ -107,7 +107,7 @@ class StopVerification:
                     continue
                 self._next[execution_id] = now + min(5.0, self.service.settings.lease_seconds)
                 self.stopping[execution_id] = (attempt.epoch, executor, attempt.recovery_metadata)
-                self.launches.pool.submit(
+                self.launches.submit(
                     self._stop, execution_id, attempt.epoch, executor, attempt.recovery_metadata
                 )
 
@@ -217,7 +217,7 @@ class RuntimeRecovery:
                 log.info("recovery of %s has no evidence; retrying on a later pass", execution_id)
             launches.wake.set()
 
-        launches.pool.submit(adopt)
+        launches.submit(adopt)
 
 
 class _AfterAdoption:
@@ -265,7 +265,7 @@ class ControlDispatch:
             executor = directory.executor_for(claim.attempt)
             assert executor is not None
             report.dispatched += 1
-            self.launches.pool.submit(self._deliver, claim, executor)
+            self.launches.submit(self._deliver, claim, executor)
 
     def _deliver(self, claim: Dispatch, executor: Executor) -> None:
         attempt, control = claim.attempt, claim.control

@@ -23,19 +23,25 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor as Pool
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import ParamSpec, TypeVar
 
 from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.lifecycle import Claimed
+from rota.application.pass_sync import PassSync
 from rota.application.ports import Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
 from rota.domain.errors import LeaseLost, Refusal
+from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import AttemptState
 
 log = logging.getLogger("rota.host")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass
@@ -77,7 +83,11 @@ class ExecutorDirectory:
         (or declared compatible with it). A missing generation is never given to a
         replacement.
         """
-        generation, name = attempt.pinned.generation, attempt.pinned.registration.name
+        return self.executor_pinned(attempt.pinned)
+
+    def executor_pinned(self, pinned: Pinned) -> Executor | None:
+        """The executor serving attempts pinned so (see `executor_for`)."""
+        generation, name = pinned.generation, pinned.registration.name
         historical = self.historical.get((generation, name))
         if historical is not None:
             return historical
@@ -144,11 +154,35 @@ class Launches:
         self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.pool: Pool = TaskThreads()
+        # The cadence pass's deferred durability waits (rota.application.pass_sync): what
+        # a pass appended is made durable before anything here acts on it.
+        self.passes = PassSync(service.store)
+
+    def durable(self) -> None:
+        """Make the current pass's appends durable before acting outside the store."""
+        self.passes.durable()
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        """Run `fn` on the launcher (a thread of its own), once what the pass appended so
+        far is durable (it may act on it: adopt, stop, deliver, forget)."""
+        self.durable()
+        return self.pool.submit(fn, *args, **kwargs)
 
     # -- launching ------------------------------------------------------------------------
 
+    def invoked_with_claim(self, pinned: Pinned) -> bool | None:
+        """Whether a new attempt pinned so is launched as soon as its claim is durable,
+        with nothing in between (no run-environment hook; an executor here serves it), and
+        then whether its executor isolates: its invoke marker is appended with the claim
+        (`LifecycleCommands.start_pass(invoke=...)`). None: it is not."""
+        if self.environment is not None:
+            return None
+        executor = self.directory.executor_pinned(pinned)
+        return None if executor is None else executor.isolates
+
     def launch_claimed(self, claims: list[Claimed]) -> None:
-        """Write invoke markers and launch (or resolve the environment first, off the loop)."""
+        """Write invoke markers and launch (or resolve the environment first, off the loop);
+        an attempt whose marker its claim's append wrote is launched at once."""
         direct: list[Claimed] = []
         for claimed in claims:
             if self.environment is None:
@@ -156,17 +190,28 @@ class Launches:
             else:
                 with self.held_lock:
                     self.launching.add(claimed.attempt.execution_id)
-                self.pool.submit(self._prepare_and_launch, claimed)
+                self.submit(self._prepare_and_launch, claimed)
         if direct:
             # An isolating executor holds every process until its launch is pinned, so a
             # lost lease before the pin relaunches instead of adopting (rota.domain.recovery).
-            refused = self.service.lifecycle.invoke_many(
-                [(c.attempt.execution_id, c.attempt.epoch) for c in direct],
-                [self._isolates(c.attempt) for c in direct],
-            )
-            for claimed in direct:
+            executors = [self.directory.executor_for(c.attempt) for c in direct]
+            marking = [
+                (c.attempt.execution_id, c.attempt.epoch, e is not None and e.isolates)
+                for c, e in zip(direct, executors, strict=True)
+                if not _invoked(c.attempt)
+            ]
+            refused: dict[str, Refusal] = {}
+            if marking:
+                refused = self.service.lifecycle.invoke_many(
+                    [(execution_id, epoch) for execution_id, epoch, _ in marking],
+                    [isolated for _, _, isolated in marking],
+                )
+            self.durable()  # the invoke markers are durable before any executor is called
+            # One clock reading for the batch: each lease's renewal counts from it.
+            now, ticks = self.service.now(), self.ticks()
+            for claimed, executor in zip(direct, executors, strict=True):
                 if claimed.attempt.execution_id not in refused:
-                    self._launch(claimed, {})
+                    self._launch(claimed, {}, executor, (now, ticks))
 
     def _prepare_and_launch(self, claimed: Claimed) -> None:
         try:
@@ -208,7 +253,7 @@ class Launches:
             lifecycle.invoke(execution_id, attempt.epoch, self._isolates(attempt))
         except Refusal:
             return
-        self._launch(claimed, env)
+        self._launch(claimed, env, self.directory.executor_for(attempt))
 
     def _isolates(self, attempt: AttemptState) -> bool:
         executor = self.directory.executor_for(attempt)
@@ -252,10 +297,12 @@ class Launches:
         executor: Executor,
         *,
         launching: bool = False,
+        clocks: tuple[datetime, float] | None = None,
     ) -> Held:
-        """Renew this attempt's lease on every pass from now on (until it is dropped)."""
+        """Renew this attempt's lease on every pass from now on (until it is dropped);
+        `clocks`: the wall and monotonic readings to count from (else read now)."""
         third = self.service.settings.lease_seconds / 3
-        now, ticks = self.service.now(), self.ticks()
+        now, ticks = clocks if clocks is not None else (self.service.now(), self.ticks())
         with self.held_lock:
             # An attempt this process already runs keeps its run-time budget (a recovery
             # that adopts it here is not a new run); any other starts from its deadline.
@@ -307,9 +354,16 @@ class Launches:
 
         return done
 
-    def _launch(self, claimed: Claimed, env: dict[str, str]) -> None:
+    def _launch(
+        self,
+        claimed: Claimed,
+        env: dict[str, str],
+        executor: Executor | None,
+        clocks: tuple[datetime, float] | None = None,
+    ) -> None:
+        """Launch a claimed attempt (its invoke marker durable) on `executor`, the one
+        `ExecutorDirectory.executor_for` gives it (None: this process has none)."""
         attempt = claimed.attempt
-        executor = self.directory.executor_for(attempt)
         ctx = self.context(attempt, env, claimed.resume)
         if executor is None:
             failure = Result(
@@ -320,11 +374,11 @@ class Launches:
             )
             self.results.put((attempt.execution_id, attempt.epoch, failure))
             return
-        held = self.hold(attempt, ctx, executor, launching=True)
+        held = self.hold(attempt, ctx, executor, launching=True, clocks=clocks)
         if getattr(executor, "inline", False):
             self._call_launch(executor, held)
         else:
-            self.pool.submit(self._call_launch, executor, held)
+            self.submit(self._call_launch, executor, held)
 
     def _call_launch(self, executor: Executor, held: Held) -> None:
         ctx, done = held.ctx, self.done(held)
@@ -389,6 +443,12 @@ class Launches:
                 continue
             item.ctx.cancel_reason = LeaseLost("the host stopped and released the lease")
             item.ctx.cancel.set()
+
+
+def _invoked(attempt: AttemptState) -> bool:
+    """Its open segment's invoke marker is written (by the claim's append)."""
+    segment = attempt.open_segment
+    return segment is not None and segment.invoke == "called"
 
 
 def _failure(code: str, message: str, *, holds_resources: bool = False) -> Result:

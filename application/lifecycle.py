@@ -7,7 +7,7 @@ of an attempt are fenced by its execution and lease epoch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from rota.domain import admission, lifecycle, pages
 from rota.domain.admission import GateDecision, Waiting
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, Refusal, RotaError
+from rota.domain.events import AttemptClaimed
 from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import WorkState
@@ -205,10 +206,18 @@ class LifecycleCommands:
         *,
         gated: bool = False,
         gates: dict[str, GateDecision] | None = None,
+        invoke: Callable[[Pinned], bool | None] | None = None,
     ) -> StartPass:
         """Admit ready Work (capacity, scope limits, gates, budgets) and claim it in one
         append; see `rota.domain.admission`. `gated`: start gates are registered, and
-        `gates` holds their answers for the Work they were asked about."""
+        `gates` holds their answers for the Work they were asked about.
+
+        `invoke`: for a new attempt pinned so, whether its executor is called as soon as
+        the claim is durable, with nothing in between (a host without a run-environment
+        hook, whose executor serves the pinning: see `Launches.invoked_with_claim`), and
+        then whether it isolates; None when it is not. Such an attempt's invoke marker is
+        appended with its claim (`lifecycle.invoke_with_claim`), after every claim of
+        the append: one append less per pass, the same events in the same order."""
         waiting: list[Waiting] = []
         asks: list[str] = []
 
@@ -238,7 +247,15 @@ class LifecycleCommands:
                     expected[emit.stream] = projection.works[emit.stream[5:]].version
             for fence in plan.fences:
                 expected[fence] = self._fence_version(fence)
-            return plan.emits, expected
+            if invoke is None:
+                return plan.emits, expected
+            markers: list[Emit] = []
+            for emit in plan.emits:
+                if isinstance(emit.event, AttemptClaimed):
+                    isolated = invoke(emit.event.pinned)
+                    if isolated is not None:
+                        markers.append(lifecycle.invoke_with_claim(emit.event, isolated))
+            return [*plan.emits, *markers], expected
 
         result = self.tx.transact(decide)
         claimed: list[Claimed] = []

@@ -157,7 +157,8 @@ class LiveProjections:
         self.failed = None
         self.unsaved = 0
         if history is not None:
-            history.evict()
+            # The active Works' rows stay: the cadence is about to read them again.
+            history.evict(keep=scheduler.active_works())
         # Saved: every Work is in the store now, so a quiet one is found again on demand
         # (a projection folded from position 0 holds plain Works until its first save).
         self.store.keep_on_disk(scheduler, self.log)

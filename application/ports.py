@@ -98,6 +98,9 @@ Recovery
   Evidence about work of this very process is what it runs: an attempt it still runs, or
   ran to a result the log has not recorded (refused because the lease lapsed, as after a
   wall-clock jump), is `"attached"`, never `"stopped"`; keep such a result until `forget`.
+  `forget` may block (it may remove a run directory), so the host calls it off its loop,
+  unless the executor declares `quick_forget = True` (it only drops what it keeps in
+  memory) or does not override it (the default does nothing, and is not called).
 
   `stable = True` declares that the executor's behaviour is fully determined by what the
   attempt pinned (binding config, registration), so it may serve attempts pinned under an
@@ -154,8 +157,9 @@ from rota.projections.scheduler import SchedulerProjection
 # -- the event store ---------------------------------------------------------------------
 
 
-class NewEvent(msgspec.Struct, frozen=True):
-    """An event to append to `stream`, with its optional delivery identity."""
+class NewEvent(msgspec.Struct, frozen=True, gc=False):
+    """An event to append to `stream`, with its optional delivery identity (`gc=False`, as
+    `RecordedEvent`: it holds strings and an event, so it cannot form a cycle)."""
 
     stream: str
     event: Event
@@ -444,6 +448,9 @@ class Executor(abc.ABC):
     capabilities: frozenset[str] = frozenset()
     stable: bool = False
     isolates: bool = False
+    # True declares that `forget` only drops what the executor keeps in memory and never
+    # blocks: the host then calls it on its loop instead of on a task thread of its own.
+    quick_forget: bool = False
 
     @classmethod  # noqa: B027 (an optional hook with a no-op default)
     def validate_config(cls, config: Mapping[str, Any]) -> None:

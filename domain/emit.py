@@ -7,7 +7,9 @@ import msgspec
 from rota.domain.events import Event
 
 
-class Emit(msgspec.Struct, frozen=True):
+class Emit(msgspec.Struct, frozen=True, gc=False):
+    # gc=False: strings and an event (itself gc=False) cannot form a reference cycle, and
+    # one is made for every event decided: kept out of the cyclic collector's counts.
     stream: str
     event: Event
     delivery_id: str | None = None

@@ -15,6 +15,7 @@ import msgspec
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, LeaseLost, Refusal
 from rota.domain.events import (
+    AttemptClaimed,
     LaunchInvoked,
     LaunchPhaseBegan,
     LaunchPhaseEnded,
@@ -61,6 +62,20 @@ def invoke(work: WorkState, attempt: int, epoch: int, now: datetime, isolated: b
     return Emit(
         work_stream(work.work_id),
         LaunchInvoked(work_id=work.work_id, attempt=attempt, epoch=epoch, isolated=isolated),
+    )
+
+
+def invoke_with_claim(claim: AttemptClaimed, isolated: bool) -> Emit:
+    """The invoke marker of an attempt whose executor is called as soon as its claim is
+    durable (no launch phase, run-environment hook or anything else runs between them),
+    appended right after the claim, in the claim's append: still the fenced write just
+    before the executor is called, one append sooner. The claim opened the segment with
+    its marker `pending` under a lease it just took, so the fence holds by construction."""
+    return Emit(
+        work_stream(claim.work_id),
+        LaunchInvoked(
+            work_id=claim.work_id, attempt=claim.attempt, epoch=claim.epoch, isolated=isolated
+        ),
     )
 
 

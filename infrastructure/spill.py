@@ -183,7 +183,7 @@ class Spiller:
         Work's lifecycle often spans a page boundary, and those rows would otherwise be
         written now, read back a page later and written again (this way most are written
         once, when they go)."""
-        history.evict(keep, save=self.spill.put)
+        history.spill(self.spill.put, keep)
 
     def finish(self) -> SpilledRows:
         """Write every row left in memory to the spill; the projection as rows to store."""

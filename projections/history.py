@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -78,18 +78,28 @@ class HistoryProjection:
         count = work.attempts if work is not None else 0
         return [a for n in range(1, count + 1) if (a := self.attempt(work_id, n)) is not None]
 
-    def evict(self, keep: int = 0, save: Saver | None = None) -> None:
-        """Forget the rows held in memory (needs a loader). Without `save`: every row, once
-        they were saved (`dirty` is left as it is). With `save`: the changed rows (`dirty`)
-        are handed to it first, in key order, and the `keep` newest changed ones (last
-        created or read back, half Works and half attempts, which the next events are the
-        likeliest to touch again) stay in memory unsaved, and stay in `dirty`."""
+    def evict(self, keep: Container[str] = ()) -> None:
+        """Forget the rows held in memory (after they were saved), but those of the Works
+        in `keep` (the active ones, about to be read again); needs a loader."""
         if self.loader is None:
             raise ValueError("evict() would lose rows: this history has no loader")
-        if save is None or keep <= 0:
-            if save is not None:
-                save(self._rows(sorted(self.dirty)))
-                self.dirty.clear()
+        if not keep:
+            self.works.clear()
+            self.attempts.clear()
+            return
+        self.works = {w: h for w, h in self.works.items() if w in keep}
+        self.attempts = {k: a for k, a in self.attempts.items() if k[0] in keep}
+
+    def spill(self, save: Saver, keep: int = 0) -> None:
+        """Hand the changed rows (`dirty`) to `save`, in key order, and forget the rows held
+        (needs a loader), but for the `keep` newest changed ones (last created or read
+        back, half Works and half attempts, which the next events are the likeliest to
+        touch again): they stay in memory unsaved, and stay in `dirty`."""
+        if self.loader is None:
+            raise ValueError("spill() would lose rows: this history has no loader")
+        if keep <= 0:
+            save(self._rows(sorted(self.dirty)))
+            self.dirty.clear()
             self.works.clear()
             self.attempts.clear()
             return
@@ -125,7 +135,8 @@ class HistoryProjection:
         if not stream.startswith(WORK_ROW):
             return
         work_id = stream[len(WORK_ROW) :]
-        work = self.work(work_id)
+        # The first event of a stream has no history before it: nothing to read.
+        work = self.works.get(work_id) if version == 1 else self.work(work_id)
         if isinstance(event, WorkSubmitted):
             if work is None:
                 self.works[work_id] = WorkHistory(

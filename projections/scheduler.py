@@ -86,9 +86,13 @@ class SchedulerProjection:
             return
         if stream.startswith("work/"):
             work_id = stream[5:]
-            # Looked up before the position moves: a quiet Work read on demand is folded up
-            # to the position before this event (`OnDemandWorks`).
-            before = self.works.get(work_id)
+            # A held Work by a plain dict lookup; else looked up before the position moves:
+            # a quiet Work read on demand is folded up to the position before this event
+            # (`OnDemandWorks`). The first event of a stream has no Work before it.
+            works = self.works
+            before = dict.get(works, work_id)
+            if before is None and version != 1:
+                before = works.get(work_id)
             self.position = position
             after = evolve(before, event, position, at)
             if after is None:
@@ -213,24 +217,42 @@ class SchedulerProjection:
                 heapq.heappush(self._ready, (first, work_id))
         else:
             self.startable.discard(work_id)
-        if after.retry.next_due is not None:
-            self.timers[work_id] = after.retry.next_due
-        else:
+        due = after.retry.next_due
+        if due is not None:
+            self.timers[work_id] = due
+        elif self.timers:
             self.timers.pop(work_id, None)
-        if before is not None and before.current is not None:
-            old = before.current
-            self.slots.get(old.pinned.registration.pool, set()).discard(old.execution_id)
-            self.live.pop(old.execution_id, None)
-            self.slot_scopes.pop(old.execution_id, None)
-        current = after.current
+        old = before.attempts[-1] if before is not None and before.attempts else None
+        current = after.attempts[-1] if after.attempts else None
+        if old is not None:
+            if (
+                current is not None
+                and current.number == old.number
+                and current.status == old.status
+                and current.stop_confirmed == old.stop_confirmed
+                and current.pinned is old.pinned
+                and before is not None
+                and before.scope == after.scope
+            ):
+                return  # the same attempt in the same standing (a renewal, an invoke marker)
+            old_id = f"{work_id}/{old.number}"
+            holders = self.slots.get(old.pinned.registration.pool)
+            if holders is not None:
+                holders.discard(old_id)
+            self.live.pop(old_id, None)
+            self.slot_scopes.pop(old_id, None)
         if current is not None:
-            if current.holds_slot:
-                self.slots.setdefault(current.pinned.registration.pool, set()).add(
-                    current.execution_id
-                )
-                self.slot_scopes[current.execution_id] = after.scope
-            if current.live:
-                self.live[current.execution_id] = work_id
+            live = current.status in ("starting", "running")
+            if live or (current.status == "ended" and not current.stop_confirmed):
+                execution_id = f"{work_id}/{current.number}"
+                pool = current.pinned.registration.pool
+                holders = self.slots.get(pool)
+                if holders is None:
+                    holders = self.slots[pool] = set()
+                holders.add(execution_id)
+                self.slot_scopes[execution_id] = after.scope
+                if live:
+                    self.live[execution_id] = work_id
 
     # -- queries --------------------------------------------------------------------
 

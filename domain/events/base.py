@@ -35,7 +35,15 @@ class Event(
 
     @classmethod
     def tag(cls) -> str:
-        tag = cls.__struct_config__.tag
-        if not isinstance(tag, str):
-            raise TypeError(f"{cls.__name__} has no string tag")
+        # Cached per class: `__struct_config__` builds a new config object on every read,
+        # and the tag is read several times for every event appended and applied.
+        tag = _TAGS.get(cls)
+        if tag is None:
+            found = cls.__struct_config__.tag
+            if not isinstance(found, str):
+                raise TypeError(f"{cls.__name__} has no string tag")
+            tag = _TAGS[cls] = found
         return tag
+
+
+_TAGS: dict[type[Event], str] = {}  # each event class's tag, once read (a pure memo)

@@ -93,6 +93,7 @@ class InProcessExecutor(Executor):
     """Runs one Python callable per attempt."""
 
     capabilities = frozenset({"stop", "interrupt", "inject"})
+    quick_forget = True  # `forget` drops a kept result from a dict: called on the loop
 
     def __init__(
         self,
@@ -136,14 +137,14 @@ class InProcessExecutor(Executor):
         (adopted or done)(result)
 
     def launch(self, ctx: LaunchContext, done: Done) -> None:
-        with self._lock:
-            self._contexts[ctx.execution_id] = ctx
         if self.inline:
             with self._lock:
+                self._contexts[ctx.execution_id] = ctx
                 self._running[ctx.execution_id] = (ctx.epoch, None, ctx.cancel)
             self._call(ctx, done)
             return
         with self._lock:
+            self._contexts[ctx.execution_id] = ctx
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(
                     max_workers=self._max_workers, thread_name_prefix=f"rota-{self.name}"

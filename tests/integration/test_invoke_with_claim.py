@@ -1,0 +1,73 @@
+"""A host whose executor is called as soon as the claim is durable appends the invoke
+marker with the claim (`LifecycleCommands.start_pass(invoke=...)`): one append, the same
+events in the same order. With a run-environment hook between them (or an attempt this
+host has no executor for) the marker is its own later append, as before."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import rota
+from rota.domain.state import AttemptState, WorkState
+from rota.infrastructure.clock import ManualClock
+
+
+def clock() -> ManualClock:
+    return ManualClock(datetime(2026, 8, 1, 9, tzinfo=UTC))
+
+
+def test_the_invoke_markers_share_the_claims_append(tmp_path: Path) -> None:
+    config: dict[str, Any] = {"settings": {"concurrency": 2}}
+    with rota.open(tmp_path / "a.db", clock=clock(), config=config) as scheduler:
+        scheduler.register("job", lambda ctx: None, inline=True)
+        for k in range(2):
+            scheduler.submit(f"w-{k}", binding="job", input={"k": k})
+        head = scheduler.store.head().position
+        appends = scheduler.service.transactions.appends
+        started = scheduler.tick()  # the first pass: nothing to observe, two to start
+        assert started.started == 2
+        assert scheduler.service.transactions.appends == appends + 1  # claims and markers
+        types = [r.type for r in scheduler.store.read(head, 100)]
+        claims = [i for i, t in enumerate(types) if t == "core.execution.claimed"]
+        markers = [i for i, t in enumerate(types) if t == "core.execution.invoked"]
+        assert len(claims) == len(markers) == 2
+        assert max(claims) < min(markers)  # every claim first, then the markers
+        scheduler.run_until_idle()
+        assert {w.state for w in scheduler.works()} == {"completed"}
+        for k in range(2):
+            segment = scheduler.service.projection.works[f"w-{k}"].attempts[0].segments[0]
+            assert segment.invoke == "called" and segment.isolated is False
+
+
+def test_a_run_environment_hook_keeps_the_marker_after_it(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def environment(work: WorkState, attempt: AttemptState) -> dict[str, str]:
+        # Between the claim and the marker: the claim is durable, the marker not written.
+        found = scheduler.service.projection.works[work.work_id].attempts[-1]
+        seen.append(str(found.segments[-1].invoke))
+        return {}
+
+    with rota.open(tmp_path / "b.db", clock=clock(), environment=environment) as scheduler:
+        scheduler.register("job", lambda ctx: None, inline=True)
+        scheduler.submit("w", binding="job", input={})
+        scheduler.run_until_idle()
+        assert seen == ["pending"]
+        assert scheduler.work("w").state == "completed"
+
+
+def test_without_its_executor_the_claim_writes_no_marker(tmp_path: Path) -> None:
+    with rota.open(tmp_path / "c.db", clock=clock()) as scheduler:
+        scheduler.register("job", lambda ctx: None, inline=True)
+        scheduler.submit("here", binding="job", input={})
+        lifecycle, launches = scheduler.service.lifecycle, scheduler.host.launches
+        invoke = launches.invoked_with_claim
+        claimed = lifecycle.start_pass(invoke=invoke).claimed
+        assert [c.attempt.segments[-1].invoke for c in claimed] == ["called"]
+        scheduler.submit("gone", binding="job", input={})
+        scheduler.host.directory.executors.pop("job")  # this host has no executor for it
+        assert invoke(scheduler.service.configuration.pinned_for("job")) is None
+        claimed = lifecycle.start_pass(invoke=invoke).claimed
+        assert [c.attempt.segments[-1].invoke for c in claimed] == ["pending"]
