@@ -39,6 +39,7 @@ import threading
 import time
 
 from rota.application.errors import ExecutorError
+from rota.infrastructure.executors.shell_native import native_wrapper
 
 CHUNK = 32 * 1024  # bytes per request message (SOCK_SEQPACKET keeps each whole)
 
@@ -110,7 +111,22 @@ def reap():
         if pid == 0:
             return
 
+def spawn(request, fds):
+    # The native wrapper, started without a fork (None: it could not be: fork instead).
+    try:
+        fds = [fd if fd > 4 else fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 5) for fd in fds]
+        for fd in fds:
+            os.set_inheritable(fd, False)  # only their copies as 0-4 are the wrapper's
+        hold = repr(float(request["hold"]))
+        argv = [NATIVE, request["run"], hold, request["cwd"] or ""] + request["argv"]
+        actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
+        return os.posix_spawn(NATIVE, argv, request["env"], file_actions=actions, setsid=True,
+                              setsigmask=HELD, setsigdef=DEFAULTS)
+    except (OSError, ValueError, TypeError):
+        return None
+
 def serve(sock):
+    sock.set_inheritable(False)
     woken, waker = os.pipe()
     os.set_blocking(waker, False)
     signal.set_wakeup_fd(waker)
@@ -141,7 +157,9 @@ def serve(sock):
                 return
             body += part
         request = json.loads(body)
-        pid = os.fork()
+        pid = spawn(request, fds) if NATIVE else None
+        if pid is None:
+            pid = os.fork()
         if pid == 0:
             code = 127
             try:
@@ -171,6 +189,7 @@ def serve(sock):
         if pidfd is not None:
             os.close(pidfd)
 
+NATIVE = sys.argv[2] if len(sys.argv) > 2 else ""
 serve(socket.socket(fileno=int(sys.argv[1])))
 """
 
@@ -245,7 +264,8 @@ def readable(fd: int, timeout: float | None) -> bool:
 class Spawner:
     """The scheduler's end of the spawner (see the module docstring); thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, native: bool = True) -> None:
+        self._native = native  # False: always fork the Python wrapper
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -253,10 +273,11 @@ class Spawner:
     def _start(self) -> socket.socket:
         if not sys.executable:
             raise ExecutorError("no Python interpreter to run the shell spawner")
+        native = (native_wrapper() or "") if self._native else ""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno())],
+                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno()), native],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
