@@ -264,8 +264,7 @@ def readable(fd: int, timeout: float | None) -> bool:
 class Spawner:
     """The scheduler's end of the spawner (see the module docstring); thread-safe."""
 
-    def __init__(self, native: bool = True) -> None:
-        self._native = native  # False: always fork the Python wrapper
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -273,7 +272,7 @@ class Spawner:
     def _start(self) -> socket.socket:
         if not sys.executable:
             raise ExecutorError("no Python interpreter to run the shell spawner")
-        native = (native_wrapper() or "") if self._native else ""
+        native = native_wrapper() or ""  # none: fork the Python wrapper
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = subprocess.Popen(
