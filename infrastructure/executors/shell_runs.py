@@ -57,19 +57,33 @@ def run_of(execution_id: str, metadata: dict[str, Any]) -> Path | None:
 def read_status(directory: Path) -> int | None:
     """The exit code the wrapper recorded (-N: signal N); None while there is none."""
     try:
-        return int((directory / "status").read_bytes()[:32])
+        fd = os.open(os.path.join(directory, "status"), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return int(os.read(fd, 32))
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
 
 
-def read_tail(path: Path, limit: int) -> bytes:
+def read_tail(path: str | os.PathLike[str], limit: int) -> bytes:
     """The last `limit` bytes of a file (b"" if it is missing); only those are read."""
     try:
-        with open(path, "rb") as file:
-            file.seek(max(0, file.seek(0, os.SEEK_END) - limit))
-            return file.read(limit)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return b""
+    try:
+        offset = max(0, os.fstat(fd).st_size - limit)
+        tail = b""
+        while len(tail) < limit and (chunk := os.pread(fd, limit - len(tail), offset + len(tail))):
+            tail += chunk
+        return tail
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def wrapper_alive(directory: Path) -> bool:
