@@ -91,8 +91,9 @@ def rota_rate(
         if os.environ.get("ROTA_BENCH_SPY"):  # a py-spy binary (its own venv): sample the daemon
             out = os.environ.get("ROTA_BENCH_SPY_OUT", "/tmp/rota-bench-spy.txt")
             more = os.environ.get("ROTA_BENCH_SPY_ARGS", "").split()  # e.g. --gil
+            rate = os.environ.get("ROTA_BENCH_SPY_RATE", "250")  # samples a second
             spy = subprocess.Popen(
-                [os.environ["ROTA_BENCH_SPY"], "record", "-p", str(daemon.pid), "-r", "250",
+                [os.environ["ROTA_BENCH_SPY"], "record", "-p", str(daemon.pid), "-r", rate,
                  "--format", "raw", "-o", out, "--nonblocking", *more],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip

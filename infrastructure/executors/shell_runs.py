@@ -7,21 +7,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets as random
 import stat
-import string
 from pathlib import Path
 from typing import Any
 
 from rota.application.errors import ExecutorError
 
 RUN_FILES = ("input.json", "stdout", "stderr", "status.tmp", "status", "go", "abandoned")
-SAFE = frozenset(string.ascii_letters + string.digits + "._:@-")
+UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]")  # each becomes "_" in a run directory's name
 
 
 def run_prefix(execution_id: str) -> str:
     """How the names of an attempt's run directories begin: `<execution id, / as _>-e`."""
-    return "".join(c if c in SAFE else "_" for c in execution_id) + "-e"
+    return UNSAFE.sub("_", execution_id) + "-e"
 
 
 def make_run(root: Path, execution_id: str, epoch: int) -> Path:

@@ -38,10 +38,13 @@ import sys
 import threading
 import time
 
+import msgspec
+
 from rota.application.errors import ExecutorError
 from rota.infrastructure.executors.shell_native import native_wrapper
 
-CHUNK = 32 * 1024  # bytes per request message (SOCK_SEQPACKET keeps each whole)
+CHUNK = 32 * 1024  # request bytes per message (SOCK_SEQPACKET keeps each whole); the first
+# message also holds the request's size and its file descriptors
 
 SPAWNER = r"""
 import fcntl, json, os, select, signal, socket, struct, sys, time
@@ -146,11 +149,11 @@ def serve(sock):
             reap()
         if sock.fileno() not in ready:
             continue
-        header, fds, _, _ = socket.recv_fds(sock, 16, 5)
-        if not header:
+        first, fds, _, _ = socket.recv_fds(sock, 8 + CHUNK, 5)
+        if len(first) < 8:
             return  # the scheduler is gone
-        (size,) = struct.unpack("!Q", header)
-        body = b""
+        (size,) = struct.unpack("!Q", first[:8])
+        body = first[8:]
         while len(body) < size:
             part = sock.recv(65536)
             if not part:
@@ -190,6 +193,7 @@ def serve(sock):
             os.close(pidfd)
 
 NATIVE = sys.argv[2] if len(sys.argv) > 2 else ""
+CHUNK = int(sys.argv[3])
 serve(socket.socket(fileno=int(sys.argv[1])))
 """
 
@@ -276,7 +280,8 @@ class Spawner:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno()), native],
+                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno()), native,
+                 str(CHUNK)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
@@ -300,19 +305,23 @@ class Spawner:
         """Fork a wrapper for `run`; `fds` are its stdin, stdout, stderr, the report pipe's
         write end and the wake pipe's read end (left open here: the caller closes them)."""
         request = {"run": run, "hold": hold, "argv": argv, "env": env, "cwd": cwd}
-        body = json.dumps(request).encode()
+        try:
+            body = msgspec.json.encode(request)
+        except UnicodeEncodeError:  # a lone surrogate (an undecodable byte of os.environ)
+            body = json.dumps(request).encode()  # escapes it; the spawner's json restores it
+        first = struct.pack("!Q", len(body)) + body[:CHUNK]  # with the fds: one message
         with self._lock:
             for attempt in (1, 2):
                 sock = self._sock or self._start()
                 try:
-                    socket.send_fds(sock, [struct.pack("!Q", len(body))], list(fds))
+                    socket.send_fds(sock, [first], list(fds))
                 except OSError:
                     self._stop()  # it died since the last launch: start another, once
                     if attempt == 2:
                         raise ExecutorError("the shell spawner is not running") from None
                     continue
                 try:
-                    for offset in range(0, len(body), CHUNK):
+                    for offset in range(CHUNK, len(body), CHUNK):
                         sock.sendall(body[offset : offset + CHUNK])
                     answer, pidfds, _, _ = socket.recv_fds(sock, 16, 1)
                 except OSError:
