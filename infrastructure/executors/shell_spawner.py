@@ -1,28 +1,33 @@
-"""The spawner: one small single-threaded helper process that forks every shell run's wrapper.
+"""The spawner: one small single-threaded helper process that starts every shell run's wrapper.
 
 Starting an interpreter per job cost more than the job (`true`: ~10 ms of child CPU); a fork
 of the scheduler itself would be cheap but is unsafe (it is multi-threaded: a lock held by
 another thread at the fork stays held in the child). So a ShellExecutor starts, on its first
 launch, one helper (`python -I -S -c SPAWNER`, stdlib only, one thread) in a session of its
 own, connected by a unix SOCK_SEQPACKET socket pair. Per launch it sends the request (run
-directory, hold seconds, argv, environment, cwd: JSON, in memory only) with the run's
-stdin, stdout, stderr, the report pipe's write end and the wake pipe's read end
-(SCM_RIGHTS); the spawner forks the wrapper (`child` below), closes its copies and answers
-with the wrapper's pid and a pidfd for it. It reaps its children (SIGCHLD through a wakeup
-pipe: no timer) and exits when the scheduler's end of the socket closes, so a wrapper
-holding its command back sees its parent change and gives up, as before. A spawner that
-died is started again on the next launch.
+directory, hold seconds, argv, environment, cwd: JSON, in memory only; its size and first
+32 KiB in one message) with the run's stdin, stdout, stderr, the report pipe's write end
+and the wake pipe's read end (SCM_RIGHTS); the spawner starts the wrapper in a new session,
+closes its copies and answers with the wrapper's pid, its start time (field 22 of
+/proc/PID/stat) and a pidfd for it. The wrapper is the native one (`shell_native`: a tiny
+C program, posix_spawned with those five fds as 0-4, SIGHUP, SIGINT and SIGTERM blocked and
+every other signal at its default: no copy of the spawner's memory) when it could be built,
+else `child` below, forked (its copy-on-write page faults cost ~1.2 ms of CPU per run).
+It reaps its children (SIGCHLD through a wakeup pipe: no timer) and exits when the
+scheduler's end of the socket closes, so a wrapper holding its command back sees its parent
+change and gives up, as before. A spawner that died is started again on the next launch.
 
-The wrapper (`child`) is the protocol of `shell_wrapper`: it takes an flock on the run
-directory (held while it lives: evidence any pid namespace can read), says b"h" on the
-report pipe and holds the command back until the file `go` appears (the launcher creates it
-once the launch is pinned, then writes to the wake pipe). If its parent changes (the
-scheduler and so the spawner died), the wake pipe reaches its end, or `hold` seconds pass,
-it creates `abandoned` and exits 125 having started nothing; it looks for `go` every 20 ms
-at most. Let go, it posix_spawns the command (argv, cwd, environment and standard streams
-as given; every signal at its default, none blocked), says b"ok" or the errno, waits, and
-writes the exit code (-N: signal N) to `status` atomically. It blocks SIGHUP, SIGINT and
-SIGTERM, which the command gets at their default, so that it outlives a command they stop.
+The wrapper (`child`, or the native program, which does the same) is the protocol of
+`shell_wrapper`: it takes an flock on the run directory (held while it lives: evidence any
+pid namespace can read), says b"h" on the report pipe and holds the command back until the
+file `go` appears (the launcher creates it once the launch is pinned, then writes to the
+wake pipe, which wakes the wrapper at once). If its parent changes (the scheduler and so
+the spawner died), the wake pipe reaches its end, or `hold` seconds pass, it creates
+`abandoned` and exits 125 having started nothing; it looks for `go` every 20 ms at most.
+Let go, it posix_spawns the command (argv, cwd, environment and standard streams as given;
+every signal at its default, none blocked), says b"ok" or the errno, waits, and writes the
+exit code (-N: signal N) to `status` atomically. It blocks SIGHUP, SIGINT and SIGTERM,
+which the command gets at their default, so that it outlives a command they stop.
 """
 
 from __future__ import annotations
@@ -104,6 +109,15 @@ def child(run, report, wake, launcher, hold, argv, env, cwd):
         return code if code >= 0 else 128 - code
     except BaseException:
         return 127
+
+def started(pid):
+    # Field 22 of /proc/PID/stat (-1: unknown), read here, off the scheduler's threads.
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as file:
+            raw = file.read()
+        return int(raw[raw.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 def reap():
     while True:
@@ -188,7 +202,8 @@ def serve(sock):
             pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             pass
-        socket.send_fds(sock, [struct.pack("!q", pid)], [] if pidfd is None else [pidfd])
+        socket.send_fds(sock, [struct.pack("!qq", pid, started(pid))],
+                        [] if pidfd is None else [pidfd])
         if pidfd is not None:
             os.close(pidfd)
 
@@ -202,8 +217,9 @@ class Child:
     """A wrapper as the scheduler sees it: not its child (the spawner's), watched through a
     pidfd (or, where there is none, by signalling its pid)."""
 
-    def __init__(self, pid: int, pidfd: int | None) -> None:
+    def __init__(self, pid: int, pidfd: int | None, started: int | None = None) -> None:
         self.pid = pid
+        self.started = started  # its start time (field 22 of /proc/PID/stat), if known
         self.returncode: int | None = None  # 0 once it exited: its `status` says how
         self._pidfd = pidfd
         self._fd_lock = threading.Lock()
@@ -326,11 +342,11 @@ class Spawner:
                     answer, pidfds, _, _ = socket.recv_fds(sock, 16, 1)
                 except OSError:
                     answer, pidfds = b"", []
-                if len(answer) != 8:
+                if len(answer) != 16:
                     self._stop()
                     raise ExecutorError("the shell spawner did not answer")
-                (pid,) = struct.unpack("!q", answer)
-                return Child(pid, pidfds[0] if pidfds else None)
+                pid, started = struct.unpack("!qq", answer)
+                return Child(pid, pidfds[0] if pidfds else None, None if started < 0 else started)
         raise AssertionError("unreachable")
 
     def _stop(self) -> None:

@@ -1,5 +1,5 @@
 """The wrapper that leads every shell run's process group: starting it in a run directory
-(forked by the spawner, `shell_spawner`: no interpreter per run) and letting its command go
+(started by the spawner, `shell_spawner`: no interpreter per run) and letting its command go
 once the launch is pinned. What the wrapper does is described in `shell_spawner`.
 """
 
