@@ -16,7 +16,9 @@ command's (posix_spawnp searches its PATH, as `child` does by setting its own).
 
 Where it is built: `<tempdir>/rota-wrapper-<uid>/wrapper-<digest of the source>`, a
 directory of this user (0700, writable by no one else), compiled to a temporary name and
-renamed into place, so concurrent builders and readers never see half a file. With no
+renamed into place, so concurrent builders and readers never see half a file; linked
+statically where the C library allows (no dynamic loading per run, and the job's LD_*
+variables, which are the wrapper's environment too, do not reach it). With no
 compiler, or if the build fails, `native_wrapper` answers None and the spawner forks the
 Python wrapper as before: every guarantee is the same either way, only the cost differs.
 """
