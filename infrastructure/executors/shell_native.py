@@ -11,8 +11,10 @@ files, messages and exit codes:
 
 with the run's stdin, stdout and stderr as 0, 1 and 2, the report pipe's write end as 3 and
 the wake pipe's read end as 4, started by the spawner in a session of its own, with SIGHUP,
-SIGINT and SIGTERM blocked and every other signal at its default; its environment is the
-command's (posix_spawnp searches its PATH, as `child` does by setting its own).
+SIGINT and SIGTERM blocked; it ignores SIGPIPE and SIGXFSZ itself, as the forked Python
+wrapper does (a report to a launcher that died must not kill it before it writes `status`),
+and the command gets every signal at its default; its environment is the command's
+(posix_spawnp searches its PATH, as `child` does by setting its own).
 
 Where it is built: `<tempdir>/rota-wrapper-<uid>/wrapper-<digest of the source>`, a
 directory of this user (0700, writable by no one else), compiled to a temporary name and
@@ -98,6 +100,11 @@ int main(int argc, char **argv) {
     const char *run = argv[1], *cwd = argv[3];
     double hold = strtod(argv[2], NULL);
     pid_t launcher = getppid();
+    /* Ignored, as the Python wrapper has them: saying b"ok" to a launcher that died since
+       `go` (EPIPE) must not kill it before it records `status`. The command gets both at
+       their default (below). */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
     char go[4096], abandoned[4096];
     if (!path(go, sizeof go, run, "go") || !path(abandoned, sizeof abandoned, run, "abandoned"))
         return 127;

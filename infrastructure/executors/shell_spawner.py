@@ -10,8 +10,9 @@ directory, hold seconds, argv, environment, cwd: JSON, in memory only; its size 
 and the wake pipe's read end (SCM_RIGHTS); the spawner starts the wrapper in a new session,
 closes its copies and answers with the wrapper's pid, its start time (field 22 of
 /proc/PID/stat) and a pidfd for it. The wrapper is the native one (`shell_native`: a tiny
-C program, posix_spawned with those five fds as 0-4, SIGHUP, SIGINT and SIGTERM blocked and
-every other signal at its default: no copy of the spawner's memory) when it could be built,
+C program, posix_spawned with those five fds as 0-4 and SIGHUP, SIGINT and SIGTERM blocked;
+it ignores SIGPIPE and SIGXFSZ itself, as `child` does: no copy of the spawner's memory)
+when it could be built,
 else `child` below, forked (its copy-on-write page faults cost ~1.2 ms of CPU per run).
 It reaps its children (SIGCHLD through a wakeup pipe: no timer) and exits when the
 scheduler's end of the socket closes, so a wrapper holding its command back sees its parent

@@ -4,6 +4,7 @@ program the spawner starts for every run when it could be built."""
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from rota.infrastructure.executors import shell_native, shell_spawner
 from rota.infrastructure.executors.shell import ShellExecutor
+from rota.infrastructure.executors.shell_runs import read_status
 
 from .test_shell_executor import WAIT, gated, start
 
@@ -82,3 +84,36 @@ def test_without_it_the_python_wrapper_is_forked(
         assert run.results.get(timeout=WAIT).error_code == "exit_3"
     finally:
         executor.close()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "forked"])
+def test_a_wrapper_whose_launcher_stopped_reading_still_records_the_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: bool
+) -> None:
+    """The launcher died after `go` (its report pipe has no reader): saying b"ok" must not
+    kill the wrapper (SIGPIPE), or the command's outcome would be lost to recovery."""
+    if native and shell_native.native_wrapper() is None:
+        pytest.skip("no native wrapper here")
+    if not native:
+        monkeypatch.setattr(shell_spawner, "native_wrapper", lambda: None)
+    directory = tmp_path / "runs" / "w-1_2-e7-0123abcd"
+    directory.mkdir(parents=True)
+    report, writer = os.pipe()
+    listener, wake = os.pipe()
+    null = os.open(os.devnull, os.O_RDWR)
+    spawner = shell_spawner.Spawner()
+    try:
+        env = {"PATH": os.environ.get("PATH", os.defpath)}
+        fds = (null, null, null, writer, listener)
+        child = spawner.spawn(str(directory), fds, 30.0, ["true"], env, None)
+        for fd in (null, writer, listener):
+            os.close(fd)
+        assert select.select([report], [], [], WAIT)[0] and os.read(report, 1) == b"h"
+        os.close(report)  # nobody reads what it says next
+        (directory / "go").touch()
+        os.write(wake, b"g")
+        child.wait(WAIT)
+        assert read_status(directory) == 0
+    finally:
+        os.close(wake)
+        spawner.close()
