@@ -131,17 +131,25 @@ def reap():
 
 def spawn(request, fds):
     # The native wrapper, started without a fork (None: it could not be: fork instead).
+    copies = []  # a received fd numbered 0-4 could be overwritten by another's dup2
     try:
-        fds = [fd if fd > 4 else fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 5) for fd in fds]
+        sources = []
         for fd in fds:
+            if fd <= 4:
+                copies.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 5))
+                fd = copies[-1]
             os.set_inheritable(fd, False)  # only their copies as 0-4 are the wrapper's
+            sources.append(fd)
         hold = repr(float(request["hold"]))
         argv = [NATIVE, request["run"], hold, request["cwd"] or ""] + request["argv"]
-        actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
+        actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(sources)]
         return os.posix_spawn(NATIVE, argv, request["env"], file_actions=actions, setsid=True,
                               setsigmask=HELD, setsigdef=DEFAULTS)
-    except (OSError, ValueError, TypeError):
+    except Exception:  # e.g. no POSIX_SPAWN_SETSID in this build: fork `child` instead
         return None
+    finally:
+        for fd in copies:
+            os.close(fd)
 
 def serve(sock):
     sock.set_inheritable(False)
