@@ -9,7 +9,9 @@ The daemon is `python -P -m rota run` over a config file with one shell binding
 the log until it holds that many completions. The daemon's CPU (its own and its reaped
 children's: `/proc/PID/stat` utime, stime, cutime, cstime) is read before and after.
 Reference in the same run: a plain Python loop of `subprocess.run(["true"])`, the same
-number of times. Ratio rota / loop (the issue's target: >= 0.3x).
+number of times, run before and again after the daemon (on a shared machine the load drifts
+between the two: the reference is their mean, both are shown). Ratio rota / loop (the
+issue's target: >= 0.3x).
 """
 
 from __future__ import annotations
@@ -91,8 +93,9 @@ def rota_rate(
         if os.environ.get("ROTA_BENCH_SPY"):  # a py-spy binary (its own venv): sample the daemon
             out = os.environ.get("ROTA_BENCH_SPY_OUT", "/tmp/rota-bench-spy.txt")
             more = os.environ.get("ROTA_BENCH_SPY_ARGS", "").split()  # e.g. --gil
+            rate = os.environ.get("ROTA_BENCH_SPY_RATE", "250")  # samples a second
             spy = subprocess.Popen(
-                [os.environ["ROTA_BENCH_SPY"], "record", "-p", str(daemon.pid), "-r", "250",
+                [os.environ["ROTA_BENCH_SPY"], "record", "-p", str(daemon.pid), "-r", rate,
                  "--format", "raw", "-o", out, "--nonblocking", *more],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
@@ -151,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             return
         rows = []
         for rep in range(1, args.repeats + 1):
-            reference = loop_rate(args.jobs)
+            before = loop_rate(args.jobs)
             if args.store:
                 from bench.daemon import fresh_store
 
@@ -159,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             else:
                 url = str(directory / f"shell-{rep}.db")
             rate, own, children = rota_rate(url, directory, args.jobs, args.concurrency)
+            after = loop_rate(args.jobs)
+            reference = (before + after) / 2
             if not args.store:
                 remove_db(directory / f"shell-{rep}.db")
             progress(f"  rep {rep}: rota {fmt_rate(rate)}/s, loop {fmt_rate(reference)}/s")
@@ -169,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"{own * 1000:.2f}",
                     f"{children * 1000:.2f}",
                     fmt_rate(reference),
+                    f"{fmt_rate(before)} / {fmt_rate(after)}",
                     f"{rate / reference:.2f}x",
                 ]
             )
@@ -181,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "daemon CPU ms/job",
             "children CPU ms/job",
             "subprocess.run loop jobs/s",
+            "loop before / after",
             "rota / loop",
         ]
         print_table(headers, rows)

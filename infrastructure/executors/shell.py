@@ -28,9 +28,10 @@ Run directory: nothing of a run depends on the daemon that launched it staying a
   defaults to `<tempdir>/rota-runs-<uid>`, created 0700; it must be ours and writable by no
   one else) holding `input.json`, `stdout` and `stderr` (files, not pipes: a dead daemon
   cannot SIGPIPE the command) and, once the command ended, `status`: its exit code, -N when
-  killed by signal N. A tiny wrapper leads the group (forked by the executor's spawner, a
-  small helper process started on the first launch: no interpreter is started per run;
-  see `shell_spawner`): it holds an flock on the run directory, holds the command back
+  killed by signal N. A tiny wrapper leads the group (started by the executor's spawner, a
+  small helper process started on the first launch: no interpreter is started per run; a
+  small C program where a C compiler could build it, `shell_native`, else a forked Python
+  one; see `shell_spawner`): it holds an flock on the run directory, holds the command back
   until the launch is pinned (below), starts it with its argv, environment, cwd and
   standard streams unchanged (a start failure, such as no such program, still makes `launch`
   raise), waits, writes `status` (atomically, by absolute path) and exits. It blocks
@@ -238,8 +239,10 @@ class ShellExecutor(Executor):
                 raise
             pid = wrapper.pid
             try:
-                stat = proc_stat(pid)
-                started = stat[2] if stat else None
+                started = wrapper.proc.started  # read by the spawner
+                if started is None:
+                    stat = proc_stat(pid)
+                    started = stat[2] if stat else None
                 metadata = {"pid": pid, "pgid": pid, "started": started, "run": str(directory)}
                 ctx.persist_recovery({**metadata, "hold": True, **self._machine})
                 wrapper.release()  # pinned: only now may the command start

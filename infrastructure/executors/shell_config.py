@@ -22,9 +22,13 @@ def _text(value: Any) -> bool:
 
 
 def variables_ok(env: Any) -> bool:
-    return isinstance(env, dict) and all(
-        _text(k) and _text(v) and k and "=" not in k for k, v in env.items()
-    )
+    """Whether `env` maps names (non-empty, without "=") to values, all str without NUL."""
+    if not isinstance(env, dict):
+        return False
+    if not all(isinstance(k, str) and k and isinstance(v, str) for k, v in env.items()):
+        return False
+    names = "".join(env)  # one scan of them all (str subclasses join as str)
+    return "\0" not in names and "=" not in names and "\0" not in "".join(env.values())
 
 
 def check_config(config: Any) -> None:

@@ -21,7 +21,11 @@ KILL_WAIT_SECONDS = 5.0  # after SIGKILL, how long to wait for the group to vani
 def proc_stat(pid: int) -> tuple[str, int, int] | None:
     """State, process group and start time (field 22) from /proc/<pid>/stat, or None."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            raw = os.read(fd, 4096)
+        finally:
+            os.close(fd)
         fields = raw[raw.rindex(b")") + 2 :].split()  # the name may hold spaces and parens
         return fields[0].decode(), int(fields[2]), int(fields[19])
     except (OSError, ValueError, IndexError):

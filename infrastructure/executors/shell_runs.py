@@ -7,21 +7,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets as random
 import stat
-import string
 from pathlib import Path
 from typing import Any
 
 from rota.application.errors import ExecutorError
 
 RUN_FILES = ("input.json", "stdout", "stderr", "status.tmp", "status", "go", "abandoned")
-SAFE = frozenset(string.ascii_letters + string.digits + "._:@-")
+UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]")  # each becomes "_" in a run directory's name
 
 
 def run_prefix(execution_id: str) -> str:
     """How the names of an attempt's run directories begin: `<execution id, / as _>-e`."""
-    return "".join(c if c in SAFE else "_" for c in execution_id) + "-e"
+    return UNSAFE.sub("_", execution_id) + "-e"
 
 
 def make_run(root: Path, execution_id: str, epoch: int) -> Path:
@@ -57,19 +57,33 @@ def run_of(execution_id: str, metadata: dict[str, Any]) -> Path | None:
 def read_status(directory: Path) -> int | None:
     """The exit code the wrapper recorded (-N: signal N); None while there is none."""
     try:
-        return int((directory / "status").read_bytes()[:32])
+        fd = os.open(os.path.join(directory, "status"), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return int(os.read(fd, 32))
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
 
 
-def read_tail(path: Path, limit: int) -> bytes:
+def read_tail(path: str | os.PathLike[str], limit: int) -> bytes:
     """The last `limit` bytes of a file (b"" if it is missing); only those are read."""
     try:
-        with open(path, "rb") as file:
-            file.seek(max(0, file.seek(0, os.SEEK_END) - limit))
-            return file.read(limit)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return b""
+    try:
+        offset = max(0, os.fstat(fd).st_size - limit)
+        tail = b""
+        while len(tail) < limit and (chunk := os.pread(fd, limit - len(tail), offset + len(tail))):
+            tail += chunk
+        return tail
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def wrapper_alive(directory: Path) -> bool:

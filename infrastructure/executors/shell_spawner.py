@@ -1,28 +1,34 @@
-"""The spawner: one small single-threaded helper process that forks every shell run's wrapper.
+"""The spawner: one small single-threaded helper process that starts every shell run's wrapper.
 
 Starting an interpreter per job cost more than the job (`true`: ~10 ms of child CPU); a fork
 of the scheduler itself would be cheap but is unsafe (it is multi-threaded: a lock held by
 another thread at the fork stays held in the child). So a ShellExecutor starts, on its first
 launch, one helper (`python -I -S -c SPAWNER`, stdlib only, one thread) in a session of its
 own, connected by a unix SOCK_SEQPACKET socket pair. Per launch it sends the request (run
-directory, hold seconds, argv, environment, cwd: JSON, in memory only) with the run's
-stdin, stdout, stderr, the report pipe's write end and the wake pipe's read end
-(SCM_RIGHTS); the spawner forks the wrapper (`child` below), closes its copies and answers
-with the wrapper's pid and a pidfd for it. It reaps its children (SIGCHLD through a wakeup
-pipe: no timer) and exits when the scheduler's end of the socket closes, so a wrapper
-holding its command back sees its parent change and gives up, as before. A spawner that
-died is started again on the next launch.
+directory, hold seconds, argv, environment, cwd: JSON, in memory only; its size and first
+32 KiB in one message) with the run's stdin, stdout, stderr, the report pipe's write end
+and the wake pipe's read end (SCM_RIGHTS); the spawner starts the wrapper in a new session,
+closes its copies and answers with the wrapper's pid, its start time (field 22 of
+/proc/PID/stat) and a pidfd for it. The wrapper is the native one (`shell_native`: a tiny
+C program, posix_spawned with those five fds as 0-4 and SIGHUP, SIGINT and SIGTERM blocked;
+it ignores SIGPIPE and SIGXFSZ itself, as `child` does: no copy of the spawner's memory)
+when it could be built,
+else `child` below, forked (its copy-on-write page faults cost ~1.2 ms of CPU per run).
+It reaps its children (SIGCHLD through a wakeup pipe: no timer) and exits when the
+scheduler's end of the socket closes, so a wrapper holding its command back sees its parent
+change and gives up, as before. A spawner that died is started again on the next launch.
 
-The wrapper (`child`) is the protocol of `shell_wrapper`: it takes an flock on the run
-directory (held while it lives: evidence any pid namespace can read), says b"h" on the
-report pipe and holds the command back until the file `go` appears (the launcher creates it
-once the launch is pinned, then writes to the wake pipe). If its parent changes (the
-scheduler and so the spawner died), the wake pipe reaches its end, or `hold` seconds pass,
-it creates `abandoned` and exits 125 having started nothing; it looks for `go` every 20 ms
-at most. Let go, it posix_spawns the command (argv, cwd, environment and standard streams
-as given; every signal at its default, none blocked), says b"ok" or the errno, waits, and
-writes the exit code (-N: signal N) to `status` atomically. It blocks SIGHUP, SIGINT and
-SIGTERM, which the command gets at their default, so that it outlives a command they stop.
+The wrapper (`child`, or the native program, which does the same) is the protocol of
+`shell_wrapper`: it takes an flock on the run directory (held while it lives: evidence any
+pid namespace can read), says b"h" on the report pipe and holds the command back until the
+file `go` appears (the launcher creates it once the launch is pinned, then writes to the
+wake pipe, which wakes the wrapper at once). If its parent changes (the scheduler and so
+the spawner died), the wake pipe reaches its end, or `hold` seconds pass, it creates
+`abandoned` and exits 125 having started nothing; it looks for `go` every 20 ms at most.
+Let go, it posix_spawns the command (argv, cwd, environment and standard streams as given;
+every signal at its default, none blocked), says b"ok" or the errno, waits, and writes the
+exit code (-N: signal N) to `status` atomically. It blocks SIGHUP, SIGINT and SIGTERM,
+which the command gets at their default, so that it outlives a command they stop.
 """
 
 from __future__ import annotations
@@ -38,9 +44,13 @@ import sys
 import threading
 import time
 
-from rota.application.errors import ExecutorError
+import msgspec
 
-CHUNK = 32 * 1024  # bytes per request message (SOCK_SEQPACKET keeps each whole)
+from rota.application.errors import ExecutorError
+from rota.infrastructure.executors.shell_native import native_wrapper
+
+CHUNK = 32 * 1024  # request bytes per message (SOCK_SEQPACKET keeps each whole); the first
+# message also holds the request's size and its file descriptors
 
 SPAWNER = r"""
 import fcntl, json, os, select, signal, socket, struct, sys, time
@@ -101,6 +111,15 @@ def child(run, report, wake, launcher, hold, argv, env, cwd):
     except BaseException:
         return 127
 
+def started(pid):
+    # Field 22 of /proc/PID/stat (-1: unknown), read here, off the scheduler's threads.
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as file:
+            raw = file.read()
+        return int(raw[raw.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return -1
+
 def reap():
     while True:
         try:
@@ -110,7 +129,30 @@ def reap():
         if pid == 0:
             return
 
+def spawn(request, fds):
+    # The native wrapper, started without a fork (None: it could not be: fork instead).
+    copies = []  # a received fd numbered 0-4 could be overwritten by another's dup2
+    try:
+        sources = []
+        for fd in fds:
+            if fd <= 4:
+                copies.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 5))
+                fd = copies[-1]
+            os.set_inheritable(fd, False)  # only their copies as 0-4 are the wrapper's
+            sources.append(fd)
+        hold = repr(float(request["hold"]))
+        argv = [NATIVE, request["run"], hold, request["cwd"] or ""] + request["argv"]
+        actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(sources)]
+        return os.posix_spawn(NATIVE, argv, request["env"], file_actions=actions, setsid=True,
+                              setsigmask=HELD, setsigdef=DEFAULTS)
+    except Exception:  # e.g. no POSIX_SPAWN_SETSID in this build: fork `child` instead
+        return None
+    finally:
+        for fd in copies:
+            os.close(fd)
+
 def serve(sock):
+    sock.set_inheritable(False)
     woken, waker = os.pipe()
     os.set_blocking(waker, False)
     signal.set_wakeup_fd(waker)
@@ -130,18 +172,20 @@ def serve(sock):
             reap()
         if sock.fileno() not in ready:
             continue
-        header, fds, _, _ = socket.recv_fds(sock, 16, 5)
-        if not header:
+        first, fds, _, _ = socket.recv_fds(sock, 8 + CHUNK, 5)
+        if len(first) < 8:
             return  # the scheduler is gone
-        (size,) = struct.unpack("!Q", header)
-        body = b""
+        (size,) = struct.unpack("!Q", first[:8])
+        body = first[8:]
         while len(body) < size:
             part = sock.recv(65536)
             if not part:
                 return
             body += part
         request = json.loads(body)
-        pid = os.fork()
+        pid = spawn(request, fds) if NATIVE else None
+        if pid is None:
+            pid = os.fork()
         if pid == 0:
             code = 127
             try:
@@ -167,10 +211,13 @@ def serve(sock):
             pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             pass
-        socket.send_fds(sock, [struct.pack("!q", pid)], [] if pidfd is None else [pidfd])
+        socket.send_fds(sock, [struct.pack("!qq", pid, started(pid))],
+                        [] if pidfd is None else [pidfd])
         if pidfd is not None:
             os.close(pidfd)
 
+NATIVE = sys.argv[2] if len(sys.argv) > 2 else ""
+CHUNK = int(sys.argv[3])
 serve(socket.socket(fileno=int(sys.argv[1])))
 """
 
@@ -179,8 +226,9 @@ class Child:
     """A wrapper as the scheduler sees it: not its child (the spawner's), watched through a
     pidfd (or, where there is none, by signalling its pid)."""
 
-    def __init__(self, pid: int, pidfd: int | None) -> None:
+    def __init__(self, pid: int, pidfd: int | None, started: int | None = None) -> None:
         self.pid = pid
+        self.started = started  # its start time (field 22 of /proc/PID/stat), if known
         self.returncode: int | None = None  # 0 once it exited: its `status` says how
         self._pidfd = pidfd
         self._fd_lock = threading.Lock()
@@ -253,10 +301,12 @@ class Spawner:
     def _start(self) -> socket.socket:
         if not sys.executable:
             raise ExecutorError("no Python interpreter to run the shell spawner")
+        native = native_wrapper() or ""  # none: fork the Python wrapper
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno())],
+                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno()), native,
+                 str(CHUNK)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
@@ -280,28 +330,32 @@ class Spawner:
         """Fork a wrapper for `run`; `fds` are its stdin, stdout, stderr, the report pipe's
         write end and the wake pipe's read end (left open here: the caller closes them)."""
         request = {"run": run, "hold": hold, "argv": argv, "env": env, "cwd": cwd}
-        body = json.dumps(request).encode()
+        try:
+            body = msgspec.json.encode(request)
+        except UnicodeEncodeError:  # a lone surrogate (an undecodable byte of os.environ)
+            body = json.dumps(request).encode()  # escapes it; the spawner's json restores it
+        first = struct.pack("!Q", len(body)) + body[:CHUNK]  # with the fds: one message
         with self._lock:
             for attempt in (1, 2):
                 sock = self._sock or self._start()
                 try:
-                    socket.send_fds(sock, [struct.pack("!Q", len(body))], list(fds))
+                    socket.send_fds(sock, [first], list(fds))
                 except OSError:
                     self._stop()  # it died since the last launch: start another, once
                     if attempt == 2:
                         raise ExecutorError("the shell spawner is not running") from None
                     continue
                 try:
-                    for offset in range(0, len(body), CHUNK):
+                    for offset in range(CHUNK, len(body), CHUNK):
                         sock.sendall(body[offset : offset + CHUNK])
                     answer, pidfds, _, _ = socket.recv_fds(sock, 16, 1)
                 except OSError:
                     answer, pidfds = b"", []
-                if len(answer) != 8:
+                if len(answer) != 16:
                     self._stop()
                     raise ExecutorError("the shell spawner did not answer")
-                (pid,) = struct.unpack("!q", answer)
-                return Child(pid, pidfds[0] if pidfds else None)
+                pid, started = struct.unpack("!qq", answer)
+                return Child(pid, pidfds[0] if pidfds else None, None if started < 0 else started)
         raise AssertionError("unreachable")
 
     def _stop(self) -> None:

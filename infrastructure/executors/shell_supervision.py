@@ -98,8 +98,8 @@ def ended_result(run: Run, capture_bytes: int) -> Result | None:
 def _result(run: Run, status: int | None, reason: str | None, capture_bytes: int) -> Result:
     return build_result(
         status, reason,
-        read_tail(run.directory / "stdout", capture_bytes),
-        read_tail(run.directory / "stderr", capture_bytes),
+        read_tail(os.path.join(run.directory, "stdout"), capture_bytes),
+        read_tail(os.path.join(run.directory, "stderr"), capture_bytes),
         run.secrets, isinstance(run.ctx.cancel_reason, LeaseLost), _minutes(run),
     )  # fmt: skip
 

@@ -1,5 +1,5 @@
 """The wrapper that leads every shell run's process group: starting it in a run directory
-(forked by the spawner, `shell_spawner`: no interpreter per run) and letting its command go
+(started by the spawner, `shell_spawner`: no interpreter per run) and letting its command go
 once the launch is pinned. What the wrapper does is described in `shell_spawner`.
 """
 
@@ -39,7 +39,7 @@ class Wrapper:
         wrapper and wait for its report; ExecutorError if the command did not start."""
         create = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            os.close(os.open(self.directory / "go", create, 0o600))
+            os.close(os.open(os.path.join(self.directory, "go"), create, 0o600))
         except OSError as error:
             raise ExecutorError(f"could not let {self.program!r} start: {error}") from None
         with contextlib.suppress(OSError):  # a wrapper that gave up no longer reads it
@@ -86,13 +86,17 @@ def start_wrapper(
     report, writer = os.pipe()
     listener, wake = os.pipe()
     opened = [writer, listener]
+    run = str(directory)  # plain strings: a Path per file costs more than the rest here
     try:
-        with open(os.open(directory / "input.json", create, 0o600), "wb") as file:
-            file.write(payload)
-        opened.append(os.open(directory / "input.json", os.O_RDONLY | os.O_CLOEXEC))
-        opened += [os.open(directory / name, create, 0o600) for name in ("stdout", "stderr")]
+        opened.append(os.open(f"{run}/input.json", create, 0o600))
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(opened[-1], view) :]
+        os.close(opened.pop())
+        opened.append(os.open(f"{run}/input.json", os.O_RDONLY | os.O_CLOEXEC))
+        opened += [os.open(f"{run}/{name}", create, 0o600) for name in ("stdout", "stderr")]
         fds = (opened[2], opened[3], opened[4], writer, listener)
-        child = spawner.spawn(str(directory), fds, hold, command, env, cwd)
+        child = spawner.spawn(run, fds, hold, command, env, cwd)
     except (OSError, ExecutorError) as error:
         os.close(report)
         os.close(wake)
