@@ -62,16 +62,13 @@ class LifecycleCommands:
         inputs: Sequence[tuple[Any, str | None, str | None]] = (),
     ) -> AppendResult:
         """Define a Work (idempotently) and accept inputs `(payload, key, correlation)`."""
-        spec = {
-            "scope": scope,
-            "binding": binding,
-            "kind": kind,
-            "trigger": trigger,
-            "safety": safety,
-        }
+        request = submit_request(
+            work_id, binding=binding, scope=scope, kind=kind, trigger=trigger, safety=safety,
+            inputs=inputs,
+        )  # fmt: skip
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
-            return self._submit_one(work_id, spec, inputs, self.tx.now())
+            return self._submit_one(work_id, request.spec, request.inputs, self.tx.now())
 
         return self.tx.transact(decide)
 
