@@ -1,6 +1,7 @@
 # rota: two commands for a newcomer.
 #   make demo   bootstrap .venv and run the demo on an embedded SQLite store
 #   make test   bootstrap .venv and run every quality gate and the whole suite
+#   make soak   the long reliability trials at the matrix's scale (not part of make test)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +9,7 @@ LAYERS := rota domain projections application infrastructure replay
 # Re-link the strict editable install whenever a package folder gains or loses a file.
 LAYER_DIRS := $(shell find $(LAYERS) -type d -not -name __pycache__ 2>/dev/null)
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test soak lint typecheck pytest bench clean
 
 $(BIN)/.deps: requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,8 +39,21 @@ typecheck: $(BIN)/.installed
 	$(BIN)/mypy -p rota.domain -p rota.projections -p rota.application -p rota.infrastructure \
 		-p rota.replay -p rota
 
+# The suite mostly waits (subprocesses, daemons, fsyncs), so it runs on three workers even on
+# two cores (pytest-xdist); PYTEST_WORKERS=0 runs it in this process, one test at a time.
+PYTEST_WORKERS ?= 3
 pytest: $(BIN)/.installed
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS)
+
+# The reliability matrix at full scale (tests/trial_scale.py, docs/testing.md): 200 crash
+# trials, 5-minute PostgreSQL races, 500 clock-jump and projection sequences, 1,000 fuzz
+# examples per parser. Not part of make test.
+SOAK_TESTS := tests/integration/test_crash.py tests/integration/test_postgres_scheduler.py \
+	tests/integration/test_recover_corrupt.py tests/integration/test_projection_property.py \
+	tests/integration/test_projection_store.py tests/integration/test_clock_jump.py \
+	tests/integration/test_schedule_clock_jumps.py tests/integration/test_cli_fuzz.py
+soak: $(BIN)/.installed
+	ROTA_SOAK=1 $(BIN)/pytest -n $(PYTEST_WORKERS) $(SOAK_TESTS)
 
 test: lint typecheck pytest
 

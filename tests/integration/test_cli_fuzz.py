@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trial_scale import scale
 
 from rota.cli import run
 from rota.codes import BOUNDARIES
@@ -31,7 +32,7 @@ executor = "shell"
 command = ["true"]
 """
 FUZZ = settings(
-    max_examples=100,
+    max_examples=scale(100, 1000),
     deadline=timedelta(seconds=10),  # a hang fails the example
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

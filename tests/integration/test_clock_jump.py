@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from postgres import DatabaseClock, temporary_schema
+from trial_scale import scale
 
 import rota
 from rota.domain.results import Result
@@ -280,7 +281,9 @@ JUMPS = st.lists(
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=scale(12, 500),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(jumps=JUMPS, return_before_last_tick=st.booleans())
 def test_a_call_that_runs_to_completion_here_completes_exactly_once(

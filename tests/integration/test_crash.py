@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from trial_scale import scale
 
 import rota as rota_api
 from rota.infrastructure.sqlite.store import SQLiteStore
@@ -29,7 +30,7 @@ from .invariants import check_log
 
 LEASE = 0.6
 JOBS = 4
-TRIALS = int(os.environ.get("ROTA_CRASH_TRIALS", "50"))
+TRIALS = scale(50, 200, "ROTA_CRASH_TRIALS")
 
 CONFIG = """\
 [store]
@@ -83,19 +84,23 @@ def trial(home: Path, rng: random.Random) -> None:
         finally:
             daemon.send_signal(signal.SIGKILL)
             daemon.wait(timeout=30)
-    restarted = time.monotonic()
+        killed_at = store.head().position
     recovery = rota(home, "run", "--until-idle", "--timeout", "30", env=env)
     assert recovery.wait(timeout=60) == 0, recovery.stderr.read() if recovery.stderr else ""
-    took = time.monotonic() - restarted
     with SQLiteStore(db) as store:
         assert verify_chain(store).ok
         projection = check_log(store, {"jobs": 2})
+        written = store.read(after=killed_at, limit=100_000)
     states = {w.work_id: w.state for w in projection.works.values()}
     assert set(states.values()) == {"completed"}, states
     lines = effects.read_text().split() if effects.exists() else []
     assert sorted(lines) == sorted(states), f"side effects {sorted(lines)}"
-    # Startup of two interpreters aside, convergence takes at most 3 lease durations.
-    assert took < 3 * LEASE + 5.0, took
+    # Convergence takes at most 3 lease durations, read in log time (the recovering daemon's
+    # first event to its last), so a loaded machine's slow interpreter start does not count;
+    # the margin is the four jobs' own running time.
+    if written:
+        took = (written[-1].recorded_time - written[0].recorded_time).total_seconds()
+        assert took < 3 * LEASE + 3.0, took
 
 
 @pytest.mark.slow

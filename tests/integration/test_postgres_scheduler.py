@@ -33,6 +33,7 @@ import msgspec
 import psycopg
 import pytest
 from postgres import schema_url, temporary_schema
+from trial_scale import seconds
 
 import rota
 from rota.application.errors import ConcurrencyConflict, StoreError
@@ -55,7 +56,7 @@ from .invariants import check_log
 pytestmark = pytest.mark.postgres
 
 CI = os.environ.get("CI", "").lower() == "true"
-RACE_SECONDS = float(os.environ.get("ROTA_RACE_SECONDS", "60" if CI else "20"))
+RACE_SECONDS = seconds(60 if CI else 20, 300, "ROTA_RACE_SECONDS")
 
 
 @pytest.fixture

@@ -3,13 +3,13 @@ the log from position 0 (the projection reads time only from events and never ap
 
 from __future__ import annotations
 
-import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trial_scale import scale
 
 from rota.application.service import SchedulerService
 from rota.application.timestamps import parse_timestamp
@@ -161,7 +161,7 @@ def _same_indices(left: SchedulerProjection, right: SchedulerProjection) -> None
 
 
 @settings(
-    max_examples=int(os.environ.get("ROTA_EXAMPLES", "60")),
+    max_examples=scale(60, 500, "ROTA_EXAMPLES"),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trial_scale import scale
 
 from rota.application.service import SchedulerService
 from rota.infrastructure.clock import ManualClock
@@ -301,7 +301,7 @@ step = st.one_of(command, st.just(("save",)), st.just(("reopen",)))
 
 
 @settings(
-    max_examples=int(os.environ.get("ROTA_EXAMPLES", "40")),
+    max_examples=scale(40, 500, "ROTA_EXAMPLES"),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import random
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 import apsw
 import msgspec
 import pytest
+from trial_scale import scale
 
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
 from rota.infrastructure.sqlite.store import SQLiteStore
@@ -38,8 +38,8 @@ from .test_doctor import (
     statuses,
 )
 
-BIT_TRIALS = int(os.environ.get("ROTA_BIT_TRIALS", "50"))
-PAGE_TRIALS = int(os.environ.get("ROTA_PAGE_TRIALS", "50"))
+BIT_TRIALS = scale(50, 200, "ROTA_BIT_TRIALS")
+PAGE_TRIALS = scale(50, 200, "ROTA_PAGE_TRIALS")
 
 
 @pytest.fixture(scope="module")

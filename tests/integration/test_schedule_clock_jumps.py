@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trial_scale import scale
 
 import rota
 from rota.domain.schedules import define, times_between
@@ -20,7 +21,7 @@ START = datetime(2026, 10, 31, 22, 10, 7, tzinfo=UTC)  # the night before New Yo
 JUMP = st.integers(min_value=-48 * 3600, max_value=48 * 3600)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scale(12, 500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jumps=st.lists(st.one_of(JUMP, st.integers(1, 300)), min_size=1, max_size=8))
 def test_clock_jumps_never_fire_twice_and_account_for_every_time(jumps: list[int]) -> None:
     clock = ManualClock(START)
