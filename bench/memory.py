@@ -7,7 +7,8 @@ Each store comes from the fast generator (`bench.bulk_log`: `--quiet` completed 
 `--active` running ones, whose leases run a day past the build, owned by another host) with
 its projections rebuilt once (`rota replay rebuild`); both are cached under `--cache`
 (default /tmp/rota-bench-logs) between runs, never in the repository. Then, each in a
-fresh process, the peak RSS (`ru_maxrss` of that child, from `wait4`) of:
+fresh process, the peak RSS (`ru_maxrss` of that process alone, from `wait4` in a small
+launcher: see LAUNCHER) of:
 - `rota run`: the daemon over the store, stopped (SIGTERM) once its memory has been steady
   for 3 s (at least 5 s after start; at most 60 s), including its closing summary;
 - `rota work list --limit 16 --json`: listing the first page of Works;
@@ -52,14 +53,44 @@ def with_projections(path: Path) -> None:
     )
 
 
+# A child's ru_maxrss starts from its parent's RSS at the fork (Linux keeps the high-water
+# mark across exec), so a command started by this process, which built a 1M-Work store,
+# would report this process's peak. Each command is started by this small launcher instead
+# (a bare interpreter, ~10 MiB, far under any rota command): it forwards SIGTERM, waits, and
+# prints its child's ru_maxrss (KiB) as the last line of stderr.
+LAUNCHER = """\
+import os, signal, subprocess, sys
+child = subprocess.Popen(sys.argv[1:])
+signal.signal(signal.SIGTERM, lambda number, frame: child.send_signal(number))
+_, status, usage = os.wait4(child.pid, 0)
+sys.stderr.write(f"\\nmaxrss-kib {usage.ru_maxrss}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def grandchild(pid: int) -> int | None:
+    """The launcher's child (the measured command), once it exists."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
+
+
 def measured(command: list[str], *, daemon: bool = False) -> tuple[float, float, str]:
-    """Run `command` in a new process: its peak RSS in MiB (from `wait4`), wall seconds and
-    stdout's size (a daemon is stopped once its memory is steady, see the module docstring)."""
+    """Run `command` in a new process: its peak RSS in MiB (its own `ru_maxrss`, see
+    LAUNCHER), wall seconds and stdout's size (a daemon is stopped once its memory is
+    steady, see the module docstring)."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        child = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err)
+        child = subprocess.Popen(
+            [sys.executable, "-S", "-c", LAUNCHER, *command], cwd=ROOT, stdout=out, stderr=err
+        )
         if daemon:
-            steady, last, status = 0, -1, Path(f"/proc/{child.pid}/status")
+            steady, last = 0, -1
+            while (target := grandchild(child.pid)) is None and child.poll() is None:
+                time.sleep(0.05)
+            status = Path(f"/proc/{target}/status")
             while time.perf_counter() - started < 60:
                 time.sleep(0.5)
                 try:  # (a process that ended has no VmHWM line: stop waiting)
@@ -75,14 +106,14 @@ def measured(command: list[str], *, daemon: bool = False) -> tuple[float, float,
                 if steady >= 6 and time.perf_counter() - started > 5:
                     break
             os.kill(child.pid, signal.SIGTERM)
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = code = os.waitstatus_to_exitcode(status)
+        code = child.wait()
         wall = time.perf_counter() - started
-        if code != 0:
-            err.seek(0)
-            raise SystemExit(f"{' '.join(command)} failed ({code}):\n{err.read().decode()}")
+        err.seek(0)
+        lines = err.read().decode().splitlines()
+        if code != 0 or not lines or not lines[-1].startswith("maxrss-kib "):
+            raise SystemExit(f"{' '.join(command)} failed ({code}):\n" + "\n".join(lines))
         size = out.tell()
-    return usage.ru_maxrss / 1024, wall, f"{size:,} B"
+    return int(lines[-1].split()[1]) / 1024, wall, f"{size:,} B"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
