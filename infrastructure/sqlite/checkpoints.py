@@ -50,6 +50,7 @@ class Checkpoints:
         self._thread: threading.Thread | None = None
         self.runs = 0  # checkpoints the thread ran (tests and benchmarks read them)
         self.inline = 0  # checkpoints a commit ran itself (the WAL was at `limit`)
+        self.wal_pages = 0  # the WAL's size in pages after the writer's last commit
 
     def attach(self, writer: apsw.Connection) -> None:
         """Take the writer's checkpoints over: its automatic checkpoint off, its WAL hook
@@ -59,6 +60,7 @@ class Checkpoints:
 
     def _committed(self, conn: apsw.Connection, name: str, pages: int) -> int:
         # Called by SQLite after each commit of the writer, on the committing thread.
+        self.wal_pages = pages
         if pages >= self.limit:
             self.inline += 1
             with contextlib.suppress(apsw.Error):
