@@ -7,8 +7,12 @@ a group commit so does every caller of its batch. Here the writer's automatic ch
 off; its WAL hook (called after each commit, with the WAL's size in pages and the write
 lock already released) asks a checkpoint thread, on its own connection, for a PASSIVE
 checkpoint once the WAL holds `pages` pages. PASSIVE copies what no reader still needs and
-never blocks a writer; the next commit after a complete one restarts the WAL from its
-start (overwriting the same file blocks, as with the automatic checkpoint).
+never blocks a writer. The WAL starts over from its beginning (overwriting the same file
+blocks, as with the automatic checkpoint) only at a write after a checkpoint that copied
+all of it, and commits go on while the thread copies: so the commit after the thread's
+checkpoint copies the few frames committed meanwhile itself, completing it (the bulk of
+the copy and its sync of the database file stay off the commit path). Asked again instead,
+the thread would chase the commits, two syncs each time.
 
 The WAL stays bounded as before: should the thread fall behind (a long checkpoint, a slow
 disk), a commit that finds the WAL at `limit` pages checkpoints on its own thread, as
@@ -47,9 +51,10 @@ class Checkpoints:
         self._wanted = False
         self._closed = False
         self._busy = False
+        self._finish = False  # the thread's last checkpoint left frames for a commit to copy
         self._thread: threading.Thread | None = None
         self.runs = 0  # checkpoints the thread ran (tests and benchmarks read them)
-        self.inline = 0  # checkpoints a commit ran itself (the WAL was at `limit`)
+        self.inline = 0  # checkpoints a commit ran itself (`limit`, or completing the thread's)
         self.wal_pages = 0  # the WAL's size in pages after the writer's last commit
 
     def attach(self, writer: apsw.Connection) -> None:
@@ -59,9 +64,13 @@ class Checkpoints:
         writer.set_wal_hook(self._committed)
 
     def _committed(self, conn: apsw.Connection, name: str, pages: int) -> int:
-        # Called by SQLite after each commit of the writer, on the committing thread.
+        # Called by SQLite after each commit of the writer, on the committing thread, while
+        # the store's write lock is held: no commit of this store runs beside it.
         self.wal_pages = pages
-        if pages >= self.limit:
+        if pages >= self.limit or (self._finish and pages >= self.pages):
+            # Over the limit, or the thread's checkpoint left the frames committed while it
+            # ran: copying those few here completes it, and the next write restarts the WAL.
+            self._finish = False
             self.inline += 1
             with contextlib.suppress(apsw.Error):
                 conn.wal_checkpoint(name, apsw.SQLITE_CHECKPOINT_PASSIVE)
@@ -72,8 +81,8 @@ class Checkpoints:
     def request(self) -> None:
         """Ask for a checkpoint soon (on the thread; returns at once)."""
         with self._cond:
-            if self._closed or self._wanted:
-                return
+            if self._closed or self._wanted or self._busy or self._finish:
+                return  # one on its way, or one that a commit completes
             self._wanted = True
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -104,6 +113,10 @@ class Checkpoints:
                     conn = self._connect()
                 conn.wal_checkpoint(None, apsw.SQLITE_CHECKPOINT_PASSIVE)
                 self.runs += 1
+                # Commits went on while it copied, and the WAL restarts only once a
+                # checkpoint copied all of it: the next commit copies the few frames left
+                # (asked again here, a checkpoint would chase the commits, two syncs a time).
+                self._finish = True
             except apsw.BusyError:
                 pass  # another connection is checkpointing: the next request tries again
             except (apsw.Error, StoreError) as exc:  # the file's trouble: commits report it
