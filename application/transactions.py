@@ -241,16 +241,7 @@ class Transactions:
 
 
 def _past(recorded: Sequence[RecordedEvent], position: int) -> list[RecordedEvent]:
-    """The events of `recorded` after `position`, once each, in position order. An append
-    returns its events in the caller's order, and a duplicate delivery answers with the
-    original event (recorded earlier, or twice in one append): the usual answer, positions
-    `position + 1, + 2, ...` as given, is checked in one pass, without a sort."""
-    expect = position + 1
-    for r in recorded:
-        if r.position != expect:
-            break
-        expect += 1
-    else:
-        return list(recorded)
+    """The events of `recorded` after `position`, once each, in position order (a duplicate
+    delivery answers with the original event: recorded earlier, or twice in one append)."""
     unique = {r.position: r for r in recorded if r.position > position}
     return [unique[p] for p in sorted(unique)]

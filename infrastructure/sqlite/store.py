@@ -3,8 +3,7 @@
 WAL journal, `synchronous=FULL` by default, every write in `BEGIN IMMEDIATE` so that two
 processes never interleave a read-then-write. Positions are assigned inside that write lock
 as head + 1, so they are gapless and commit-ordered. Readers use their own connection per
-thread and never block the writer (WAL). The WAL's checkpoints run on a thread of the
-store's own, beside the commits (`sqlite.checkpoints`).
+thread and never block the writer (WAL).
 
 Durability setting (`synchronous`):
 - `full` (default): a commit that returned survives a power cut. SQLite commits on NORMAL
@@ -57,7 +56,6 @@ from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 from rota.infrastructure.log_rows import Row
 from rota.infrastructure.sqlite.appends import LogAppends
-from rota.infrastructure.sqlite.checkpoints import Checkpoints
 from rota.infrastructure.sqlite.durability import WalSync
 from rota.infrastructure.sqlite.log_file import (
     Synchronous,
@@ -83,7 +81,6 @@ class SQLiteStore(EventStore):
     _generation = 0
     _interrupts = 0
     _nudges: Nudges | None = None
-    _checkpoints: Checkpoints | None = None
 
     def __init__(
         self,
@@ -127,9 +124,6 @@ class SQLiteStore(EventStore):
         self._connections_lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = self._connect()
-        # The writer's WAL checkpoints run on a thread of their own, not inside its commits.
-        self._checkpoints = Checkpoints(self._connect)
-        self._checkpoints.attach(self._writer)
         self._create_schema(create)
 
     # -- connections -----------------------------------------------------------------
@@ -368,8 +362,6 @@ class SQLiteStore(EventStore):
             return
         self._closed = True
         self.wake_waiters()
-        if self._checkpoints is not None:
-            self._checkpoints.close()  # before the connections: it may be using its own
         if self._wal_sync is not None:
             self._wal_sync.close()
         if self._nudges is not None:
