@@ -136,12 +136,18 @@ class Transactions:
         )
         self.appends += 1
         self.append_seconds += time.perf_counter() - began
+        new = _past(result.recorded, before)
         try:
-            return self._applied(result)
+            # Apply what we wrote directly when it directly follows what the projection has
+            # seen; otherwise another writer came between, and the log is read in order.
+            if new and new[0].position == before + 1 and new[-1].position - before == len(new):
+                self._apply(new)
+            else:
+                self.catch_up()
+            return result
         finally:
             if self.observers and result.written:
-                new = {r.position: r for r in result.recorded if r.position > before}
-                self._tell([new[p] for p in sorted(new)])
+                self._tell(new)
 
     def _tell(self, recorded: list[RecordedEvent]) -> None:
         """Hand the newly recorded events to each observer; one that fails is logged."""
@@ -150,18 +156,6 @@ class Transactions:
                 observe(recorded)
             except Exception as exc:
                 log.warning("an append observer failed: %s", type(exc).__name__)
-
-    def _applied(self, result: AppendResult) -> AppendResult:
-        # Apply what we wrote directly when it directly follows what the projection has
-        # seen; otherwise another writer came between, and the log is read in order.
-        unique = {r.position: r for r in result.recorded if r.position > self.projection.position}
-        ordered = [unique[p] for p in sorted(unique)]
-        follows = bool(ordered) and ordered[0].position == self.projection.position + 1
-        if follows and ordered[-1].position - ordered[0].position + 1 == len(ordered):
-            self._apply(ordered)
-            return result
-        self.catch_up()
-        return result
 
     def transact(self, decide: Decision) -> AppendResult:
         """Decide on fresh state and append; on a conflict, catch up and decide again.
@@ -244,3 +238,10 @@ class Transactions:
 
         self.transact(outer)
         return refused
+
+
+def _past(recorded: Sequence[RecordedEvent], position: int) -> list[RecordedEvent]:
+    """The events of `recorded` after `position`, once each, in position order (a duplicate
+    delivery answers with the original event: recorded earlier, or twice in one append)."""
+    unique = {r.position: r for r in recorded if r.position > position}
+    return [unique[p] for p in sorted(unique)]

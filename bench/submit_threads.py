@@ -18,13 +18,18 @@ normal` to leave the fsync of each commit out), interleaved, best of 3 (every ru
   then the Work's view, which it returned);
 - `1 thread, submit()` and `1 thread, ungrouped`: the same two paths from one thread, so a
   single caller's cost with grouping is compared with its cost without.
-Only submitting is timed (nothing runs); each run checks every Work is ready.
+Only submitting is timed (nothing runs); each run checks every Work is ready. Beside the
+wall-clock rate, the process's CPU time per Work (every thread's, the store's checkpoint
+thread included: less at the mercy of a loaded machine than the rate) and the WAL fsyncs
+per Work. `--cases` runs some of the cases only (their short names: grouped, many, many8,
+ungrouped, one, one-ungrouped).
 """
 
 from __future__ import annotations
 
 import argparse
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter
@@ -48,6 +53,9 @@ GROUPED, MANY, UNGROUPED = "8 threads, submit()", "submit_many", "8 threads, ung
 MANY_8 = "submit_many, 8 per call"
 ONE, ONE_UNGROUPED = "1 thread, submit()", "1 thread, ungrouped"
 CASES = (GROUPED, MANY, MANY_8, UNGROUPED, ONE, ONE_UNGROUPED)
+SHORT = dict(
+    zip(("grouped", "many", "many8", "ungrouped", "one", "one-ungrouped"), CASES, strict=True)
+)
 TARGET = 0.7  # 8 threads' submit() against submit_many (issue 18)
 
 
@@ -81,8 +89,18 @@ def _threads(count: int, jobs: int, submit: Callable[[int], object]) -> float:
     return elapsed
 
 
-def run_case(path: Path, case: str, jobs: int, synchronous: str) -> tuple[float, int]:
-    """Seconds to submit `jobs` Works in `case`, and the transactions it took."""
+class Run:
+    """One run of a case: its seconds, CPU seconds, transactions and WAL fsyncs."""
+
+    __slots__ = ("cpu", "fsyncs", "seconds", "transactions")
+
+    def __init__(self, seconds: float, cpu: float, transactions: int, fsyncs: int) -> None:
+        self.seconds, self.cpu = seconds, cpu
+        self.transactions, self.fsyncs = transactions, fsyncs
+
+
+def run_case(path: Path, case: str, jobs: int, synchronous: str) -> Run:
+    """Submit `jobs` Works in `case`: its seconds, CPU, transactions and fsyncs."""
     remove_db(path)
     config = {"store": {"synchronous": synchronous}}
     scheduler = rota.open(path, projections=False, config=config)
@@ -105,9 +123,13 @@ def run_case(path: Path, case: str, jobs: int, synchronous: str) -> tuple[float,
             scheduler.host.wake.set()
             return scheduler.work(work_id)
 
+        wal = getattr(scheduler.store, "_wal_sync", None)
+        fsyncs = wal.fsyncs if wal is not None else 0
+        cpu = time.process_time()
         if case in (MANY, MANY_8):
             items = [rota.Submission(f"w-{k:07d}", "noop", input=_input(k)) for k in range(jobs)]
             size = MANY_BATCH if case == MANY else THREADS
+            cpu = time.process_time()
             start = perf_counter()
             for offset in range(0, jobs, size):
                 scheduler.submit_many(items[offset : offset + size])
@@ -118,12 +140,14 @@ def run_case(path: Path, case: str, jobs: int, synchronous: str) -> tuple[float,
             submit = grouped if case in (GROUPED, ONE) else ungrouped
             seconds = _threads(count, jobs, submit)
             transactions = scheduler._submits.batches if submit is grouped else jobs
+        cpu = time.process_time() - cpu
+        fsyncs = (wal.fsyncs if wal is not None else 0) - fsyncs
         written = scheduler.store.head().position - before
         if written != 2 * jobs or len(scheduler.works()) != jobs:
             raise RuntimeError(f"{case}: expected {2 * jobs} events, wrote {written}")
     finally:
         scheduler.close()
-    return seconds, transactions
+    return Run(seconds, cpu, transactions, fsyncs)
 
 
 def main() -> None:
@@ -135,33 +159,42 @@ def main() -> None:
         default="full",
         help="SQLite synchronous mode (default full, rota's default; normal: no fsync a commit)",
     )
+    parser.add_argument(
+        "--cases",
+        default=",".join(SHORT),
+        help=f"comma-separated cases to run (default all: {','.join(SHORT)})",
+    )
     args = parser.parse_args()
+    cases = [SHORT[name] for name in args.cases.split(",")]
     jobs = 800 if args.quick else 4_000
     best = Best()
-    batches: dict[str, list[int]] = {case: [] for case in CASES}
+    runs: dict[str, list[Run]] = {case: [] for case in cases}
     with workdir(args.dir) as directory:
         print_header("Group-committed submits", directory)
         for repeat in range(args.repeats):
-            for case in CASES:  # interleaved: each repeat runs every case once
+            for case in cases:  # interleaved: each repeat runs every case once
                 path = directory / "submit.db"
-                seconds, transactions = run_case(path, case, jobs, args.synchronous)
-                rate = best.add("rota", case, jobs, seconds)
-                batches[case].append(transactions)
+                run = run_case(path, case, jobs, args.synchronous)
+                rate = best.add("rota", case, jobs, run.seconds)
+                runs[case].append(run)
                 progress(f"run {repeat + 1}: {case}: {fmt_rate(rate)} Works/s")
     rows = [
         [
             case,
             fmt_rate(best.get("rota", case)),
             best.spread("rota", case),
-            f"{jobs / min(batches[case]):.1f}",
+            f"{jobs / min(r.transactions for r in runs[case]):.1f}",
+            f"{min(r.cpu for r in runs[case]) / jobs * 1e6:.0f}",
+            f"{min(r.fsyncs for r in runs[case]) / jobs:.3f}",
         ]
-        for case in CASES
+        for case in cases
     ]
     print(
         f"{jobs:,} Works per case, {THREADS} threads, synchronous {args.synchronous.upper()}, "
         f"best of {args.repeats}"
     )
-    print_table(["case", "Works/s", "every run", "Works per transaction (best)"], rows)
+    header = ["case", "Works/s", "every run", "Works per transaction (best)"]
+    print_table([*header, "CPU us per Work (best)", "fsyncs per Work"], rows)
     print()
     ratios = [
         (GROUPED, MANY, f"target >= {TARGET}x"),
@@ -175,6 +208,7 @@ def main() -> None:
         [
             [f"{a} / {b}", fmt_ratio(best.get("rota", a), best.get("rota", b)), note]
             for a, b, note in ratios
+            if a in runs and b in runs
         ],
     )
 

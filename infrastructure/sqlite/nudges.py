@@ -22,10 +22,14 @@ import secrets
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
+# A directory's mtime this much older than the clock cannot be moved again to the same value
+# (file systems stamp with a coarse clock: jiffies on Linux, 2 s on FAT).
+_SETTLED_NS = 3_000_000_000
 
 
 class Nudges:
@@ -42,6 +46,9 @@ class Nudges:
         self._thread: threading.Thread | None = None
         self._closed = False
         self.received = 0  # bursts of pokes received (tests and benchmarks read it)
+        # The directory's listing as of `_seen` (its inode and mtime), reused while they stay.
+        self._seen: tuple[int, int] | None = None
+        self._names: list[str] = []
 
     def _address(self, name: str) -> str | bytes:
         if self._abstract:
@@ -52,10 +59,7 @@ class Nudges:
 
     def poke(self) -> None:
         """Tell every listener of this log that a commit happened (never raises)."""
-        try:
-            names = os.listdir(self.directory)
-        except OSError:
-            return  # nobody ever listened here (or we may not look): nothing to poke
+        names = self._listeners()
         if not names:
             return
         own = self._marker.name if self._marker is not None else None
@@ -80,7 +84,31 @@ class Nudges:
                         self._remove(name)  # its owner is gone
             # anything else (permissions, a foreign file): that listener polls instead
 
+    def _listeners(self) -> list[str]:
+        """The directory's names: listed again only when its mtime moved (a stat costs a
+        fraction of a listing, and a poke follows every commit). A listing is reused only
+        when the mtime it saw was older than the granularity of directory timestamps: a
+        marker added later then always moves it."""
+        try:
+            info = os.stat(self.directory)
+        except OSError:
+            self._seen = None
+            return []  # nobody ever listened here (or we may not look): nothing to poke
+        seen = (info.st_ino, info.st_mtime_ns)
+        if seen == self._seen:
+            return self._names
+        try:
+            listed = time.time_ns()
+            names = os.listdir(self.directory)
+        except OSError:
+            self._seen = None
+            return []
+        settled = listed - info.st_mtime_ns > _SETTLED_NS
+        self._seen, self._names = (seen if settled else None), names
+        return names
+
     def _remove(self, name: str) -> None:
+        self._seen = None
         with contextlib.suppress(OSError):
             (self.directory / name).unlink()
         if not self._abstract:
