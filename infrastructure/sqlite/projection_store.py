@@ -89,7 +89,8 @@ class SQLiteProjectionStore(StoredProjections):
             ) from None
         try:
             self._conn = apsw.Connection(str(self.path))
-            self._conn.setbusytimeout(int(busy_timeout * 1000))
+            self._busy_ms = int(busy_timeout * 1000)
+            self._conn.setbusytimeout(self._busy_ms)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute(SCHEMA)
@@ -253,6 +254,7 @@ class SQLiteProjectionStore(StoredProjections):
         so `_write_rows` copies its rows inside SQLite."""
         with self._lock:
             attached: list[str] = []
+            journal = self._rollback_journal()
             try:
                 for n, projection in enumerate(projections):
                     spill = getattr(projection, "spill", None)
@@ -273,6 +275,41 @@ class SQLiteProjectionStore(StoredProjections):
                 for alias in attached:
                     with contextlib.suppress(apsw.Error):
                         self._conn.execute("DETACH DATABASE " + alias)
+                if journal:
+                    self._back_to_wal()
+
+    def _rollback_journal(self) -> bool:
+        """Before a swap: leave WAL mode for the rollback journal if this connection is the
+        file's only one; whether it did.
+
+        A swap writes every row anew (millions at a million Works). Through the WAL each new
+        page is written twice (to the WAL, then by the checkpoint into the file); with the
+        rollback journal a page the file did not have yet is written once, and only the
+        pages the transaction changes that existed before it go to the journal. The
+        transaction is as atomic either way (a crash leaves a hot journal, rolled back when
+        the file is next opened, so the old projection). SQLite leaves WAL mode only when
+        no other connection has the file open (a scheduler keeping it, a reader): then the
+        attempt fails at once and the swap goes through the WAL as before.
+        """
+        conn = self._conn
+        if not conn.getautocommit():
+            return False
+        conn.setbusytimeout(0)  # another connection: fail at once, do not wait for it
+        try:
+            found = conn.execute("PRAGMA main.journal_mode=DELETE").fetchone()
+        except (apsw.BusyError, apsw.LockedError):
+            return False
+        finally:
+            conn.setbusytimeout(self._busy_ms)
+        return found is not None and str(found[0]).lower() == "delete"
+
+    def _back_to_wal(self) -> None:
+        """After a swap in the rollback journal: the file in WAL mode again (as every
+        connection opens it). If that fails, the next open sets it."""
+        try:
+            self._conn.execute("PRAGMA main.journal_mode=WAL")
+        except apsw.Error as exc:
+            log.warning("the projection store at %s stays in rollback mode: %s", self.path, exc)
 
     def _put_meta(self, conn: Any, meta: ProjectionMeta) -> int:
         """Store a projection's meta row (`next_meta` made it); its generation."""

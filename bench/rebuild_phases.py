@@ -1,0 +1,77 @@
+"""Where a rebuild's time goes: the phases of one `rota.replay.rebuild.rebuild` of a log into
+a fresh projection file beside it, in this process (wall and CPU seconds each).
+
+    python -m bench.rebuild_phases /tmp/rota-bench-logs/scale-1000000-1000-0.db
+
+(the logs `bench.replay --scale` caches). Phases: the fold here (the scheduler projection),
+its `finish` (the Works still held written to the spill, the digest read from it), the wait
+for the forked history fold, and the swap (`SQLiteProjectionStore.replace`: every row copied
+into the projection file and committed), with the rows' copy (`_write_rows`) within it.
+The fork's CPU is printed beside this process's; the digests end the output so two runs
+(two branches) can be compared.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import rota.replay.rebuild as rebuild_module
+from rota.infrastructure.spill import Spiller
+from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
+from rota.infrastructure.sqlite.store import SQLiteStore
+from rota.replay import side_by_side
+
+WALL: dict[str, float] = {}
+CPU: dict[str, float] = {}
+
+
+def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            WALL[name] = WALL.get(name, 0.0) + time.perf_counter() - wall
+            CPU[name] = CPU.get(name, 0.0) + time.process_time() - cpu
+
+    return wrapper
+
+
+def main(path: Path) -> None:
+    rebuild_module.fold = timed("fold (here)", rebuild_module.fold)
+    Spiller.finish = timed("finish (here)", Spiller.finish)  # type: ignore[method-assign]
+    side_by_side._receive = timed("wait for the fork", side_by_side._receive)
+    replace, write_rows = SQLiteProjectionStore.replace, SQLiteProjectionStore._write_rows
+    SQLiteProjectionStore.replace = timed("swap (replace)", replace)  # type: ignore[method-assign]
+    SQLiteProjectionStore._write_rows = timed("  rows copied", write_rows)  # type: ignore[method-assign]
+    log = SQLiteStore(path)
+    target = default_path(log)
+    assert target is not None
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+    started = time.perf_counter()
+    with SQLiteProjectionStore(target) as store:
+        report = rebuild_module.rebuild(log, store)
+    total = time.perf_counter() - started
+    events = log.head().position
+    log.close()
+    fork = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"{events:,} events in {total:.1f} s: {events / total:,.0f} events/s")
+    for name, wall in WALL.items():
+        print(f"{name:20s} {wall:7.1f} s wall {CPU[name]:7.1f} s CPU")
+    print(
+        f"CPU: this process {time.process_time():.1f} s, the fork "
+        f"{fork.ru_utime + fork.ru_stime:.1f} s"
+    )
+    print("digests:", report.digests)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
