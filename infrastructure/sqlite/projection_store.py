@@ -301,13 +301,19 @@ class SQLiteProjectionStore(StoredProjections):
             return False
         finally:
             conn.setbusytimeout(self._busy_ms)
-        return found is not None and str(found[0]).lower() == "delete"
+        if found is None or str(found[0]).lower() != "delete":
+            return False
+        # NORMAL is enough for WAL; a rollback journal needs FULL to stay atomic across a
+        # power loss (a few syncs for the whole swap, not one per page).
+        conn.execute("PRAGMA synchronous=FULL")
+        return True
 
     def _back_to_wal(self) -> None:
         """After a swap in the rollback journal: the file in WAL mode again (as every
         connection opens it). If that fails, the next open sets it."""
         try:
             self._conn.execute("PRAGMA main.journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
         except apsw.Error as exc:
             log.warning("the projection store at %s stays in rollback mode: %s", self.path, exc)
 

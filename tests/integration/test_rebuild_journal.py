@@ -27,13 +27,20 @@ def journal_mode(conn: apsw.Connection) -> str:
     return str(found[0]).lower()
 
 
+def synchronous(conn: apsw.Connection) -> int:
+    found = conn.execute("PRAGMA synchronous").fetchone()
+    assert found is not None
+    return int(found[0])
+
+
 def modes_during_swap(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The journal mode of the projection file each time the swap writes a projection's rows."""
+    """The journal mode of the projection file each time the swap writes a projection's rows
+    (with `+full` when the connection syncs FULL then, as a rollback journal needs)."""
     seen: list[str] = []
     write_rows = SQLiteProjectionStore._write_rows
 
     def spying(self: SQLiteProjectionStore, conn: Any, *args: Any, **kwargs: Any) -> int:
-        seen.append(journal_mode(conn))
+        seen.append(journal_mode(conn) + ("+full" if synchronous(conn) == 2 else ""))
         return write_rows(self, conn, *args, **kwargs)
 
     monkeypatch.setattr(SQLiteProjectionStore, "_write_rows", spying)
@@ -58,8 +65,9 @@ def test_a_rebuild_alone_on_the_file_swaps_through_the_rollback_journal(
     seen = modes_during_swap(monkeypatch)
     with SQLiteProjectionStore(tmp_path / "rota.db.projections") as store:
         first = rebuild(service.store, store)
-        assert seen == ["delete", "delete"]
+        assert seen == ["delete+full", "delete+full"]
         assert journal_mode(store._conn) == "wal"
+        assert synchronous(store._conn) == 1  # NORMAL again, as every connection opens it
         assert not Path(f"{store.path}-journal").exists()
         assert first.digests["scheduler"] == service.projection.digest()
         assert verify(service.store, store).ok
