@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from rota.application.collection import fewer_collections
 from rota.application.host_steps import (
     ControlDispatch,
     RuntimeRecovery,
@@ -162,7 +163,7 @@ class Host:
         try:
             # The pass's appends share one durability wait, taken before anything outside
             # the store acts on them (rota.application.pass_sync).
-            with self.launches.passes.one_pass():
+            with self.launches.passes.one_pass(), fewer_collections():
                 report = self._pass(forgets)
             # The outcomes it stored are durable now: their executors may drop what they kept.
             for execution_id, epoch, executor in forgets:

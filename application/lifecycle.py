@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from rota.application.collection import fewer_collections
 from rota.application.configuration import Configuration
 from rota.application.launch_writes import GroupedFenced
 from rota.application.lifecycle_values import (
@@ -30,6 +31,7 @@ from rota.domain.events import AttemptClaimed
 from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import WorkState
+from rota.projections.held_works import OnDemandWorks
 
 
 def result_start(result: AppendResult) -> int:
@@ -123,6 +125,9 @@ class LifecycleCommands:
             emits: list[Emit] = []
             expected: dict[str, int] = {}
             now = self.tx.now()
+            held = self.tx.projection.works
+            if isinstance(held, OnDemandWorks):
+                held.prefetch([request.work_id for request in requests])
             for request in requests:
                 try:
                     more, fences = self._submit_one(
@@ -159,6 +164,9 @@ class LifecycleCommands:
             emits: list[Emit] = []
             expected: dict[str, int] = {}
             now = self.tx.now()
+            held = self.tx.projection.works
+            if isinstance(held, OnDemandWorks):
+                held.prefetch([item["work_id"] for item in works])
             for item in works:
                 spec = {
                     "scope": item.get("scope", "root"),
@@ -173,7 +181,8 @@ class LifecycleCommands:
                 expected.update(fences)
             return emits, expected
 
-        return self.tx.transact(decide)
+        with fewer_collections():  # a bulk load: many containers, no cyclic garbage
+            return self.tx.transact(decide)
 
     def accept(
         self,

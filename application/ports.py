@@ -236,6 +236,17 @@ class EventStore(abc.ABC):
     def read_stream(self, stream: str, after: int = 0) -> list[RecordedEvent]:
         """A stream's events with version > after, in version order."""
 
+    def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        """Several streams' events, each in version order, keyed by stream; a stream with
+        no event is not a key. This default reads them one by one; a store may answer in
+        one query (the submit of many new Works asks about each of them)."""
+        found: dict[str, list[RecordedEvent]] = {}
+        for stream in streams:
+            events = self.read_stream(stream)
+            if events:
+                found[stream] = events
+        return found
+
     def read_prefix(
         self, prefix: str, after: int = 0, limit: int = 1000, upto: int | None = None
     ) -> list[RecordedEvent]:

@@ -29,7 +29,7 @@ lookup; every read of a missing key goes through `_fetch`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from rota.application.ports import EventStore
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_keys, dict_values
 
 FoldWork = Callable[[str], WorkState | None]
+FoldWorks = Callable[[Sequence[str]], dict[str, WorkState]]  # the ones that exist
 # Every stored Work row, and whether the store still holds what this process saved last.
 StoredRows = Callable[[], tuple[Iterable[tuple[str, bytes]], bool]]
 # The stored position (None: nothing stored) and up to `count` Work rows after a Work id,
@@ -64,6 +65,7 @@ class StoredWorks(OnDemandWorks):
         page_rows: PageRows | None = None,
         position: Callable[[], int] = lambda: 0,
         decode: Callable[[bytes], WorkState] | None = None,
+        fold_works: FoldWorks | None = None,
     ) -> None:
         super().__init__((work.work_id, work) for work in loaded)
         self._fold_work = fold_work
@@ -71,19 +73,41 @@ class StoredWorks(OnDemandWorks):
         self._page_rows = page_rows
         self._position = position
         self._decode = WorkCodec().decode if decode is None else decode
+        self._fold_works = fold_works
+        # Works the log had no event of when last asked (`prefetch`), until a `forget`.
+        self._absent: set[str] = set()
         self.complete = False
         self.fetched = 0  # Works found on demand (for tests and diagnostics)
 
     # -- one Work ---------------------------------------------------------------------
 
     def _fetch(self, work_id: str) -> WorkState | None:
-        if self.complete:
+        if self.complete or work_id in self._absent:
             return None
         work = self._fold_work(work_id)
         if work is not None:
             dict.__setitem__(self, work_id, work)
             self.fetched += 1
         return work
+
+    def prefetch(self, work_ids: Iterable[str]) -> None:
+        """Fold those of `work_ids` not held from the log in one read (`fold_works`) and
+        hold them; remember the ones the log has no event of, so their lookups read
+        nothing. That memory lasts until the next `forget`: a Work first recorded later
+        is held from its first event on (the fold adds it) until a save lets it go."""
+        if self.complete or self._fold_works is None:
+            return
+        missing = [w for w in work_ids if not dict.__contains__(self, w) and w not in self._absent]
+        if not missing:
+            return
+        found = self._fold_works(missing)
+        for work_id in missing:
+            work = found.get(work_id)
+            if work is None:
+                self._absent.add(work_id)
+            else:
+                dict.__setitem__(self, work_id, work)
+                self.fetched += 1
 
     # -- a page of Works ----------------------------------------------------------------
 
@@ -166,6 +190,7 @@ class StoredWorks(OnDemandWorks):
         return dict.items(self)
 
     def forget(self, keep: Container[str]) -> int:
+        self._absent.clear()
         gone = super().forget(keep)
         if gone:
             self.complete = False
@@ -204,6 +229,7 @@ def keep_quiet_works_on_disk(
             page_rows,
             lambda: projection.position,
             projection.codec.decode,
+            _fold_many_from_log(projection, log),
         )
 
 
@@ -217,6 +243,24 @@ def _fold_from_log(projection: SchedulerProjection, log: EventStore) -> FoldWork
         return work
 
     return fold_work
+
+
+def _fold_many_from_log(projection: SchedulerProjection, log: EventStore) -> FoldWorks:
+    def fold_works(work_ids: Sequence[str]) -> dict[str, WorkState]:
+        position = projection.position
+        streams = log.read_streams([WORK_ROW + work_id for work_id in work_ids])
+        folded: dict[str, WorkState] = {}
+        for stream, events in streams.items():
+            work: WorkState | None = None
+            for r in events:
+                if r.position > position:
+                    break
+                work = evolve(work, r.event, r.position, r.recorded_time)
+            if work is not None:
+                folded[stream[len(WORK_ROW) :]] = work
+        return folded
+
+    return fold_works
 
 
 __all__ = ["StoredWorks", "keep_quiet_works_on_disk", "open_with_quiet_works"]

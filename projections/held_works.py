@@ -37,6 +37,11 @@ class OnDemandWorks(dict[str, WorkState]):
             work = self._fetch(work_id)
         return default if work is None else work
 
+    def prefetch(self, work_ids: Iterable[str]) -> None:
+        """Find, in one go, those of `work_ids` that are not held, ahead of their lookups
+        (a bulk submit asks about every Work it names, most of them new). Here: nothing
+        to find (an adapter overrides it)."""
+
     def __contains__(self, work_id: object) -> bool:
         if dict.__contains__(self, work_id):
             return True

@@ -62,6 +62,14 @@ class LogReads:
     def read_stream(self, stream: str, after: int = 0) -> list[RecordedEvent]:
         return self.events("stream = %s AND version > %s ORDER BY version", (stream, after))
 
+    def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        """Several streams in one round trip (the (stream, version) index, per stream)."""
+        found: dict[str, list[RecordedEvent]] = {}
+        if streams:
+            for r in self.events("stream = ANY(%s) ORDER BY stream, version", (list(streams),)):
+                found.setdefault(r.stream, []).append(r)
+        return found
+
     def read_prefix(
         self, prefix: str, after: int = 0, limit: int = 1000, upto: int | None = None
     ) -> list[RecordedEvent]:

@@ -231,6 +231,9 @@ class PostgresStore(EventStore):
     def read_stream(self, stream: str, after: int = 0) -> list[RecordedEvent]:
         return self._reads.read_stream(stream, after)
 
+    def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        return self._reads.read_streams(streams)
+
     def find_delivery(self, delivery_id: str) -> RecordedEvent | None:
         return self._reads.find_delivery(delivery_id)
 

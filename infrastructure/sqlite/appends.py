@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import apsw
+import msgspec
 
 from rota.application.errors import ConcurrencyConflict
 from rota.application.ports import AppendResult, Clock, NewEvent, RawRecord, RecordedEvent
@@ -172,6 +173,7 @@ class LogAppends:
         if duplicates is not None:
             return AppendResult(duplicates, 0)
 
+        self._read_versions(cursor, [*expected, *(row.stream for _, row in prepared)])
         versions: dict[str, int] = {}
         for stream, want in expected.items():
             actual = self._stream_version(cursor, stream)
@@ -256,6 +258,23 @@ class LogAppends:
         cursor.executemany(INSERT, values)
         # The writer caches (head, stream versions) do not know these rows.
         self.forget()
+
+    def _read_versions(self, cursor: apsw.Cursor, streams: Sequence[str]) -> None:
+        """Cache the versions of those of `streams` not cached, in one query when there
+        are several (a bulk submit names hundreds of new streams)."""
+        missing = {stream for stream in streams if stream not in self.versions}
+        if len(missing) < 2:
+            return
+        rows = cursor.execute(
+            "SELECT stream, max(version) FROM events "
+            "WHERE stream IN (SELECT value FROM json_each(?)) GROUP BY stream",
+            (msgspec.json.encode(sorted(missing)).decode(),),
+        ).fetchall()
+        found: dict[Any, Any] = dict(rows)  # type: ignore[arg-type]
+        if len(self.versions) + len(missing) > 100_000:
+            self.versions.clear()
+        for stream in missing:
+            self.versions[stream] = int(found.get(stream) or 0)
 
     def _stream_version(self, cursor: apsw.Cursor, stream: str) -> int:
         cached = self.versions.get(stream)

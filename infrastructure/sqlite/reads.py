@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
+
 from rota.application.ports import LogHead, RawRecord, RecordedEvent
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.codec import Codec
@@ -66,6 +68,21 @@ class LogReads:
             (stream, after),
         )
         return self.decode_rows(rows)
+
+    def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        """Several streams in one query (the (stream, version) index, once per stream)."""
+        found: dict[str, list[RecordedEvent]] = {}
+        if not streams:
+            return found
+        rows = self._query(
+            "SELECT position, stream, version, type, type_version, delivery_id, data, "
+            "recorded_at FROM events WHERE stream IN (SELECT value FROM json_each(?)) "
+            "ORDER BY stream, version",
+            (msgspec.json.encode(list(streams)).decode(),),
+        )
+        for r in self.decode_rows(rows):
+            found.setdefault(r.stream, []).append(r)
+        return found
 
     def read_prefix(
         self, prefix: str, after: int = 0, limit: int = 1000, upto: int | None = None

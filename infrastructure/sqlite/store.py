@@ -284,6 +284,9 @@ class SQLiteStore(EventStore):
     def read_stream(self, stream: str, after: int = 0) -> list[RecordedEvent]:
         return self._reads.read_stream(stream, after)
 
+    def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        return self._reads.read_streams(streams)
+
     def stream_version(self, stream: str) -> int:
         return self._reads.stream_version(stream)
 

@@ -184,3 +184,30 @@ def test_read_prefix_reads_the_streams_that_start_with_it(store: EventStore) -> 
     assert [e.stream for e in store.read_prefix("work0")] == ["work0"]
     # The port's default (a filtered read) answers the same.
     assert EventStore.read_prefix(store, "work/w", 2, 2) == store.read_prefix("work/w", 2, 2)
+
+
+def test_read_streams_reads_several_streams_at_once(store: EventStore) -> None:
+    for i in range(3):
+        store.append([submitted(f"w{i}")])
+        store.append([accepted("w1", i + 1)])
+    found = store.read_streams(["work/w1", "work/none", "work/w0"])
+    assert sorted(found) == ["work/w0", "work/w1"]
+    for stream, events in found.items():
+        assert events == store.read_stream(stream)
+    assert [e.version for e in found["work/w1"]] == [1, 2, 3, 4]
+    assert store.read_streams([]) == {}
+
+
+def test_a_bulk_append_expecting_new_streams_conflicts_on_an_existing_one(
+    open_store: OpenStore,
+) -> None:
+    writer, other = open_store(), open_store()
+    writer.append([submitted("a"), submitted("b")], {"work/a": 0, "work/b": 0})
+    other.append([submitted("c")])  # another handle: the writer's caches do not know it
+    new = [submitted("d"), submitted("c"), submitted("e")]
+    with pytest.raises(ConcurrencyConflict):
+        writer.append(new, {"work/d": 0, "work/c": 0, "work/e": 0})
+    assert writer.read_streams(["work/d", "work/e"]) == {}
+    written = writer.append([submitted("d"), submitted("e")], {"work/d": 0, "work/e": 0})
+    assert [r.version for r in written.recorded] == [1, 1]
+    assert writer.stream_version("work/c") == 1

@@ -4,8 +4,9 @@ of the log gives them, and forgotten again after each save."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -214,3 +215,76 @@ def test_a_whole_save_after_another_process_rebuilt_keeps_every_work(log: SQLite
         assert {key for key, _ in rows if key.startswith("work/")} == {
             f"work/{w}" for w in [*DONE, "standing", "live", "ready-1", "ready-2", "later"]
         }
+
+
+class CountedReads:
+    """Counts the log's one-stream and many-stream reads (a wrapper on the store's methods)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, log: SQLiteStore) -> None:
+        self.one = self.many = 0
+        read_stream, read_streams = log.read_stream, log.read_streams
+
+        def one(stream: str, after: int = 0) -> list[Any]:
+            self.one += 1
+            return read_stream(stream, after)
+
+        def many(streams: Sequence[str]) -> dict[str, list[Any]]:
+            self.many += 1
+            return read_streams(streams)
+
+        monkeypatch.setattr(log, "read_stream", one)
+        monkeypatch.setattr(log, "read_streams", many)
+
+
+def test_a_bulk_submit_finds_the_works_it_names_in_one_log_read(
+    log: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    populated(log)
+    service, works = reopened(log)
+    reads = CountedReads(monkeypatch, log)
+    # A quiet Work (the standing one, more input) and three new ones, in one submit.
+    items = [{"work_id": w, "binding": "b", "input": {"n": w}} for w in ("new-1", "new-2")]
+    items += [
+        {"work_id": "standing", "binding": "b", "kind": "standing", "input": {"n": 2}},
+        {"work_id": "new-3", "binding": "b", "input": None},
+    ]
+    service.lifecycle.submit_many(items)
+    assert (reads.one, reads.many) == (0, 1)
+    assert {"standing", "new-1", "new-2", "new-3"} <= in_memory(works)
+    fold, _ = folded(log)
+    assert works["standing"] == fold.works["standing"]
+    assert len(fold.works["standing"].pending) == 1
+    assert service.projection.digest() == fold.digest()
+    service.close()
+
+
+def test_a_work_found_absent_is_looked_for_again_after_a_forget(
+    log: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    populated(log)
+    service, works = reopened(log)
+    reads = CountedReads(monkeypatch, log)
+    works.prefetch(["ghost", "done-4", "live"])  # absent, quiet, held
+    assert (reads.one, reads.many) == (0, 1)
+    assert works.get("ghost") is None and "ghost" not in works
+    assert "done-4" in in_memory(works)
+    assert reads.one == 0  # the absent one is remembered: nothing read
+    works.forget(service.projection.active_works())
+    assert works.get("ghost") is None
+    assert reads.one == 1  # forgotten with the rest: read again
+    service.close()
+
+
+def test_a_work_another_process_created_after_a_prefetch_is_found(log: SQLiteStore) -> None:
+    populated(log)
+    service, works = reopened(log)
+    works.prefetch(["late"])
+    other = stored_service(log)  # not the keeper: appends to the same log
+    other.lifecycle.submit("late", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    other.close()
+    # The keeper's own submit of the same Work conflicts, catches up and sees it.
+    service.lifecycle.submit_many([{"work_id": "late", "binding": "b", "input": None}])
+    fold, _ = folded(log)
+    assert works["late"] == fold.works["late"]
+    assert service.projection.digest() == fold.digest()
+    service.close()
