@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -143,11 +144,14 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
 
 
+_QUOTED = re.compile(r'[ "=\\]')  # a text value holding one of these is quoted (JSON)
+
+
 def _text_value(value: Any) -> str:
     if value is None:
         return "-"
     text = value if isinstance(value, str) else json.dumps(value)
-    if not text or any(c in text for c in ' "=\\') or not text.isprintable():
+    if not text or _QUOTED.search(text) is not None or not text.isprintable():
         return json.dumps(text, ensure_ascii=False)
     return text
 
