@@ -98,7 +98,7 @@ def test_run_http_with_a_token_submits_and_runs_work(home: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-P", "-m", "rota", "run", "--http", "127.0.0.1:0"],
         cwd=home,
-        env=_env(),
+        env={**_env(), "PYTHONFAULTHANDLER": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -125,7 +125,17 @@ def test_run_http_with_a_token_submits_and_runs_work(home: Path) -> None:
                     assert time.monotonic() < deadline, "the tail never showed the outcome"
             assert client.get("/v1/work/job").json()["work"]["state"] == "completed"
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            # (it failed so once in a parallel CI run: keep what the daemon said, and where
+            # each of its threads was, for next time: PYTHONFAULTHANDLER dumps them on SIGABRT)
+            process.send_signal(signal.SIGABRT)
+            _, said = process.communicate(timeout=TIMEOUT)
+            raise AssertionError(
+                f"rota run did not stop within 30 s of SIGTERM:\n{said[-8000:]}"
+            ) from None
+        assert code == 0
         assert list(lines) == ["rota: stopped\n"]
         assert process.stdout.read() == "1 Work: 1 completed\n"
     finally:
