@@ -12,16 +12,7 @@ import pytest
 
 from rota.infrastructure.sqlite.store import SQLiteStore
 
-
-class _Sender:
-    """Records where a store's pokes go (instead of sending them)."""
-
-    def __init__(self) -> None:
-        self.sent: list[str | bytes] = []
-
-    def sendto(self, data: bytes, address: str | bytes) -> int:
-        self.sent.append(address)
-        return len(data)
+from .test_wake_on_commit import _Sender
 
 
 @pytest.fixture
