@@ -166,9 +166,11 @@ class Transactions:
         store = self.store
         try:
             with store.deferring(), self.lock:
+                conflicted = False
                 for _ in range(MAX_CONFLICT_RETRIES):
-                    # Nothing to read when this process wrote the head and nobody since.
-                    if not store.nothing_after(self.projection.position):
+                    # Nothing to read when the store knows nobody committed since; after a
+                    # conflict, always read: somebody did (its wake-up may be on its way).
+                    if conflicted or not store.nothing_after(self.projection.position):
                         self.catch_up()
                     emits, expected = decide()
                     if not emits:
@@ -177,6 +179,7 @@ class Transactions:
                         return self._commit(emits, expected)
                     except ConcurrencyConflict:
                         self.conflicts += 1
+                        conflicted = True
                         continue
                 raise StoreUnavailable(
                     f"gave up after {MAX_CONFLICT_RETRIES} conflicting writes; "

@@ -17,8 +17,12 @@ connection right after COMMIT).
 
 Wake-ups: appends `pg_notify` the schema's channel in their transaction; `wait_for_commit`
 LISTENs on a dedicated connection (started on first use; its thread sleeps on the socket,
-no timer), and also polls `max(position)` every `poll_interval` seconds in case a NOTIFY is
-lost, and is woken at once by local commits. `wake_waiters` ends the waits in progress.
+no timer, with TCP keepalives), and also polls `max(position)` in case a NOTIFY is lost:
+every `poll_interval` seconds (10) once the connection has received a notification (its own
+probe, sent right after LISTEN), every second until then (behind a transaction-pooling
+PgBouncer none arrives), fast while no listener runs; it is woken at once by local commits.
+`wake_waiters` ends the waits in progress. `nothing_after` trusts the commit generation only
+while the listener is proven, so an idle pass reads the log once, not once per step.
 
 Like every store, it is safe to share between threads and must not be used in a child process
 after `fork()` (open it again there; closing it in the child leaves the parent's sockets alone).
@@ -67,6 +71,9 @@ from rota.infrastructure.store_url import store_not_found
 T = TypeVar("T")
 
 
+UNPROVEN_POLL = 1.0  # a waiter's poll while LISTEN has not shown it delivers (seconds)
+
+
 class PostgresStore(EventStore):
     """The log in one PostgreSQL schema; see the module docstring."""
 
@@ -82,7 +89,7 @@ class PostgresStore(EventStore):
         lock_timeout: float = 5.0,
         max_retries: int = 5,
         connect_timeout: float = 5.0,
-        poll_interval: float = 1.0,
+        poll_interval: float = 10.0,
         clock_refresh: float = 0.5,
         synchronous: str | None = None,
         create: bool = True,
@@ -107,6 +114,12 @@ class PostgresStore(EventStore):
         self._closing = os.pipe()  # written on close: ends the listener's sleep
         self._listener: threading.Thread | None = None
         self._listening, self._listen_retry_at = threading.Event(), 0.0
+        # The LISTEN connection has received a notification (its own probe at least): it
+        # works, so a waiter may poll slowly and `nothing_after` may trust the generation.
+        # (Behind a transaction-pooling PgBouncer LISTEN succeeds but nothing arrives.)
+        self._proven = threading.Event()
+        # (generation, position): a read found nothing after position (`nothing_after`)
+        self._quiet: tuple[int, int] | None = None
         self._sql = LogStatements(s)
         self.events_table = self._sql.events_table
         self._db = LogConnections(
@@ -226,7 +239,26 @@ class PostgresStore(EventStore):
     # -- reading ---------------------------------------------------------------------
 
     def read(self, after: int = 0, limit: int = 1000) -> list[RecordedEvent]:
-        return self._reads.read(after, limit)
+        seen = self._commits_seen()
+        events = self._reads.read(after, limit)
+        if not events and seen is not None:
+            self._quiet = (seen, after)  # nothing after `after` as of `seen`
+        return events
+
+    def _commits_seen(self) -> int | None:
+        """The commit generation while a LISTEN connection is live (every commit of the
+        schema notifies it, and every local commit bumps it), else None: unknown."""
+        with self._commit:
+            return self._generation if self._proven.is_set() else None
+
+    def nothing_after(self, position: int) -> bool:
+        """True when a read found nothing after `position` and, the LISTEN connection live
+        throughout, no commit was notified since (nor made here). A commit's NOTIFY can
+        arrive a moment after the commit is visible: a writer that decides in that moment
+        decides as if it had read just before the commit, which its expected versions
+        and fences refuse (and `Transactions.transact` then reads before deciding again)."""
+        seen = self._commits_seen()
+        return seen is not None and self._quiet == (seen, position)
 
     def read_stream(self, stream: str, after: int = 0) -> list[RecordedEvent]:
         return self._reads.read_stream(stream, after)
@@ -272,7 +304,17 @@ class PostgresStore(EventStore):
                 return
             try:
                 timeout = max(2, round(self.connect_timeout))
-                conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=timeout)
+                conn = psycopg.connect(
+                    self._conninfo,
+                    autocommit=True,
+                    connect_timeout=timeout,
+                    # A connection that dies without a sign (a dropped route) ends in
+                    # about 25 s, and the waiters poll fast again (`_listen_loop`).
+                    keepalives=1,
+                    keepalives_idle=10,
+                    keepalives_interval=5,
+                    keepalives_count=3,
+                )
                 conn.execute(f'LISTEN "{self._channel}"')
             except psycopg.Error:
                 self._listen_retry_at = time.monotonic() + 5.0
@@ -282,6 +324,10 @@ class PostgresStore(EventStore):
             self._listener = threading.Thread(target=self._listen_loop, args=(conn,), name=name)
             self._listener.daemon = True
             self._listener.start()
+            # A probe from another session proves notifications arrive (`_proven`, set by
+            # the loop); psycopg would consume one sent on the LISTEN connection itself.
+            with contextlib.suppress(psycopg.Error, StoreError):
+                self._query("SELECT pg_notify(%s, 'listening')", (self._channel,))
 
     def _listen_loop(self, conn: psycopg.Connection[Any]) -> None:
         """Sleep on the LISTEN connection's socket (and the close pipe) until a NOTIFY
@@ -300,12 +346,14 @@ class PostgresStore(EventStore):
                 while pgconn.notifies() is not None:
                     woke = True
                 if woke:
+                    self._proven.set()
                     self._wake()
                 elif pgconn.status != psycopg.pq.ConnStatus.OK:
                     raise psycopg.OperationalError("the LISTEN connection was lost")
         except (psycopg.Error, OSError):
             self._listen_retry_at = time.monotonic() + 1.0
         finally:
+            self._proven.clear()
             self._listening.clear()
             with contextlib.suppress(psycopg.Error):
                 conn.close()
@@ -330,8 +378,10 @@ class PostgresStore(EventStore):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            if self._listening.is_set():
+            if self._proven.is_set():
                 step = self.poll_interval
+            elif self._listening.is_set():  # no notification seen yet: LISTEN may not work
+                step = min(self.poll_interval, UNPROVEN_POLL)
             else:
                 step, fallback = fallback, min(fallback * 2, 0.1)
             with self._commit:

@@ -289,6 +289,47 @@ def test_wait_for_commit_polls_when_a_notify_is_lost(
     assert time.monotonic() - started < 5.0
 
 
+def test_a_proven_listener_lets_a_quiet_read_say_nothing_after(make_store: StoreFactory) -> None:
+    store, other = make_store(), make_store()
+    other.append([submitted("a")])
+    assert store.read(1) == []
+    assert store.nothing_after(1) is False  # no listener yet: the store cannot know
+    assert store.wait_for_commit(1, 0.01) is False  # starts the listener, which probes
+    _until(store._proven.is_set, "the listener's own probe")
+    assert [e.position for e in store.read(0)] == [1]
+    assert store.nothing_after(1) is False  # that read found events: it says nothing more
+    assert store.read(1) == []
+    assert store.nothing_after(1) is True
+    assert store.nothing_after(0) is False
+    generation = store._generation
+    other.append([submitted("b")])  # another handle: only its NOTIFY tells this one
+    _until(lambda: store._generation != generation, "the other handle's NOTIFY")
+    assert store.nothing_after(1) is False
+    assert [e.position for e in store.read(1)] == [2]
+
+
+def test_a_listener_that_never_receives_is_not_trusted_and_waiters_poll_each_second(
+    make_store: StoreFactory, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As behind a transaction-pooling PgBouncer: LISTEN succeeds, no notification arrives.
+    store = make_store(poll_interval=30.0)
+    query = store._query
+    monkeypatch.setattr(
+        store, "_query", lambda sql, params=(): [] if "pg_notify" in sql else query(sql, params)
+    )
+    assert store.wait_for_commit(0, 0.01) is False
+    assert store._listening.is_set() and not store._proven.is_set()
+    assert store.read(0) == []
+    assert store.nothing_after(0) is False
+    admin_execute(  # a commit that sends no NOTIFY
+        f'INSERT INTO "{pg_schema}".events VALUES '
+        "(1, 's', 1, 't', 1, NULL, '{}', NULL, 'x', 'y')"
+    )
+    started = time.monotonic()
+    assert store.wait_for_commit(0, 20.0) is True  # the 1 s poll, not the 30 s one
+    assert time.monotonic() - started < 10.0
+
+
 def test_wait_for_commit_is_woken_by_another_handle(make_store: StoreFactory) -> None:
     waiter, writer = make_store(poll_interval=30.0), make_store()
     woke = threading.Event()
