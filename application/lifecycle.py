@@ -125,9 +125,7 @@ class LifecycleCommands:
             emits: list[Emit] = []
             expected: dict[str, int] = {}
             now = self.tx.now()
-            held = self.tx.projection.works
-            if isinstance(held, OnDemandWorks):
-                held.prefetch([request.work_id for request in requests])
+            self._prefetch([request.work_id for request in requests])
             for request in requests:
                 try:
                     more, fences = self._submit_one(
@@ -154,6 +152,13 @@ class LifecycleCommands:
             out.append(AppendResult(recorded, sum(1 for r in recorded if r.position > start)))
         return out
 
+    def _prefetch(self, work_ids: list[str]) -> None:
+        """Find the Works a batch names in one log read, not one per Work (when the held
+        Works are looked up on demand)."""
+        held = self.tx.projection.works
+        if isinstance(held, OnDemandWorks):
+            held.prefetch(work_ids)
+
     def submit_many(self, works: Sequence[dict[str, Any]]) -> AppendResult:
         """Submit several Works with one input each, in one append (bulk loading).
 
@@ -164,9 +169,7 @@ class LifecycleCommands:
             emits: list[Emit] = []
             expected: dict[str, int] = {}
             now = self.tx.now()
-            held = self.tx.projection.works
-            if isinstance(held, OnDemandWorks):
-                held.prefetch([item["work_id"] for item in works])
+            self._prefetch([item["work_id"] for item in works])
             for item in works:
                 spec = {
                     "scope": item.get("scope", "root"),

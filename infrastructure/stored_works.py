@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from rota.application.ports import EventStore
+from rota.application.ports import EventStore, RecordedEvent
 from rota.domain.evolve import evolve
 from rota.domain.state import WorkState
 from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection
@@ -233,14 +233,19 @@ def keep_quiet_works_on_disk(
         )
 
 
+def _fold_stream(events: Iterable[RecordedEvent], upto: int) -> WorkState | None:
+    """A Work folded from its stream's events, up to log position `upto`."""
+    work: WorkState | None = None
+    for r in events:
+        if r.position > upto:
+            break
+        work = evolve(work, r.event, r.position, r.recorded_time)
+    return work
+
+
 def _fold_from_log(projection: SchedulerProjection, log: EventStore) -> FoldWork:
     def fold_work(work_id: str) -> WorkState | None:
-        work: WorkState | None = None
-        for r in log.read_stream(WORK_ROW + work_id):
-            if r.position > projection.position:
-                break
-            work = evolve(work, r.event, r.position, r.recorded_time)
-        return work
+        return _fold_stream(log.read_stream(WORK_ROW + work_id), projection.position)
 
     return fold_work
 
@@ -249,16 +254,8 @@ def _fold_many_from_log(projection: SchedulerProjection, log: EventStore) -> Fol
     def fold_works(work_ids: Sequence[str]) -> dict[str, WorkState]:
         position = projection.position
         streams = log.read_streams([WORK_ROW + work_id for work_id in work_ids])
-        folded: dict[str, WorkState] = {}
-        for stream, events in streams.items():
-            work: WorkState | None = None
-            for r in events:
-                if r.position > position:
-                    break
-                work = evolve(work, r.event, r.position, r.recorded_time)
-            if work is not None:
-                folded[stream[len(WORK_ROW) :]] = work
-        return folded
+        folded = {stream: _fold_stream(events, position) for stream, events in streams.items()}
+        return {s[len(WORK_ROW) :]: work for s, work in folded.items() if work is not None}
 
     return fold_works
 
