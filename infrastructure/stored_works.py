@@ -14,7 +14,9 @@ stored projection needs only its active Works in memory; the rest are found on d
   are current), so a listing holds one chunk, never every Work. A stored row is used as
   it is when the store's position is not beyond the projection's (a Work not held here
   had no event since this process last loaded or saved, so the row is its state); else
-  (another writer saved ahead of this process) the Work is folded from the log;
+  (another writer saved ahead of this process) the Work is folded from the log. A
+  listing filtered by a state no quiet Work can be in (`HELD_STATES`: ready, running,
+  retry_wait) reads the held Works alone, whatever the number of stored ones;
 - every Work (iteration, `len`, `values()`, what a digest needs): the quiet
   ones decoded from the store's rows in one read, when the store still holds what this
   process saved there last; otherwise (another writer rewrote it) each missing Work is
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING
 from rota.application.ports import EventStore, RecordedEvent
 from rota.domain.evolve import evolve
 from rota.domain.state import WorkState
+from rota.projections.held_works import HELD_STATES
 from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection
 from rota.projections.work_pages import WorkFilter, page_in_memory, page_of
 from rota.projections.work_rows import WorkCodec
@@ -114,7 +117,7 @@ class StoredWorks(OnDemandWorks):
     def page(self, after: str, limit: int, where: WorkFilter) -> tuple[list[WorkState], str | None]:
         """A page of Works in id order after `after`, the stored ones merged with those
         held here (see the module docstring); nothing found is kept in memory."""
-        if self.complete or self._page_rows is None:
+        if self.complete or self._page_rows is None or where.state in HELD_STATES:
             return page_in_memory(dict(dict.items(self)), after, limit, where)
         return page_of((w for w in self._in_order(after) if where.matches(w)), limit)
 

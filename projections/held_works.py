@@ -64,6 +64,14 @@ class OnDemandWorks(dict[str, WorkState]):
         return len(gone)
 
 
+# The Work states no quiet Work can be in (`WorkState.state` against `is_quiet`): `running`
+# (its attempt is live), `retry_wait` (a retry timer is due) and `ready` (startable, or its
+# ended attempt still holds a slot until its stop is confirmed). Every Work in one of them
+# is held, so a listing filtered by one is answered from the held Works alone, however many
+# quiet ones the store keeps (a test checks the claim against `is_quiet`).
+HELD_STATES: frozenset[str] = frozenset({"ready", "running", "retry_wait"})
+
+
 def is_quiet(work: WorkState) -> bool:
     """Whether no index of the scheduler projection names `work` (not startable, no timer
     due, no attempt that is live or holds a slot): what `active_works()` leaves out."""
@@ -73,4 +81,4 @@ def is_quiet(work: WorkState) -> bool:
     return current is None or not (current.live or current.holds_slot)
 
 
-__all__ = ["OnDemandWorks", "is_quiet"]
+__all__ = ["HELD_STATES", "OnDemandWorks", "is_quiet"]

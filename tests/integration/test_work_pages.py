@@ -93,6 +93,30 @@ def test_pages_in_id_order_with_filters_holding_only_active_works(target: str) -
         assert first.scope == "root/other" and first.attempts == 1
 
 
+def test_a_listing_by_a_state_no_quiet_work_is_in_reads_no_stored_row(target: str) -> None:
+    populate(target)
+    with rota.open(target, config=CONFIG) as scheduler:
+        scheduler.register("echo", _echo)
+        works = scheduler.service.projection.works
+        assert isinstance(works, StoredWorks)
+        # Every listing below by a state of HELD_STATES is answered from the held Works:
+        # reading a stored row now fails the test.
+        page_rows = works._page_rows
+
+        def refuse(after: str, count: int) -> Any:
+            raise AssertionError(f"a stored Work row was read (after {after!r})")
+
+        works._page_rows = refuse
+        assert listed(scheduler, 3, state="ready") == READY
+        assert listed(scheduler, 3, state="ready", scope="root/team/sub") == READY
+        assert listed(scheduler, 3, state="running") == []
+        assert listed(scheduler, 3, state="retry_wait") == []
+        with pytest.raises(AssertionError, match="stored Work row"):
+            listed(scheduler, 3, state="completed")  # quiet Works: the store is paged
+        works._page_rows = page_rows
+        assert listed(scheduler, 3, state="completed") == DONE
+
+
 def test_the_cursor_is_stable_while_works_are_added(target: str) -> None:
     populate(target)
     with rota.open(target, config=CONFIG) as scheduler:
