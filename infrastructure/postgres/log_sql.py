@@ -20,6 +20,12 @@ from psycopg import sql as pg_sql
 from rota.infrastructure.chain import GENESIS_HEX
 
 SCHEMA_VERSION = 1
+# The schedule streams (`schedule/<name>`, `schedules/leader`) have a partial index of their
+# own in log order (`events_schedules`), so the schedules projection is folded from their
+# events without scanning the log: a read names its predicate literally (`read_prefix`),
+# as PostgreSQL uses a partial index only for a query that implies its predicate.
+SCHEDULE_PREFIX = "schedule"
+SCHEDULE_INDEX = "events_schedules"
 EVENT = "position, stream, version, type, type_version, delivery_id, data, data_bytes, recorded_at"
 RAW = f"{EVENT}, hash"
 _LOCK = (  # clock_timestamp() is read once the lock is held, so times follow positions
@@ -55,6 +61,18 @@ def ddl(s: str) -> pg_sql.Composed:
     module), the schema quoted as an identifier."""
     text = files("rota.infrastructure.postgres").joinpath("log_schema.sql").read_text()
     return pg_sql.SQL(text).format(schema=pg_sql.Identifier(s), genesis=pg_sql.Literal(GENESIS_HEX))
+
+
+def schedule_index_ddl(s: str) -> pg_sql.Composed:
+    """The schedule streams' index (`SCHEDULE_INDEX`) in schema `s`, if it is missing."""
+    return pg_sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {index} ON {schema}.events (position) "
+        "WHERE starts_with(stream, {prefix})"
+    ).format(
+        index=pg_sql.Identifier(SCHEDULE_INDEX),
+        schema=pg_sql.Identifier(s),
+        prefix=pg_sql.Literal(SCHEDULE_PREFIX),
+    )
 
 
 class LogStatements:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from rota.application.ports import LogHead, RawRecord, RecordedEvent
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.codec import Codec
-from rota.infrastructure.postgres.log_sql import EVENT, RAW
+from rota.infrastructure.postgres.log_sql import EVENT, RAW, SCHEDULE_PREFIX
 
 
 class RunQuery(Protocol):
@@ -75,9 +75,14 @@ class LogReads:
     ) -> list[RecordedEvent]:
         """Streams starting with `prefix`, in position order (`starts_with`: exact whatever
         the database's collation; the server filters, nothing is decoded that is not asked
-        for)."""
+        for). A prefix within the schedule streams' reads their index (`SCHEDULE_PREFIX`)."""
+        within = (
+            f"starts_with(stream, '{SCHEDULE_PREFIX}') AND "
+            if prefix.startswith(SCHEDULE_PREFIX)
+            else ""
+        )
         return self.events(
-            "starts_with(stream, %s) AND position > %s AND position <= %s "
+            f"{within}starts_with(stream, %s) AND position > %s AND position <= %s "
             "ORDER BY position LIMIT %s",
             (prefix, after, upto if upto is not None else 2**62, limit),
         )

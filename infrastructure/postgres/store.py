@@ -36,6 +36,7 @@ DBA chose otherwise, e.g. `remote_apply` for synchronous replication).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import threading
@@ -62,11 +63,19 @@ from rota.infrastructure.log_rows import Row
 from rota.infrastructure.postgres.appends import LogAppends
 from rota.infrastructure.postgres.connections import SYNCHRONOUS_COMMIT, TRANSIENT, LogConnections
 from rota.infrastructure.postgres.database_clock import DatabaseClock
-from rota.infrastructure.postgres.log_sql import SCHEMA_VERSION, LogStatements, ddl
+from rota.infrastructure.postgres.log_sql import (
+    SCHEDULE_INDEX,
+    SCHEMA_VERSION,
+    LogStatements,
+    ddl,
+    schedule_index_ddl,
+)
 from rota.infrastructure.postgres.names import identifier, split_schema
 from rota.infrastructure.postgres.reads import LogReads
 from rota.infrastructure.postgres.transactions import Tx
 from rota.infrastructure.store_url import store_not_found
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -148,26 +157,51 @@ class PostgresStore(EventStore):
 
     def _create_schema(self) -> None:
         s = self.schema
-        names = tuple(f'"{s}".{t}' for t in ("events", "head", "rota_meta", "tracking"))
-        if None in self._query("SELECT " + ", ".join(["to_regclass(%s)"] * 4), names)[0]:
+        tables = ("events", "head", "rota_meta", "tracking")
+        names = tuple(f'"{s}".{t}' for t in (*tables, SCHEDULE_INDEX))
+        found = self._query("SELECT " + ", ".join(["to_regclass(%s)"] * len(names)), names)[0]
+        if None in found[: len(tables)]:
             if not self._create:
                 raise store_not_found(f"schema {s!r}")
 
             def create(tx: Tx) -> None:
                 tx.cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"rota {s}",))
                 tx.cursor.execute(ddl(s))
+                tx.cursor.execute(schedule_index_ddl(s))
                 tx.cursor.execute(
                     f'INSERT INTO "{s}".rota_meta VALUES (%s, %s), (%s, %s) ON CONFLICT DO NOTHING',
                     ("schema_version", str(SCHEMA_VERSION), "store_id", str(uuid.uuid4())),
                 )
 
             self.write(create)
+        elif found[-1] is None:
+            self._add_schedule_index()
         version = int(self._meta("schema_version"))
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"schema {s!r} has store schema version {version}, newer than this rota's "
                 f"{SCHEMA_VERSION}: upgrade rota to open it",
                 code=PortCode.SCHEMA_TOO_NEW,
+            )
+
+    def _add_schedule_index(self) -> None:
+        """Give a log created before it the schedule streams' index (one scan of `events`,
+        under the schema's advisory lock). A session that may not create it (a read-only
+        role) goes on without it: schedule reads then scan the log, as before."""
+        s = self.schema
+
+        def add(tx: Tx) -> None:
+            tx.cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"rota {s}",))
+            tx.cursor.execute(schedule_index_ddl(s))
+
+        try:
+            self.write(add)
+        except StoreError as exc:
+            log.warning(
+                "the log in schema %r has no index of its schedule streams and this session "
+                "could not add it (%s): schedule reads scan the log",
+                s,
+                type(exc.__cause__ or exc).__name__,
             )
 
     def _meta(self, key: str) -> str:

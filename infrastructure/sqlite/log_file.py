@@ -34,12 +34,20 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE UNIQUE INDEX IF NOT EXISTS events_stream_version ON events (stream, version);
 CREATE UNIQUE INDEX IF NOT EXISTS events_delivery_id ON events (delivery_id)
     WHERE delivery_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_schedules ON events (position)
+    WHERE stream >= 'schedule' AND stream < 'schedulf';
 CREATE TABLE IF NOT EXISTS rota_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tracking (
     application_name TEXT PRIMARY KEY,
     notification_id  INTEGER NOT NULL
 );
 """
+
+# The schedule streams (`schedule/<name>`, `schedules/leader`) have an index of their own, in
+# log order (`events_schedules`, partial: no other append maintains it), so the schedules
+# projection is folded from their events without scanning the whole log (`read_prefix`).
+# A store created before it gets it when a writer next opens it (one scan of the log).
+SCHEDULE_RANGE = ("schedule", "schedulf")
 
 COLUMNS = "position, stream, version, type, type_version, delivery_id, data, recorded_at, hash"
 INSERT = f"INSERT INTO events ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"

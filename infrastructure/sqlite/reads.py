@@ -15,7 +15,7 @@ import msgspec
 from rota.application.ports import LogHead, RawRecord, RecordedEvent
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.codec import Codec
-from rota.infrastructure.sqlite.log_file import COLUMNS
+from rota.infrastructure.sqlite.log_file import COLUMNS, SCHEDULE_RANGE
 
 RunQuery = Callable[[str, tuple[Any, ...]], list[Any]]
 
@@ -87,12 +87,20 @@ class LogReads:
     def read_prefix(
         self, prefix: str, after: int = 0, limit: int = 1000, upto: int | None = None
     ) -> list[RecordedEvent]:
-        """A range of stream names (the (stream, version) index), in position order."""
+        """A range of stream names, in position order. A range within the schedule streams'
+        (`SCHEDULE_RANGE`) reads their index (`events_schedules`: SQLite uses a partial index
+        only when the query names its range in so many words); any other scans the log in
+        position order, keeping the streams in the range."""
+        end = prefix_end(prefix)
+        low, high = SCHEDULE_RANGE
+        within = (
+            f"stream >= '{low}' AND stream < '{high}' AND " if low <= prefix < end <= high else ""
+        )
         rows = self._query(
             "SELECT position, stream, version, type, type_version, delivery_id, data, "
-            "recorded_at FROM events WHERE stream >= ? AND stream < ? AND position > ? "
+            f"recorded_at FROM events WHERE {within}stream >= ? AND stream < ? AND position > ? "
             "AND position <= ? ORDER BY position LIMIT ?",
-            (prefix, prefix_end(prefix), after, upto if upto is not None else 2**62, limit),
+            (prefix, end, after, upto if upto is not None else 2**62, limit),
         )
         return self.decode_rows(rows)
 

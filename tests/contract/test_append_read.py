@@ -186,6 +186,25 @@ def test_read_prefix_reads_the_streams_that_start_with_it(store: EventStore) -> 
     assert EventStore.read_prefix(store, "work/w", 2, 2) == store.read_prefix("work/w", 2, 2)
 
 
+def test_read_prefix_of_the_schedule_streams(store: EventStore) -> None:
+    # The schedule streams' reads go through an index of their own: the same answers.
+    def on(stream: str) -> NewEvent:
+        return NewEvent(stream, WorkSubmitted(work_id=stream, scope="root", binding="b"))
+
+    streams = ["schedule/a", "work/w", "schedules/leader", "schedulf", "schedule/b", "schedul"]
+    for stream in streams * 2:
+        store.append([on(stream)])
+    got = store.read_prefix("schedule")
+    assert [e.stream for e in got] == ["schedule/a", "schedules/leader", "schedule/b"] * 2
+    assert [e.position for e in got] == [1, 3, 5, 7, 9, 11]
+    assert [e.position for e in store.read_prefix("schedule/")] == [1, 5, 7, 11]
+    assert [e.position for e in store.read_prefix("schedule", after=3, limit=2)] == [5, 7]
+    assert [e.position for e in store.read_prefix("schedule/", upto=7)] == [1, 5, 7]
+    assert [e.position for e in store.read_prefix("schedules/")] == [3, 9]
+    assert [e.position for e in store.read_prefix("schedul")] == [1, 3, 4, 5, 6, 7, 9, 10, 11, 12]
+    assert EventStore.read_prefix(store, "schedule", 1, 3) == store.read_prefix("schedule", 1, 3)
+
+
 def test_read_streams_reads_several_streams_at_once(store: EventStore) -> None:
     for i in range(3):
         store.append([submitted(f"w{i}")])
