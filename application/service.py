@@ -21,6 +21,7 @@ from rota.application.live_projections import LiveProjections
 from rota.application.ports import AppendObserver, EventStore, ProjectionStore
 from rota.application.recovery import Recovered, RecoveryCommands, RecoveryPass
 from rota.application.schedules import ScheduleCommands
+from rota.application.tallies import Tallies
 from rota.application.transactions import Transactions
 from rota.domain.admission import GateDecision, Waiting
 from rota.domain.policy import Binding, Pinned, Registration, Settings
@@ -51,6 +52,8 @@ class SchedulerService:
         self.admission = AdmissionCommands(self.transactions, self.configuration)
         self.control = ControlCommands(self.transactions, self.configuration)
         self.schedules = ScheduleCommands(self.transactions, self.configuration)
+        # Counts over every Work (the HTTP overview, holds, metrics), counted on first use.
+        self.tallies = Tallies(self.transactions)
 
     # -- the shared state ------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -56,6 +56,9 @@ class SchedulerProjection:
     # 2: the `active` row (which Works a store-backed open must load); 3: lean Work rows
     # and `binding/` rows (`rota.projections.work_rows`)
     version = 3
+    # Told of every change the fold makes to a Work (the Work before, None for a new one,
+    # and after): a `WorkTally` follows them. Not part of the state, rows or digest.
+    watch: Callable[[WorkState | None, WorkState], None] | None = None
 
     def __init__(self) -> None:
         self.position = 0
@@ -98,6 +101,8 @@ class SchedulerProjection:
             if after is None:
                 return
             self.works[work_id] = after
+            if self.watch is not None:
+                self.watch(before, after)
             self.dirty.update((stream, ACTIVE_ROW))
             self._index(before, after)
             if self.budgets and isinstance(event, _Outcome) and event.usage:
@@ -112,6 +117,7 @@ class SchedulerProjection:
         bulk fold from the log derives them once at the end (`settle()`), which leaves the
         same projection (the indices are a function of the Works; `restore` relies on it)."""
         works, dirty, last, held = self.works, self.dirty, self.position, dict.get
+        watch = self.watch
         # Lease renewals only move the current attempt's lease and count in the Work's
         # version, so a run of them is folded as one (`renew`): kept here per Work, applied
         # before that Work's next other event and at the end of the page.
@@ -137,12 +143,14 @@ class SchedulerProjection:
                     works[work_id] = renew(works[work_id], expiry, count)
                 # A held Work by a plain dict lookup; `works.get` (found on demand) on a miss.
                 before = held(works, work_id)
-                after = evolve(
-                    works.get(work_id) if before is None else before, event, position, at
-                )
+                if before is None:
+                    before = works.get(work_id)
+                after = evolve(before, event, position, at)
                 if after is None:
                     continue
                 works[work_id] = after
+                if watch is not None:
+                    watch(before, after)
                 dirty.add(stream)
                 if self.budgets and isinstance(event, _Outcome) and event.usage:
                     self._stage(work_id, position, at, event)

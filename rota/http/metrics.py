@@ -94,12 +94,16 @@ class RotaCollector(Collector):
         daemon = scheduler.daemon
         passes = daemon.passes
         head = scheduler.store.head().position
+        tally = service.tallies.ready()  # counts over every Work, not every Work in memory
         with service.lock:
             service.catch_up()
             projection = service.projection
             applied = projection.position
             now = service.now()
-            works = list(projection.works.values())
+            work_states = Counter(tally.states)
+            hold_kinds = Counter(tally.holds)
+            attempt_outcomes = Counter(tally.attempts)
+            recovery_kinds = Counter(tally.recoveries)
             timers = dict(projection.timers)
             bindings = set(service.bindings)
             capacity = scheduler.capacity()
@@ -171,7 +175,7 @@ class RotaCollector(Collector):
             yield checkpoint
 
         holds = GaugeMetricFamily("rota_holds", "Holds on Work, by kind", labels=["kind"])
-        held = Counter(h.kind for w in works for h in w.holds)
+        held = hold_kinds
         for kind in ("budget", "gate", "crash_loop", "operator"):
             held.setdefault(kind, 0)
         for kind in sorted(held):
@@ -196,14 +200,8 @@ class RotaCollector(Collector):
             "Segments begun by recovery, from the log (kind: recovered, relaunched)",
             labels=["kind"],
         )
-        kinds = Counter(
-            s.kind
-            for w in works
-            for a in w.attempts
-            for s in a.segments
-            if s.kind in ("recovered", "relaunched")
-        )
-        lost = sum(1 for w in works for a in w.attempts if a.outcome == "lost")
+        kinds = recovery_kinds
+        lost = sum(n for (_, outcome), n in attempt_outcomes.items() if outcome == "lost")
         for kind in ("recovered", "relaunched"):
             admit(recoveries, [kind], kinds[kind])
         yield recoveries
@@ -216,9 +214,9 @@ class RotaCollector(Collector):
         states = GaugeMetricFamily(
             "rota_works", "Works by state and scope", labels=["state", "scope"]
         )
-        by_state: Counter[tuple[str, str]] = Counter(
-            (w.state, scope_label(w.scope, self.scope_depth)) for w in works
-        )
+        by_state: Counter[tuple[str, str]] = Counter()
+        for (state, scope), n in work_states.items():
+            by_state[state, scope_label(scope, self.scope_depth)] += n
         for state in WORK_STATES:
             by_state.setdefault((state, "root"), 0)
         for (state, scope), n in sorted(by_state.items()):
@@ -228,14 +226,10 @@ class RotaCollector(Collector):
         attempts = CounterMetricFamily(
             "rota_attempts", "Attempts by binding and outcome", labels=["binding", "outcome"]
         )
-        by_outcome = Counter(
-            (
-                w.binding if w.binding in bindings else "other",
-                (a.outcome if a.outcome in OUTCOMES else "other") if a.outcome else "none",
-            )
-            for w in works
-            for a in w.attempts
-        )
+        by_outcome: Counter[tuple[str, str]] = Counter()
+        for (binding, outcome), n in attempt_outcomes.items():
+            label = (outcome if outcome in OUTCOMES else "other") if outcome else "none"
+            by_outcome[binding if binding in bindings else "other", label] += n
         for (binding, outcome), n in sorted(by_outcome.items()):
             admit(attempts, [binding, outcome], n)
         yield attempts

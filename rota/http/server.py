@@ -10,6 +10,7 @@ may ask for port 0).
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 
@@ -18,6 +19,8 @@ from fastapi import FastAPI
 
 from rota.domain.errors import RotaError
 from rota.http.errors import HttpCode
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8470
 START_TIMEOUT = 10.0
@@ -91,6 +94,7 @@ class HttpServer:
             server_header=False,
             timeout_graceful_shutdown=5,
         )
+        self.app = app
         self.server = _Server(config)
         self.thread = threading.Thread(target=self._run, name="rota-http", daemon=True)
         self.failure: BaseException | None = None
@@ -112,7 +116,24 @@ class HttpServer:
                 f"the HTTP API could not listen on {self.address}{reason}",
                 code=HttpCode.INVALID_ADDRESS,
             )
+        self._count_works()
         return self
+
+    def _count_works(self) -> None:
+        """Count every Work for the overview, `/v1/holds` and `/metrics` now, on a thread of
+        its own, so that the first of them does not wait for it (`rota.application.tallies`)."""
+        context = getattr(self.app.state, "rota", None)
+        service = getattr(getattr(context, "scheduler", None), "service", None)
+        if service is None:
+            return
+
+        def count() -> None:
+            try:
+                service.tallies.ready()
+            except Exception as exc:  # the first request that needs the counts counts again
+                log.warning("counting the Works for the HTTP views failed: %s", type(exc).__name__)
+
+        threading.Thread(target=count, name="rota-tally", daemon=True).start()
 
     @property
     def port(self) -> int:

@@ -74,15 +74,18 @@ def overview(api: ApiContext) -> dict[str, Any]:
     """Counts by state, holds by kind, the pools, the loop and the head: the first page."""
     scheduler = api.scheduler
     service = scheduler.service
+    tally = service.tallies.ready()  # counts over every Work, not every Work in memory
     with service.lock:
         service.catch_up()
-        works = list(service.projection.works.values())
-        states: Counter[str] = Counter(w.state for w in works)
-        holds = Counter(h.kind for w in works for h in w.holds)
+        states: Counter[str] = Counter()
+        for (name, _), n in tally.states.items():
+            states[name] += n
+        holds = Counter(tally.holds)
+        total = tally.works
     state = system.scheduler_state(api)
     return {
         "states": [(s, states.get(s, 0)) for s in STATES],
-        "total": len(works),
+        "total": total,
         "active": sum(states.get(s, 0) for s in ACTIVE),
         "holds": sorted(holds.items()),
         "held": sum(holds.values()),

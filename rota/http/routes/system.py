@@ -126,9 +126,14 @@ def holds(api: Annotated[ApiContext, Depends(context)]) -> Holds:
     its reason and the route that clears it, oldest first."""
     service = api.scheduler.service
     found: list[Hold] = []
+    tally = service.tallies.ready()  # which Works hold, without reading every Work
     with service.lock:
         service.catch_up()
-        for work in service.projection.works.values():
+        works = service.projection.works
+        for work_id in sorted(tally.held):
+            work = works.get(work_id)
+            if work is None:
+                continue
             for hold in work.holds:
                 clears = CLEARS.get(hold.kind, "POST /v1/work/{id}/cancel")
                 found.append(
