@@ -12,7 +12,10 @@ launcher: see LAUNCHER) of:
 - `rota run`: the daemon over the store, stopped (SIGTERM) once its memory has been steady
   for 3 s (at least 5 s after start; at most 60 s), including its closing summary;
 - `rota work list --limit 16 --json`: listing the first page of Works;
-- `rota work list --state running --json`: every active Work (paging past every quiet one).
+- `rota work list --state running --json`: every active Work (the held ones: no quiet Work
+  is running);
+- the HTTP views that count every Work (`bench.http_counts`: `/metrics` scraped twice, the
+  web view's overview, `GET /v1/holds`), as `rota serve` runs them.
 Target (issue 18): on the largest store, each within 1.5x of the smallest store's figure
 in the same run.
 """
@@ -128,10 +131,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
     print(
         "| quiet Works | active | events | `rota run` | `work list --limit 16` "
-        "| `work list --state running` |"
+        "| `work list --state running` | HTTP counts |"
     )
-    print("|---|---|---|---|---|---|")
-    figures: list[tuple[float, float, float]] = []
+    print("|---|---|---|---|---|---|---|")
+    figures: list[tuple[float, float, float, float]] = []
     for quiet in sizes:
         path = Path(args.cache) / f"scale-{quiet}-{args.active}-0.db"
         progress(f"building (or reusing) {path} ...")
@@ -144,17 +147,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         first = measured(rota(*store, "work", "list", "--limit", "16", "--json"))
         progress("rota work list --state running ...")
         active = measured(rota(*store, "work", "list", "--state", "running", "--json"))
-        figures.append((run[0], first[0], active[0]))
+        progress("HTTP counts ...")
+        http = measured([sys.executable, "-m", "bench.http_counts", str(path)])
+        figures.append((run[0], first[0], active[0], http[0]))
         print(
             f"| {quiet:,} | {args.active:,} | {counts['events']:,} "
             f"| {run[0]:.0f} MiB ({run[1]:.1f} s) | {first[0]:.0f} MiB ({first[1]:.1f} s) "
-            f"| {active[0]:.0f} MiB ({active[1]:.1f} s, {active[2]}) |",
+            f"| {active[0]:.0f} MiB ({active[1]:.1f} s, {active[2]}) "
+            f"| {http[0]:.0f} MiB ({http[1]:.1f} s) |",
             flush=True,
         )
     small, large = figures[0], figures[-1]
     print()
     for name, a, b in zip(
-        ("rota run", "work list --limit 16", "work list --state running"), small, large, strict=True
+        ("rota run", "work list --limit 16", "work list --state running", "HTTP counts"),
+        small,
+        large,
+        strict=True,
     ):
         ratio = b / a
         verdict = "MET" if ratio <= TARGET else "MISSED"
