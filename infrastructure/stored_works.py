@@ -40,7 +40,7 @@ from rota.domain.state import WorkState
 from rota.projections.held_works import HELD_STATES
 from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection
 from rota.projections.work_pages import WorkFilter, page_in_memory, page_of
-from rota.projections.work_rows import WorkCodec
+from rota.projections.work_rows import WorkCodec, row_keys
 
 if TYPE_CHECKING:
     # The view types dict's own keys(), values() and items() return (typeshed declares them
@@ -55,6 +55,7 @@ StoredRows = Callable[[], tuple[Iterable[tuple[str, bytes]], bool]]
 # in key order (`ProjectionStore.work_rows`).
 PageRows = Callable[[str, int], tuple[int | None, list[tuple[str, bytes]]]]
 CHUNK = 500  # stored Work rows read at a time by a listing
+EVERY = WorkFilter()
 
 
 class StoredWorks(OnDemandWorks):
@@ -119,12 +120,14 @@ class StoredWorks(OnDemandWorks):
         held here (see the module docstring); nothing found is kept in memory."""
         if self.complete or self._page_rows is None or where.state in HELD_STATES:
             return page_in_memory(dict(dict.items(self)), after, limit, where)
-        return page_of((w for w in self._in_order(after) if where.matches(w)), limit)
+        return page_of((w for w in self._in_order(after, where) if where.matches(w)), limit)
 
-    def _in_order(self, after: str) -> Iterator[WorkState]:
-        """Every Work after `after` in id order, read from the store a chunk at a time."""
+    def _in_order(self, after: str, where: WorkFilter = EVERY) -> Iterator[WorkState]:
+        """Every Work after `after` in id order, read from the store a chunk at a time; a
+        stored row `where` rules out by its scope, binding and terminal is not decoded."""
         assert self._page_rows is not None
         held = sorted(work_id for work_id in dict.keys(self) if work_id > after)
+        sift = not where.everything
         next_held, cursor = 0, after
         while True:
             position, rows = self._page_rows(cursor, CHUNK)
@@ -137,8 +140,12 @@ class StoredWorks(OnDemandWorks):
                 work = dict.get(self, work_id)
                 if work is not None:
                     next_held += 1  # held (and current): it wins over the stored row
+                elif usable:
+                    if sift and where.rules_out(row_keys(value)):
+                        continue
+                    work = self._stored(work_id, value)
                 else:
-                    work = self._stored(work_id, value) if usable else self._fold_work(work_id)
+                    work = self._fold_work(work_id)
                 if work is not None:
                     yield work
             if len(rows) < CHUNK:

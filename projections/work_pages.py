@@ -22,7 +22,9 @@ from itertools import islice
 import msgspec
 
 from rota.domain.state import WorkState
+from rota.projections.work_rows import RowKeys
 
+TERMINAL = frozenset({"completed", "failed", "cancelled"})  # `WorkState.terminal`'s values
 DEFAULT_LIMIT = 16  # seed 002: production pages hold 16
 MAX_LIMIT = 1000  # a listing page's hard cap (the cadence's own scans stop at 64)
 
@@ -47,6 +49,24 @@ class WorkFilter(msgspec.Struct, frozen=True):
             if work.scope != scope and not work.scope.startswith(scope + "/"):
                 return False
         return self.state is None or work.state == self.state
+
+    def rules_out(self, keys: RowKeys) -> bool:
+        """Whether no Work with these row fields can match: a necessary test a listing makes
+        on a stored row before decoding it (`WorkState.state` gives a terminal Work's
+        terminal as its state first, so a terminal Work is in no other state, and only
+        `failed` is both a terminal and a state a live Work can be in)."""
+        if self.binding is not None and keys.binding != self.binding:
+            return True
+        if self.scope is not None:
+            scope = self.scope.rstrip("/")
+            if keys.scope != scope and not keys.scope.startswith(scope + "/"):
+                return True
+        state = self.state
+        if state is None or state == "failed":
+            return state == "failed" and keys.terminal not in (None, "failed")
+        if state in TERMINAL:
+            return keys.terminal != state
+        return keys.terminal is not None
 
     @property
     def everything(self) -> bool:
@@ -82,4 +102,12 @@ def page_in_memory(
     return page_of((works[work_id] for work_id in ids), limit)
 
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "WorkFilter", "bounded", "page_in_memory", "page_of"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "TERMINAL",
+    "WorkFilter",
+    "bounded",
+    "page_in_memory",
+    "page_of",
+]

@@ -71,6 +71,18 @@ _lean_decoder = msgspec.json.Decoder(_LeanWork)
 _pinned_decoder = msgspec.json.Decoder(Pinned)
 
 
+class RowKeys(msgspec.Struct, frozen=True, gc=False):
+    """What a listing's filter can judge from a Work row without decoding the Work
+    (`WorkFilter.rules_out`): the row's other fields are skipped, not built."""
+
+    scope: str
+    binding: str
+    terminal: str | None = None
+
+
+row_keys = msgspec.json.Decoder(RowKeys).decode  # of a lean Work row
+
+
 class WorkCodec:
     """Encodes and decodes the Work rows of one projection; see the module docstring."""
 
@@ -145,4 +157,4 @@ class WorkCodec:
         return WorkState(**fields)
 
 
-__all__ = ["BINDING_ROW", "WorkCodec", "canonical_encoder"]
+__all__ = ["BINDING_ROW", "RowKeys", "WorkCodec", "canonical_encoder", "row_keys"]

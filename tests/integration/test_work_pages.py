@@ -117,6 +117,32 @@ def test_a_listing_by_a_state_no_quiet_work_is_in_reads_no_stored_row(target: st
         assert listed(scheduler, 3, state="completed") == DONE
 
 
+def test_a_filtered_listing_decodes_only_the_rows_it_may_show(target: str) -> None:
+    populate(target)
+    with rota.open(target, config=CONFIG) as scheduler:
+        scheduler.register("echo", _echo)
+        works = scheduler.service.projection.works
+        assert isinstance(works, StoredWorks)
+        decoded: list[str] = []
+        stored = works._stored
+
+        def counting(work_id: str, value: bytes) -> Any:
+            decoded.append(work_id)
+            return stored(work_id, value)
+
+        works._stored = counting  # type: ignore[method-assign]
+        assert listed(scheduler, 5, binding="later") == READY
+        assert decoded == []  # the READY ones are held; every stored row is another binding's
+        assert listed(scheduler, 5, scope="root/other") == DONE[::3]
+        assert set(decoded) == set(DONE[::3])  # (a page's look-ahead row is read again)
+        decoded.clear()
+        assert listed(scheduler, 5, state="idle") == []
+        assert listed(scheduler, 5, state="cancelled") == []
+        assert decoded == []  # every stored Work is completed
+        assert listed(scheduler, 5, state="completed") == DONE
+        assert set(decoded) == set(DONE)
+
+
 def test_the_cursor_is_stable_while_works_are_added(target: str) -> None:
     populate(target)
     with rota.open(target, config=CONFIG) as scheduler:
