@@ -156,13 +156,14 @@ class LiveProjections:
             return False
         self.failed = None
         self.unsaved = 0
+        active = scheduler.active_works()
         if history is not None:
             # The active Works' rows stay: the cadence is about to read them again.
-            history.evict(keep=scheduler.active_works())
+            history.evict(keep=active)
         # Saved: every Work is in the store now, so a quiet one is found again on demand
         # (a projection folded from position 0 holds plain Works until its first save).
         self.store.keep_on_disk(scheduler, self.log)
-        scheduler.forget_quiet()
+        scheduler.forget_quiet(active)
         return True
 
     def close(self, scheduler: SchedulerProjection) -> None:

@@ -108,10 +108,19 @@ class Transactions:
 
     def _apply(self, recorded: Sequence[RecordedEvent]) -> None:
         projection, stored = self.projection, self.stored
-        for r, at in zip(recorded, recorded_times(recorded, {}), strict=True):
-            projection.apply(r.position, r.stream, r.version, at, r.event)
-            if stored is not None:
-                stored.apply(r.position, r.stream, r.version, at, r.event)
+        history = stored.history if stored is not None else None
+        apply = projection.apply
+        if history is None:
+            for r, at in zip(recorded, recorded_times(recorded, {}), strict=True):
+                apply(r.position, r.stream, r.version, at, r.event)
+        else:
+            # The history projection's fold beside the scheduler's (`LiveProjections.apply`,
+            # called here directly: one call less an event).
+            apply_history = history.apply
+            for r, at in zip(recorded, recorded_times(recorded, {}), strict=True):
+                position, stream, version, event = r.position, r.stream, r.version, r.event
+                apply(position, stream, version, at, event)
+                apply_history(position, stream, version, at, event)
         if stored is not None:
             stored.applied(projection, len(recorded))
         for follow in self.followers:

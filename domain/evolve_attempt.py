@@ -25,7 +25,7 @@ from rota.domain.events import (
 )
 from rota.domain.events.execution import _Outcome
 from rota.domain.evolve_recovery import controls_after
-from rota.domain.segments import append_segment, close_segment, swap_open, take, with_current
+from rota.domain.segments import append_segment, swap_open, take, with_current
 from rota.domain.state import AttemptState, Phase, RetryState, Segment, WorkState
 
 
@@ -142,41 +142,75 @@ def _ended(work: WorkState, event: _Outcome, at: datetime) -> WorkState:
     attempt = work.current
     if attempt is None:
         return work
-    attempt = close_segment(attempt, at)
+    # The attempt's ending in one copy of it (an outcome is an event of every attempt:
+    # each `replace` copies every field of the attempt or the Work).
+    segment = attempt.open_segment
+    segments = (
+        attempt.segments if segment is None else swap_open(attempt, replace(segment, ended_at=at))
+    )
     usage = dict(attempt.usage)
     for unit, amount in event.usage.items():
         usage[unit] = usage.get(unit, 0.0) + amount
-    attempt = replace(attempt, usage=usage, data=event.data)
     pending = work.pending
     if event.consumed:
         # Input an executor consumed during the attempt (injected input) is settled now.
         _, pending = take(pending, event.consumed)
-    work = replace(work, pending=pending)
     if isinstance(event, AttemptParked):
-        attempt = replace(attempt, status="parked", remaining_seconds=event.remaining_seconds)
-        return with_current(work, attempt)
-    attempt = replace(attempt, status="ended", ended_at=at, outcome=event.outcome_name)
+        attempt = replace(
+            attempt,
+            segments=segments,
+            usage=usage,
+            data=event.data,
+            status="parked",
+            remaining_seconds=event.remaining_seconds,
+        )
+        return replace(work, pending=pending, attempts=(*work.attempts[:-1], attempt))
+    ended = {
+        "segments": segments,
+        "usage": usage,
+        "data": event.data,
+        "status": "ended",
+        "ended_at": at,
+        "outcome": event.outcome_name,
+    }
     retry = work.retry
     terminal = work.terminal
     if isinstance(event, AttemptCompleted | AttemptHandedOff):
-        attempt = replace(attempt, stop_confirmed=True)
-        if work.kind == "run-once" and not work.pending:
+        attempt = replace(attempt, **ended, stop_confirmed=True)
+        if work.kind == "run-once" and not pending:
             terminal = "completed"
+        # Always a new value, even when equal: a row leaves out a field only while it is
+        # still the default object itself (`omit_defaults`), and replay must give the same rows.
         retry = replace(retry, failures=0, blocked_reason=None)
     elif isinstance(event, AttemptFailed):
         attempt = replace(
             attempt,
+            **ended,
             stop_confirmed=not event.holds_resources,
             error_code=event.error_code,
             error_message=event.error_message,
             permanent=event.permanent,
         )
-        retry, terminal, work = _after_failure(work, attempt, event.permanent)
+        retry, terminal, work = _after_failure(
+            replace(work, pending=pending), attempt, event.permanent
+        )
+        pending = work.pending
     elif isinstance(event, AttemptTimedOut):
         # A timeout is no proof the process stopped: the slot stays held until confirmed.
-        attempt = replace(attempt, error_code="timed_out", error_message="execution timeout")
-        retry, terminal, work = _after_failure(work, attempt, False)
-    return replace(work, retry=retry, terminal=terminal, attempts=(*work.attempts[:-1], attempt))
+        attempt = replace(
+            attempt, **ended, error_code="timed_out", error_message="execution timeout"
+        )
+        retry, terminal, work = _after_failure(replace(work, pending=pending), attempt, False)
+        pending = work.pending
+    else:
+        attempt = replace(attempt, **ended)
+    return replace(
+        work,
+        pending=pending,
+        retry=retry,
+        terminal=terminal,
+        attempts=(*work.attempts[:-1], attempt),
+    )
 
 
 def _after_failure(

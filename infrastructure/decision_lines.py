@@ -218,9 +218,17 @@ class DecisionLog:
 
     def __call__(self, recorded: Sequence[RecordedEvent]) -> None:
         logger = self.logger
+        # Per batch, each event class's line once, and None where its level is not enabled
+        # (most events: nobody asked for DEBUG), instead of a lookup and a check per event.
+        lines: dict[type, Line | None] = {}
         for r in recorded:
-            line = LINES.get(r.type, OTHER)
-            if not logger.isEnabledFor(line.level):
+            kind_of_event = type(r.event)
+            if kind_of_event in lines:
+                line = lines[kind_of_event]
+            else:
+                line = LINES.get(r.type, OTHER)
+                line = lines[kind_of_event] = line if logger.isEnabledFor(line.level) else None
+            if line is None:
                 continue
             kind, message = line.kind, line.message
             if line.variant is not None:

@@ -30,6 +30,10 @@ class Deliveries:
         self.originals: dict[int, RecordedEvent] = {}
         self.aliases: dict[int, int] = {}
 
+    def all_new(self) -> bool:
+        """Whether every event of the append is new (the common case)."""
+        return not self.originals and not self.aliases
+
     def is_new(self, index: int) -> bool:
         return index not in self.originals and index not in self.aliases
 

@@ -388,12 +388,13 @@ class SchedulerProjection:
             active.update(execution.rpartition("/")[0] for execution in holders)
         return active
 
-    def forget_quiet(self) -> int:
-        """After a save: drop the quiet Works from memory (store-backed only); how many."""
+    def forget_quiet(self, active: set[str] | None = None) -> int:
+        """After a save: drop the quiet Works from memory (store-backed only); how many.
+        `active`: `active_works()` if the caller has it already (it is taken over)."""
         works = self.works
         if not isinstance(works, OnDemandWorks):
             return 0
-        keep = self.active_works()
+        keep = self.active_works() if active is None else active
         keep.update(key[len(WORK_ROW) :] for key in self.dirty if key.startswith(WORK_ROW))
         return works.forget(keep)
 

@@ -180,9 +180,10 @@ class LogAppends:
             if actual != want:
                 raise ConcurrencyConflict(stream, want, actual)
             versions[stream] = actual
+        every = deliveries.all_new()  # then each event is written, in order: no merging
         fresh: list[Row] = []
         for index, (_, row) in enumerate(prepared):
-            if not deliveries.is_new(index):
+            if not every and not deliveries.is_new(index):
                 continue
             current = versions.get(row.stream)
             if current is None:
@@ -190,8 +191,8 @@ class LogAppends:
             row.version = current + 1
             versions[row.stream] = row.version
             fresh.append(row)
-        written = self.insert_rows(cursor, fresh)
-        recorded = deliveries.merge(_Written(*entry) for entry in written)
+        written = [_Written(*entry) for entry in self.insert_rows(cursor, fresh)]
+        recorded = written if every else deliveries.merge(written)
         for row in fresh:
             assert row.version is not None
             self.versions[row.stream] = row.version

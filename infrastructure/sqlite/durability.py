@@ -15,6 +15,16 @@ are copied, the database file after), so a WAL restarted after a checkpoint lose
 
 Another connection may read a commit before it is synced. Anything it writes in turn is
 appended to the same WAL after it, and made durable only with everything before it.
+
+A commit whose sync is deferred (`SQLiteStore.deferring`: a transaction that applies its
+events before it waits, a cadence pass) starts its fsync at once on the syncer thread
+(`begin`), when no fsync is on its way already, so the disk works while the committing
+thread goes on with what does not need the commit durable (applying the events to the
+projections, preparing the launches); the `sync` it then calls waits for that fsync, or
+finds it done, instead of starting one only then. What is acknowledged, and when, is
+unchanged: nothing waits in `begin`, and every caller still returns from `sync` only once
+its commit is durable. An fsync begun there that fails is issued again, and its error
+raised, by the `sync` that needs it.
 """
 
 from __future__ import annotations
@@ -34,9 +44,10 @@ _datasync = getattr(os, "fdatasync", os.fsync)
 class WalSync:
     """Commit numbering and the shared fsync of one log's WAL file; see the module docstring."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, *, early: bool = True) -> None:
         self.wal = Path(f"{log_path}-wal")
-        self._cond = threading.Condition(threading.Lock())
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
         self._fd: int | None = None
         self._ino = -1  # the inode `_fd` names
         self._stale: list[int] = []  # descriptors of a replaced WAL, closed once idle
@@ -45,6 +56,44 @@ class WalSync:
         self.committed = 0  # commits numbered so far (the store counts under its write lock)
         self.synced = 0  # every commit numbered up to this is durable
         self.fsyncs = 0  # fsyncs issued (tests and benchmarks read it)
+        # `begin`: the highest commit number asked for, and the thread that syncs it.
+        self._asked = threading.Condition(lock)
+        self.early = early  # whether `begin` starts fsyncs (else each waits for `sync`)
+        self._wanted = 0
+        self._syncer: threading.Thread | None = None
+        self._closed = False
+
+    def begin(self, upto: int) -> None:
+        """Start making commit `upto` durable now, off the calling thread, unless an fsync
+        is on its way already (then the caller's `sync` issues what that one misses)."""
+        if self.synced >= upto or not self.early:
+            return
+        with self._cond:
+            if self._closed or self._running or self._wanted > self.synced:
+                return
+            self._wanted = upto
+            if self._syncer is None:
+                self._syncer = threading.Thread(
+                    target=self._sync_begun, name="rota-wal-sync", daemon=True
+                )
+                self._syncer.start()
+            self._asked.notify()
+
+    def _sync_begun(self) -> None:
+        """The syncer thread: the fsyncs `begin` asked for, until `close`."""
+        while True:
+            with self._cond:
+                while not self._closed and self._wanted <= self.synced:
+                    self._asked.wait()
+                if self._closed:
+                    self._syncer = None
+                    return
+                upto = self._wanted
+            try:
+                self.sync(upto)
+            except StoreUnavailable:
+                with self._cond:
+                    self._wanted = self.synced  # not again: the caller's `sync` retries
 
     def sync(self, upto: int) -> None:
         """Return once commit number `upto` (and every earlier one) is durable.
@@ -116,5 +165,7 @@ class WalSync:
 
     def close(self) -> None:
         with self._cond:
+            self._closed = True
+            self._asked.notify_all()
             if self._fd is not None:
                 self._retire(self._fd)

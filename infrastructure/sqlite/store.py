@@ -226,6 +226,7 @@ class SQLiteStore(EventStore):
         if number:
             if getattr(self._local, "deferring", 0):
                 self._local.pending = number
+                self._wal_sync.begin(number)  # type: ignore[union-attr]
             else:
                 self._wal_sync.sync(number)  # type: ignore[union-attr]
         if self._nudges is not None:

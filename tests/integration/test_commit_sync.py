@@ -44,6 +44,7 @@ def test_full_syncs_every_commit_not_deferred(store: SQLiteStore) -> None:
 def test_deferred_commits_share_one_fsync_and_wait_for_sync(store: SQLiteStore) -> None:
     sync = store._wal_sync
     assert sync is not None
+    sync.early = False  # no fsync begun at the commit (`WalSync.begin`: tested below)
     before = sync.fsyncs
     with store.deferring():
         store.append([event("a")])
@@ -251,6 +252,7 @@ def test_a_commit_an_fsync_in_progress_covers_waits_for_it(
 
     sync = store._wal_sync
     assert sync is not None
+    sync.early = False  # the deferred commit below waits for the threads' syncs
     release, began = threading.Event(), threading.Event()
     calls: list[int] = []
     real = durability._datasync
@@ -298,3 +300,71 @@ def test_a_commit_an_fsync_in_progress_covers_waits_for_it(
     assert len(calls) == 2 and sync.synced == number and sync.fsyncs == fsyncs + 1
     store.sync()  # this thread's pending commit: already durable, no fsync
     assert len(calls) == 2
+
+
+def test_a_deferred_commit_begins_its_fsync_at_once_off_the_committing_thread(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`WalSync.begin`: the fsync of a deferred commit starts before anyone calls `sync`,
+    on the syncer thread; the `sync` that follows waits for it (or finds it done) and
+    issues none of its own; the commit is not reported durable before that fsync."""
+    from rota.infrastructure.sqlite import durability
+
+    sync = store._wal_sync
+    assert sync is not None
+    began, release = threading.Event(), threading.Event()
+    threads: list[str] = []
+    real = durability._datasync
+
+    def held(fd: int) -> None:
+        threads.append(threading.current_thread().name)
+        began.set()
+        assert release.wait(30)
+        real(fd)
+
+    monkeypatch.setattr(durability, "_datasync", held)
+    before = sync.fsyncs
+    with store.deferring():
+        store.append([event("a")])
+        assert began.wait(30)  # on the disk already, while the block is still open
+        assert sync.synced < sync.committed  # held there: not durable yet
+    release.set()
+    store.sync()  # waits for the fsync begun (the thread's pending commit), issues none
+    assert threads == ["rota-wal-sync"]
+    assert sync.fsyncs == before + 1 and sync.synced == sync.committed
+    # The store's own thread goes with it.
+    syncer = sync._syncer
+    assert syncer is not None
+    store.close()
+    syncer.join(30)
+    assert not syncer.is_alive()
+
+
+def test_an_fsync_begun_that_fails_is_redone_by_the_sync_that_needs_it(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The syncer's failed fsync is not retried by the syncer (no loop on a bad disk):
+    the caller's `sync` issues its own and raises its error; the next commit's sync,
+    the disk well again, covers both commits."""
+    from rota.infrastructure.sqlite import durability
+
+    sync = store._wal_sync
+    assert sync is not None
+    failed = threading.Event()
+    calls: list[str] = []
+
+    def refuse(fd: int) -> None:
+        calls.append(threading.current_thread().name)
+        failed.set()
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(durability, "_datasync", refuse)
+    with store.deferring():
+        store.append([event("a")])
+        assert failed.wait(30)
+    with pytest.raises(StoreUnavailable, match="cannot sync the log's WAL"):
+        store.sync()
+    assert calls == ["rota-wal-sync", threading.current_thread().name]
+    monkeypatch.undo()
+    store.append([event("b")])
+    assert sync.synced == sync.committed
