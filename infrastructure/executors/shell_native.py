@@ -9,7 +9,7 @@ files, messages and exit codes:
 
     rota-wrapper RUN HOLD_SECONDS CWD PROGRAM [ARG...]    (CWD "" for none)
 
-with the run's stdin, stdout and stderr as 0, 1 and 2, the report pipe's write end as 3 and
+with the run's stdin, stdout and stderr as 0, 1 and 2, the report channel's write end as 3 and
 the wake pipe's read end as 4, started by the spawner in a session of its own, with SIGHUP,
 SIGINT and SIGTERM blocked; it ignores SIGPIPE and SIGXFSZ itself, as the forked Python
 wrapper does (a report to a launcher that died must not kill it before it writes `status`),
@@ -48,7 +48,9 @@ SOURCE = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -65,6 +67,55 @@ static void say(const char *message) {
 static void say_errno(const char *prefix, int error) {
     char text[32];
     snprintf(text, sizeof text, "%s%d", prefix, error);
+    say(text);
+}
+
+/* Field 22 of /proc/self/stat (its start time, which tells a reused pid apart); -1: unknown. */
+static long long start_time(void) {
+    char raw[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t length = read(fd, raw, sizeof raw - 1);
+    close(fd);
+    if (length <= 0)
+        return -1;
+    raw[length] = '\0';
+    char *field = strrchr(raw, ')');
+    for (int i = 0; field != NULL && i < 20; i++)
+        field = strchr(field + 1, ' ');
+    return field == NULL ? -1 : strtoll(field + 1, NULL, 10);
+}
+
+/* b"h<pid> <start time>" with a pidfd of itself (SCM_RIGHTS) where the report channel is a
+   socket and the kernel has pidfd_open; else the same text alone. */
+static void say_held(void) {
+    char text[64];
+    int length = snprintf(text, sizeof text, "h%d %lld", (int)getpid(), start_time());
+    int pidfd = -1;
+#ifdef SYS_pidfd_open
+    pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+#endif
+    if (pidfd >= 0) {
+        struct iovec part = {.iov_base = text, .iov_len = (size_t)length};
+        union {
+            char buffer[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } control;
+        memset(&control, 0, sizeof control);
+        struct msghdr message = {.msg_iov = &part, .msg_iovlen = 1,
+                                 .msg_control = control.buffer,
+                                 .msg_controllen = sizeof control.buffer};
+        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(header), &pidfd, sizeof(int));
+        ssize_t sent = sendmsg(REPORT, &message, MSG_NOSIGNAL);
+        close(pidfd);
+        if (sent == length)
+            return;
+    }
     say(text);
 }
 
@@ -117,7 +168,7 @@ int main(int argc, char **argv) {
         say_errno("e", errno);
         return 127;
     }
-    say("h");
+    say_held();
     int waking = 1;
     double until = now() + hold;
     while (access(go, F_OK) != 0) {

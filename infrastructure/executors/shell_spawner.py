@@ -6,10 +6,14 @@ another thread at the fork stays held in the child). So a ShellExecutor starts, 
 launch, one helper (`python -I -S -c SPAWNER`, stdlib only, one thread) in a session of its
 own, connected by a unix SOCK_SEQPACKET socket pair. Per launch it sends the request (run
 directory, hold seconds, argv, environment, cwd: JSON, in memory only; its size and first
-32 KiB in one message) with the run's stdin, stdout, stderr, the report pipe's write end
-and the wake pipe's read end (SCM_RIGHTS); the spawner starts the wrapper in a new session,
-closes its copies and answers with the wrapper's pid, its start time (field 22 of
-/proc/PID/stat) and a pidfd for it. The wrapper is the native one (`shell_native`: a tiny
+32 KiB in one message) with the run's stdin, stdout, stderr, the report channel's write end
+(a SOCK_SEQPACKET socket pair of the run's own) and the wake pipe's read end (SCM_RIGHTS);
+the spawner starts the wrapper in a new session and closes its copies. It answers nothing:
+the wrapper reports to the launcher itself, on the report channel, so no launch waits for
+a round trip through the spawner behind another's (one round trip at a time, each waiting
+for the GIL in a busy scheduler, was the limit of a daemon's shell launches: ~3.8 ms each).
+A spawner that cannot start the wrapper says b"e" and the errno on the run's report
+channel. The wrapper is the native one (`shell_native`: a tiny
 C program, posix_spawned with those five fds as 0-4 and SIGHUP, SIGINT and SIGTERM blocked;
 it ignores SIGPIPE and SIGXFSZ itself, as `child` does: no copy of the spawner's memory)
 when it could be built,
@@ -20,7 +24,10 @@ change and gives up, as before. A spawner that died is started again on the next
 
 The wrapper (`child`, or the native program, which does the same) is the protocol of
 `shell_wrapper`: it takes an flock on the run directory (held while it lives: evidence any
-pid namespace can read), says b"h" on the report pipe and holds the command back until the
+pid namespace can read), says b"h<pid> <start time>" on the report channel (the start time
+is field 22 of /proc/self/stat, -1 if unknown), with a pidfd of itself (SCM_RIGHTS; opened
+by the wrapper for itself, so it cannot name a reused pid; without one where the kernel has
+no pidfd_open or the channel is a pipe), and holds the command back until the
 file `go` appears (the launcher creates it once the launch is pinned, then writes to the
 wake pipe, which wakes the wrapper at once). If its parent changes (the scheduler and so
 the spawner died), the wake pipe reaches its end, or `hold` seconds pass, it creates
@@ -68,6 +75,23 @@ def say(report, message):
     except OSError:
         pass
 
+def say_held(report):
+    # b"h<pid> <start time>", with a pidfd of itself where the channel is a socket
+    text = ("h%d %d" % (os.getpid(), started(os.getpid()))).encode()
+    try:
+        pidfd = os.pidfd_open(os.getpid())
+    except (AttributeError, OSError):
+        return say(report, text)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=os.dup(report))
+    try:
+        sock.sendmsg([text], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", pidfd))],
+                     socket.MSG_NOSIGNAL)
+    except OSError:  # not a socket (a pipe): the text alone
+        say(report, text)
+    finally:
+        sock.close()
+        os.close(pidfd)
+
 def child(run, report, wake, launcher, hold, argv, env, cwd):
     try:
         os.setsid()
@@ -81,7 +105,7 @@ def child(run, report, wake, launcher, hold, argv, env, cwd):
             except OSError as error:
                 say(report, b"e" + str(error.errno or 0).encode())
                 return 127
-        say(report, b"h")
+        say_held(report)
         go, waking, until = os.path.join(run, "go"), True, time.monotonic() + hold
         while not os.path.exists(go):
             if not waking or os.getppid() != launcher or time.monotonic() >= until:
@@ -182,10 +206,15 @@ def serve(sock):
             if not part:
                 return
             body += part
-        request = json.loads(body)
-        pid = spawn(request, fds) if NATIVE else None
-        if pid is None:
-            pid = os.fork()
+        try:
+            request = json.loads(body)
+            pid = spawn(request, fds) if NATIVE else None
+            if pid is None:
+                pid = os.fork()
+        except Exception as error:  # nothing started: say why on the run's report channel
+            if len(fds) == 5:
+                say(fds[3], b"e" + str(getattr(error, "errno", 0) or 0).encode())
+            pid = -1
         if pid == 0:
             code = 127
             try:
@@ -204,17 +233,8 @@ def serve(sock):
                              request["argv"], request["env"], request["cwd"])
             finally:
                 os._exit(code)
-        for fd in fds:
+        for fd in fds:  # the wrapper reports to the scheduler itself: no answer here
             os.close(fd)
-        pidfd = None
-        try:
-            pidfd = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            pass
-        socket.send_fds(sock, [struct.pack("!qq", pid, started(pid))],
-                        [] if pidfd is None else [pidfd])
-        if pidfd is not None:
-            os.close(pidfd)
 
 NATIVE = sys.argv[2] if len(sys.argv) > 2 else ""
 CHUNK = int(sys.argv[3])
@@ -326,9 +346,13 @@ class Spawner:
         argv: list[str],
         env: dict[str, str],
         cwd: str | None,
-    ) -> Child:
-        """Fork a wrapper for `run`; `fds` are its stdin, stdout, stderr, the report pipe's
-        write end and the wake pipe's read end (left open here: the caller closes them)."""
+    ) -> None:
+        """Have the spawner start a wrapper for `run`; `fds` are its stdin, stdout, stderr,
+        the report channel's write end and the wake pipe's read end (left open here: the
+        caller closes them). Returns once the request is sent: the wrapper reports on the
+        report channel itself (its pid, start time and a pidfd with b"h"), and a spawner
+        that could not start it says b"e" and an errno there; nothing waits for the
+        spawner, so launches from many threads never queue behind each other's round trip."""
         request = {"run": run, "hold": hold, "argv": argv, "env": env, "cwd": cwd}
         try:
             body = msgspec.json.encode(request)
@@ -348,15 +372,10 @@ class Spawner:
                 try:
                     for offset in range(CHUNK, len(body), CHUNK):
                         sock.sendall(body[offset : offset + CHUNK])
-                    answer, pidfds, _, _ = socket.recv_fds(sock, 16, 1)
                 except OSError:
-                    answer, pidfds = b"", []
-                if len(answer) != 16:
-                    self._stop()
-                    raise ExecutorError("the shell spawner did not answer")
-                pid, started = struct.unpack("!qq", answer)
-                return Child(pid, pidfds[0] if pidfds else None, None if started < 0 else started)
-        raise AssertionError("unreachable")
+                    self._stop()  # half a request: this spawner is of no more use
+                    raise ExecutorError("the shell spawner stopped reading") from None
+                return
 
     def _stop(self) -> None:
         sock, self._sock = self._sock, None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,7 @@ class Wrapper:
     directory: Path
     program: str
     proc: Child
-    report: int  # read end: b"h", then b"ok" or an errno
+    report: socket.socket  # the wrapper's reports: b"h..." (read), then b"ok" or an errno
     wake: int  # write end: a byte after `go` was created; closing it tells "given up"
 
     @property
@@ -65,9 +65,7 @@ class Wrapper:
     def close(self) -> None:
         """Close both pipe ends (idempotent); a wrapper still holding back then gives up."""
         self.close_wake()
-        if self.report >= 0:
-            os.close(self.report)
-            self.report = -1
+        self.report.close()
 
 
 def start_wrapper(
@@ -79,13 +77,13 @@ def start_wrapper(
     payload: bytes,
     hold: float = HOLD_SECONDS,
 ) -> Wrapper:
-    """Write the input and have `spawner` fork the wrapper in a new session; return once it
+    """Write the input and have `spawner` start the wrapper in a new session; return once it
     holds the run directory's lock, with the command held back until `Wrapper.release`.
-    ExecutorError (and nothing left running) if the wrapper did not start."""
+    ExecutorError (and nothing of the command started) if the wrapper did not start."""
     create = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    report, writer = os.pipe()
+    report, writer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener, wake = os.pipe()
-    opened = [writer, listener]
+    opened = [writer.detach(), listener]
     run = str(directory)  # plain strings: a Path per file costs more than the rest here
     try:
         opened.append(os.open(f"{run}/input.json", create, 0o600))
@@ -95,38 +93,67 @@ def start_wrapper(
         os.close(opened.pop())
         opened.append(os.open(f"{run}/input.json", os.O_RDONLY | os.O_CLOEXEC))
         opened += [os.open(f"{run}/{name}", create, 0o600) for name in ("stdout", "stderr")]
-        fds = (opened[2], opened[3], opened[4], writer, listener)
-        child = spawner.spawn(run, fds, hold, command, env, cwd)
+        fds = (opened[2], opened[3], opened[4], opened[0], listener)
+        spawner.spawn(run, fds, hold, command, env, cwd)
     except (OSError, ExecutorError) as error:
-        os.close(report)
+        report.close()
         os.close(wake)
         reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
         raise ExecutorError(f"could not start {command[0]!r}: {reason}") from None
     finally:
         for fd in opened:
             os.close(fd)
-    pid = child.pid
-    wrapper = Wrapper(directory, command[0], child, report, wake)
-    first = os.read(report, 1) if readable(report, START_SECONDS) else b""
-    if first == b"h":
-        return wrapper
+    held = _held(report)
+    if isinstance(held, Child):
+        return Wrapper(directory, command[0], held, report, wake)
+    # Nothing of the command started: a wrapper (or the spawner) that says b"e" exits at
+    # once having started nothing, as does one that says nothing before its end (EOF); one
+    # that said nothing in START_SECONDS sees the wake pipe close below and gives up.
+    os.close(wake)
     reason = "the shell wrapper did not start"
-    if first == b"e":
-        code = _read_report(report)
-        reason = os.strerror(int(code)) if code.isdigit() else reason
-    wrapper.close()
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
-    wrapper.proc.wait()
+    if held.startswith(b"e"):
+        reason = os.strerror(int(held[1:])) if held[1:].isdigit() else reason
+        _until_closed(report)  # it exited
+    report.close()
     raise ExecutorError(f"could not start {command[0]!r}: {reason}")
 
 
-def _read_report(fd: int) -> bytes:
-    """What the wrapper says about starting the command: b"ok" or an errno (until EOF)."""
-    answer, deadline = b"", time.monotonic() + START_SECONDS
-    while len(answer) < 64 and readable(fd, max(0.0, deadline - time.monotonic())):
-        chunk = os.read(fd, 64)
-        if not chunk:
-            break
-        answer += chunk
-    return answer
+def _held(report: socket.socket) -> Child | bytes:
+    """The wrapper's first report: b"h<pid> <start time>" (with its pidfd, where it could
+    open one) as a Child; else what it said (b"" for nothing)."""
+    if not readable(report.fileno(), START_SECONDS):
+        return b""
+    try:
+        message, fds, _, _ = socket.recv_fds(report, 64, 1, socket.MSG_CMSG_CLOEXEC)
+    except OSError:
+        return b""
+    pidfd = fds[0] if fds else None
+    fields = message[1:].split() if message.startswith(b"h") else []
+    if len(fields) == 2 and fields[0].isdigit() and fields[1].lstrip(b"-").isdigit():
+        started = int(fields[1])
+        return Child(int(fields[0]), pidfd, None if started < 0 else started)
+    for fd in fds:
+        os.close(fd)
+    return message
+
+
+def _read_report(report: socket.socket) -> bytes:
+    """What the wrapper says next (one message: b"ok" or an errno); b"" if it said nothing
+    in START_SECONDS or closed its end."""
+    if not readable(report.fileno(), START_SECONDS):
+        return b""
+    try:
+        return report.recv(64)
+    except OSError:
+        return b""
+
+
+def _until_closed(report: socket.socket) -> None:
+    """Wait (at most START_SECONDS) for the wrapper to close its end: it exited."""
+    deadline = time.monotonic() + START_SECONDS
+    while readable(report.fileno(), max(0.0, deadline - time.monotonic())):
+        try:
+            if not report.recv(64):
+                return
+        except OSError:
+            return

@@ -4,8 +4,8 @@ program the spawner starts for every run when it could be built."""
 from __future__ import annotations
 
 import os
-import select
 import shutil
+import socket
 import sys
 from pathlib import Path
 
@@ -14,6 +14,8 @@ import pytest
 from rota.infrastructure.executors import shell_native, shell_spawner
 from rota.infrastructure.executors.shell import ShellExecutor
 from rota.infrastructure.executors.shell_runs import read_status
+from rota.infrastructure.executors.shell_spawner import Child
+from rota.infrastructure.executors.shell_wrapper import _held
 
 from .test_shell_executor import WAIT, gated, start
 
@@ -98,18 +100,20 @@ def test_a_wrapper_whose_launcher_stopped_reading_still_records_the_status(
         monkeypatch.setattr(shell_spawner, "native_wrapper", lambda: None)
     directory = tmp_path / "runs" / "w-1_2-e7-0123abcd"
     directory.mkdir(parents=True)
-    report, writer = os.pipe()
+    report, writer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener, wake = os.pipe()
     null = os.open(os.devnull, os.O_RDWR)
     spawner = shell_spawner.Spawner()
     try:
         env = {"PATH": os.environ.get("PATH", os.defpath)}
-        fds = (null, null, null, writer, listener)
-        child = spawner.spawn(str(directory), fds, 30.0, ["true"], env, None)
-        for fd in (null, writer, listener):
+        fds = (null, null, null, writer.fileno(), listener)
+        spawner.spawn(str(directory), fds, 30.0, ["true"], env, None)
+        writer.close()
+        for fd in (null, listener):
             os.close(fd)
-        assert select.select([report], [], [], WAIT)[0] and os.read(report, 1) == b"h"
-        os.close(report)  # nobody reads what it says next
+        child = _held(report)
+        assert isinstance(child, Child)
+        report.close()  # nobody reads what it says next
         (directory / "go").touch()
         os.write(wake, b"g")
         child.wait(WAIT)
