@@ -100,7 +100,9 @@ Recovery
   wall-clock jump), is `"attached"`, never `"stopped"`; keep such a result until `forget`.
   `forget` may block (it may remove a run directory), so the host calls it off its loop,
   unless the executor declares `quick_forget = True` (it only drops what it keeps in
-  memory) or does not override it (the default does nothing, and is not called).
+  memory, or hands what blocks to a thread of its own, as the shell executor hands the
+  removal of run directories to its cleaner) or does not override it (the default does
+  nothing, and is not called).
 
   `stable = True` declares that the executor's behaviour is fully determined by what the
   attempt pinned (binding config, registration), so it may serve attempts pinned under an
@@ -459,8 +461,9 @@ class Executor(abc.ABC):
     capabilities: frozenset[str] = frozenset()
     stable: bool = False
     isolates: bool = False
-    # True declares that `forget` only drops what the executor keeps in memory and never
-    # blocks: the host then calls it on its loop instead of on a task thread of its own.
+    # True declares that `forget` never blocks (it drops what the executor keeps in memory,
+    # or hands the rest to a thread of its own): the host then calls it on its loop instead
+    # of on a task thread of its own.
     quick_forget: bool = False
 
     @classmethod  # noqa: B027 (an optional hook with a no-op default)

@@ -37,10 +37,12 @@ Run directory: nothing of a run depends on the daemon that launched it staying a
   raise), waits, writes `status` (atomically, by absolute path) and exits. It blocks
   SIGTERM, SIGINT and SIGHUP, which the
   command gets at their default, so that it records a command they stopped.
-  The directory is removed once the result was reported and the group is gone, or when
-  recovery or `stop` finds the run over. A daemon that crashed leaves its run directories
-  behind until recovery reports their result (or `stop` verifies the run stopped). On disk
-  the output files are not bounded: only what is read of them is.
+  The directory is removed once the result was reported, the outcome is in the log (the
+  host's `forget`, which hands the removal to the executor's one cleaner thread) and the
+  group is gone, or when recovery or `stop` finds the run over. A daemon that crashed
+  leaves its run directories behind until recovery reports their result (or `stop`
+  verifies the run stopped). On disk the output files are not bounded: only what is read
+  of them is.
 
 Isolation: nothing runs until the launch is pinned (`isolates = True`)
   The host marks the invoke `isolated`, so an attempt whose launch lost its lease before it
@@ -156,6 +158,7 @@ from rota.infrastructure.executors.shell_processes import (
     signal_group,
 )
 from rota.infrastructure.executors.shell_runs import (
+    Cleaner,
     held_back,
     make_run,
     read_status,
@@ -182,6 +185,7 @@ class ShellExecutor(Executor):
     capabilities = frozenset({"stop", "interrupt", "recover"})
     stable = True
     isolates = True  # the wrapper starts nothing until the launch is pinned (`go`)
+    quick_forget = True  # `forget` hands the run directory's removal to the cleaner
 
     def __init__(
         self,
@@ -208,6 +212,7 @@ class ShellExecutor(Executor):
         self._spawner = Spawner()  # started on the first launch
         self._reaper = Reaper(self._closed, self._ended, self._thread_for)
         self._reported: dict[str, list[Path]] = {}  # run directories whose result we reported
+        self._cleaner = Cleaner()  # removes forgotten runs' directories, in order
 
     @classmethod
     def validate_config(cls, config: Mapping[str, Any]) -> None:
@@ -349,7 +354,11 @@ class ShellExecutor(Executor):
         return "attached"
 
     def forget(self, execution_id: str, epoch: int) -> None:
-        """The outcome is in the log: remove the attempt's finished run directories."""
+        """The outcome is in the log: the attempt's finished run directories go, on the
+        cleaner's thread (`quick_forget`: nothing here blocks the host's loop)."""
+        self._cleaner.put(lambda: self._remove_finished(execution_id))
+
+    def _remove_finished(self, execution_id: str) -> None:
         prefix = run_prefix(execution_id)
         with self._lock:
             known = self._reported.pop(execution_id, None)
@@ -423,4 +432,5 @@ class ShellExecutor(Executor):
             threads = list(self._threads)
         for thread in threads:
             thread.join(self.kill_grace_seconds + KILL_WAIT_SECONDS + 1)
+        self._cleaner.close(KILL_WAIT_SECONDS + 1)  # a `forget` after this removes at once
         self._spawner.close()

@@ -1,15 +1,20 @@
 """A shell run's directory: creating it, finding it from recovery metadata, reading its
-status and output tails back, testing its wrapper's lock, and removing it.
+status and output tails back, testing its wrapper's lock, and removing it (on a thread of
+the executor's own, `Cleaner`, once the host forgets the attempt).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
+import queue
 import re
 import secrets as random
 import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +131,52 @@ def remove_run(directory: Path) -> None:
             os.unlink(os.path.join(directory, name))
     with contextlib.suppress(OSError):
         os.rmdir(directory)
+
+
+log = logging.getLogger("rota.shell")
+
+
+class Cleaner:
+    """One thread that runs the executor's file-system cleanups (forgotten attempts' run
+    directories) in the order they were handed over, so that `forget` never blocks the
+    host's loop nor costs it a thread of its own per finished attempt."""
+
+    def __init__(self) -> None:
+        self._tasks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def put(self, task: Callable[[], None]) -> None:
+        """Run `task` on the cleaner's thread; at once here if the cleaner is closed."""
+        with self._lock:
+            if not self._closed:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._loop, name="rota-shell-cleaner", daemon=True
+                    )
+                    self._thread.start()
+                self._tasks.put(task)
+                return
+        _run(task)
+
+    def close(self, timeout: float) -> None:
+        """Run what was handed over (waiting at most `timeout` seconds), then end; from now
+        on `put` runs each task at once."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._tasks.put(None)
+            thread.join(timeout)
+
+    def _loop(self) -> None:
+        while (task := self._tasks.get()) is not None:
+            _run(task)
+
+
+def _run(task: Callable[[], None]) -> None:
+    try:
+        task()
+    except Exception:
+        log.warning("a shell run cleanup failed", exc_info=True)

@@ -819,7 +819,7 @@ def test_an_adopted_run_is_cancelled_interrupted_or_timed_out_like_a_launched_on
         assert result.error_code == (expected or "timed_out")
         wait_until(lambda: group_gone(metadata["pgid"]))  # noqa: B023
         adopter.forget(EXECUTION, EPOCH)  # the host, once the outcome is in the log
-        assert not Path(metadata["run"]).exists()
+        wait_until(lambda: not Path(metadata["run"]).exists())  # noqa: B023 (the cleaner's)
 
 
 def test_close_stops_watching_an_adopted_run_without_stopping_it(
