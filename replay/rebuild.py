@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -148,23 +149,29 @@ def rebuild(
     kinds = list(PERSISTED) if name is None else [_kind(name)]
     # Each fold spills what it need not hold to a scratch file as it goes, so its memory
     # does not grow with the number of Works (`rota.infrastructure.spill`).
-    with tempfile.TemporaryDirectory(prefix="rota-rebuild-") as scratch:
+    # A projection store that can stage the new rows in its own file (SQLite, alone on its
+    # file: `SQLiteProjectionStore.staging`) has the folds spill there, so the swap renames
+    # them into place; else they spill to scratch files the swap copies.
+    staging = getattr(projection_store, "staging", None)
+    staged = staging([kind.name for kind in kinds]) if staging else contextlib.nullcontext()
+    with tempfile.TemporaryDirectory(prefix="rota-rebuild-") as scratch, staged as spill_to:
         fresh, position = fold_side_by_side(
             store,
             kinds,
             [None] * len(kinds),
             progress=progress,
             label="rebuild",
-            spill=Path(scratch),
+            spill=spill_to or Path(scratch),
         )
         try:
+            rows = {p.name: p.row_count for p in fresh}  # before a staging table is renamed
             projection_store.replace(fresh, store)
             stored = projection_store.metas()  # the digests `replace` computed
             return RebuildReport(
                 position=position,
                 projections=[p.name for p in fresh],
                 digests={p.name: stored[p.name].digest or p.digest() for p in fresh},
-                rows={p.name: p.row_count for p in fresh},
+                rows=rows,
                 seconds=round(time.monotonic() - started, 3),
             )
         finally:
