@@ -20,10 +20,10 @@ holds the whole projection in key order, and `SpilledRows` hands it to
 
 A scratch spill file has no journal and no fsync, and is deleted with its directory by the
 caller. A rebuild into an SQLite projection file that no other connection has open spills
-instead into staging tables in that file (`SpillFile(..., staged=True)`, made by
-`SQLiteProjectionStore.staging`), journaled and synced like the file's other writes, which
-the swap renames into place: each row is then written once, not once here and again by the
-swap's copy.
+the fold it runs in its own process into a staging table in that file instead
+(`SpillFile(..., staged=True)`, made by `SQLiteProjectionStore.staging`), journaled and
+synced like the file's other writes, which the swap renames into place: each of those rows
+is then written once, not once here and again by the swap's copy.
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ class SpillFile:
         self.path, self.table, self.staged = Path(path), table, staged
         self._conn = apsw.Connection(str(self.path))
         if staged:
-            # The other fold writes to the same file: wait for it, as the store's own
-            # connection does. Beside the projection file's own tables (the store set its
-            # rollback journal, `staging`), a crash or power cut mid-write must leave them
-            # intact, so FULL.
+            # Another connection (a reader that opened the file meanwhile) may hold it:
+            # wait, as the store's own connection does. Beside the projection file's own
+            # tables (the store set its rollback journal, `staging`), a crash or power cut
+            # mid-write must leave them intact, so FULL.
             self._conn.setbusytimeout(30_000)
             self._conn.execute("PRAGMA synchronous=FULL")
             found = self._conn.execute(

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ import msgspec
 from rota.application.collection import fewer_collections
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.timestamps import recorded_times
+from rota.infrastructure.spill import SpillFile
 from rota.projections import DERIVED, PERSISTED, HistoryProjection, SchedulerProjection
 from rota.projections.work_rows import BINDING_ROW
 from rota.replay.progress import ProgressFactory, silent
@@ -147,21 +149,32 @@ def rebuild(
     projection it is a view of) to the head and swap them in atomically."""
     started = time.monotonic()
     kinds = list(PERSISTED) if name is None else [_kind(name)]
-    # Each fold spills what it need not hold to a scratch file as it goes, so its memory
-    # does not grow with the number of Works (`rota.infrastructure.spill`).
-    # A projection store that can stage the new rows in its own file (SQLite, alone on its
-    # file: `SQLiteProjectionStore.staging`) has the folds spill there, so the swap renames
-    # them into place; else they spill to scratch files the swap copies.
+    # Each fold spills what it need not hold as it goes, so its memory does not grow with
+    # the number of Works (`rota.infrastructure.spill`). A projection store that can stage
+    # the new rows in its own file (SQLite, alone on its file:
+    # `SQLiteProjectionStore.staging`) has the folds in this process spill there, so the
+    # swap renames their rows into place; a fold in a forked child (and every fold, with
+    # no staging) spills to a scratch file whose rows the swap copies. The child never
+    # writes to the projection file: no second writer waits on its locks and syncs.
     staging = getattr(projection_store, "staging", None)
-    staged = staging([kind.name for kind in kinds]) if staging else contextlib.nullcontext()
-    with tempfile.TemporaryDirectory(prefix="rota-rebuild-") as scratch, staged as spill_to:
+    names = [kind.name for kind in kinds]
+    staged = staging(names) if staging is not None else contextlib.nullcontext()
+    here = os.getpid()
+    with tempfile.TemporaryDirectory(prefix="rota-rebuild-") as scratch, staged as stage:
+
+        def spill_to(name: str) -> SpillFile:
+            if stage is not None and os.getpid() == here:
+                staged_here: SpillFile = stage(name)
+                return staged_here
+            return SpillFile(Path(scratch) / f"{name}.spill")
+
         fresh, position = fold_side_by_side(
             store,
             kinds,
             [None] * len(kinds),
             progress=progress,
             label="rebuild",
-            spill=spill_to or Path(scratch),
+            spill=spill_to,
         )
         try:
             rows = {p.name: p.row_count for p in fresh}  # before a staging table is renamed

@@ -302,9 +302,10 @@ class SQLiteProjectionStore(StoredProjections):
     @contextlib.contextmanager
     def staging(self, names: Sequence[str]) -> Iterator[Callable[[str], SpillFile] | None]:
         """For a rebuild of the projections `names`: staging tables in this file that their
-        folds spill to (a function giving each name its `SpillFile`, which a forked child
-        may call too), so the swap (`replace`) renames each into place instead of copying
-        every row from a scratch file: each row is written once.
+        folds in this process spill to (a function giving each name its `SpillFile`), so
+        the swap (`replace`) renames each into place instead of copying every row from a
+        scratch file: each row is written once. A staging table no fold wrote to (its
+        projection folded in a child, into a scratch file) is dropped at the end.
 
         Only when this connection is the file's only one (as for the swap's rollback
         journal, `_rollback_journal`, which stays on until the staging ends: the folds'
