@@ -70,6 +70,8 @@ __all__ = ["SQLiteProjectionStore", "default_path", "log_hash_at"]
 class SQLiteProjectionStore(StoredProjections):
     """Persisted projections in one SQLite file; see the module docstring."""
 
+    _staged: dict[str, str] = {}  # projection -> its staging table, while `staging` runs
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -83,7 +85,6 @@ class SQLiteProjectionStore(StoredProjections):
         self._lock = threading.RLock()
         self._generations: dict[str, int] = {}
         self._attached: dict[int, str] = {}  # id of a projection being replaced -> its spill
-        self._staged: dict[str, str] = {}  # projection -> its staging table (`staging`)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
