@@ -3,10 +3,11 @@ a fresh projection file beside it, in this process (wall and CPU seconds each).
 
     python -m bench.rebuild_phases /tmp/rota-bench-logs/scale-1000000-1000-0.db
 
-(the logs `bench.replay --scale` caches). Phases: the fold here (the scheduler projection),
-its `finish` (the Works still held written to the spill, the digest read from it), the wait
-for the forked history fold, and the swap (`SQLiteProjectionStore.replace`: every row copied
-into the projection file and committed), with the rows' copy (`_write_rows`) within it.
+(the logs `bench.replay --scale` caches). Phases: the fold here (the scheduler projection,
+spilling into its staging table in the projection file), its `finish` (the Works still held
+written to the spill, the digest read from it), the wait for the forked history fold, and
+the swap (`SQLiteProjectionStore.replace`: the staging table renamed into place, the history
+fold's rows copied from its scratch file, committed), with `_write_rows` within it.
 The fork's CPU is printed beside this process's; the digests end the output so two runs
 (two branches) can be compared.
 """

@@ -18,7 +18,12 @@ holds the whole projection in key order, and `SpilledRows` hands it to
 `ProjectionStore.replace` one row at a time, with the digest computed from the same rows
 (equal to the digest of the projection folded in memory: a test compares them).
 
-The file is scratch: no journal, no fsync, deleted with its directory by the caller.
+A scratch spill file has no journal and no fsync, and is deleted with its directory by the
+caller. A rebuild into an SQLite projection file that no other connection has open spills
+the fold it runs in its own process into a staging table in that file instead
+(`SpillFile(..., staged=True)`, made by `SQLiteProjectionStore.staging`), journaled and
+synced like the file's other writes, which the swap renames into place: each of those rows
+is then written once, not once here and again by the swap's copy.
 """
 
 from __future__ import annotations
@@ -36,72 +41,103 @@ from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProject
 from rota.projections.scheduler_rows import other_keys
 from rota.projections.work_rows import WorkCodec
 
-HOLD = 5_000  # Works (or history rows) a fold keeps in memory before it spills
+# Works (or history rows) a fold keeps in memory before it spills. The history keeps as
+# many of its newest changed rows unwritten besides: at 5,000, a log whose Works' lifecycles
+# span 4,000 Works read 75k of 200k Works' rows back and wrote 477k rows for 402k; at 10,000
+# none, for about 11 MiB more (bench/RESULTS.md).
+HOLD = 10_000
 BLOOM_BITS = 1 << 24
 BLOOM_MASK = BLOOM_BITS - 1
 
 
 class SpillFile:
-    """One scratch table of rows, `(key, value)` in key order; see the module docstring."""
+    """One scratch table of rows, `(key, value)` in key order; see the module docstring.
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    By default a scratch file of its own (`table` "rows"). With `staged`, `table` is a
+    staging table in a projection file, made by the projection store
+    (`SQLiteProjectionStore.staging`), which the swap renames into place instead of
+    copying its rows: the file is then not scratch, and every write is journaled and
+    synced as the file's other writes are.
+    """
+
+    def __init__(self, path: str | Path, table: str = "rows", *, staged: bool = False) -> None:
+        self.path, self.table, self.staged = Path(path), table, staged
         self._conn = apsw.Connection(str(self.path))
-        # Rows of about a KiB in a WITHOUT ROWID table on the default 4 KiB pages spill to
-        # overflow pages and leave them mostly empty (a file 4x its rows, written 3x
-        # slower: bench/RESULTS.md); 16 KiB pages hold several rows each. Set before the
-        # table exists (it is a no-op on a file already written).
-        self._conn.execute("PRAGMA page_size=16384")
-        self._conn.execute("PRAGMA journal_mode=OFF")
-        self._conn.execute("PRAGMA synchronous=OFF")
+        if staged:
+            # Another connection (a reader that opened the file meanwhile) may hold it:
+            # wait, as the store's own connection does. Beside the projection file's own
+            # tables (the store set its rollback journal, `staging`), a crash or power cut
+            # mid-write must leave them intact, so FULL.
+            self._conn.setbusytimeout(30_000)
+            self._conn.execute("PRAGMA synchronous=FULL")
+            found = self._conn.execute(
+                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            if found is None:
+                raise ValueError(f"no staging table {table!r} in {self.path}")
         self._conn.execute("PRAGMA cache_size=-8192")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS rows (key TEXT PRIMARY KEY, value BLOB NOT NULL) "
-            "WITHOUT ROWID"
+        if not staged:
+            # Rows of about a KiB in a WITHOUT ROWID table on the default 4 KiB pages spill
+            # to overflow pages and leave them mostly empty (a file 4x its rows, written 3x
+            # slower: bench/RESULTS.md); 16 KiB pages hold several rows each. Set before
+            # the table exists (it is a no-op on a file already written).
+            self._conn.execute("PRAGMA page_size=16384")
+            self._conn.execute("PRAGMA journal_mode=OFF")
+            self._conn.execute("PRAGMA synchronous=OFF")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS rows (key TEXT PRIMARY KEY, value BLOB NOT NULL) "
+                "WITHOUT ROWID"
+            )
+        self._put_sql = (
+            f"INSERT INTO {table} (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         )
+        self._get_sql = f"SELECT value FROM {table} WHERE key = ?"
         self.writes = 0
         # A Bloom filter of the keys written (two bits per key of a 2**24-bit array, 2 MiB):
         # most lookups are of keys never spilled (the first event of each Work), answered
         # without a query; a false positive (about 1% at a million keys) costs one query.
         self._bits = bytearray(BLOOM_BITS // 8)
 
+    def where(self) -> tuple[str, str, bool]:
+        """Where it is (path, table, whether staged): what another process opens it by."""
+        return str(self.path), self.table, self.staged
+
     def _mark(self, key: str) -> str:
         h = hash(key)
         bits = self._bits
-        for bit in (h & BLOOM_MASK, (h >> 24) & BLOOM_MASK):
-            bits[bit >> 3] |= 1 << (bit & 7)
+        low, high = h & BLOOM_MASK, (h >> 24) & BLOOM_MASK
+        bits[low >> 3] |= 1 << (low & 7)
+        bits[high >> 3] |= 1 << (high & 7)
         return key
 
     def may_hold(self, key: str) -> bool:
+        # The two bits `_mark` sets, tested inline (this runs once per event of a Work the
+        # fold does not hold).
         h, bits = hash(key), self._bits
-        return all(
-            bits[bit >> 3] >> (bit & 7) & 1 for bit in (h & BLOOM_MASK, (h >> 24) & BLOOM_MASK)
-        )
+        low, high = h & BLOOM_MASK, (h >> 24) & BLOOM_MASK
+        return bool(bits[low >> 3] >> (low & 7) & 1 and bits[high >> 3] >> (high & 7) & 1)
 
     def put(self, rows: Iterable[tuple[str, bytes]]) -> None:
         """Write (or overwrite) rows, in one transaction."""
         mark = self._mark
         with self._conn:
-            self._conn.executemany(
-                "INSERT INTO rows (key, value) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                ((mark(key), value) for key, value in rows),
-            )
+            self._conn.executemany(self._put_sql, ((mark(key), value) for key, value in rows))
         self.writes += 1
 
     def get(self, key: str) -> bytes | None:
         if not self.may_hold(key):
             return None
-        found = self._conn.execute("SELECT value FROM rows WHERE key = ?", (key,)).fetchone()
+        found = self._conn.execute(self._get_sql, (key,)).fetchone()
         return None if found is None else bytes(found[0])
 
     def items(self) -> Iterator[tuple[str, bytes]]:
         """Every row in key order, read as iterated."""
-        for key, value in self._conn.execute("SELECT key, value FROM rows ORDER BY key"):
+        for key, value in self._conn.execute(f"SELECT key, value FROM {self.table} ORDER BY key"):
             yield str(key), bytes(value)
 
     def count(self) -> int:
-        found = self._conn.execute("SELECT count(*) FROM rows").fetchone()
+        found = self._conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()
         return int(found[0]) if found else 0
 
     def close(self) -> None:

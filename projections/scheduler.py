@@ -141,9 +141,10 @@ class SchedulerProjection:
                 if work_id in renewals:
                     count, expiry = renewals.pop(work_id)
                     works[work_id] = renew(works[work_id], expiry, count)
-                # A held Work by a plain dict lookup; `works.get` (found on demand) on a miss.
+                # A held Work by a plain dict lookup; `works.get` (found on demand) on a miss,
+                # but for a stream's first event, which has no Work before it (`apply`).
                 before = held(works, work_id)
-                if before is None:
+                if before is None and record.version != 1:
                     before = works.get(work_id)
                 after = evolve(before, event, position, at)
                 if after is None:

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -21,14 +23,20 @@ from typing import Any
 
 import msgspec
 
+from rota.application.collection import fewer_collections
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.timestamps import recorded_times
+from rota.infrastructure.spill import SpillFile
 from rota.projections import DERIVED, PERSISTED, HistoryProjection, SchedulerProjection
 from rota.projections.work_rows import BINDING_ROW
 from rota.replay.progress import ProgressFactory, silent
 from rota.replay.side_by_side import fold_side_by_side
 
 PAGE = 10_000
+# A fold allocates millions of short-lived structs (events, states, rows) and next to no
+# cyclic garbage; the collector's default generation-0 threshold (700) would run it every
+# few events (and its full passes walk every tracked object). It still runs, this often.
+FOLD_GC_THRESHOLD = 100_000
 Persisted = SchedulerProjection | HistoryProjection
 
 
@@ -99,7 +107,7 @@ def fold(
     end = max(stops, default=0)
     position = min((p.position for p in projections), default=end)
     parsed: dict[str, datetime] = {}
-    with progress(end, label) as bar:
+    with fewer_collections(FOLD_GC_THRESHOLD), progress(end, label) as bar:
         bar.advance(position)
         while position < end:
             batch = store.read(position, min(PAGE, end - position))
@@ -141,25 +149,42 @@ def rebuild(
     projection it is a view of) to the head and swap them in atomically."""
     started = time.monotonic()
     kinds = list(PERSISTED) if name is None else [_kind(name)]
-    # Each fold spills what it need not hold to a scratch file as it goes, so its memory
-    # does not grow with the number of Works (`rota.infrastructure.spill`).
-    with tempfile.TemporaryDirectory(prefix="rota-rebuild-") as scratch:
+    # Each fold spills what it need not hold as it goes, so its memory does not grow with
+    # the number of Works (`rota.infrastructure.spill`). A projection store that can stage
+    # the new rows in its own file (SQLite, alone on its file:
+    # `SQLiteProjectionStore.staging`) has the folds in this process spill there, so the
+    # swap renames their rows into place; a fold in a forked child (and every fold, with
+    # no staging) spills to a scratch file whose rows the swap copies. The child never
+    # writes to the projection file: no second writer waits on its locks and syncs.
+    staging = getattr(projection_store, "staging", None)
+    names = [kind.name for kind in kinds]
+    staged = staging(names) if staging is not None else contextlib.nullcontext()
+    here = os.getpid()
+    with tempfile.TemporaryDirectory(prefix="rota-rebuild-") as scratch, staged as stage:
+
+        def spill_to(name: str) -> SpillFile:
+            if stage is not None and os.getpid() == here:
+                staged_here: SpillFile = stage(name)
+                return staged_here
+            return SpillFile(Path(scratch) / f"{name}.spill")
+
         fresh, position = fold_side_by_side(
             store,
             kinds,
             [None] * len(kinds),
             progress=progress,
             label="rebuild",
-            spill=Path(scratch),
+            spill=spill_to,
         )
         try:
+            rows = {p.name: p.row_count for p in fresh}  # before a staging table is renamed
             projection_store.replace(fresh, store)
             stored = projection_store.metas()  # the digests `replace` computed
             return RebuildReport(
                 position=position,
                 projections=[p.name for p in fresh],
                 digests={p.name: stored[p.name].digest or p.digest() for p in fresh},
-                rows={p.name: p.row_count for p in fresh},
+                rows=rows,
                 seconds=round(time.monotonic() - started, 3),
             )
         finally:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,14 @@ from rota.infrastructure.stores import open_store
 from rota.replay.progress import ProgressFactory, silent
 
 CHUNK = 2000  # rows per message from a child
+# Where each fold spills: a scratch directory (a file per projection there), or a function
+# giving a projection's name its `SpillFile` (a projection store's staging table).
+SpillTo = Path | Callable[[str], SpillFile]
+
+
+def open_spill(spill: SpillTo, name: str) -> SpillFile:
+    """The `SpillFile` the fold of projection `name` spills to."""
+    return SpillFile(spill / f"{name}.spill") if isinstance(spill, Path) else spill(name)
 
 
 class FoldedRows:
@@ -76,22 +84,23 @@ def fold_side_by_side(
     *,
     progress: ProgressFactory = silent,
     label: str = "fold",
-    spill: Path | None = None,
+    spill: SpillTo | None = None,
 ) -> tuple[list[Any], int]:
     """Fresh projections of `kinds`, each folded to its `upto` (None: the head): the first a
     projection object folded here, the others `FoldedRows` from children when `can_split`
     (else projection objects folded here in turn). Returns them and the last position
     applied to any.
 
-    `spill` (a scratch directory): every fold, here or in a child, spills to a file there
-    as it goes (`rota.infrastructure.spill`) and each result is its `SpilledRows`."""
+    `spill` (a scratch directory, or a function naming each projection's `SpillFile`):
+    every fold, here or in a child, spills there as it goes (`rota.infrastructure.spill`)
+    and each result is its `SpilledRows`."""
     from rota.replay.rebuild import fold
 
     if not can_split(log, len(kinds)):
         fresh = [kind() for kind in kinds]
         if spill is None:
             return fresh, fold(log, fresh, upto=list(upto), progress=progress, label=label)
-        spillers = [Spiller(p, SpillFile(spill / f"{p.name}.spill")) for p in fresh]
+        spillers = [Spiller(p, open_spill(spill, p.name)) for p in fresh]
         position = fold(
             log,
             fresh,
@@ -116,7 +125,7 @@ def fold_side_by_side(
         if spill is None:
             position = fold(log, [first], upto=[upto[0]], progress=progress, label=label)
         else:
-            spiller = Spiller(first, SpillFile(spill / f"{first.name}.spill"))
+            spiller = Spiller(first, open_spill(spill, first.name))
             position = fold(
                 log,
                 [first],
@@ -165,7 +174,7 @@ def _receive(child: Any, receive: Connection) -> FoldedRows | SpilledRows:
         _, name, version, position, digest, rss, spilled, *peak = message
         folded: FoldedRows | SpilledRows
         if spilled is not None:
-            folded = SpilledRows(name, version, position, SpillFile(spilled), digest)
+            folded = SpilledRows(name, version, position, _reopened(spilled), digest)
             folded.peak_held = peak[0]
         else:
             folded = FoldedRows(name, version, position, rows, digest)
@@ -173,8 +182,14 @@ def _receive(child: Any, receive: Connection) -> FoldedRows | SpilledRows:
         return folded
 
 
+def _reopened(where: tuple[str, str, bool]) -> SpillFile:
+    """A child's spill file, opened here (`SpillFile.where`)."""
+    path, table, staged = where
+    return SpillFile(path, table, staged=staged)
+
+
 def _fold_child(
-    url: str, kind: Any, upto: int | None, send: Connection, spill: Path | None = None
+    url: str, kind: Any, upto: int | None, send: Connection, spill: SpillTo | None = None
 ) -> None:
     """In the child: fold one projection through a connection of its own, then send its
     rows in key order, in chunks (so neither side holds them all twice), and its digest;
@@ -186,7 +201,7 @@ def _fold_child(
         try:
             projection = kind()
             if spill is not None:
-                spiller = Spiller(projection, SpillFile(spill / f"{kind.name}.spill"))
+                spiller = Spiller(projection, open_spill(spill, kind.name))
                 fold(log, [projection], upto=[upto], after_page=spiller.page_done)
             else:
                 fold(log, [projection], upto=[upto])
@@ -202,7 +217,7 @@ def _fold_child(
                 rows.position,
                 rows.digest(),
                 _peak_rss(),
-                str(rows.spill.path),
+                rows.spill.where(),
                 rows.peak_held,
             )
             send.send(message)

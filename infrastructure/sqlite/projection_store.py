@@ -30,7 +30,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,15 +58,19 @@ from rota.infrastructure.projection_tables import (
     row_table,
     write_rows,
 )
+from rota.infrastructure.spill import SpillFile
 from rota.infrastructure.stored_projections import StoredProjections
 
 log = logging.getLogger("rota.projections")
 T = TypeVar("T")
+STAGED = "_rebuild"  # a rebuild's staging table: `rows_<name>_rebuild` (`staging`)
 __all__ = ["SQLiteProjectionStore", "default_path", "log_hash_at"]
 
 
 class SQLiteProjectionStore(StoredProjections):
     """Persisted projections in one SQLite file; see the module docstring."""
+
+    _staged: dict[str, str] = {}  # projection -> its staging table, while `staging` runs
 
     def __init__(
         self,
@@ -239,6 +243,22 @@ class SQLiteProjectionStore(StoredProjections):
 
         A rebuild's rows still in their spill file (attached by `replace`) are copied by
         SQLite itself, table to table, without passing through Python one row at a time."""
+        staged = self._staged.get(projection.name)
+        spill = getattr(projection, "spill", None)
+        if (
+            cleared
+            and staged is not None
+            and isinstance(spill, SpillFile)
+            and spill.staged
+            and spill.table == staged
+            and spill.path.resolve() == self.path.resolve()
+        ):
+            # The fold wrote its rows into this file's staging table: it becomes the table.
+            table = row_table(projection.name)
+            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"ALTER TABLE {staged} RENAME TO {table}")
+            found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+            return int(found[0]) if found else 0
         attached = self._attached.get(id(projection))
         if cleared and attached is not None:
             conn.execute(
@@ -259,7 +279,9 @@ class SQLiteProjectionStore(StoredProjections):
                 for n, projection in enumerate(projections):
                     spill = getattr(projection, "spill", None)
                     path = getattr(spill, "path", None)
-                    if path is None or not self._conn.getautocommit():
+                    if path is None or getattr(spill, "staged", False):
+                        continue
+                    if not self._conn.getautocommit():
                         continue
                     alias = f"spill{n}"
                     self._conn.execute("ATTACH DATABASE ? AS " + alias, (str(path),))
@@ -275,8 +297,59 @@ class SQLiteProjectionStore(StoredProjections):
                 for alias in attached:
                     with contextlib.suppress(apsw.Error):
                         self._conn.execute("DETACH DATABASE " + alias)
-                if journal:
+                if journal and not self._staged:  # else when the staging ends
                     self._back_to_wal()
+
+    @contextlib.contextmanager
+    def staging(self, names: Sequence[str]) -> Iterator[Callable[[str], SpillFile] | None]:
+        """For a rebuild of the projections `names`: staging tables in this file that their
+        folds in this process spill to (a function giving each name its `SpillFile`), so
+        the swap (`replace`) renames each into place instead of copying every row from a
+        scratch file: each row is written once. A staging table no fold wrote to (its
+        projection folded in a child, into a scratch file) is dropped at the end.
+
+        Only when this connection is the file's only one (as for the swap's rollback
+        journal, `_rollback_journal`, which stays on until the staging ends: the folds'
+        writes go through it, synced FULL); else None, and the folds spill to scratch
+        files as before. Atomicity is the swap's: the live tables change only in its one
+        transaction; a crash before its commit leaves them (and staging tables, dropped by
+        the next staging) as they were. On the way out the staging tables that were not
+        swapped in are dropped and the file is in WAL mode again.
+        """
+        with self._lock:
+            if not self._rollback_journal():
+                yield None
+                return
+            tables = {name: row_table(name) + STAGED for name in names}
+
+            def make(conn: apsw.Connection) -> None:
+                for table in tables.values():
+                    conn.execute(f"DROP TABLE IF EXISTS {table}")
+                    conn.execute(
+                        f"CREATE TABLE {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)"
+                    )
+
+            try:
+                self._write(make)
+            except BaseException:
+                self._back_to_wal()
+                raise
+            self._staged = dict(tables)
+        try:
+            yield lambda name: SpillFile(self.path, tables[name], staged=True)
+        finally:
+            with self._lock:
+                self._staged = {}
+                try:
+                    self._write(lambda conn: self._drop_staging(conn, tables.values()))
+                except ProjectionStoreError as exc:
+                    log.warning("a rebuild's staging tables stay in %s: %s", self.path, exc)
+                self._back_to_wal()
+
+    @staticmethod
+    def _drop_staging(conn: apsw.Connection, tables: Iterable[str]) -> None:
+        for table in tables:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
 
     def _rollback_journal(self) -> bool:
         """Before a swap: leave WAL mode for the rollback journal if this connection is the
