@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import select
 import signal
 import sys
 import threading
@@ -49,6 +50,25 @@ def cmd_run(args: argparse.Namespace) -> int:
                 server.stop()
         _run_summary(scheduler, as_json=args.json)
     return 0
+
+
+def _wait_for(worker: threading.Thread, ended: threading.Event, wake: int) -> None:
+    """Join `worker` without polling, and run signal handlers whichever thread the kernel
+    delivered the signal to.
+
+    Python runs a signal's handler only in the main thread, when it next executes Python
+    code. The kernel may deliver a process's SIGTERM to any thread that does not block it;
+    while the main thread sat in `Thread.join` (a lock wait that only its own signals
+    interrupt), a SIGTERM taken by another thread left the handler waiting, and the daemon
+    running, until a second signal came (seen under load: `rota run` ignored its first
+    SIGTERM). So the main thread waits on a pipe instead: the signal's C handler writes to
+    it in whatever thread it runs (`signal.set_wakeup_fd`), and the worker writes once it
+    ends (`ended` is set first)."""
+    while not ended.is_set():
+        select.select([wake], [], [])
+        with contextlib.suppress(BlockingIOError):
+            os.read(wake, 512)
+    worker.join()
 
 
 def _run_summary(scheduler: Scheduler, *, as_json: bool) -> None:
@@ -96,15 +116,26 @@ def _daemon(scheduler: Scheduler, status: Status, *, drain: float = 0.0) -> None
         scheduler.host.wake.set()
         restore()  # a second signal is not graceful
 
+    wake_read, wake_write = os.pipe()
+    for fd in (wake_read, wake_write):
+        os.set_blocking(fd, False)
+
+    ended = threading.Event()
+
     def loop() -> None:
         try:
             scheduler.run(stop, drain=drain)
         except BaseException as exc:
             failure.append(exc)
+        finally:
+            ended.set()  # before the byte: a wait that read it sees the loop ended
+            with contextlib.suppress(OSError):
+                os.write(wake_write, b"\0")  # the main thread's wait ends
 
     worker = threading.Thread(target=loop, name="rota-run", daemon=True)
     for sig in signals:
         signal.signal(sig, on_signal)
+    previous_wakeup = signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
     try:
         pid, bindings = os.getpid(), len(scheduler.config.bindings)
         # Before the loop starts, so no decision line comes first (the handlers are set).
@@ -113,13 +144,16 @@ def _daemon(scheduler: Scheduler, status: Status, *, drain: float = 0.0) -> None
             "running", pid=pid, bindings=bindings,
         )  # fmt: skip
         worker.start()
-        worker.join()
+        _wait_for(worker, ended, wake_read)
     except KeyboardInterrupt:
         status.say("interrupted: forced stop; held leases expire on their own", "forced stop")
         sys.stdout.flush()
         os._exit(130)
     finally:
+        signal.set_wakeup_fd(previous_wakeup)
         restore()
+        os.close(wake_read)
+        os.close(wake_write)
     if failure:
         raise failure[0]
     status.say("stopped", "stopped")
