@@ -42,25 +42,27 @@ class WorkFilter(msgspec.Struct, frozen=True):
     binding: str | None = None
 
     def matches(self, work: WorkState) -> bool:
-        if self.binding is not None and work.binding != self.binding:
+        return self._admits(work.scope, work.binding) and (
+            self.state is None or work.state == self.state
+        )
+
+    def _admits(self, scope: str, binding: str) -> bool:
+        """Whether a Work in `scope` on `binding` passes the scope and binding filters."""
+        if self.binding is not None and binding != self.binding:
             return False
         if self.scope is not None:
-            scope = self.scope.rstrip("/")
-            if work.scope != scope and not work.scope.startswith(scope + "/"):
+            wanted = self.scope.rstrip("/")
+            if scope != wanted and not scope.startswith(wanted + "/"):
                 return False
-        return self.state is None or work.state == self.state
+        return True
 
     def rules_out(self, keys: RowKeys) -> bool:
         """Whether no Work with these row fields can match: a necessary test a listing makes
         on a stored row before decoding it (`WorkState.state` gives a terminal Work's
         terminal as its state first, so a terminal Work is in no other state, and only
         `failed` is both a terminal and a state a live Work can be in)."""
-        if self.binding is not None and keys.binding != self.binding:
+        if not self._admits(keys.scope, keys.binding):
             return True
-        if self.scope is not None:
-            scope = self.scope.rstrip("/")
-            if keys.scope != scope and not keys.scope.startswith(scope + "/"):
-                return True
         state = self.state
         if state is None or state == "failed":
             return state == "failed" and keys.terminal not in (None, "failed")

@@ -5,6 +5,7 @@ Works, so a listing by it must page the store."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -42,8 +43,9 @@ def attempt(status: str, stop_confirmed: bool) -> AttemptState:
     )
 
 
-works = st.builds(
-    lambda terminal, held, pending, current, due, blocked: WorkState(
+def work(**fields: Any) -> WorkState:
+    """A Work "w" on binding "b" in scope "root", with `fields`."""
+    return WorkState(
         work_id="w",
         scope="root",
         binding="b",
@@ -52,6 +54,12 @@ works = st.builds(
         safety="undeclared",
         version=1,
         submitted_at=T0,
+        **fields,
+    )
+
+
+works = st.builds(
+    lambda terminal, held, pending, current, due, blocked: work(
         pending=(INPUT,) if pending else (),
         attempts=() if current is None else (attempt(*current),),
         retry=RetryState(
@@ -78,17 +86,7 @@ def test_no_quiet_work_is_in_a_held_state(work: WorkState) -> None:
 
 def test_every_other_state_has_quiet_works() -> None:
     quiet_states = {
-        WorkState(
-            work_id="w",
-            scope="root",
-            binding="b",
-            kind="run-once",
-            trigger="all",
-            safety="undeclared",
-            version=1,
-            submitted_at=T0,
-            **fields,
-        ).state
+        work(**fields).state
         for fields in (
             {},  # idle: nothing pending
             {"attempts": (attempt("parked", False),)},  # waiting, nothing pending
