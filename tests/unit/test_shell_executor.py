@@ -805,9 +805,13 @@ def test_a_run_killed_without_status_is_stopped(
 def test_an_adopted_run_is_cancelled_interrupted_or_timed_out_like_a_launched_one(
     adopter: ShellExecutor, runs: Path, tmp_path: Path
 ) -> None:
-    script = 'trap "echo got-term; exit 7" TERM; sleep 30 & wait'
+    # The command says when its trap is set: a SIGTERM before that kills the shell outright
+    # (signal_15), which is not what this test is about.
+    script = 'trap "echo got-term; exit 7" TERM; : > "$1"; sleep 30 & wait'
     for action, expected in (("cancel", "cancelled"), ("interrupt", "exit_7"), ("deadline", "")):
-        metadata = launch_and_kill_the_daemon(runs, ["sh", "-c", script])
+        trapped = tmp_path / f"trapped-{action}"
+        metadata = launch_and_kill_the_daemon(runs, ["sh", "-c", script, "sh", str(trapped)])
+        wait_until(trapped.exists)
         ctx, results = recovering(deadline_in=0.3 if action == "deadline" else 60)
         assert adopter.recover(ctx, metadata, results.put) == "attached"
         if action == "cancel":
