@@ -15,11 +15,10 @@ import threading
 
 from rota.application.transactions import Transactions
 from rota.projections.held_works import OnDemandWorks
-from rota.projections.work_pages import WorkFilter
+from rota.projections.work_pages import EVERY
 from rota.projections.work_tally import WorkTally
 
 PAGE = 500  # Works counted under the lock at a time
-EVERY = WorkFilter()
 
 
 class Tallies:

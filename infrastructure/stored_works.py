@@ -39,7 +39,7 @@ from rota.domain.evolve import evolve
 from rota.domain.state import WorkState
 from rota.projections.held_works import HELD_STATES
 from rota.projections.scheduler import WORK_ROW, OnDemandWorks, SchedulerProjection
-from rota.projections.work_pages import WorkFilter, page_in_memory, page_of
+from rota.projections.work_pages import EVERY, WorkFilter, page_in_memory, page_of
 from rota.projections.work_rows import WorkCodec, row_keys
 
 if TYPE_CHECKING:
@@ -55,7 +55,6 @@ StoredRows = Callable[[], tuple[Iterable[tuple[str, bytes]], bool]]
 # in key order (`ProjectionStore.work_rows`).
 PageRows = Callable[[str, int], tuple[int | None, list[tuple[str, bytes]]]]
 CHUNK = 500  # stored Work rows read at a time by a listing
-EVERY = WorkFilter()
 
 
 class StoredWorks(OnDemandWorks):

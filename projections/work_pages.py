@@ -75,6 +75,9 @@ class WorkFilter(msgspec.Struct, frozen=True):
         return self.state is None and self.scope is None and self.binding is None
 
 
+EVERY = WorkFilter()  # no filter: every Work
+
+
 def bounded(limit: int | None) -> int:
     """`limit` within 1..MAX_LIMIT (None: the default); a larger one is cut to the cap."""
     if limit is None:
@@ -106,6 +109,7 @@ def page_in_memory(
 
 __all__ = [
     "DEFAULT_LIMIT",
+    "EVERY",
     "MAX_LIMIT",
     "TERMINAL",
     "WorkFilter",

@@ -18,6 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from rota.domain.errors import RotaError
+from rota.http.context import ApiContext
 from rota.http.errors import HttpCode
 
 log = logging.getLogger(__name__)
@@ -122,10 +123,8 @@ class HttpServer:
     def _count_works(self) -> None:
         """Count every Work for the overview, `/v1/holds` and `/metrics` now, on a thread of
         its own, so that the first of them does not wait for it (`rota.application.tallies`)."""
-        context = getattr(self.app.state, "rota", None)
-        service = getattr(getattr(context, "scheduler", None), "service", None)
-        if service is None:
-            return
+        context: ApiContext = self.app.state.rota  # set by `create_app`
+        service = context.scheduler.service
 
         def count() -> None:
             try:

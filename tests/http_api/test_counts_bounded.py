@@ -4,6 +4,7 @@ tally (`rota.projections.work_tally`) and the store's quiet Works stay on disk."
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import rota
@@ -42,5 +43,21 @@ def test_the_counts_over_every_work_leave_the_quiet_works_on_disk(tmp_path: Path
             # None of it read every Work: the quiet ones are still on disk.
             assert not works.complete
             assert len(list(works.in_memory())) < DONE
+        finally:
+            api.server.stop()
+
+
+def test_the_server_counts_the_works_when_it_listens(tmp_path: Path) -> None:
+    with rota.open(tmp_path / "api.db") as scheduler:
+        scheduler.register("echo", echo)
+        scheduler.submit("w", binding="echo", input={})
+        assert scheduler.service.tallies._tally is None  # nothing counted before
+        api = start_api(scheduler, tmp_path)
+        try:
+            for thread in threading.enumerate():
+                if thread.name == "rota-tally":
+                    thread.join(30)
+            tally = scheduler.service.tallies._tally
+            assert tally is not None and tally.complete and tally.works == 1  # no request
         finally:
             api.server.stop()

@@ -60,10 +60,14 @@ def every_page(scheduler: rota.Scheduler, limit: int, **filters: Any) -> list[li
     return pages
 
 
-def held(scheduler: rota.Scheduler) -> set[str]:
+def stored(scheduler: rota.Scheduler) -> StoredWorks:
     works = scheduler.service.projection.works
     assert isinstance(works, StoredWorks), "a reopened store should leave quiet Works on disk"
-    return {w.work_id for w in works.in_memory()}
+    return works
+
+
+def held(scheduler: rota.Scheduler) -> set[str]:
+    return {w.work_id for w in stored(scheduler).in_memory()}
 
 
 def test_pages_in_id_order_with_filters_holding_only_active_works(target: str) -> None:
@@ -97,8 +101,7 @@ def test_a_listing_by_a_state_no_quiet_work_is_in_reads_no_stored_row(target: st
     populate(target)
     with rota.open(target, config=CONFIG) as scheduler:
         scheduler.register("echo", _echo)
-        works = scheduler.service.projection.works
-        assert isinstance(works, StoredWorks)
+        works = stored(scheduler)
         # Every listing below by a state of HELD_STATES is answered from the held Works:
         # reading a stored row now fails the test.
         page_rows = works._page_rows
@@ -121,14 +124,13 @@ def test_a_filtered_listing_decodes_only_the_rows_it_may_show(target: str) -> No
     populate(target)
     with rota.open(target, config=CONFIG) as scheduler:
         scheduler.register("echo", _echo)
-        works = scheduler.service.projection.works
-        assert isinstance(works, StoredWorks)
+        works = stored(scheduler)
         decoded: list[str] = []
-        stored = works._stored
+        decode = works._stored
 
         def counting(work_id: str, value: bytes) -> Any:
             decoded.append(work_id)
-            return stored(work_id, value)
+            return decode(work_id, value)
 
         works._stored = counting  # type: ignore[method-assign]
         assert listed(scheduler, 5, binding="later") == READY
