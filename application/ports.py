@@ -584,6 +584,18 @@ class ProjectionStore(abc.ABC):
     def rows(self, name: str) -> tuple[ProjectionMeta | None, list[tuple[str, bytes]]]:
         """A projection's meta and every row, read in one snapshot (in no set order)."""
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside the block (`meta`, `sorted_rows`, ...) sees one snapshot: a read
+        transaction held until the block ends. The default: each read sees its own."""
+        yield
+
+    def sorted_rows(self, name: str) -> Iterator[tuple[str, bytes]]:
+        """A projection's rows in key order (the keys' byte order), read as they are iterated,
+        in the snapshot of an enclosing `snapshot()`: what `rota replay verify` and `rota
+        doctor` stream through without holding every row. The default sorts `rows()`."""
+        yield from sorted(self.rows(name)[1])
+
     @abc.abstractmethod
     def refusal(self, meta: ProjectionMeta | None, version: int, log: EventStore) -> str | None:
         """Why a stored projection cannot be used with this log and fold version, or None."""

@@ -28,8 +28,15 @@ from rota.application.ports import EventStore, ProjectionStore
 from rota.application.timestamps import recorded_times
 from rota.infrastructure.spill import SpillFile
 from rota.projections import DERIVED, PERSISTED, HistoryProjection, SchedulerProjection
-from rota.projections.work_rows import BINDING_ROW
 from rota.replay.progress import ProgressFactory, silent
+from rota.replay.row_streams import (
+    Reading,
+    SchedulerReading,
+    canonical_rows,
+    first_mismatch,
+    read_rows,
+    read_scheduler,
+)
 from rota.replay.side_by_side import fold_side_by_side
 
 PAGE = 10_000
@@ -198,71 +205,96 @@ def first_difference(left: Any, right: Any) -> str | None:
     return next((key for key in keys if left.row(key) != right.row(key)), None)
 
 
-def _decode(kind: Any, position: int, rows: list[tuple[str, bytes]]) -> tuple[Any, str | None]:
-    """The stored projection, or None and the key of the first row that cannot be decoded."""
-    try:
-        return kind.from_rows(position, rows), None
-    except (msgspec.DecodeError, msgspec.ValidationError, KeyError, ValueError):
-        pass
-    # Each row decoded alone, but beside the binding rows Work rows name (a damaged binding
-    # row is found when it is decoded alone, before the Work rows that name it).
-    shared = sorted(row for row in rows if row[0].startswith(BINDING_ROW))
-    for key, value in [*shared, *sorted(row for row in rows if row not in shared)]:
-        try:
-            kind.from_rows(
-                position, [(key, value)] if key.startswith(BINDING_ROW) else [*shared, (key, value)]
-            )
-        except (msgspec.DecodeError, msgspec.ValidationError, KeyError, ValueError):
-            return None, key
-    return None, None
-
-
 def verify(
     store: EventStore,
     projection_store: ProjectionStore,
     progress: ProgressFactory = silent,
 ) -> VerifyReport:
     """Compare every stored projection with a fresh fold to its position (see the module
-    docstring); derived projections are compared through the scheduler projection."""
+    docstring); derived projections are compared through the scheduler projection.
+
+    In memory bounded by the active Works at any log size: the stored rows stream in key
+    order (one snapshot of the projection store, held to the end) and are digested as they
+    go; the fresh folds spill as a rebuild's do, and a difference is found by walking both
+    row streams in key order (`rota.replay.row_streams`)."""
     verdicts: dict[str, ProjectionVerdict] = {}
-    stored: dict[str, Any] = {}
-    for kind in PERSISTED:
-        meta, rows = projection_store.rows(kind.name)
-        reason = projection_store.refusal(meta, kind.version, store)
-        if meta is None:
-            verdicts[kind.name] = ProjectionVerdict(kind.name, "missing", detail=reason or "")
-            continue
-        if reason is not None:
-            status = "stale" if meta.version != kind.version else "foreign"
-            verdicts[kind.name] = ProjectionVerdict(kind.name, status, meta.position, detail=reason)
-            continue
-        loaded, bad = _decode(kind, meta.position, rows)
-        if loaded is None:
-            verdicts[kind.name] = ProjectionVerdict(
-                kind.name, "drift", meta.position, first_key=bad, detail="a row cannot be decoded"
-            )
-            continue
-        stored[kind.name] = loaded
-    kinds = [kind for kind in PERSISTED if kind.name in stored]
-    fresh, _ = fold_side_by_side(
-        store,
-        kinds,
-        [stored[kind.name].position for kind in kinds],
-        progress=progress,
-        label="verify",
-    )
-    for projection in fresh:
-        verdicts[projection.name] = _compare(projection.name, stored[projection.name], projection)
-    if "scheduler" in stored:
-        scheduler = next(p for p in fresh if isinstance(p, SchedulerProjection))
-        for derived in DERIVED:
-            verdicts[derived.name] = _compare(
-                derived.name, derived(stored["scheduler"]), derived(scheduler)
-            )
+    stored: dict[str, Reading] = {}
+    positions: dict[str, int] = {}
+    with projection_store.snapshot(), tempfile.TemporaryDirectory(prefix="rota-verify-") as scratch:
+        for kind in PERSISTED:
+            meta = projection_store.meta(kind.name)
+            reason = projection_store.refusal(meta, kind.version, store)
+            if meta is None:
+                verdicts[kind.name] = ProjectionVerdict(kind.name, "missing", detail=reason or "")
+                continue
+            if reason is not None:
+                status = "stale" if meta.version != kind.version else "foreign"
+                verdicts[kind.name] = ProjectionVerdict(
+                    kind.name, status, meta.position, detail=reason
+                )
+                continue
+            with contextlib.closing(projection_store.sorted_rows(kind.name)) as rows:  # type: ignore[type-var]
+                reading = read_rows(kind, meta.position, rows)
+            if not reading.decoded:
+                verdicts[kind.name] = ProjectionVerdict(
+                    kind.name,
+                    "drift",
+                    meta.position,
+                    first_key=reading.bad_key,
+                    detail="a row cannot be decoded",
+                )
+                continue
+            stored[kind.name], positions[kind.name] = reading, meta.position
+        kinds = [kind for kind in PERSISTED if kind.name in stored]
+        fresh, _ = fold_side_by_side(
+            store,
+            kinds,
+            [positions[kind.name] for kind in kinds],
+            progress=progress,
+            label="verify",
+            spill=Path(scratch),
+        )
+        try:
+            for kind, projection in zip(kinds, fresh, strict=True):
+                verdicts[kind.name] = _compare_rows(
+                    kind, positions[kind.name], stored[kind.name], projection, projection_store
+                )
+            if "scheduler" in stored:
+                verdicts.update(_compare_derived(stored["scheduler"], fresh[0]))
+        finally:
+            for projection in fresh:
+                projection.spill.close()
     order = [p.name for p in PERSISTED] + [d.name for d in DERIVED]
     found = [verdicts[name] for name in order if name in verdicts]
     ok = all(v.status not in ("drift", "foreign") for v in found)
     return VerifyReport(ok=ok, head=store.head().position, projections=found)
+
+
+def _compare_rows(
+    kind: Any, position: int, stored: Reading, fresh: Any, projection_store: ProjectionStore
+) -> ProjectionVerdict:
+    """A stored projection at `position` (its reading) against its fresh fold
+    (`SpilledRows`); on a difference its rows are read again, to walk beside the fold's."""
+    ours, theirs = stored.digest, fresh.digest()
+    if ours == theirs:
+        return ProjectionVerdict(kind.name, "ok", position, ours, theirs)
+    with contextlib.closing(projection_store.sorted_rows(kind.name)) as rows:  # type: ignore[type-var]
+        found = first_mismatch(canonical_rows(kind, stored, rows), fresh.spill.items())
+    key = found[0] if found is not None else None
+    detail = f"row {key!r} differs from a fold of the log" if key else "the digests differ"
+    return ProjectionVerdict(kind.name, "drift", position, ours, theirs, key, detail)
+
+
+def _compare_derived(stored: Reading, fresh: Any) -> dict[str, ProjectionVerdict]:
+    """The derived projections: views of the active and held Works of each side. Equal
+    scheduler digests mean equal Works, ledgers and budgets: then the fresh side's views
+    are the stored side's, and its rows need not be read again."""
+    assert isinstance(stored, SchedulerReading)
+    ours = stored.projection
+    theirs = ours
+    if stored.digest != fresh.digest():
+        theirs = read_scheduler(fresh.position, fresh.spill.items(), trusted=True).projection
+    return {d.name: _compare(d.name, d(ours), d(theirs)) for d in DERIVED}
 
 
 def _compare(name: str, stored: Any, fresh: Any) -> ProjectionVerdict:

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
@@ -53,6 +54,7 @@ from rota.infrastructure.projection_tables import META_COLUMNS
 from rota.infrastructure.stored_projections import StoredProjections
 
 T = TypeVar("T")
+_cursors = itertools.count(1)  # names of server-side cursors (`sorted_rows`)
 # Advisory lock keys: (class, schema). The two-key form never meets the log's one-key locks.
 WRITER_KEY = "rota.projections.writer"
 WRITE_KEY = "rota.projections.write"
@@ -287,6 +289,43 @@ class PostgresProjectionStore(StoredProjections):
             return self._read_meta(conn, name), rows
 
         return self._read(body)
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside the block see one snapshot (a read-only REPEATABLE READ transaction
+        on the store's session, under the lock)."""
+        with self._lock:
+            conn = self._connection()
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                yield  # inside this store's own transaction: read in it
+                return
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            except psycopg.Error as exc:
+                raise ProjectionStoreError(f"cannot read {self.where}: {exc}") from exc
+            try:
+                yield
+            finally:
+                if not conn.broken:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute("ROLLBACK")  # it wrote nothing
+
+    def sorted_rows(self, name: str) -> Iterator[tuple[str, bytes]]:
+        """A projection's rows in key order (`COLLATE "C"`: byte order, the primary key's),
+        read as iterated through a server-side cursor, 2,000 rows a fetch."""
+        sql = f'SELECT key, value FROM {self._table(name)} ORDER BY key COLLATE "C"'
+        with self.snapshot():
+            # Two streams of one table may be open at once (a comparison that decodes the
+            # rows it walks): each cursor has a name of its own.
+            cursor_name = f"rota_rows_{next(_cursors)}"
+            try:
+                with self._connection().cursor(cursor_name, binary=True) as cursor:
+                    cursor.itersize = 2000
+                    cursor.execute(sql)
+                    for key, value in cursor:
+                        yield key, bytes(value)
+            except psycopg.Error as exc:
+                raise ProjectionStoreError(f"cannot read {self.where}: {exc}") from exc
 
     # Key ranges compare bytes (`COLLATE "C"`), as SQLite's do; the key column is created
     # with that collation, so its primary-key index serves them.

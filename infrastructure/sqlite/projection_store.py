@@ -189,6 +189,33 @@ class SQLiteProjectionStore(StoredProjections):
 
         return self._read(body)
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside the block see one snapshot (a read transaction, under the lock)."""
+        with self._lock:
+            if not self._conn.getautocommit():  # in this store's own transaction: read in it
+                yield
+                return
+            try:
+                self._conn.execute("BEGIN")
+            except apsw.Error as exc:
+                raise ProjectionStoreError(f"cannot read {self.path}: {exc}") from exc
+            try:
+                yield
+            finally:
+                with contextlib.suppress(apsw.Error):
+                    self._conn.execute("COMMIT")  # it wrote nothing
+
+    def sorted_rows(self, name: str) -> Iterator[tuple[str, bytes]]:
+        """A projection's rows in key order, read as iterated (the primary key's order: no
+        sort); values as the file holds them (a damaged file may hold NULL or a number)."""
+        sql = f"SELECT key, value FROM {row_table(name)} ORDER BY key"
+        with self.snapshot():
+            try:
+                yield from self._conn.execute(sql)  # type: ignore[misc]
+            except apsw.Error as exc:
+                raise ProjectionStoreError(f"cannot read {self.path}: {exc}") from exc
+
     # Row reads by key, in byte order: the SQL hooks of the lazy open.
 
     def _rows_outside(self, conn: Any, name: str, low: str, high: str) -> list[tuple[str, bytes]]:
