@@ -28,8 +28,8 @@ file's `synchronous=NORMAL`): a server crash may lose the last saves, never tear
 from __future__ import annotations
 
 import contextlib
-import threading
 import itertools
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
