@@ -39,7 +39,9 @@ reader, share the writer's `-wal`/`-shm`). Nothing is ever written to either fil
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,6 +54,7 @@ from rota.application.errors import StoreError
 from rota.application.ports import Clock, EventStore, ProjectionStore
 from rota.domain.policy import Binding, Settings
 from rota.infrastructure.projection_stores import is_postgres, open_projection_store
+from rota.infrastructure.spill import Spiller, SpillFile
 from rota.infrastructure.sqlite.log_file import sqlite_path
 from rota.infrastructure.sqlite.projection_store import default_path
 from rota.projections import PERSISTED, SchedulerProjection
@@ -65,6 +68,7 @@ from rota.replay.projection_checks import (
 )
 from rota.replay.read_only import ReadOnlyLog, ReadOnlyProjections, fingerprint, quiescent
 from rota.replay.rebuild import fold
+from rota.replay.row_streams import SchedulerReading, read_scheduler
 from rota.replay.schedule_checks import SCHEDULE_CHECKS, schedule_checks
 from rota.replay.state_checks import (
     BUDGET_ADVICE,
@@ -117,31 +121,69 @@ READ_ERRORS = (apsw.Error, StoreError, msgspec.MsgspecError, KeyError, ValueErro
 
 def _projection_checks(
     log: EventStore, path: Path | ProjectionStore | None, immutable: bool, lag_threshold: int
-) -> tuple[list[Check], SchedulerProjection]:
+) -> tuple[list[Check], SchedulerReading]:
     """Drift and lag of the projection file, and the scheduler state at the head: the log
-    is folded once, each fresh projection up to its stored copy's position."""
-    state = SchedulerProjection()
+    is folded once, each fresh projection up to its stored copy's position.
+
+    In memory bounded by the active Works: the stored rows stream in key order (one
+    snapshot, held to the end), every fold spills as a rebuild's does (a scratch file each),
+    and the state at the head is what the checks read of it: its active and held Works,
+    every other field, and each distinct pinned binding (`rota.replay.row_streams`). When
+    the stored scheduler projection is at the head, its fresh fold is that state."""
     head = log.head().position
-    with _opened(path, immutable) as ro:
+    with contextlib.ExitStack() as stack:
+        ro = stack.enter_context(_opened(path, immutable))
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rota-doctor-")))
         stored: dict[str, Any] = {}
         unreadable = None
         if ro is not None:
             try:
+                stack.enter_context(ro.snapshot())
                 stored = {kind.name: stored_rows(ro, kind, log) for kind in PERSISTED}
             except READ_ERRORS as exc:
                 unreadable = f"the projection file cannot be read: {type(exc).__name__}: {exc}"
-        fresh = {k.name: k() for k in PERSISTED if k.name in stored and stored[k.name][0]}
-        limits = [stored[name][0].position for name in fresh]
-        fold(log, [*fresh.values(), state], upto=[*limits, None])
+        # Only the projections a comparison reads are folded (stored and usable).
+        compared = [k for k in PERSISTED if k.name in stored and _comparable(stored[k.name])]
+        limits = [stored[k.name][0].position for k in compared]
+        fresh = [kind() for kind in compared]
+        state = next(
+            (
+                p
+                for p, at in zip(fresh, limits, strict=True)
+                if p.name == "scheduler" and at == head
+            ),
+            None,
+        )
+        folds, upto = list(fresh), list(limits)
+        if state is None:
+            state = SchedulerProjection()
+            folds.append(state)
+            upto.append(None)
+        spillers = [
+            Spiller(p, SpillFile(scratch / f"{i}-{p.name}.spill")) for i, p in enumerate(folds)
+        ]
+        for spiller in spillers:
+            stack.callback(spiller.spill.close)
+        fold(log, folds, upto=upto, after_page=lambda: [s.page_done() for s in spillers])
+        spilled = {id(s.projection): s.finish() for s in spillers}
+        rows = {p.name: spilled[id(p)] for p in fresh}
+        state_rows = spilled[id(state)]
+        with contextlib.closing(state_rows.spill.items()) as items:
+            reading = read_scheduler(state_rows.position, items, trusted=True)
         if unreadable is not None:
             return [
                 Check("projection_drift", "fail", unreadable, recover_advice()),
                 Check("projection_lag", "warn", "not measured: " + unreadable),
-            ], state
+            ], reading
         return [
-            guarded("projection_drift", lambda: check_drift(log, ro, fresh, stored)),
+            guarded("projection_drift", lambda: check_drift(log, ro, rows, stored)),
             guarded("projection_lag", lambda: check_lag(head, stored, lag_threshold)),
-        ], state
+        ], reading
+
+
+def _comparable(stored: tuple[Any, Any, str | None]) -> bool:
+    meta, _, reason = stored
+    return meta is not None and reason is None
 
 
 def examine(
@@ -178,15 +220,18 @@ def examine(
         guarded("projection_integrity", lambda: check_projection_integrity(projections, immutable))
     )
     try:
-        found, state = _projection_checks(log, projections, immutable, lag_threshold)
+        found, reading = _projection_checks(log, projections, immutable, lag_threshold)
     except READ_ERRORS as exc:  # the log itself cannot be folded
         why = f"the log cannot be folded: {type(exc).__name__}: {exc}"
         checks.extend(Check(name, "fail", why, FULL_RESTORE) for name in STATE_CHECKS)
         return DoctorReport(ok=False, checks=checks)
     checks.extend(found)
     now = log.now()
-    # What the log pinned (in-process executors included), then the configuration's.
-    pinned = [a.pinned for w in state.works.values() for a in w.attempts]
+    state = reading.projection
+    # What the log pinned (in-process executors included), then the configuration's: every
+    # distinct pinned binding, then those of the active and held Works (named last, so they
+    # win where two pinned bindings share a name).
+    pinned = [*reading.pinned, *(a.pinned for w in state.works.values() for a in w.attempts)]
     registrations = {p.registration.name: p.registration for p in pinned}
     registrations.update(builtin_registrations())
     known = {p.binding.name: p.binding for p in pinned} | dict(bindings)

@@ -9,17 +9,17 @@ advice is recover-corrupt (`recover_advice`).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-import msgspec
 
 from rota.application.ports import EventStore, ProjectionStore
 from rota.infrastructure.projection_tables import ROW_TABLES
 from rota.projections import PERSISTED
 from rota.replay.doctor_report import Check, recover_advice
 from rota.replay.read_only import ReadOnlyProjections, integrity
-from rota.replay.rebuild import first_difference
+from rota.replay.row_streams import Rows, canonical_rows, first_mismatch, read_rows
 
 
 def check_projection_tables(store: Any) -> Check:
@@ -56,10 +56,19 @@ def check_projection_integrity(path: Path | ProjectionStore | None, immutable: b
 
 
 def stored_rows(ro: ProjectionStore, kind: Any, log: EventStore) -> tuple[Any, Any, str | None]:
-    """(meta, rows by key, refusal) of one stored projection."""
-    meta, rows = ro.rows(kind.name)
-    by_key = {key: _bytes(kind.name, key, value) for key, value in rows}
-    return meta, by_key, ro.refusal(meta, kind.version, log)
+    """(meta, rows, refusal) of one stored projection: `rows()` streams its rows in key order
+    (in the caller's `snapshot()`). Every row is read once here, so a row whose value is not
+    bytes (a damaged file) is found before anything is folded, as when it was read whole."""
+    meta = ro.meta(kind.name)
+
+    def rows() -> Iterator[tuple[str, bytes]]:
+        with contextlib.closing(ro.sorted_rows(kind.name)) as found:  # type: ignore[type-var]
+            for key, value in found:
+                yield key, _bytes(kind.name, key, value)
+
+    for _ in rows():
+        pass
+    return meta, rows, ro.refusal(meta, kind.version, log)
 
 
 def _bytes(name: str, key: str, value: Any) -> bytes:
@@ -74,25 +83,37 @@ def _bytes(name: str, key: str, value: Any) -> bytes:
     )
 
 
-def compare_stored(kind: Any, meta: Any, rows: dict[str, bytes], fresh: Any) -> str | None:
-    """Why the stored rows are not the rows a replay to their position has, else None."""
-    expected = {key: fresh.row(key) for key in fresh.row_keys()}
-    for key in sorted(set(rows) | set(expected)):
-        if rows.get(key) != expected.get(key):
-            if key not in rows:
-                return f"row {key!r} is missing"
-            if key not in expected:
-                return f"row {key!r} should not exist"
-            try:
-                decoded = kind.from_rows(meta.position, list(rows.items()))
-            except (msgspec.DecodeError, msgspec.ValidationError, KeyError, ValueError) as exc:
-                return f"row {key!r} differs from a replay and the rows cannot be decoded: {exc}"
-            first = first_difference(decoded, fresh)
-            same = " (its decoded value is equal: damage in an ignored byte)" if not first else ""
-            return f"row {key!r} differs from a replay of the log{same}"
+def compare_stored(kind: Any, meta: Any, rows: Callable[[], Rows], fresh: Any) -> str | None:
+    """Why the stored rows (`rows()`: a stream in key order) are not the rows a replay to
+    their position has (`fresh`: a spilled fold), else None. The two streams are walked side
+    by side, byte for byte; at a difference the stored rows are decoded (streamed again) to
+    tell damage in an ignored byte from a different value."""
+    with contextlib.closing(rows()) as ours, closing_items(fresh) as theirs:
+        found = first_mismatch(ours, theirs)
+    if found is not None:
+        key, stored, expected = found
+        if stored is None:
+            return f"row {key!r} is missing"
+        if expected is None:
+            return f"row {key!r} should not exist"
+        with contextlib.closing(rows()) as again:
+            reading = read_rows(kind, meta.position, again)
+        if not reading.decoded:
+            return (
+                f"row {key!r} differs from a replay and the rows cannot be decoded: {reading.error}"
+            )
+        with contextlib.closing(rows()) as again, closing_items(fresh) as theirs:
+            first = first_mismatch(canonical_rows(kind, reading, again), theirs)
+        same = " (its decoded value is equal: damage in an ignored byte)" if not first else ""
+        return f"row {key!r} differs from a replay of the log{same}"
     if meta.digest is not None and meta.digest != fresh.digest():
         return "the digest recorded at its save differs from a replay's"
     return None
+
+
+def closing_items(fresh: Any) -> contextlib.closing[Iterator[tuple[str, bytes]]]:
+    """A spilled fold's rows in key order, closed after use."""
+    return contextlib.closing(fresh.spill.items())
 
 
 def check_drift(

@@ -55,7 +55,7 @@ _ALWAYS = sorted((*SINGLETONS, ACTIVE_ROW))
 class _Holds(msgspec.Struct):
     """Whether a lean Work row names a hold (an empty one is left out of the row)."""
 
-    holds: msgspec.Raw | None = None
+    holds: tuple[msgspec.Raw, ...] = ()
 
 
 _holds = msgspec.json.Decoder(_Holds)
