@@ -156,7 +156,7 @@ def _verdicts(log: EventStore, projections: ProjectionStore) -> dict[str, Any]:
 def test_rows_stream_in_key_order_and_their_digest_is_the_loaded_projections(
     stores: tuple[Any, Any, Tamper],
 ) -> None:
-    log, projections, _ = stores
+    _, projections, _ = stores
     for kind, read in ((SchedulerProjection, read_scheduler), (HistoryProjection, read_history)):
         meta, rows = projections.rows(kind.name)
         assert meta is not None
