@@ -68,7 +68,7 @@ from rota.replay.projection_checks import (
 )
 from rota.replay.read_only import ReadOnlyLog, ReadOnlyProjections, fingerprint, quiescent
 from rota.replay.rebuild import fold
-from rota.replay.row_streams import SchedulerReading, read_scheduler
+from rota.replay.row_streams import SchedulerReading, opened, read_scheduler
 from rota.replay.schedule_checks import SCHEDULE_CHECKS, schedule_checks
 from rota.replay.state_checks import (
     BUDGET_ADVICE,
@@ -164,11 +164,16 @@ def _projection_checks(
         ]
         for spiller in spillers:
             stack.callback(spiller.spill.close)
-        fold(log, folds, upto=upto, after_page=lambda: [s.page_done() for s in spillers])
+
+        def page_done() -> None:
+            for spiller in spillers:
+                spiller.page_done()
+
+        fold(log, folds, upto=upto, after_page=page_done)
         spilled = {id(s.projection): s.finish() for s in spillers}
         rows = {p.name: spilled[id(p)] for p in fresh}
         state_rows = spilled[id(state)]
-        with contextlib.closing(state_rows.spill.items()) as items:
+        with opened(state_rows.spill.items()) as items:
             reading = read_scheduler(state_rows.position, items, trusted=True)
         if unreadable is not None:
             return [

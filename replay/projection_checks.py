@@ -9,7 +9,6 @@ advice is recover-corrupt (`recover_advice`).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from rota.infrastructure.projection_tables import ROW_TABLES
 from rota.projections import PERSISTED
 from rota.replay.doctor_report import Check, recover_advice
 from rota.replay.read_only import ReadOnlyProjections, integrity
-from rota.replay.row_streams import Rows, canonical_rows, first_mismatch, read_rows
+from rota.replay.row_streams import Rows, canonical_rows, first_mismatch, opened, read_rows
 
 
 def check_projection_tables(store: Any) -> Check:
@@ -62,7 +61,7 @@ def stored_rows(ro: ProjectionStore, kind: Any, log: EventStore) -> tuple[Any, A
     meta = ro.meta(kind.name)
 
     def rows() -> Iterator[tuple[str, bytes]]:
-        with contextlib.closing(ro.sorted_rows(kind.name)) as found:  # type: ignore[type-var]
+        with opened(ro.sorted_rows(kind.name)) as found:
             for key, value in found:
                 yield key, _bytes(kind.name, key, value)
 
@@ -88,7 +87,7 @@ def compare_stored(kind: Any, meta: Any, rows: Callable[[], Rows], fresh: Any) -
     their position has (`fresh`: a spilled fold), else None. The two streams are walked side
     by side, byte for byte; at a difference the stored rows are decoded (streamed again) to
     tell damage in an ignored byte from a different value."""
-    with contextlib.closing(rows()) as ours, closing_items(fresh) as theirs:
+    with opened(rows()) as ours, opened(fresh.spill.items()) as theirs:
         found = first_mismatch(ours, theirs)
     if found is not None:
         key, stored, expected = found
@@ -96,24 +95,19 @@ def compare_stored(kind: Any, meta: Any, rows: Callable[[], Rows], fresh: Any) -
             return f"row {key!r} is missing"
         if expected is None:
             return f"row {key!r} should not exist"
-        with contextlib.closing(rows()) as again:
+        with opened(rows()) as again:
             reading = read_rows(kind, meta.position, again)
         if not reading.decoded:
             return (
                 f"row {key!r} differs from a replay and the rows cannot be decoded: {reading.error}"
             )
-        with contextlib.closing(rows()) as again, closing_items(fresh) as theirs:
+        with opened(rows()) as again, opened(fresh.spill.items()) as theirs:
             first = first_mismatch(canonical_rows(kind, reading, again), theirs)
         same = " (its decoded value is equal: damage in an ignored byte)" if not first else ""
         return f"row {key!r} differs from a replay of the log{same}"
     if meta.digest is not None and meta.digest != fresh.digest():
         return "the digest recorded at its save differs from a replay's"
     return None
-
-
-def closing_items(fresh: Any) -> contextlib.closing[Iterator[tuple[str, bytes]]]:
-    """A spilled fold's rows in key order, closed after use."""
-    return contextlib.closing(fresh.spill.items())
 
 
 def check_drift(

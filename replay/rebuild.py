@@ -34,6 +34,7 @@ from rota.replay.row_streams import (
     SchedulerReading,
     canonical_rows,
     first_mismatch,
+    opened,
     read_rows,
     read_scheduler,
 )
@@ -233,7 +234,7 @@ def verify(
                     kind.name, status, meta.position, detail=reason
                 )
                 continue
-            with contextlib.closing(projection_store.sorted_rows(kind.name)) as rows:  # type: ignore[type-var]
+            with opened(projection_store.sorted_rows(kind.name)) as rows:
                 reading = read_rows(kind, meta.position, rows)
             if not reading.decoded:
                 verdicts[kind.name] = ProjectionVerdict(
@@ -278,7 +279,7 @@ def _compare_rows(
     ours, theirs = stored.digest, fresh.digest()
     if ours == theirs:
         return ProjectionVerdict(kind.name, "ok", position, ours, theirs)
-    with contextlib.closing(projection_store.sorted_rows(kind.name)) as rows:  # type: ignore[type-var]
+    with opened(projection_store.sorted_rows(kind.name)) as rows:
         found = first_mismatch(canonical_rows(kind, stored, rows), fresh.spill.items())
     key = found[0] if found is not None else None
     detail = f"row {key!r} differs from a fold of the log" if key else "the digests differ"

@@ -23,6 +23,7 @@ inside one `snapshot()`). Here:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -210,6 +211,19 @@ def canonical_rows(kind: Any, reading: Reading, rows: Rows) -> Iterator[tuple[st
         pending = next(always, None)
 
 
+@contextlib.contextmanager
+def opened(rows: Iterable[tuple[str, bytes]]) -> Iterator[Iterator[tuple[str, bytes]]]:
+    """`rows` as an iterator, closed after use when it can be (a stream that holds a read
+    transaction or a cursor until it ends)."""
+    found = iter(rows)
+    try:
+        yield found
+    finally:
+        close = getattr(found, "close", None)
+        if close is not None:
+            close()
+
+
 def first_mismatch(left: Rows, right: Rows) -> tuple[str, bytes | None, bytes | None] | None:
     """The first row (key order) where two streams of rows (key order) differ: its key and
     each side's value (None: that side has no such row); None when they are equal."""
@@ -233,6 +247,7 @@ __all__ = [
     "SchedulerReading",
     "canonical_rows",
     "first_mismatch",
+    "opened",
     "read_history",
     "read_rows",
     "read_scheduler",

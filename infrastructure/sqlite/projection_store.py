@@ -212,7 +212,7 @@ class SQLiteProjectionStore(StoredProjections):
         sql = f"SELECT key, value FROM {row_table(name)} ORDER BY key"
         with self.snapshot():
             try:
-                yield from self._conn.execute(sql)  # type: ignore[misc]
+                yield from self._conn.execute(sql)
             except apsw.Error as exc:
                 raise ProjectionStoreError(f"cannot read {self.path}: {exc}") from exc
 
