@@ -261,8 +261,10 @@ class Launches:
 
     def context(self, attempt: AttemptState, env: dict[str, str], resume: bool) -> LaunchContext:
         execution_id, epoch, lifecycle = attempt.execution_id, attempt.epoch, self.service.lifecycle
-        # The binding's environment first, then the run-environment hook's values over it.
-        env = {**self.service.secrets_for(attempt), **env}
+        # The binding's environment first, then the run-environment hook's values over it
+        # (`secrets_for` gives a dict of its own).
+        secrets = self.service.secrets_for(attempt)
+        env = {**secrets, **env} if env else secrets
         return LaunchContext(
             work_id=attempt.work_id,
             attempt=attempt.number,
