@@ -187,9 +187,12 @@ class LogAppends:
         prepared: list[tuple[NewEvent, Row]],
         expected: Mapping[str, int],
     ) -> AppendResult:
-        deliveries = match_deliveries(
-            [new for new, _ in prepared], lambda delivery_id: self._delivery(cursor, delivery_id)
-        )
+        ids = [new.delivery_id for new, _ in prepared if new.delivery_id is not None]
+        if len(ids) > 1:  # (a bulk submit: an input identity per Work) looked up at once
+            recorded = self._deliveries(cursor, ids).get
+        else:
+            recorded = lambda delivery_id: self._delivery(cursor, delivery_id)  # noqa: E731
+        deliveries = match_deliveries([new for new, _ in prepared], recorded)
         duplicates = deliveries.all_recorded()
         if duplicates is not None:
             return AppendResult(duplicates, 0)
@@ -223,6 +226,15 @@ class LogAppends:
             f"SELECT {COLUMNS} FROM events WHERE delivery_id = ?", (delivery_id,)
         ).fetchone()
         return None if found is None else self._recorded(found)
+
+    def _deliveries(self, cursor: apsw.Cursor, delivery_ids: list[str]) -> dict[str, RecordedEvent]:
+        """The events recorded under any of `delivery_ids`, by identity, in one query."""
+        rows = cursor.execute(
+            f"SELECT {COLUMNS} FROM events "
+            "WHERE delivery_id IN (SELECT value FROM json_each(?))",
+            (msgspec.json.encode(delivery_ids).decode(),),
+        ).fetchall()
+        return {row[5]: self._recorded(row) for row in rows}
 
     def insert_rows(self, cursor: apsw.Cursor, rows: Sequence[Row]) -> list[tuple[int, Row, str]]:
         """Chain and insert rows whose versions are set; call inside `write`."""
