@@ -157,6 +157,8 @@ class Launches:
         # The cadence pass's deferred durability waits (rota.application.pass_sync): what
         # a pass appended is made durable before anything here acts on it.
         self.passes = PassSync(service.store)
+        # (wall reading, a third of the lease, their sum): the last first-renewal computed.
+        self._renewal: tuple[datetime | None, float, datetime] = (None, 0.0, datetime.min)
 
     def durable(self) -> None:
         """Make the current pass's appends durable before acting outside the store."""
@@ -305,25 +307,31 @@ class Launches:
         `clocks`: the wall and monotonic readings to count from (else read now)."""
         third = self.service.settings.lease_seconds / 3
         now, ticks = clocks if clocks is not None else (self.service.now(), self.ticks())
+        execution_id, deadline = attempt.execution_id, attempt.deadline
+        # A batch of launches shares its clock readings (`launch_claimed`): each lease's
+        # first renewal is due at the same instant, computed once.
+        renewal = self._renewal
+        if renewal[0] is not now or renewal[1] != third:
+            renewal = self._renewal = (now, third, now + timedelta(seconds=third))
         with self.held_lock:
             # An attempt this process already runs keeps its run-time budget (a recovery
             # that adopts it here is not a new run); any other starts from its deadline.
-            budget_end = self.running.get(attempt.execution_id)
+            budget_end = self.running.get(execution_id)
             if budget_end is None:
-                budget_end = ticks + max(0.0, (attempt.deadline - now).total_seconds())
+                budget_end = ticks + max(0.0, (deadline - now).total_seconds())
             held = Held(
-                attempt.execution_id,
+                execution_id,
                 attempt.epoch,
                 ctx,
                 executor,
-                now + timedelta(seconds=third),
-                attempt.deadline,
+                renewal[2],
+                deadline,
                 launching,
                 renew_due=ticks + third,
                 budget_end=budget_end,
             )
-            self.held[attempt.execution_id] = held
-            self.running[attempt.execution_id] = budget_end
+            self.held[execution_id] = held
+            self.running[execution_id] = budget_end
         return held
 
     def remaining(self, execution_id: str) -> float | None:
