@@ -52,6 +52,16 @@ class _Written:
         )
 
 
+INSERT_ROWS = 32  # rows a multi-row INSERT of `_insert` writes (9 parameters each)
+INSERT_MANY = INSERT + ", (?, ?, ?, ?, ?, ?, ?, ?, ?)" * (INSERT_ROWS - 1)
+
+
+def _by_row(values: list[Any]) -> list[tuple[Any, ...]]:
+    """A flat run of INSERT parameters cut into one tuple per row."""
+    width = 9
+    return [tuple(values[i : i + width]) for i in range(0, len(values), width)]
+
+
 def _payload(row: Row) -> bytes:
     """The row's payload as bytes (the encoder's own, when it kept them)."""
     if row.payload is not None:
@@ -249,12 +259,19 @@ class LogAppends:
             return []
         position, previous = self.head or self._read_head(cursor)
         recorded_at = format_timestamp(self.clock.now())
-        values: list[tuple[Any, ...]] = []
+        # Whole chunks of INSERT_ROWS rows go in one statement each (one statement step and
+        # bind per chunk, not per row); the rest row by row.
+        values: list[Any] = []
         written: list[tuple[int, Row, str]] = []
+        whole = len(rows) - len(rows) % INSERT_ROWS
         for row, key, digest in chain_rows(rows, position, previous, recorded_at):
-            values.append((*key, row.data, recorded_at, digest.hex()))
+            values.extend((*key, row.data, recorded_at, digest.hex()))
             written.append((key[0], row, recorded_at))
-        cursor.executemany(INSERT, values)
+            if len(written) <= whole and len(written) % INSERT_ROWS == 0:
+                cursor.execute(INSERT_MANY, values)
+                values = []
+        if values:
+            cursor.executemany(INSERT, _by_row(values))
         self.head = (written[-1][0], digest)
         return written
 
