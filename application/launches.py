@@ -153,6 +153,10 @@ class Launches:
         self.launching: set[str] = set()
         self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
         self.wake = threading.Event()
+        # True while `launch_claimed` launches a batch on the loop's thread; `_reported`: a
+        # result came in meanwhile (its `wake.set()` is left to the end of the batch).
+        self._batching = False
+        self._reported = False
         self.pool: Pool = TaskThreads()
         # The cadence pass's deferred durability waits (rota.application.pass_sync): what
         # a pass appended is made durable before anything here acts on it.
@@ -211,9 +215,18 @@ class Launches:
             self.durable()  # the invoke markers are durable before any executor is called
             # One clock reading for the batch: each lease's renewal counts from it.
             now, ticks = self.service.now(), self.ticks()
-            for claimed, executor in zip(direct, executors, strict=True):
-                if claimed.attempt.execution_id not in refused:
-                    self._launch(claimed, {}, executor, (now, ticks))
+            # Results reported while the batch launches (an inline executor's, at once)
+            # wake the loop once, when the batch is through (`done`).
+            self._batching = True
+            try:
+                for claimed, executor in zip(direct, executors, strict=True):
+                    if claimed.attempt.execution_id not in refused:
+                        self._launch(claimed, {}, executor, (now, ticks))
+            finally:
+                self._batching = False
+                if self._reported:
+                    self._reported = False
+                    self.wake.set()
 
     def _prepare_and_launch(self, claimed: Claimed) -> None:
         try:
@@ -360,6 +373,12 @@ class Launches:
 
         def done(result: Result) -> None:
             self.results.put((held.execution_id, held.epoch, result))
+            if self._batching:
+                # `launch_claimed` sets `wake` once its batch is through; if it just
+                # finished (and saw no report), this one sets it after all.
+                self._reported = True
+                if self._batching:
+                    return
             self.wake.set()
 
         return done
