@@ -39,7 +39,8 @@ class Codec:
         self._union: Any = Union[types] if len(types) > 1 else types[0]  # noqa: UP007
         self._decoder = msgspec.json.Decoder(self._union)
         self._many = msgspec.json.Decoder(list[self._union])  # type: ignore[name-defined]
-        self._tags = {event_type: event_type.tag() for event_type in types}
+        # Each event class's (tag, current version), as the log's type columns hold them.
+        self._versions = {t: (t.tag(), t.version) for t in types}
         self._encoder = msgspec.json.Encoder(enc_hook=_plain)
         self._upcasters = upcasters
 
@@ -111,21 +112,21 @@ class Codec:
         The same events as `decode` one by one: a row that is not at its type's current
         version, or whose events do not all decode with their tags, is decoded one by one
         (and fails as `decode` does)."""
-        current = self.current
-        if all(current.get(type_) == type_version for type_, type_version, _, _ in rows):
-            try:
-                events: list[Event] = self._many.decode(
-                    b"[" + b",".join([payload for _, _, payload, _ in rows]) + b"]"
-                )
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                pass
-            else:
-                tags = self._tags
-                if len(events) == len(rows) and all(
-                    tags.get(type(event)) == type_
-                    for event, (type_, _, _, _) in zip(events, rows, strict=True)
-                ):
-                    return events
+        try:
+            events: list[Event] = self._many.decode(
+                b"[" + b",".join([payload for _, _, payload, _ in rows]) + b"]"
+            )
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        else:
+            # Each decoded as its type column says, at its type's current version (an
+            # older one is upcast, one by one below).
+            versions = self._versions
+            if len(events) == len(rows) and all(
+                versions.get(type(event)) == (type_, type_version)
+                for event, (type_, type_version, _, _) in zip(events, rows, strict=True)
+            ):
+                return events
         return [self.decode(*row) for row in rows]
 
 
