@@ -28,7 +28,7 @@ class CancelEvent(threading.Event):
     def is_set(self) -> bool:
         return self._set
 
-    isSet = is_set  # noqa: N815 (threading.Event's old spelling)
+    isSet = is_set
 
     def set(self) -> None:
         with _GUARD:

@@ -14,8 +14,8 @@ from typing import Any
 from msgspec.structs import replace
 
 from rota.domain.events import (
-    AttemptCompleted,
     AttemptClaimed,
+    AttemptCompleted,
     AttemptResumed,
     Event,
     InputAccepted,

@@ -104,7 +104,6 @@ class Codec:
             ) from exc
         return result
 
-
     def decode_written(self, rows: Sequence[tuple[str, int, bytes, int]]) -> list[Event]:
         """Decode `(type, type_version, payload, position)` rows this codec encoded just now (an
         append's own rows, read back as a replay will see them), in one decoder call.

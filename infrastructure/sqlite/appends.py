@@ -240,8 +240,7 @@ class LogAppends:
     def _deliveries(self, cursor: apsw.Cursor, delivery_ids: list[str]) -> dict[str, RecordedEvent]:
         """The events recorded under any of `delivery_ids`, by identity, in one query."""
         rows = cursor.execute(
-            f"SELECT {COLUMNS} FROM events "
-            "WHERE delivery_id IN (SELECT value FROM json_each(?))",
+            f"SELECT {COLUMNS} FROM events WHERE delivery_id IN (SELECT value FROM json_each(?))",
             (msgspec.json.encode(delivery_ids).decode(),),
         ).fetchall()
         return {row[5]: self._recorded(row) for row in rows}

@@ -139,9 +139,9 @@ def test_a_written_row_whose_tag_disagrees_fails_as_one_by_one_does() -> None:
     # and refused with its position, as `decode` refuses it.
     good = (*DEFAULT_CODEC.encode(WorkSubmitted(work_id="a", scope="r", binding="b")), 1)
     data = DEFAULT_CODEC.encode_payload(WorkSubmitted(work_id="b", scope="r", binding="b"))
-    with pytest.raises(CorruptRecord, match="event at position 2 .* carries tag"):
+    with pytest.raises(CorruptRecord, match=r"event at position 2 .* carries tag"):
         DEFAULT_CODEC.decode_written([good, ("core.input.accepted", 1, data, 2)])
-    with pytest.raises(CorruptRecord, match="event at position 3 .* not valid JSON"):
+    with pytest.raises(CorruptRecord, match=r"event at position 3 .* not valid JSON"):
         DEFAULT_CODEC.decode_written([good, ("core.work.submitted", 1, b"{oops", 3)])
 
 

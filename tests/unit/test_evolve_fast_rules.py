@@ -8,10 +8,10 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
+from rota.application.ports import RawRecord
 from rota.application.timestamps import parse_timestamp
 from rota.domain import evolve as fold
 from rota.infrastructure.codec import DEFAULT_CODEC
-from rota.application.ports import RawRecord
 from rota.replay.export import open_export, read_header, read_records
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.jsonl"))
