@@ -111,7 +111,7 @@ class LogAppends:
         # what a later read or replay will see.
         entries: list[Any] = result.recorded
         written = [entry for entry in entries if type(entry) is tuple]
-        events = iter(
+        decoded = iter(
             self.codec.decode_written(
                 [(row.type, row.type_version, _payload(row), p) for p, row, _ in written]
             )
@@ -125,7 +125,7 @@ class LogAppends:
             recorded.append(
                 RecordedEvent(
                     position, row.stream, row.version or 0, row.delivery_id, recorded_at,
-                    next(events),
+                    next(decoded),
                 )
             )  # fmt: skip
         return AppendResult(recorded, result.written)
@@ -179,7 +179,7 @@ class LogAppends:
         stream, type_, delivery_id, data = row.stream, row.type, row.delivery_id, row.data
         digest = link_event(
             previous, position, stream, version, type_, row.type_version, delivery_id,
-            recorded_at, payload if (payload := row.payload) is not None else data.encode(),
+            recorded_at, _payload(row),
         )  # fmt: skip
         values = (position, stream, version, type_, row.type_version, delivery_id, data)
         try:
@@ -198,6 +198,7 @@ class LogAppends:
         expected: Mapping[str, int],
     ) -> AppendResult:
         ids = [new.delivery_id for new, _ in prepared if new.delivery_id is not None]
+        recorded: Callable[[str], RecordedEvent | None]
         if len(ids) > 1:  # (a bulk submit: an input identity per Work) looked up at once
             recorded = self._deliveries(cursor, ids).get
         else:
@@ -243,7 +244,7 @@ class LogAppends:
             f"SELECT {COLUMNS} FROM events WHERE delivery_id IN (SELECT value FROM json_each(?))",
             (msgspec.json.encode(delivery_ids).decode(),),
         ).fetchall()
-        return {row[5]: self._recorded(row) for row in rows}
+        return {str(row[5]): self._recorded(row) for row in rows}
 
     def insert_rows(self, cursor: apsw.Cursor, rows: Sequence[Row]) -> list[tuple[int, Row, str]]:
         """Chain and insert rows whose versions are set; call inside `write`."""
