@@ -153,10 +153,16 @@ class Launches:
         self.launching: set[str] = set()
         self.results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
         self.wake = threading.Event()
+        # True while `launch_claimed` launches a batch on the loop's thread; `_reported`: a
+        # result came in meanwhile (its `wake.set()` is left to the end of the batch).
+        self._batching = False
+        self._reported = False
         self.pool: Pool = TaskThreads()
         # The cadence pass's deferred durability waits (rota.application.pass_sync): what
         # a pass appended is made durable before anything here acts on it.
         self.passes = PassSync(service.store)
+        # (wall reading, a third of the lease, their sum): the last first-renewal computed.
+        self._renewal: tuple[datetime | None, float, datetime] = (None, 0.0, datetime.min)
 
     def durable(self) -> None:
         """Make the current pass's appends durable before acting outside the store."""
@@ -209,9 +215,18 @@ class Launches:
             self.durable()  # the invoke markers are durable before any executor is called
             # One clock reading for the batch: each lease's renewal counts from it.
             now, ticks = self.service.now(), self.ticks()
-            for claimed, executor in zip(direct, executors, strict=True):
-                if claimed.attempt.execution_id not in refused:
-                    self._launch(claimed, {}, executor, (now, ticks))
+            # Results reported while the batch launches (an inline executor's, at once)
+            # wake the loop once, when the batch is through (`done`).
+            self._batching = True
+            try:
+                for claimed, executor in zip(direct, executors, strict=True):
+                    if claimed.attempt.execution_id not in refused:
+                        self._launch(claimed, {}, executor, (now, ticks))
+            finally:
+                self._batching = False
+                if self._reported:
+                    self._reported = False
+                    self.wake.set()
 
     def _prepare_and_launch(self, claimed: Claimed) -> None:
         try:
@@ -261,8 +276,10 @@ class Launches:
 
     def context(self, attempt: AttemptState, env: dict[str, str], resume: bool) -> LaunchContext:
         execution_id, epoch, lifecycle = attempt.execution_id, attempt.epoch, self.service.lifecycle
-        # The binding's environment first, then the run-environment hook's values over it.
-        env = {**self.service.secrets_for(attempt), **env}
+        # The binding's environment first, then the run-environment hook's values over it
+        # (`secrets_for` gives a dict of its own).
+        secrets = self.service.secrets_for(attempt)
+        env = {**secrets, **env} if env else secrets
         return LaunchContext(
             work_id=attempt.work_id,
             attempt=attempt.number,
@@ -303,25 +320,31 @@ class Launches:
         `clocks`: the wall and monotonic readings to count from (else read now)."""
         third = self.service.settings.lease_seconds / 3
         now, ticks = clocks if clocks is not None else (self.service.now(), self.ticks())
+        execution_id, deadline = attempt.execution_id, attempt.deadline
+        # A batch of launches shares its clock readings (`launch_claimed`): each lease's
+        # first renewal is due at the same instant, computed once.
+        renewal = self._renewal
+        if renewal[0] is not now or renewal[1] != third:
+            renewal = self._renewal = (now, third, now + timedelta(seconds=third))
         with self.held_lock:
             # An attempt this process already runs keeps its run-time budget (a recovery
             # that adopts it here is not a new run); any other starts from its deadline.
-            budget_end = self.running.get(attempt.execution_id)
+            budget_end = self.running.get(execution_id)
             if budget_end is None:
-                budget_end = ticks + max(0.0, (attempt.deadline - now).total_seconds())
+                budget_end = ticks + max(0.0, (deadline - now).total_seconds())
             held = Held(
-                attempt.execution_id,
+                execution_id,
                 attempt.epoch,
                 ctx,
                 executor,
-                now + timedelta(seconds=third),
-                attempt.deadline,
+                renewal[2],
+                deadline,
                 launching,
                 renew_due=ticks + third,
                 budget_end=budget_end,
             )
-            self.held[attempt.execution_id] = held
-            self.running[attempt.execution_id] = budget_end
+            self.held[execution_id] = held
+            self.running[execution_id] = budget_end
         return held
 
     def remaining(self, execution_id: str) -> float | None:
@@ -350,6 +373,12 @@ class Launches:
 
         def done(result: Result) -> None:
             self.results.put((held.execution_id, held.epoch, result))
+            if self._batching:
+                # `launch_claimed` sets `wake` once its batch is through; if it just
+                # finished (and saw no report), this one sets it after all.
+                self._reported = True
+                if self._batching:
+                    return
             self.wake.set()
 
         return done

@@ -27,7 +27,7 @@ from rota.domain import admission, lifecycle, pages
 from rota.domain.admission import GateDecision, Waiting
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, Refusal, RotaError
-from rota.domain.events import AttemptClaimed
+from rota.domain.events import AttemptClaimed, AttemptResumed
 from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import WorkState
@@ -268,12 +268,13 @@ class LifecycleCommands:
 
         result = self.tx.transact(decide)
         claimed: list[Claimed] = []
+        works = self.tx.projection.works
         for recorded in result.recorded:
-            if recorded.type in ("core.execution.claimed", "core.execution.resumed"):
-                work = self.tx.projection.works[recorded.stream[5:]]
+            kind = type(recorded.event)  # (exact types: neither has subclasses)
+            if kind is AttemptClaimed or kind is AttemptResumed:
+                work = works[recorded.stream[5:]]
                 assert work.current is not None
-                resume = recorded.type == "core.execution.resumed"
-                claimed.append(Claimed(work, work.current, resume))
+                claimed.append(Claimed(work, work.current, kind is AttemptResumed))
         return StartPass(claimed, waiting, asks)
 
     def _fence_version(self, stream: str) -> int:

@@ -148,6 +148,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from rota.application.cancel_event import CancelEvent
 from rota.application.timestamps import parse_timestamp
 from rota.domain.events import Event
 from rota.domain.policy import Binding, Registration
@@ -406,7 +407,8 @@ class LaunchContext:
     config: dict[str, Any]
     deadline: datetime
     env: dict[str, str] = field(default_factory=dict)
-    cancel: threading.Event = field(default_factory=threading.Event)
+    # A `threading.Event` (a `CancelEvent`: its lock is made on the first wait).
+    cancel: threading.Event = field(default_factory=CancelEvent)
     cancel_reason: BaseException | None = None
     resume: bool = False
     previous_owner: str | None = None

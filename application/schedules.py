@@ -94,9 +94,15 @@ class ScheduleCommands:
     def _follow(self, recorded: Sequence[RecordedEvent]) -> None:
         if self._projection is None:
             return  # folded from the log when first used
-        apply = self._projection.apply
+        projection = self._projection
+        apply = projection.apply
         for r in recorded:
-            apply(r.position, r.stream, r.version, None, r.event)
+            # Only the schedule streams (`schedule/<name>`, `schedules/leader`) fold into it;
+            # `apply` tells them apart, the rest only move its position (done once, below).
+            if r.stream.startswith("schedule"):
+                apply(r.position, r.stream, r.version, None, r.event)
+        if recorded:
+            projection.position = max(projection.position, recorded[-1].position)
 
     # -- definitions ------------------------------------------------------------------
 

@@ -255,5 +255,13 @@ class Transactions:
 def _past(recorded: Sequence[RecordedEvent], position: int) -> list[RecordedEvent]:
     """The events of `recorded` after `position`, once each, in position order (a duplicate
     delivery answers with the original event: recorded earlier, or twice in one append)."""
+    # The common case, every event new and nobody writing between: positions follow on.
+    previous = position
+    for r in recorded:
+        if r.position != previous + 1:
+            break
+        previous = r.position
+    else:
+        return list(recorded)
     unique = {r.position: r for r in recorded if r.position > position}
     return [unique[p] for p in sorted(unique)]

@@ -15,6 +15,7 @@ from msgspec.structs import replace
 
 from rota.domain.events import (
     AttemptClaimed,
+    AttemptCompleted,
     AttemptResumed,
     Event,
     InputAccepted,
@@ -104,6 +105,9 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
         # The most frequent event of a long log (every live attempt renews its lease), so
         # it skips the rule table.
         return renew(work, event.lease_expires_at)
+    fast = _FAST.get(kind)
+    if fast is not None:
+        return fast(work, event, position, at)  # bumps the version in its one copy
     work = replace(work, version=work.version + 1)
     rule = _RESOLVED.get(kind)
     if rule is None:
@@ -181,6 +185,26 @@ _RULES: tuple[tuple[type | tuple[type, ...], Rule], ...] = (
     (StopConfirmed, _on_current(on_stop_confirmed)),
 )
 _RESOLVED: dict[type, Rule] = {}
+
+
+def _invoked(work: WorkState, event: LaunchInvoked, position: int, at: datetime) -> WorkState:
+    attempt = work.current
+    if attempt is None:
+        return replace(work, version=work.version + 1)
+    return on_invoked(work, attempt, event, position, at, bump=1)
+
+
+# The events of every attempt's life, by exact type, with the rule `_RULES` gives them,
+# each taking the Work as it was (version not yet bumped) and bumping it in the one copy
+# it makes: one copy of the Work less per event than the table's rules.
+_FAST: dict[type, Rule] = {
+    InputAccepted: lambda work, event, position, at: on_input(work, event, position, at, bump=1),
+    AttemptClaimed: lambda work, event, position, at: on_claimed(work, event, at, bump=1),
+    LaunchInvoked: _invoked,
+    AttemptCompleted: lambda work, event, position, at: on_outcome(
+        work, event, position, at, bump=1
+    ),
+}
 
 
 def _resolve(kind: type) -> Rule:

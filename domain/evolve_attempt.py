@@ -1,5 +1,6 @@
 """Fold rules of an attempt's own events: its claim or resume, its launch's fenced writes
-and its outcome (each takes the Work with its version already bumped).
+and its outcome (each takes the Work with its version already bumped, or, for the most
+frequent ones, bumps it by `bump` in the one copy of the Work it makes).
 """
 
 from __future__ import annotations
@@ -29,24 +30,32 @@ from rota.domain.segments import append_segment, swap_open, take, with_current
 from rota.domain.state import AttemptState, Phase, RetryState, Segment, WorkState
 
 
-def on_outcome(work: WorkState, event: _Outcome, position: int, at: datetime) -> WorkState:
+def on_outcome(
+    work: WorkState, event: _Outcome, position: int, at: datetime, *, bump: int = 0
+) -> WorkState:
+    """`bump`: what to add to the Work's version in the same copy (`evolve`'s fast rules)."""
     work = controls_after(work, event.attempt, event.consumed)
-    ended = _ended(work, event, at)
+    ended = _ended(work, event, at, bump)
     if isinstance(event, AttemptFailed | AttemptTimedOut):
         ended = replace(ended, retry=replace(ended.retry, failed_at=position))
     return ended
 
 
 def on_invoked(
-    work: WorkState, attempt: AttemptState, event: LaunchInvoked, position: int, at: datetime
+    work: WorkState,
+    attempt: AttemptState,
+    event: LaunchInvoked,
+    position: int,
+    at: datetime,
+    *,
+    bump: int = 0,
 ) -> WorkState:
     segment = attempt.open_segment
     if segment is None:
-        return work
+        return replace(work, version=work.version + bump) if bump else work
     segment = replace(segment, invoke="called", isolated=event.isolated)
-    return with_current(
-        work, replace(attempt, status="running", segments=swap_open(attempt, segment))
-    )
+    attempt = replace(attempt, status="running", segments=swap_open(attempt, segment))
+    return replace(work, version=work.version + bump, attempts=(*work.attempts[:-1], attempt))
 
 
 def on_phase_began(
@@ -93,7 +102,7 @@ def _spend(work: WorkState, passes: list[str]) -> WorkState:
     )
 
 
-def on_claimed(work: WorkState, event: AttemptClaimed, at: datetime) -> WorkState:
+def on_claimed(work: WorkState, event: AttemptClaimed, at: datetime, *, bump: int = 0) -> WorkState:
     work = _spend(work, event.passes)
     consumed, left = take(work.pending, event.consumed)
     trigger = next((p for p in consumed if p.position == event.trigger), None)
@@ -110,7 +119,9 @@ def on_claimed(work: WorkState, event: AttemptClaimed, at: datetime) -> WorkStat
         claimed_at=at,
         segments=(Segment("start", event.epoch, at, owner=event.owner),),
     )
-    return replace(work, pending=left, attempts=(*work.attempts, attempt))
+    return replace(
+        work, version=work.version + bump, pending=left, attempts=(*work.attempts, attempt)
+    )
 
 
 def on_resumed(work: WorkState, event: AttemptResumed, at: datetime) -> WorkState:
@@ -138,10 +149,10 @@ def on_resumed(work: WorkState, event: AttemptResumed, at: datetime) -> WorkStat
     return replace(work, pending=left, attempts=(*work.attempts[:-1], resumed))
 
 
-def _ended(work: WorkState, event: _Outcome, at: datetime) -> WorkState:
+def _ended(work: WorkState, event: _Outcome, at: datetime, bump: int = 0) -> WorkState:
     attempt = work.current
     if attempt is None:
-        return work
+        return replace(work, version=work.version + bump) if bump else work
     # The attempt's ending in one copy of it (an outcome is an event of every attempt:
     # each `replace` copies every field of the attempt or the Work).
     segment = attempt.open_segment
@@ -164,7 +175,12 @@ def _ended(work: WorkState, event: _Outcome, at: datetime) -> WorkState:
             status="parked",
             remaining_seconds=event.remaining_seconds,
         )
-        return replace(work, pending=pending, attempts=(*work.attempts[:-1], attempt))
+        return replace(
+            work,
+            version=work.version + bump,
+            pending=pending,
+            attempts=(*work.attempts[:-1], attempt),
+        )
     ended = {
         "segments": segments,
         "usage": usage,
@@ -206,6 +222,7 @@ def _ended(work: WorkState, event: _Outcome, at: datetime) -> WorkState:
         attempt = replace(attempt, **ended)
     return replace(
         work,
+        version=work.version + bump,
         pending=pending,
         retry=retry,
         terminal=terminal,

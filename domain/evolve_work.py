@@ -29,9 +29,12 @@ from rota.domain.segments import swap_open, with_current
 from rota.domain.state import Hold, PendingInput, WorkState
 
 
-def on_input(work: WorkState, event: InputAccepted, position: int, at: datetime) -> WorkState:
+def on_input(
+    work: WorkState, event: InputAccepted, position: int, at: datetime, *, bump: int = 0
+) -> WorkState:
+    """`bump`: what to add to the Work's version in the same copy (`evolve`'s fast rules)."""
     item = PendingInput(position, event.key, event.payload, event.correlation_key)
-    return replace(work, pending=(*work.pending, item))
+    return replace(work, version=work.version + bump, pending=(*work.pending, item))
 
 
 def _held(work: WorkState, hold: Hold) -> WorkState:

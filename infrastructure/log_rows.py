@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from rota.infrastructure.chain import canonical_envelope, link
+from rota.infrastructure.chain import link_event
 
 # (position, stream, version, type, type_version, delivery_id): a recorded row's key columns.
 RowKey = tuple[int, str, int, str, int, str | None]
@@ -18,7 +18,7 @@ RowKey = tuple[int, str, int, str, int, str | None]
 class Row:
     """One event about to be written, before its position, time and hash are known."""
 
-    __slots__ = ("data", "delivery_id", "stream", "type", "type_version", "version")
+    __slots__ = ("data", "delivery_id", "payload", "stream", "type", "type_version", "version")
 
     def __init__(
         self,
@@ -28,6 +28,7 @@ class Row:
         type_version: int,
         delivery_id: str | None,
         data: str | bytes,
+        payload: bytes | None = None,
     ) -> None:
         self.stream = stream
         self.version = version
@@ -35,6 +36,9 @@ class Row:
         self.type_version = type_version
         self.delivery_id = delivery_id
         self.data = data
+        # `data` as bytes, when the caller has them (the encoder's output): what the chain
+        # hashes, so it is not encoded again.
+        self.payload = payload
 
 
 def chain_rows(
@@ -44,7 +48,17 @@ def chain_rows(
     chained from `previous` (the head's hash)."""
     for row in rows:
         position += 1
-        assert row.version is not None
-        key = (position, row.stream, row.version, row.type, row.type_version, row.delivery_id)
-        previous = link(previous, canonical_envelope(*key, recorded_at, row.data))
-        yield row, key, previous
+        version = row.version
+        assert version is not None
+        stream, type_, type_version, delivery_id = (
+            row.stream, row.type, row.type_version, row.delivery_id
+        )  # fmt: skip
+        payload = row.payload
+        if payload is None:
+            data = row.data
+            payload = data.encode() if isinstance(data, str) else bytes(data)
+        previous = link_event(
+            previous, position, stream, version, type_, type_version, delivery_id,
+            recorded_at, payload,
+        )  # fmt: skip
+        yield row, (position, stream, version, type_, type_version, delivery_id), previous

@@ -135,8 +135,11 @@ class HistoryProjection:
         if not stream.startswith(WORK_ROW):
             return
         work_id = stream[len(WORK_ROW) :]
-        # The first event of a stream has no history before it: nothing to read.
-        work = self.works.get(work_id) if version == 1 else self.work(work_id)
+        # A held Work by a plain lookup; else read on demand (`work`), but for the first
+        # event of a stream, which has no history before it.
+        work = self.works.get(work_id)
+        if work is None and version != 1:
+            work = self.work(work_id)
         if isinstance(event, WorkSubmitted):
             if work is None:
                 self.works[work_id] = WorkHistory(
@@ -147,7 +150,10 @@ class HistoryProjection:
         if work is None:
             return
         self.dirty.add(stream)
-        self._apply(work, position, at, event)
+        route = ROUTES.get(type(event))  # (`_apply`, inlined: one call less an event)
+        if route is None:
+            route = route_for(type(event))
+        route(self, work, position, at, event)
 
     def fold_page(self, records: Sequence[Any], times: Sequence[datetime], stop: int) -> None:
         """Apply a page of recorded events (position order, each with its parsed recorded

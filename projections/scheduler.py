@@ -103,7 +103,9 @@ class SchedulerProjection:
             self.works[work_id] = after
             if self.watch is not None:
                 self.watch(before, after)
-            self.dirty.update((stream, ACTIVE_ROW))
+            dirty = self.dirty
+            dirty.add(stream)
+            dirty.add(ACTIVE_ROW)
             self._index(before, after)
             if self.budgets and isinstance(event, _Outcome) and event.usage:
                 self._stage(work_id, position, at, event)

@@ -117,7 +117,7 @@ class InProcessExecutor(Executor):
         self._lock = threading.Lock()
 
     def _call(self, ctx: LaunchContext, done: Done) -> None:
-        result = Result(outcome="failed", error_code="unhandled_exception")
+        result: Result | None = None
         try:
             result = to_result(self.fn(ctx))
         except BaseException as exc:
@@ -125,6 +125,8 @@ class InProcessExecutor(Executor):
                 log.warning("attempt %s raised", ctx.execution_id, exc_info=True)
             result = failure_result(exc)
         finally:
+            if result is None:  # (only if building the failure itself failed)
+                result = Result(outcome="failed", error_code="unhandled_exception")
             with self._lock:
                 self._running.pop(ctx.execution_id, None)
                 self._contexts.pop(ctx.execution_id, None)

@@ -19,7 +19,7 @@ import msgspec
 from rota.application.errors import ConcurrencyConflict
 from rota.application.ports import AppendResult, Clock, NewEvent, RawRecord, RecordedEvent
 from rota.application.timestamps import format_timestamp
-from rota.infrastructure.chain import GENESIS, canonical_envelope, check_continuation, link
+from rota.infrastructure.chain import GENESIS, check_continuation, link_event
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
 from rota.infrastructure.log_rows import Row, chain_rows
@@ -50,6 +50,23 @@ class _Written:
         return RecordedEvent(
             self.position, row.stream, row.version or 0, row.delivery_id, self.recorded_at, event
         )
+
+
+INSERT_ROWS = 32  # rows a multi-row INSERT of `_insert` writes (9 parameters each)
+INSERT_MANY = INSERT + ", (?, ?, ?, ?, ?, ?, ?, ?, ?)" * (INSERT_ROWS - 1)
+
+
+def _by_row(values: list[Any]) -> list[tuple[Any, ...]]:
+    """A flat run of INSERT parameters cut into one tuple per row."""
+    width = 9
+    return [tuple(values[i : i + width]) for i in range(0, len(values), width)]
+
+
+def _payload(row: Row) -> bytes:
+    """The row's payload as bytes (the encoder's own, when it kept them)."""
+    if row.payload is not None:
+        return row.payload
+    return row.data.encode() if isinstance(row.data, str) else bytes(row.data)
 
 
 class LogAppends:
@@ -85,18 +102,32 @@ class LogAppends:
         prepared: list[tuple[NewEvent, Row]] = []
         for new in events:
             tag, version, payload = encode(new.event)
-            prepared.append(
-                (new, Row(new.stream, None, tag, version, new.delivery_id, payload.decode()))
-            )
+            row = Row(new.stream, None, tag, version, new.delivery_id, payload.decode(), payload)
+            prepared.append((new, row))
         if not prepared and not expected:
             return AppendResult([], 0)
         result = self.write(lambda cursor: self._append_in(cursor, prepared, expected))
         # Decode what was written outside the write lock: the events returned are exactly
         # what a later read or replay will see.
-        decode = self.codec.decode
-        recorded = [
-            r if isinstance(r, RecordedEvent) else r.decoded(decode) for r in result.recorded
-        ]
+        entries: list[Any] = result.recorded
+        written = [entry for entry in entries if type(entry) is tuple]
+        decoded = iter(
+            self.codec.decode_written(
+                [(row.type, row.type_version, _payload(row), p) for p, row, _ in written]
+            )
+        )
+        recorded: list[RecordedEvent] = []
+        for entry in entries:
+            if type(entry) is not tuple:
+                recorded.append(entry)  # an original (a duplicate delivery)
+                continue
+            position, row, recorded_at = entry
+            recorded.append(
+                RecordedEvent(
+                    position, row.stream, row.version or 0, row.delivery_id, recorded_at,
+                    next(decoded),
+                )
+            )  # fmt: skip
         return AppendResult(recorded, result.written)
 
     def _append_one(self, new: NewEvent, expected: Mapping[str, int]) -> AppendResult:
@@ -107,7 +138,7 @@ class LogAppends:
         whenever the log's unique indexes can answer instead (see `_insert_one`).
         """
         tag, type_version, payload = self.codec.encode(new.event)
-        row = Row(new.stream, None, tag, type_version, new.delivery_id, payload.decode())
+        row = Row(new.stream, None, tag, type_version, new.delivery_id, payload.decode(), payload)
         want = expected.get(new.stream)
 
         def body(cursor: apsw.Cursor) -> AppendResult | _Written:
@@ -121,9 +152,9 @@ class LogAppends:
         result = self.write(body)
         if isinstance(result, _Written):
             return AppendResult([result.decoded(self.codec.decode)], 1)
-        recorded = result.recorded[0]
-        if isinstance(recorded, _Written):
-            recorded = recorded.decoded(self.codec.decode)
+        recorded: Any = result.recorded[0]
+        if type(recorded) is tuple:  # written by `_append_in`: (position, row, recorded_at)
+            recorded = _Written(*recorded).decoded(self.codec.decode)
         return AppendResult([recorded], result.written)
 
     def _insert_one(self, cursor: apsw.Cursor, row: Row, want: int | None) -> _Written | None:
@@ -146,10 +177,10 @@ class LogAppends:
         position += 1
         recorded_at = format_timestamp(self.clock.now())
         stream, type_, delivery_id, data = row.stream, row.type, row.delivery_id, row.data
-        envelope = canonical_envelope(
-            position, stream, version, type_, row.type_version, delivery_id, recorded_at, data
-        )
-        digest = link(previous, envelope)
+        digest = link_event(
+            previous, position, stream, version, type_, row.type_version, delivery_id,
+            recorded_at, _payload(row),
+        )  # fmt: skip
         values = (position, stream, version, type_, row.type_version, delivery_id, data)
         try:
             cursor.execute(INSERT, (*values, recorded_at, digest.hex()))
@@ -166,9 +197,13 @@ class LogAppends:
         prepared: list[tuple[NewEvent, Row]],
         expected: Mapping[str, int],
     ) -> AppendResult:
-        deliveries = match_deliveries(
-            [new for new, _ in prepared], lambda delivery_id: self._delivery(cursor, delivery_id)
-        )
+        ids = [new.delivery_id for new, _ in prepared if new.delivery_id is not None]
+        recorded: Callable[[str], RecordedEvent | None]
+        if len(ids) > 1:  # (a bulk submit: an input identity per Work) looked up at once
+            recorded = self._deliveries(cursor, ids).get
+        else:
+            recorded = lambda delivery_id: self._delivery(cursor, delivery_id)  # noqa: E731
+        deliveries = match_deliveries([new for new, _ in prepared], recorded)
         duplicates = deliveries.all_recorded()
         if duplicates is not None:
             return AppendResult(duplicates, 0)
@@ -188,15 +223,13 @@ class LogAppends:
             current = versions.get(row.stream)
             if current is None:
                 current = self._stream_version(cursor, row.stream)
-            row.version = current + 1
-            versions[row.stream] = row.version
+            row.version = versions[row.stream] = current + 1
             fresh.append(row)
-        written = [_Written(*entry) for entry in self.insert_rows(cursor, fresh)]
-        recorded = written if every else deliveries.merge(written)
-        for row in fresh:
-            assert row.version is not None
-            self.versions[row.stream] = row.version
-        return AppendResult(recorded, len(fresh))  # type: ignore[arg-type]
+        written = self._insert(cursor, fresh)
+        self.versions.update(versions)  # what this append leaves each stream at
+        if every:
+            return AppendResult(written, len(fresh))  # type: ignore[arg-type]
+        return AppendResult(deliveries.merge(written), len(fresh))  # type: ignore[arg-type]
 
     def _delivery(self, cursor: apsw.Cursor, delivery_id: str) -> RecordedEvent | None:
         """The event recorded under `delivery_id`, read inside the write transaction."""
@@ -205,19 +238,40 @@ class LogAppends:
         ).fetchone()
         return None if found is None else self._recorded(found)
 
+    def _deliveries(self, cursor: apsw.Cursor, delivery_ids: list[str]) -> dict[str, RecordedEvent]:
+        """The events recorded under any of `delivery_ids`, by identity, in one query."""
+        rows = cursor.execute(
+            f"SELECT {COLUMNS} FROM events WHERE delivery_id IN (SELECT value FROM json_each(?))",
+            (msgspec.json.encode(delivery_ids).decode(),),
+        ).fetchall()
+        return {str(row[5]): self._recorded(row) for row in rows}
+
     def insert_rows(self, cursor: apsw.Cursor, rows: Sequence[Row]) -> list[tuple[int, Row, str]]:
         """Chain and insert rows whose versions are set; call inside `write`."""
+        written = self._insert(cursor, rows)
+        for row in rows:  # the caller sets versions without telling this cache
+            self.versions.pop(row.stream, None)
+        return written
+
+    def _insert(self, cursor: apsw.Cursor, rows: Sequence[Row]) -> list[tuple[int, Row, str]]:
+        """Chain and insert rows whose versions are set; (position, row, recorded_at) each."""
         if not rows:
             return []
         position, previous = self.head or self._read_head(cursor)
         recorded_at = format_timestamp(self.clock.now())
-        values: list[tuple[Any, ...]] = []
+        # Whole chunks of INSERT_ROWS rows go in one statement each (one statement step and
+        # bind per chunk, not per row); the rest row by row.
+        values: list[Any] = []
         written: list[tuple[int, Row, str]] = []
+        whole = len(rows) - len(rows) % INSERT_ROWS
         for row, key, digest in chain_rows(rows, position, previous, recorded_at):
-            values.append((*key, row.data, recorded_at, digest.hex()))
+            values.extend((*key, row.data, recorded_at, digest.hex()))
             written.append((key[0], row, recorded_at))
-            self.versions.pop(row.stream, None)
-        cursor.executemany(INSERT, values)
+            if len(written) <= whole and len(written) % INSERT_ROWS == 0:
+                cursor.execute(INSERT_MANY, values)
+                values = []
+        if values:
+            cursor.executemany(INSERT, _by_row(values))
         self.head = (written[-1][0], digest)
         return written
 

@@ -71,3 +71,32 @@ def test_without_its_executor_the_claim_writes_no_marker(tmp_path: Path) -> None
         assert invoke(scheduler.service.configuration.pinned_for("job")) is None
         claimed = lifecycle.start_pass(invoke=invoke).claimed
         assert [c.attempt.segments[-1].invoke for c in claimed] == ["pending"]
+
+
+def test_results_reported_during_a_launch_batch_wake_the_loop_once_it_is_through(
+    tmp_path: Path,
+) -> None:
+    config: dict[str, Any] = {"settings": {"concurrency": 3}}
+    with rota.open(tmp_path / "c.db", clock=clock(), config=config) as scheduler:
+        seen: list[bool] = []
+        wake = scheduler.host.wake
+
+        def job(ctx: rota.LaunchContext) -> None:
+            seen.append(wake.is_set())  # the results before this one's did not set it yet
+
+        scheduler.register("job", job, inline=True)
+        for k in range(3):
+            scheduler.submit(f"w-{k}", binding="job", input={"k": k})
+        wake.clear()
+        assert scheduler.tick().started == 3
+        assert seen == [False, False, False]
+        assert wake.is_set()  # once, after the batch: the next pass observes all three
+        assert scheduler.host.results.qsize() == 3
+        # Outside a batch a result sets it at once, as before.
+        wake.clear()
+        launches = scheduler.host.launches
+        held = next(iter(launches.held.values()))
+        launches.done(held)(rota.Result())
+        assert wake.is_set()
+        scheduler.run_until_idle()
+        assert {w.state for w in scheduler.works()} == {"completed"}

@@ -120,3 +120,36 @@ def test_round_trip_any_input(work: str, key: str, payload: object) -> None:
     event = InputAccepted(work_id=work, key=key, payload=payload)
     tag, version, data = DEFAULT_CODEC.encode(event)
     assert DEFAULT_CODEC.decode(tag, version, data.decode()) == event
+
+
+def test_an_appends_own_rows_decode_in_one_call_as_they_would_one_by_one() -> None:
+    events = [
+        WorkSubmitted(work_id="a", scope="r", binding="b"),
+        InputAccepted(work_id="a", key="k", payload={"n": 1.5, "list": [1, "x"]}),
+        WorkSubmitted(work_id="b", scope="r", binding="c"),
+    ]
+    rows = [(*DEFAULT_CODEC.encode(e), p) for p, e in enumerate(events, start=1)]
+    assert DEFAULT_CODEC.decode_written(rows) == [DEFAULT_CODEC.decode(*row) for row in rows]
+    assert DEFAULT_CODEC.decode_written(rows) == events
+    assert DEFAULT_CODEC.decode_written([]) == []
+
+
+def test_a_written_row_whose_tag_disagrees_fails_as_one_by_one_does() -> None:
+    # The batch's check of each event against its type column: the row is decoded alone,
+    # and refused with its position, as `decode` refuses it.
+    good = (*DEFAULT_CODEC.encode(WorkSubmitted(work_id="a", scope="r", binding="b")), 1)
+    data = DEFAULT_CODEC.encode_payload(WorkSubmitted(work_id="b", scope="r", binding="b"))
+    with pytest.raises(CorruptRecord, match=r"event at position 2 .* carries tag"):
+        DEFAULT_CODEC.decode_written([good, ("core.input.accepted", 1, data, 2)])
+    with pytest.raises(CorruptRecord, match=r"event at position 3 .* not valid JSON"):
+        DEFAULT_CODEC.decode_written([good, ("core.work.submitted", 1, b"{oops", 3)])
+
+
+def test_a_written_row_of_an_older_version_is_upcast() -> None:
+    codec = Codec([*ALL_EVENTS, RenamedV2], {("test.thing.renamed", 1): _v1_to_v2})
+    v1 = b'{"type":"test.thing.renamed","title":"old"}'
+    current = (*codec.encode(RenamedV2(name="new", count=2)), 2)
+    assert codec.decode_written([("test.thing.renamed", 1, v1, 1), current]) == [
+        RenamedV2(name="old", count=0),
+        RenamedV2(name="new", count=2),
+    ]

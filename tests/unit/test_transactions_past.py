@@ -33,3 +33,11 @@ def test_earlier_events_and_repeats_are_left_out_and_the_rest_ordered() -> None:
 def test_a_gap_is_kept_for_the_caller_to_see() -> None:
     # Another writer came between: the caller catches up instead of applying.
     assert positions(_past([recorded(p) for p in (5, 6)], 3)) == [5, 6]
+
+
+def test_a_repeat_of_an_original_past_the_position_is_left_out() -> None:
+    # An identity given twice whose original another writer recorded after the projection's
+    # position: the positions span as many values as there are events, yet repeat one.
+    events = [recorded(p) for p in (4, 4, 6)]
+    assert positions(_past(events, 3)) == [4, 6]
+    assert positions(_past([recorded(p) for p in (4, 5, 5)], 3)) == [4, 5]
