@@ -43,7 +43,7 @@ def _newest(held: list[tuple[str, Any, Any]], among: set[str], count: int) -> li
     return list(itertools.islice((row for row in reversed(held) if row[0] in among), count))
 
 
-def _first(row: tuple[str, bytes]) -> str:
+def _first(row: tuple[str, Any]) -> str:
     return row[0]
 
 
@@ -111,17 +111,18 @@ class HistoryProjection:
         kept_works = _newest(works, dirty, keep // 2) if keep > 0 else []
         kept_attempts = _newest(attempts, dirty, keep - keep // 2) if keep > 0 else []
         kept = {key for key, _, _ in kept_works} | {key for key, _, _ in kept_attempts}
-        rows = [
-            (key, encode(held))
+        going: list[tuple[str, Any]] = [
+            (key, held)
             for held_rows in (works, attempts)
             for key, _, held in held_rows
             if key in dirty and key not in kept
         ]
-        if len(rows) + len(kept) < len(dirty):  # a changed row not held (none, in a fold)
-            written = {key for key, _ in rows} | kept
-            rows += [(key, value) for key, value in self._rows(dirty - written)]
-        rows.sort(key=_first)
-        save(rows)
+        if len(going) + len(kept) < len(dirty):  # a changed row not held (none, in a fold)
+            written = {key for key, _ in going} | kept
+            going += [(key, value) for key, value in self._rows(dirty - written)]
+        going.sort(key=_first)
+        # Encoded as `save` takes them (a row not held comes encoded already).
+        save((key, held if isinstance(held, bytes) else encode(held)) for key, held in going)
         self.works = {w: h for _, w, h in reversed(kept_works)}
         self.attempts = {a: h for _, a, h in reversed(kept_attempts)}
         self.dirty = kept
