@@ -23,8 +23,7 @@ caller. A rebuild into an SQLite projection file that no other connection has op
 the fold it runs in its own process into a staging table in that file instead
 (`SpillFile(..., staged=True)`, made by `SQLiteProjectionStore.staging`), journaled and
 synced like the file's other writes, which the swap renames into place: each of those rows
-is then written once, not once here and again by the swap's copy. Those synced writes are
-made behind the fold, on a writer thread, one batch at a time (`SpillFile.put`).
+is then written once, not once here and again by the swap's copy.
 """
 
 from __future__ import annotations
