@@ -29,7 +29,6 @@ is then written once, not once here and again by the swap's copy.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -95,14 +94,6 @@ class SpillFile:
         )
         self._get_sql = f"SELECT value FROM {table} WHERE key = ?"
         self.writes = 0
-        # A staged table's commits are synced (FULL, above), so each waits for the disk
-        # (at 200k Works, 26 batches took 12.3 s of wall time for 2.5 s of CPU:
-        # bench/RESULTS.md). They are written behind the fold, on a writer thread, one
-        # batch in flight at a time (SQLite runs without the GIL), so the fold goes on
-        # meanwhile. A scratch file's writes wait for no disk and are made here.
-        self._behind = staged
-        self._writer: threading.Thread | None = None
-        self._failed: BaseException | None = None
         # A Bloom filter of the keys written (two bits per key of a 2**24-bit array, 2 MiB):
         # most lookups are of keys never spilled (the first event of each Work), answered
         # without a query; a false positive (about 1% at a million keys) costs one query.
@@ -120,43 +111,13 @@ class SpillFile:
         return bool(bits[low >> 3] >> (low & 7) & 1 and bits[high >> 3] >> (high & 7) & 1)
 
     def put(self, rows: Iterable[tuple[str, bytes]]) -> None:
-        """Write (or overwrite) rows, in one transaction. A staged table's are written
-        behind, on a writer thread (`_write_behind`): this returns once the batch before
-        them is written."""
-        if not self._behind:
-            self._write(self._marked(rows))
-            return
-        batch = list(self._marked(rows))  # encoded here, while the batch before is written
-        self.settle()
-        writer = threading.Thread(
-            target=self._write_behind, args=(batch,), name="rota-spill-writer", daemon=True
-        )
-        self._writer = writer
-        writer.start()
-
-    def _write(self, rows: Iterable[tuple[str, bytes]]) -> None:
+        """Write (or overwrite) rows, in one transaction."""
         with self._conn:
-            self._conn.executemany(self._put_sql, rows)
+            self._conn.executemany(self._put_sql, self._marked(rows))
         self.writes += 1
 
-    def _write_behind(self, batch: list[tuple[str, bytes]]) -> None:
-        try:
-            self._write(batch)
-        except BaseException as exc:  # raised in the fold by the next `settle()`
-            self._failed = exc
-
-    def settle(self) -> None:
-        """Wait until the batch in flight (if any) is written; raise its error if it failed.
-        Every read waits for it first, so a read sees every row `put` was given."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.join()
-        failed, self._failed = self._failed, None
-        if failed is not None:
-            raise failed
-
     def _marked(self, rows: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
-        # Two bits a key (`may_hold`), set inline: this runs for every row a fold spills.
+        # `_mark`'s two bits, set inline: this runs for every row a fold spills.
         bits = self._bits
         for row in rows:
             h = hash(row[0])
@@ -166,35 +127,28 @@ class SpillFile:
             yield row
 
     def get(self, key: str) -> bytes | None:
-        if not self.may_hold(key):  # a batch in flight has its bits set already
+        if not self.may_hold(key):
             return None
-        self.settle()
         found = self._conn.execute(self._get_sql, (key,)).fetchone()
         return None if found is None else bytes(found[0])
 
     def items(self) -> Iterator[tuple[str, bytes]]:
         """Every row in key order, read as iterated."""
-        self.settle()
         # As stored: every key is TEXT and every value a BLOB (`put`), so str and bytes.
         yield from self._conn.execute(f"SELECT key, value FROM {self.table} ORDER BY key")
 
     def values_under(self, prefix: str) -> Iterator[bytes]:
         """The values of the rows whose key starts with `prefix`, in key order."""
-        self.settle()
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         query = f"SELECT value FROM {self.table} WHERE key >= ? AND key < ? ORDER BY key"
         for (value,) in self._conn.execute(query, (prefix, end)):
             yield value
 
     def count(self) -> int:
-        self.settle()
         found = self._conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()
         return int(found[0]) if found else 0
 
     def close(self) -> None:
-        writer = self._writer
-        if writer is not None:  # a failed fold's last batch: its error is not raised here
-            writer.join()
         with contextlib.suppress(apsw.Error):
             self._conn.close()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -174,51 +173,3 @@ def test_a_crash_before_the_swap_leaves_the_old_projection(tmp_path: Path) -> No
         assert report.digests["scheduler"] == service.projection.digest()
         assert verify(service.store, store).ok
     assert tables(path) == {"projection_meta", "rows_scheduler", "rows_history"}
-
-
-def staging_file(path: Path) -> spill_module.SpillFile:
-    conn = apsw.Connection(str(path))
-    conn.execute("CREATE TABLE rows_t_rebuild (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
-    conn.close()
-    return spill_module.SpillFile(path, "rows_t_rebuild", staged=True)
-
-
-def test_a_staging_table_is_written_behind_the_fold_and_read_after_its_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A staged table's synced writes run on a writer thread (the fold goes on while the disk
-    syncs); every read waits for the batch in flight, so it sees every row put. A scratch
-    file's writes run in the caller's thread."""
-    writers: list[str] = []
-    write = spill_module.SpillFile._write
-
-    def spying(self: Any, rows: Any) -> None:
-        writers.append(threading.current_thread().name)
-        write(self, rows)
-
-    monkeypatch.setattr(spill_module.SpillFile, "_write", spying)
-    staged = staging_file(tmp_path / "p.db")
-    staged.put([("work/a", b"1"), ("work/b", b"2")])
-    staged.put([("work/b", b"3"), ("binding/x", b"4")])
-    assert staged.get("work/b") == b"3"
-    assert list(staged.items()) == [("binding/x", b"4"), ("work/a", b"1"), ("work/b", b"3")]
-    assert staged.count() == 3 and list(staged.values_under("work/")) == [b"1", b"3"]
-    staged.close()
-    scratch = spill_module.SpillFile(tmp_path / "s.spill")
-    scratch.put([("work/a", b"1")])
-    assert scratch.get("work/a") == b"1"
-    scratch.close()
-    main = threading.current_thread().name
-    assert writers[:2] == ["rota-spill-writer"] * 2 and writers[2:] == [main]
-
-
-def test_a_failed_write_behind_is_raised_by_the_next_use_of_the_staging_table(
-    tmp_path: Path,
-) -> None:
-    staged = staging_file(tmp_path / "p.db")
-    staged.put([("work/a", None)])  # type: ignore[list-item]  # NOT NULL: the write fails
-    with pytest.raises(apsw.ConstraintError):
-        staged.count()
-    staged.put([("work/a", b"1")])  # the error was raised once; the table goes on
-    assert list(staged.items()) == [("work/a", b"1")]
-    staged.close()
