@@ -4,7 +4,8 @@ a fresh projection file beside it, in this process (wall and CPU seconds each).
     python -m bench.rebuild_phases /tmp/rota-bench-logs/scale-1000000-1000-0.db
 
 (the logs `bench.replay --scale` caches). Phases: the fold here (the scheduler projection,
-spilling into its staging table in the projection file), its `finish` (the Works still held
+spilling into its staging table in the projection file; within it, its spills' `put`),
+its `finish` (the Works still held
 written to the spill, the digest read from it), the wait for the forked history fold, and
 the swap (`SQLiteProjectionStore.replace`: the staging table renamed into place, the history
 fold's rows copied from its scratch file, committed), with `_write_rows` within it.
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import rota.replay.rebuild as rebuild_module
-from rota.infrastructure.spill import Spiller
+from rota.infrastructure.spill import Spiller, SpillFile
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay import side_by_side
@@ -46,6 +47,9 @@ def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
 def main(path: Path) -> None:
     rebuild_module.fold = timed("fold (here)", rebuild_module.fold)
     Spiller.finish = timed("finish (here)", Spiller.finish)  # type: ignore[method-assign]
+    # How long the fold here spends handing rows to its spill (the staging table's writes
+    # are synced: each batch's commit waits for the disk).
+    SpillFile.put = timed("  spill puts (here)", SpillFile.put)  # type: ignore[method-assign]
     side_by_side._receive = timed("wait for the fork", side_by_side._receive)
     replace, write_rows = SQLiteProjectionStore.replace, SQLiteProjectionStore._write_rows
     SQLiteProjectionStore.replace = timed("swap (replace)", replace)  # type: ignore[method-assign]

@@ -103,16 +103,8 @@ class SpillFile:
         """Where it is (path, table, whether staged): what another process opens it by."""
         return str(self.path), self.table, self.staged
 
-    def _mark(self, key: str) -> str:
-        h = hash(key)
-        bits = self._bits
-        low, high = h & BLOOM_MASK, (h >> 24) & BLOOM_MASK
-        bits[low >> 3] |= 1 << (low & 7)
-        bits[high >> 3] |= 1 << (high & 7)
-        return key
-
     def may_hold(self, key: str) -> bool:
-        # The two bits `_mark` sets, tested inline (this runs once per event of a Work the
+        # The two bits `_marked` sets, tested inline (this runs once per event of a Work the
         # fold does not hold).
         h, bits = hash(key), self._bits
         low, high = h & BLOOM_MASK, (h >> 24) & BLOOM_MASK
@@ -120,10 +112,19 @@ class SpillFile:
 
     def put(self, rows: Iterable[tuple[str, bytes]]) -> None:
         """Write (or overwrite) rows, in one transaction."""
-        mark = self._mark
         with self._conn:
-            self._conn.executemany(self._put_sql, ((mark(key), value) for key, value in rows))
+            self._conn.executemany(self._put_sql, self._marked(rows))
         self.writes += 1
+
+    def _marked(self, rows: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
+        # `_mark`'s two bits, set inline: this runs for every row a fold spills.
+        bits = self._bits
+        for row in rows:
+            h = hash(row[0])
+            low, high = h & BLOOM_MASK, (h >> 24) & BLOOM_MASK
+            bits[low >> 3] |= 1 << (low & 7)
+            bits[high >> 3] |= 1 << (high & 7)
+            yield row
 
     def get(self, key: str) -> bytes | None:
         if not self.may_hold(key):
@@ -133,8 +134,15 @@ class SpillFile:
 
     def items(self) -> Iterator[tuple[str, bytes]]:
         """Every row in key order, read as iterated."""
-        for key, value in self._conn.execute(f"SELECT key, value FROM {self.table} ORDER BY key"):
-            yield str(key), bytes(value)
+        # As stored: every key is TEXT and every value a BLOB (`put`), so str and bytes.
+        yield from self._conn.execute(f"SELECT key, value FROM {self.table} ORDER BY key")
+
+    def values_under(self, prefix: str) -> Iterator[bytes]:
+        """The values of the rows whose key starts with `prefix`, in key order."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        query = f"SELECT value FROM {self.table} WHERE key >= ? AND key < ? ORDER BY key"
+        for (value,) in self._conn.execute(query, (prefix, end)):
+            yield value
 
     def count(self) -> int:
         found = self._conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()
@@ -236,9 +244,7 @@ class Spiller:
                 for key in other_keys(projection)
                 if (value := projection.row(key)) is not None
             )
-            digest = projection.digest_of(
-                value for key, value in self.spill.items() if key.startswith(WORK_ROW)
-            )
+            digest = projection.digest_of(self.spill.values_under(WORK_ROW))
         else:
             self._spill_history(projection, keep=0)
             digest = HistoryProjection.digest_rows(self.spill.items(), projection.position)

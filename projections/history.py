@@ -37,9 +37,14 @@ _attempt_decoder = msgspec.json.Decoder(AttemptHistory)
 WORK_ROW = "work/"
 
 
-def _newest(keys: Iterable[str], among: set[str], count: int) -> set[str]:
-    """The first `count` of `keys` that are in `among`."""
-    return set(itertools.islice((key for key in keys if key in among), count))
+def _newest(held: list[tuple[str, Any, Any]], among: set[str], count: int) -> list[Any]:
+    """The last `count` of the `held` rows (key first) whose key is in `among`, newest
+    first."""
+    return list(itertools.islice((row for row in reversed(held) if row[0] in among), count))
+
+
+def _first(row: tuple[str, Any]) -> str:
+    return row[0]
 
 
 class HistoryProjection:
@@ -97,21 +102,29 @@ class HistoryProjection:
         touch again): they stay in memory unsaved, and stay in `dirty`."""
         if self.loader is None:
             raise ValueError("spill() would lose rows: this history has no loader")
-        if keep <= 0:
-            save(self._rows(sorted(self.dirty)))
-            self.dirty.clear()
-            self.works.clear()
-            self.attempts.clear()
-            return
-        dirty = self.dirty
-        works = _newest((WORK_ROW + w for w in reversed(self.works)), dirty, keep // 2)
-        attempts = _newest(
-            (attempt_row(*a) for a in reversed(self.attempts)), dirty, keep - keep // 2
-        )
-        kept = works | attempts
-        save(self._rows(sorted(dirty - kept)))
-        self.works = {w: h for w, h in self.works.items() if WORK_ROW + w in works}
-        self.attempts = {a: h for a, h in self.attempts.items() if attempt_row(*a) in attempts}
+        dirty, encode = self.dirty, encoder.encode
+        # Each held row's key is made once, here, and its value encoded from the record
+        # held (a bulk fold spills some 20,000 rows a time: `row(key)` would parse every
+        # key back to find its record).
+        works = [(WORK_ROW + w, w, h) for w, h in self.works.items()]
+        attempts = [(attempt_row(*a), a, h) for a, h in self.attempts.items()]
+        kept_works = _newest(works, dirty, keep // 2) if keep > 0 else []
+        kept_attempts = _newest(attempts, dirty, keep - keep // 2) if keep > 0 else []
+        kept = {key for key, _, _ in kept_works} | {key for key, _, _ in kept_attempts}
+        going: list[tuple[str, Any]] = [
+            (key, held)
+            for held_rows in (works, attempts)
+            for key, _, held in held_rows
+            if key in dirty and key not in kept
+        ]
+        if len(going) + len(kept) < len(dirty):  # a changed row not held (none, in a fold)
+            written = {key for key, _ in going} | kept
+            going += [(key, value) for key, value in self._rows(dirty - written)]
+        going.sort(key=_first)
+        # Encoded as `save` takes them (a row not held comes encoded already).
+        save((key, held if isinstance(held, bytes) else encode(held)) for key, held in going)
+        self.works = {w: h for _, w, h in reversed(kept_works)}
+        self.attempts = {a: h for _, a, h in reversed(kept_attempts)}
         self.dirty = kept
 
     def _rows(self, keys: Iterable[str]) -> Iterator[tuple[str, bytes]]:
@@ -241,11 +254,10 @@ class HistoryProjection:
         """The digest of a history projection at `position` whose encoded rows are `rows`
         (key and value, in key order)."""
         h = hashlib.sha256()
+        update = h.update
         for key, value in rows:
-            h.update(key.encode() + b"\n")
-            h.update(value)
-            h.update(b"\n")
-        h.update(f"|{position}".encode())
+            update(b"%s\n%s\n" % (key.encode(), value))  # one call a row (millions of rows)
+        update(f"|{position}".encode())
         return h.hexdigest()
 
     @classmethod

@@ -200,3 +200,23 @@ def test_a_fold_runs_the_cyclic_collector_less_often(tmp_path: Path) -> None:
     )
     assert seen and all(t == rebuild_module.FOLD_GC_THRESHOLD for t in seen)
     assert gc.get_threshold() == before, "restored after the fold"
+
+
+def test_a_history_spill_writes_the_changed_rows_it_no_longer_holds(tmp_path: Path) -> None:
+    """`spill` encodes the rows it holds straight from their records; a changed row that is
+    not held (evicted after it changed) is still written, as the loader gives it, and every
+    row goes out in key order."""
+    service = busy_log(tmp_path / "rota.db")
+    whole = HistoryProjection()
+    fold(service.store, [whole])
+    stored = {key: whole.row(key) for key in whole.row_keys()}
+    history = HistoryProjection(loader=stored.get)
+    fold(service.store, [history])
+    assert history.dirty == set(stored)
+    history.evict(keep={"w000", "w001"})  # the rest is no longer held, but still changed
+    saved: list[tuple[str, bytes]] = []
+    history.spill(saved.extend, keep=2)
+    kept = history.dirty
+    assert len(kept) == 2 and all(key in history.row_keys() for key in kept)
+    assert [key for key, _ in saved] == sorted(set(stored) - kept)
+    assert dict(saved) == {key: stored[key] for key in set(stored) - kept}
