@@ -36,11 +36,11 @@ def canonical_envelope(
     data: bytes | str,
 ) -> bytes:
     """The exact bytes the chain hashes for one event."""
-    payload = data.encode() if isinstance(data, str) else bytes(data)
+    payload = data.encode() if isinstance(data, str) else data
     header = _header.encode(
         [position, stream, version, type_, type_version, delivery_id, recorded_at]
     )
-    return header + b"\n" + payload
+    return b"".join((header, b"\n", payload))
 
 
 def link(previous: bytes, envelope: bytes) -> bytes:
@@ -60,11 +60,11 @@ def link_event(
     payload: bytes,
 ) -> bytes:
     """`link(previous, canonical_envelope(...))` for a payload already in bytes, in one
-    step: the appends chain every event they write through it."""
-    header = _header.encode(
-        [position, stream, version, type_, type_version, delivery_id, recorded_at]
+    hash call: the appends chain every event they write through it."""
+    envelope = canonical_envelope(
+        position, stream, version, type_, type_version, delivery_id, recorded_at, payload
     )
-    return _sha256(b"".join((previous, header, b"\n", payload))).digest()
+    return _sha256(previous + envelope).digest()
 
 
 class Row(Protocol):

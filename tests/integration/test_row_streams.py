@@ -63,6 +63,18 @@ def populate(target: str | Path) -> None:
             scheduler.submit(f"r{n}", binding="echo", input={"n": n})
 
 
+@contextlib.contextmanager
+def _rebuilt(log: Any) -> Iterator[Any]:
+    """`log`'s projection store, rebuilt from the log; closed after the block."""
+    projections = open_projection_store(log)
+    assert projections is not None
+    try:
+        rebuild(log, projections)
+        yield projections
+    finally:
+        projections.close()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any, Any, Tamper]]:
     """(log, projection store, tamper(projection, key, old, new, how)) on either backend."""
@@ -83,14 +95,8 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any
                 conn.close()
 
         populate(target)
-        with open_store(str(target)) as log:
-            projections = open_projection_store(log)
-            assert projections is not None
-            try:
-                rebuild(log, projections)
-                yield log, projections, tamper
-            finally:
-                projections.close()
+        with open_store(str(target)) as log, _rebuilt(log) as projections:
+            yield log, projections, tamper
         return
     with temporary_schema() as schema:
         url = schema_url(schema)
@@ -105,14 +111,8 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any
             assert changed == [(key,)]
 
         populate(url)
-        with open_store(url) as log:
-            projections = open_projection_store(log)
-            assert projections is not None
-            try:
-                rebuild(log, projections)
-                yield log, projections, tamper_pg
-            finally:
-                projections.close()
+        with open_store(url) as log, _rebuilt(log) as projections:
+            yield log, projections, tamper_pg
 
 
 @pytest.fixture
@@ -199,9 +199,7 @@ def test_a_spilled_folds_verdicts_equal_the_in_memory_ones_with_held_and_active_
 ) -> None:
     service, _ = _troubled(tmp_path / "rota.db")
     log = service.store
-    with open_projection_store(log) as projections:  # type: ignore[union-attr]
-        assert projections is not None
-        rebuild(log, projections)
+    with _rebuilt(log) as projections:
         assert _verdicts(log, projections) == _in_memory_verdicts(log, projections)
         assert verify(log, projections).ok
         # A held Work that is quiet (spilled by the fold) whose stored hold is gone: the
@@ -225,9 +223,8 @@ def test_doctors_state_checks_on_a_spilled_state_equal_those_of_the_state_in_mem
 ) -> None:
     service, clock = _troubled(tmp_path / "rota.db")
     log = service.store
-    with open_projection_store(log) as projections:  # type: ignore[union-attr]
-        assert projections is not None
-        rebuild(log, projections)
+    with _rebuilt(log):
+        pass  # the projection file, rebuilt and closed: what doctor reads
     state = SchedulerProjection()
     fold(log, [state])
     now = log.now()
