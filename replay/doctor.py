@@ -40,6 +40,7 @@ reader, share the writer's `-wal`/`-shm`). Nothing is ever written to either fil
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -70,6 +71,7 @@ from rota.replay.read_only import ReadOnlyLog, ReadOnlyProjections, fingerprint,
 from rota.replay.rebuild import fold
 from rota.replay.row_streams import SchedulerReading, opened, read_scheduler
 from rota.replay.schedule_checks import SCHEDULE_CHECKS, schedule_checks
+from rota.replay.side_by_side import ChildFoldError, fold_side_by_side
 from rota.replay.state_checks import (
     BUDGET_ADVICE,
     CRASH_LOOP_ADVICE,
@@ -145,34 +147,23 @@ def _projection_checks(
         # Only the projections a comparison reads are folded (stored and usable).
         compared = [k for k in PERSISTED if k.name in stored and _comparable(stored[k.name])]
         limits = [stored[k.name][0].position for k in compared]
-        fresh = [kind() for kind in compared]
         state = next(
             (
-                p
-                for p, at in zip(fresh, limits, strict=True)
-                if p.name == "scheduler" and at == head
+                kind
+                for kind, at in zip(compared, limits, strict=True)
+                if kind is SchedulerProjection and at == head
             ),
             None,
         )
-        folds, upto = list(fresh), list(limits)
-        if state is None:
-            state = SchedulerProjection()
-            folds.append(state)
+        kinds, upto = list(compared), list(limits)
+        if state is None:  # the state at the head is a fold of its own
+            kinds.append(SchedulerProjection)
             upto.append(None)
-        spillers = [
-            Spiller(p, SpillFile(scratch / f"{i}-{p.name}.spill")) for i, p in enumerate(folds)
-        ]
-        for spiller in spillers:
-            stack.callback(spiller.spill.close)
-
-        def page_done() -> None:
-            for spiller in spillers:
-                spiller.page_done()
-
-        fold(log, folds, upto=upto, after_page=page_done)
-        spilled = {id(s.projection): s.finish() for s in spillers}
-        rows = {p.name: spilled[id(p)] for p in fresh}
-        state_rows = spilled[id(state)]
+        folded = _fold_spilling(log, kinds, upto, scratch)
+        for spilled in folded:
+            stack.callback(spilled.spill.close)
+        rows = {kind.name: spilled for kind, spilled in zip(compared, folded, strict=False)}
+        state_rows = folded[-1] if state is None else rows["scheduler"]
         with opened(state_rows.spill.items()) as items:
             reading = read_scheduler(state_rows.position, items, trusted=True)
         if unreadable is not None:
@@ -184,6 +175,39 @@ def _projection_checks(
             guarded("projection_drift", lambda: check_drift(log, ro, rows, stored)),
             guarded("projection_lag", lambda: check_lag(head, stored, lag_threshold)),
         ], reading
+
+
+def _fold_spilling(
+    log: EventStore, kinds: list[Any], upto: list[int | None], scratch: Path
+) -> list[Any]:
+    """Fresh projections of `kinds`, each folded to its `upto` and spilled under `scratch`
+    (`SpilledRows`), side by side when the machine allows (`fold_side_by_side`: forked
+    children open the log read-only again). A child's failure says only that it failed:
+    the folds then run here, in turn, so the log's own error is the one raised."""
+    serial = itertools.count()
+
+    def spill_to(name: str) -> SpillFile:
+        # Two folds of one projection (the stored position's and the head's) may run, here
+        # or in children: each spills to a file of its own.
+        return SpillFile(scratch / f"{os.getpid()}-{next(serial)}-{name}.spill")
+
+    try:
+        folded, _ = fold_side_by_side(log, kinds, upto, spill=spill_to)
+    except ChildFoldError:
+        spillers = [Spiller(kind(), spill_to(kind.name)) for kind in kinds]
+
+        def page_done() -> None:
+            for spiller in spillers:
+                spiller.page_done()
+
+        try:
+            fold(log, [s.projection for s in spillers], upto=upto, after_page=page_done)
+        except BaseException:
+            for spiller in spillers:
+                spiller.spill.close()
+            raise
+        return [s.finish() for s in spillers]
+    return folded
 
 
 def _comparable(stored: tuple[Any, Any, str | None]) -> bool:

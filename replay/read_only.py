@@ -96,6 +96,11 @@ class ReadOnlyLog(SQLiteStore):
     def write(self, body: Callable[[apsw.Cursor], Any]) -> Any:
         raise StoreError(f"{self.path} is open read-only", code=PortCode.READ_ONLY)
 
+    def reopened(self) -> ReadOnlyLog:
+        """The same log opened again, read-only as this one (what a forked fold opens:
+        `rota.replay.side_by_side`)."""
+        return ReadOnlyLog(self.path, immutable=self.immutable, clock=self.clock)
+
 
 class ReadOnlyProjections(SQLiteProjectionStore):
     """A projection file through one read-only connection (`rows`, `meta`, `refusal`)."""

@@ -3,7 +3,8 @@
 A rebuild or a verify folds every persisted projection from position 0. The folds are
 independent (each reads the same log and keeps its own state), so on a machine with more
 than one CPU all but the first run in forked children, each through its own connection to
-the log (`open_store(log.url)`: an SQLite connection must not cross a fork). A child sends
+the log (`open_store(log.url)`, or the log's own `reopened()`: a read-only log, doctor's,
+opens read-only again; an SQLite connection must not cross a fork). A child sends
 back what the projection store needs of its projection and nothing more: its encoded rows,
 position and digest (`FoldedRows`). The first projection (the scheduler's, which `verify`
 also needs whole for the derived views) is folded in this process meanwhile.
@@ -67,6 +68,10 @@ class FoldedRows:
         return self._digest
 
 
+class ChildFoldError(RuntimeError):
+    """A fold in a forked child failed (its traceback is in the message) or died."""
+
+
 def can_split(log: EventStore, count: int) -> bool:
     """Whether `count` folds of `log` can run side by side here."""
     return (
@@ -115,7 +120,7 @@ def fold_side_by_side(
     for kind, limit in zip(kinds[1:], upto[1:], strict=True):
         receive, send = context.Pipe(duplex=False)
         child = context.Process(
-            target=_fold_child, args=(log.url, kind, limit, send, spill), daemon=True
+            target=_fold_child, args=(_opener(log), kind, limit, send, spill), daemon=True
         )
         child.start()
         send.close()
@@ -162,7 +167,7 @@ def _receive(child: Any, receive: Connection) -> FoldedRows | SpilledRows:
             message = receive.recv()
         except EOFError:
             child.join()
-            raise RuntimeError(
+            raise ChildFoldError(
                 f"a projection fold in a child process ended without a result "
                 f"(exit code {child.exitcode}); run it again, or with one CPU to see the error"
             ) from None
@@ -170,7 +175,7 @@ def _receive(child: Any, receive: Connection) -> FoldedRows | SpilledRows:
             rows.update(message[1])
             continue
         if message[0] == "error":
-            raise RuntimeError(f"a projection fold in a child process failed:\n{message[1]}")
+            raise ChildFoldError(f"a projection fold in a child process failed:\n{message[1]}")
         _, name, version, position, digest, rss, spilled, *peak = message
         folded: FoldedRows | SpilledRows
         if spilled is not None:
@@ -188,16 +193,31 @@ def _reopened(where: tuple[str, str, bool]) -> SpillFile:
     return SpillFile(path, table, staged=staged)
 
 
+def _opener(log: EventStore) -> Callable[[], EventStore]:
+    """How a child opens `log` for itself: its `reopened()` when it has one (a read-only
+    log opens read-only again), else `open_store` of its URL."""
+    reopened: Callable[[], EventStore] | None = getattr(log, "reopened", None)
+    if reopened is not None:
+        return reopened
+    url: str = log.url
+    return lambda: open_store(url)
+
+
 def _fold_child(
-    url: str, kind: Any, upto: int | None, send: Connection, spill: SpillTo | None = None
+    open_log: Callable[[], EventStore],
+    kind: Any,
+    upto: int | None,
+    send: Connection,
+    spill: SpillTo | None = None,
 ) -> None:
-    """In the child: fold one projection through a connection of its own, then send its
-    rows in key order, in chunks (so neither side holds them all twice), and its digest;
-    with `spill`, fold spilling to a file there and send only its path and the digest."""
+    """In the child: fold one projection through a connection of its own (`open_log()`),
+    then send its rows in key order, in chunks (so neither side holds them all twice), and
+    its digest; with `spill`, fold spilling to a file there and send only its path and the
+    digest."""
     from rota.replay.rebuild import fold
 
     try:
-        log = open_store(url)
+        log = open_log()
         try:
             projection = kind()
             if spill is not None:
@@ -265,4 +285,4 @@ def _peak_rss() -> float | None:
     return None
 
 
-__all__ = ["FoldedRows", "can_split", "fold_side_by_side"]
+__all__ = ["ChildFoldError", "FoldedRows", "can_split", "fold_side_by_side"]
