@@ -3,6 +3,7 @@
     python -m bench.daemon                       # SQLite: 10,000 in-process jobs, 200 latencies
     python -m bench.daemon --quick               # 2,000 jobs, 100 latencies
     python -m bench.daemon --store 'postgresql://postgres@127.0.0.1:5432/postgres?schema=rota_bench_d'
+                                                 # (the schema is recreated each rep, dropped at the end)
     python -m bench.daemon --profile             # cProfile the daemon over the throughput run
 
 One run measures, with the daemon in a process of its own (`--serve`, an embedded
@@ -235,6 +236,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.quick:
         args.jobs, args.latency = 2_000, 100
+    try:
+        measure(args)
+    finally:
+        if args.store:  # the benchmark's own schema (named rota_bench...), not left behind
+            from bench.lifecycle_pg import reset_schema
+
+            reset_schema(args.store, create=False)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """The runs and their table (`main`'s options)."""
     with workdir(args.dir) as directory:
         print_header("the daemon path: a daemon process fed by another process", directory)
         if args.profile:
