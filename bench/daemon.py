@@ -3,7 +3,7 @@
     python -m bench.daemon                       # SQLite: 10,000 in-process jobs, 200 latencies
     python -m bench.daemon --quick               # 2,000 jobs, 100 latencies
     python -m bench.daemon --store 'postgresql://postgres@127.0.0.1:5432/postgres?schema=rota_bench_d'
-                                                 # (the schema is recreated each rep, dropped at the end)
+                                                 # (recreated each rep, dropped at the end)
     python -m bench.daemon --profile             # cProfile the daemon over the throughput run
 
 One run measures, with the daemon in a process of its own (`--serve`, an embedded
