@@ -73,9 +73,10 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def tamper(schema: str, key: str, old: str, new: str) -> None:
-    """Edit one stored scheduler row with plain SQL, as a careless hand would."""
-    table = f'"{schema}".rota_projection_rows_scheduler'
+def tamper(schema: str, key: str, old: str, new: str, projection: str = "scheduler") -> None:
+    """Edit one stored row (of the scheduler projection unless told) with plain SQL, as a
+    careless hand would."""
+    table = f'"{schema}".rota_projection_rows_{projection}'
     changed = admin_execute(
         f"UPDATE {table} SET value = convert_to(replace(convert_from(value, 'UTF8'), %s, %s), "
         "'UTF8') WHERE key = %s RETURNING key",

@@ -6,13 +6,13 @@ spilled folds equal to those of folds held in memory."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import apsw
 import pytest
-from postgres import admin_execute, schema_url, temporary_schema
+from postgres import schema_url, temporary_schema
 
 import rota
 from rota.application.configuration import Configuration
@@ -41,9 +41,11 @@ from rota.replay.state_checks import (
 )
 
 from .test_doctor import _troubled
+from .test_pg_projections import tamper as tamper_schema
+from .test_replay import tamper as tamper_file
 
 CONFIG = {"settings": {"concurrency": 2}}
-Tamper = Callable[[str, str, str, str, str], None]
+Tamper = Callable[[str, str, str, str], None]
 
 
 def _echo(ctx: rota.LaunchContext) -> dict[str, Any]:
@@ -77,23 +79,10 @@ def _rebuilt(log: Any) -> Iterator[Any]:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any, Any, Tamper]]:
-    """(log, projection store, tamper(projection, key, old, new, how)) on either backend."""
+    """(log, projection store, tamper(projection, key, old, new)) on either backend."""
     if request.param == "sqlite":
         target: str | Path = tmp_path / "rota.db"
-        path = tmp_path / "rota.db.projections"
-
-        def tamper(projection: str, key: str, old: str, new: str, how: str = "replace") -> None:
-            conn = apsw.Connection(str(path))
-            try:
-                conn.execute(
-                    f"UPDATE rows_{projection} SET value = "
-                    "CAST(replace(CAST(value AS TEXT), ?, ?) AS BLOB) WHERE key = ?",
-                    (old, new, key),
-                )
-                assert conn.changes() == 1
-            finally:
-                conn.close()
-
+        tamper = functools.partial(tamper_file, tmp_path / "rota.db.projections")
         populate(target)
         with open_store(str(target)) as log, _rebuilt(log) as projections:
             yield log, projections, tamper
@@ -101,14 +90,8 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any
     with temporary_schema() as schema:
         url = schema_url(schema)
 
-        def tamper_pg(projection: str, key: str, old: str, new: str, how: str = "") -> None:
-            table = f'"{schema}".rota_projection_rows_{projection}'
-            changed = admin_execute(
-                f"UPDATE {table} SET value = convert_to(replace(convert_from(value, 'UTF8'), "
-                "%s, %s), 'UTF8') WHERE key = %s RETURNING key",
-                (old, new, key),
-            )
-            assert changed == [(key,)]
+        def tamper_pg(projection: str, key: str, old: str, new: str) -> None:
+            tamper_schema(schema, key, old, new, projection)
 
         populate(url)
         with open_store(url) as log, _rebuilt(log) as projections:
@@ -204,14 +187,9 @@ def test_a_spilled_folds_verdicts_equal_the_in_memory_ones_with_held_and_active_
         assert verify(log, projections).ok
         # A held Work that is quiet (spilled by the fold) whose stored hold is gone: the
         # derived `holds` view differs, and names it, as when both were held whole.
-        tamper_path = Path(projections.where)
-        conn = apsw.Connection(str(tamper_path))
-        conn.execute(
-            "UPDATE rows_scheduler SET value = CAST(replace(CAST(value AS TEXT), "
-            '\'"kind":"budget"\', \'"kind":"gate"\') AS BLOB) WHERE key = \'work/spend\''
+        tamper_file(
+            Path(projections.where), "scheduler", "work/spend", '"kind":"budget"', '"kind":"gate"'
         )
-        assert conn.changes() == 1
-        conn.close()
         expected = _in_memory_verdicts(log, projections)
         assert expected["holds"][0] == "drift" and expected["holds"][3] == "work/spend"
         assert _verdicts(log, projections) == expected
