@@ -15,9 +15,9 @@ So no executor, gate or caller ever sees an effect of a write that a crash could
 take back, as before; only the waits are shared. Commits are visible to other threads
 and processes before they are durable, as they already were between a commit and its
 sync. A store whose commits are durable at once (PostgreSQL) is unaffected: its
-`deferring()` and `sync()` do nothing. (SQLite starts a deferred commit's fsync at once
-when its disk is idle, `WalSync.begin`, so that the pass's one wait is often over by the
-time it comes; the pass still waits once, and acts on nothing before.)
+`deferring()` and `sync()` do nothing. (The pass defers `ahead`: SQLite starts a deferred
+commit's fsync at once when its disk is idle, `WalSync.begin`, so that the pass's one wait
+is often over by the time it comes; the pass still waits once, and acts on nothing before.)
 
 The deferral is the pass's thread's own (a store counts pending commits per thread):
 `durable()` called on any other thread does nothing, since that thread's appends were
@@ -63,7 +63,7 @@ class PassSync:
 
     def _defer(self) -> None:
         deferral = contextlib.ExitStack()
-        deferral.enter_context(self.store.deferring())
+        deferral.enter_context(self.store.deferring(ahead=True))
         self._deferral = deferral
 
     def _sync(self) -> None:

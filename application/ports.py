@@ -316,11 +316,19 @@ class EventStore(abc.ABC):
         """
         return None
 
-    def deferring(self) -> contextlib.AbstractContextManager[None]:
+    def deferring(self, *, ahead: bool = False) -> contextlib.AbstractContextManager[None]:
         """Appends of this thread inside return once committed, maybe not yet durable (a
         store whose durability wait can leave its write lock: SQLite on synchronous FULL);
         the caller must call `sync()` after the block before telling anyone they happened.
-        Nests; the default store's commits are durable at once, and this does nothing."""
+
+        `ahead`: the block goes on with work of its own after its appends (a cadence pass
+        preparing its launches), so the store may begin making each commit durable at once,
+        in the background, while that work runs. Without it the durability work waits for
+        `sync()`: a block that only applies its own few events would pay more for handing
+        the wait to another thread and back than the overlap saves. Either way nothing is
+        durable, or may be told, before `sync()` returns. Nests (an `ahead` block makes the
+        blocks inside it `ahead` too); the default store's commits are durable at once, and
+        this does nothing."""
         return contextlib.nullcontext()
 
     def sync(self) -> None:

@@ -224,9 +224,11 @@ class SQLiteStore(EventStore):
                     raise StoreUnavailable(f"a write to {self.path} failed: {exc}") from exc
                 raise
         if number:
-            if getattr(self._local, "deferring", 0):
-                self._local.pending = number
-                self._wal_sync.begin(number)  # type: ignore[union-attr]
+            local = self._local
+            if getattr(local, "deferring", 0):
+                local.pending = number
+                if getattr(local, "ahead", 0):
+                    self._wal_sync.begin(number)  # type: ignore[union-attr]
             else:
                 self._wal_sync.sync(number)  # type: ignore[union-attr]
         if self._nudges is not None:
@@ -234,8 +236,8 @@ class SQLiteStore(EventStore):
         self._wake()  # this store's own waiters
         return result
 
-    def deferring(self) -> contextlib.AbstractContextManager[None]:
-        return _Deferring(self._local)
+    def deferring(self, *, ahead: bool = False) -> contextlib.AbstractContextManager[None]:
+        return _Deferring(self._local, ahead)
 
     def sync(self) -> None:
         local = self._local
@@ -380,20 +382,27 @@ class SQLiteStore(EventStore):
 
 
 class _Deferring:
-    """`SQLiteStore.deferring()`: the thread's depth of deferring blocks, one up while in it
-    (a plain class: entered twice a transaction, a generator's context manager costs more)."""
+    """`SQLiteStore.deferring()`: the thread's depth of deferring blocks, and of `ahead` ones,
+    one up while in it (a plain class: entered twice a transaction, a generator's context
+    manager costs more)."""
 
-    __slots__ = ("local",)
+    __slots__ = ("ahead", "local")
 
-    def __init__(self, local: threading.local) -> None:
+    def __init__(self, local: threading.local, ahead: bool) -> None:
         self.local = local
+        self.ahead = ahead
 
     def __enter__(self) -> None:
         local = self.local
         local.deferring = getattr(local, "deferring", 0) + 1
+        if self.ahead:
+            local.ahead = getattr(local, "ahead", 0) + 1
 
     def __exit__(self, *exc: object) -> None:
-        self.local.deferring -= 1
+        local = self.local
+        local.deferring -= 1
+        if self.ahead:
+            local.ahead -= 1
 
 
 def _others_version(conn: apsw.Connection) -> int:

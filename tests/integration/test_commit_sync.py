@@ -324,7 +324,7 @@ def test_a_deferred_commit_begins_its_fsync_at_once_off_the_committing_thread(
 
     monkeypatch.setattr(durability, "_datasync", held)
     before = sync.fsyncs
-    with store.deferring():
+    with store.deferring(ahead=True):
         store.append([event("a")])
         assert began.wait(30)  # on the disk already, while the block is still open
         assert sync.synced < sync.committed  # held there: not durable yet
@@ -338,6 +338,42 @@ def test_a_deferred_commit_begins_its_fsync_at_once_off_the_committing_thread(
     store.close()
     syncer.join(30)
     assert not syncer.is_alive()
+
+
+def test_a_plain_deferred_commit_leaves_its_fsync_to_sync_on_its_own_thread(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without `ahead` (a transaction that only applies its own events before it waits),
+    nothing is begun at the commit: no syncer thread, no fsync until `sync`, which issues
+    it on the caller's thread. An `ahead` block around a plain one makes it begin."""
+    from rota.infrastructure.sqlite import durability
+
+    sync = store._wal_sync
+    assert sync is not None
+    threads: list[str] = []
+    real = durability._datasync
+
+    def recorded(fd: int) -> None:
+        threads.append(threading.current_thread().name)
+        real(fd)
+
+    monkeypatch.setattr(durability, "_datasync", recorded)
+    before = sync.fsyncs
+    with store.deferring():
+        store.append([event("a")])
+    assert threads == [] and sync._syncer is None
+    assert sync.synced < sync.committed  # committed, not durable, nothing on the disk
+    store.sync()
+    assert threads == [threading.current_thread().name]
+    assert sync.fsyncs == before + 1 and sync.synced == sync.committed
+
+    began = threading.Event()
+    monkeypatch.setattr(durability, "_datasync", lambda fd: (began.set(), real(fd)))
+    with store.deferring(ahead=True), store.deferring():
+        store.append([event("b")])
+        assert began.wait(30)  # begun by the syncer thread inside the plain block
+    store.sync()
+    assert sync.synced == sync.committed
 
 
 def test_an_fsync_begun_that_fails_is_redone_by_the_sync_that_needs_it(
@@ -359,7 +395,7 @@ def test_an_fsync_begun_that_fails_is_redone_by_the_sync_that_needs_it(
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(durability, "_datasync", refuse)
-    with store.deferring():
+    with store.deferring(ahead=True):
         store.append([event("a")])
         assert failed.wait(30)
     with pytest.raises(StoreUnavailable, match="cannot sync the log's WAL"):
