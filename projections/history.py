@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from rota.domain.events import Event, LeaseRenewed, WorkSubmitted
-from rota.projections.history_attempts import ATTEMPT_ROW, attempt_row, renew
+from rota.projections.history_attempts import ATTEMPT_ROW, about_attempt, attempt_row, renew
 from rota.projections.history_rules import ROUTES, route_for
 from rota.projections.records import AttemptHistory, Mark, WorkHistory, encoder
 
@@ -162,10 +162,14 @@ class HistoryProjection:
             return
         if work is None:
             return
-        self.dirty.add(stream)
         route = ROUTES.get(type(event))  # (`_apply`, inlined: one call less an event)
         if route is None:
             route = route_for(type(event))
+        if route is not about_attempt:
+            # An event about one attempt changes that attempt's row, and the Work's only
+            # when it says so (`about_attempt`): a Work claimed before a save and invoked,
+            # renewed or completed after it does not write its Work row again.
+            self.dirty.add(stream)
         route(self, work, position, at, event)
 
     def fold_page(self, records: Sequence[Any], times: Sequence[datetime], stop: int) -> None:

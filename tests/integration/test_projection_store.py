@@ -152,6 +152,27 @@ def test_a_save_writes_only_the_rows_that_changed(log: SQLiteStore) -> None:
     service.close()
 
 
+def test_an_attempt_event_writes_the_history_of_the_work_only_when_it_changes(
+    log: SQLiteStore,
+) -> None:
+    service = stored_service(log)
+    run(service, [("submit", "a", "run-once"), ("start", 1)])
+    service.save_projections()
+    assert service.stored is not None and service.stored.history is not None
+    history = service.stored.history
+    assert not history.dirty
+    run(service, [("invoke", "a")])
+    # The invoke marker is the attempt's: the Work's own record is as saved.
+    assert history.dirty == {"attempt/a/1"}
+    run(service, [("finish", "a", 1)])  # a failure: the Work's record counts it
+    assert history.dirty == {"attempt/a/1", "work/a"}
+    service.close()
+    with SQLiteProjectionStore(default_path(log) or "") as projections:
+        stored = projections.load_history(log)
+        assert stored is not None, projections.last_refusal
+        assert stored.digest() == folded(log)[1].digest()
+
+
 def test_loading_reads_no_events_whatever_the_log_length(log: SQLiteStore) -> None:
     service = stored_service(log)
     run(service, STEPS * 3)
