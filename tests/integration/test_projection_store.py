@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trial_scale import scale
 
+from rota.application.ports import LogHead
 from rota.application.service import SchedulerService
+from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.projection_store import (
     SQLiteProjectionStore,
@@ -108,6 +110,25 @@ def test_default_path_sits_beside_the_log(log: SQLiteStore) -> None:
         "/var/lib/rota/rota.db.projections"
     )
     assert default_path("postgresql://localhost/rota") is None
+
+
+def test_a_new_file_has_8_kib_pages_and_an_older_one_keeps_its_own(tmp_path: Path) -> None:
+    import apsw
+
+    new = tmp_path / "new.projections"
+    with SQLiteProjectionStore(new):
+        pass
+    older = tmp_path / "older.projections"
+    conn = apsw.Connection(str(older))
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("CREATE TABLE t (x)")  # the page size is fixed by the first write
+    conn.close()
+    with SQLiteProjectionStore(older) as store:
+        store.save(SchedulerProjection(), LogHead(position=0, hash=GENESIS_HEX))
+    for path, size in ((new, 8192), (older, 4096)):
+        conn = apsw.Connection(str(path))
+        assert conn.execute("PRAGMA page_size").fetchone() == (size,)
+        conn.close()
 
 
 def test_save_then_load_equals_the_live_projection(log: SQLiteStore) -> None:
