@@ -241,6 +241,20 @@ class HistoryProjection:
             raise KeyError(f"no row {key!r} in the history projection")
         return None if found is None else encoder.encode(found)
 
+    def rows_of(self, keys: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
+        """`(key, row(key))` for each of `keys`, in their order: what a save writes, a held
+        record's row encoded without the calls `row` makes for any key."""
+        works, attempts, encode = self.works, self.attempts, encoder.encode
+        for key in keys:
+            found: Any = None
+            if key.startswith(WORK_ROW):
+                found = works.get(key[5:])
+            elif key.startswith(ATTEMPT_ROW):
+                work_id, _, number = key[8:].rpartition("/")
+                if number.isdigit():
+                    found = attempts.get((work_id, int(number)))
+            yield key, self.row(key) if found is None else encode(found)
+
     def row_keys(self) -> Iterator[str]:
         """The keys of the rows held in memory."""
         for work_id in self.works:

@@ -357,6 +357,19 @@ class SchedulerProjection:
         """The encoded value of one persisted row (None: the row does not exist)."""
         return encode_row(self, key)
 
+    def rows_of(self, keys: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
+        """`(key, row(key))` for each of `keys`, in their order: what a save writes, with a
+        held Work's row encoded without the calls `row` makes for any key."""
+        works, encode, held = self.works, self.codec.encode, dict.get
+        for key in keys:
+            if key.startswith(WORK_ROW):
+                work = held(works, key[5:])
+                if work is None:  # not held (a quiet Work a store finds on demand), or gone
+                    work = works.get(key[5:])
+                yield key, None if work is None else encode(work)
+            else:
+                yield key, encode_row(self, key)
+
     def row_keys(self) -> Iterator[str]:
         """Every persisted row key, in no particular order."""
         return persisted_keys(self)

@@ -194,6 +194,20 @@ def test_an_attempt_event_writes_the_history_of_the_work_only_when_it_changes(
         assert stored.digest() == folded(log)[1].digest()
 
 
+def test_the_rows_a_save_writes_are_each_keys_row(log: SQLiteStore) -> None:
+    """`rows_of(keys)` (what a save iterates) gives `row(key)` for every key, in order, for
+    rows held, rows the store holds and keys whose row does not exist."""
+    service = stored_service(log, save_every=3)  # quiet Works on disk between saves
+    run(service, STEPS)
+    assert service.stored is not None and service.stored.history is not None
+    missing = ["work/zz", "attempt/zz/1", "attempt/a/x", "attempt/a/9"]
+    for projection in (service.projection, service.stored.history):
+        keys = sorted({*projection.row_keys(), *projection.dirty, "work/a", "work/c"})
+        keys += missing[: 1 if projection is service.projection else 4]
+        assert list(projection.rows_of(keys)) == [(key, projection.row(key)) for key in keys]
+    service.close()
+
+
 def test_loading_reads_no_events_whatever_the_log_length(log: SQLiteStore) -> None:
     service = stored_service(log)
     run(service, STEPS * 3)
