@@ -308,7 +308,7 @@ class SchedulerProjection:
             position, work_id = entry
             if work_id not in startable or work_id in seen:
                 continue  # (a stale entry: its Work may be quiet, not held: not looked up)
-            work = dict.get(works, work_id)  # a startable Work is held
+            work = dict.get(works, work_id) or works.get(work_id)  # (startable: held)
             if work is None or not work.pending or work.pending[0].position != position:
                 continue
             seen.add(work_id)
@@ -322,7 +322,7 @@ class SchedulerProjection:
         position, work_id = entry
         if work_id not in self.startable:
             return False
-        work = dict.get(self.works, work_id)  # a startable Work is held
+        work = dict.get(self.works, work_id) or self.works.get(work_id)  # (startable: held)
         return work is not None and bool(work.pending) and work.pending[0].position == position
 
     def attempt(self, execution_id: str) -> tuple[WorkState, AttemptState] | None:
