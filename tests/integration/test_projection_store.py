@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trial_scale import scale
 
+from rota.application.ports import LogHead
 from rota.application.service import SchedulerService
+from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.projection_store import (
     SQLiteProjectionStore,
@@ -110,6 +112,25 @@ def test_default_path_sits_beside_the_log(log: SQLiteStore) -> None:
     assert default_path("postgresql://localhost/rota") is None
 
 
+def test_a_new_file_has_8_kib_pages_and_an_older_one_keeps_its_own(tmp_path: Path) -> None:
+    import apsw
+
+    new = tmp_path / "new.projections"
+    with SQLiteProjectionStore(new):
+        pass
+    older = tmp_path / "older.projections"
+    conn = apsw.Connection(str(older))
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("CREATE TABLE t (x)")  # the page size is fixed by the first write
+    conn.close()
+    with SQLiteProjectionStore(older) as store:
+        store.save(SchedulerProjection(), LogHead(position=0, hash=GENESIS_HEX))
+    for path, size in ((new, 8192), (older, 4096)):
+        conn = apsw.Connection(str(path))
+        assert conn.execute("PRAGMA page_size").fetchone() == (size,)
+        conn.close()
+
+
 def test_save_then_load_equals_the_live_projection(log: SQLiteStore) -> None:
     service = stored_service(log)
     run(service, STEPS)
@@ -149,6 +170,41 @@ def test_a_save_writes_only_the_rows_that_changed(log: SQLiteStore) -> None:
     assert service.stored is not None
     written = service.stored.store.save(service.projection, log)
     assert written == 2
+    service.close()
+
+
+def test_an_attempt_event_writes_the_history_of_the_work_only_when_it_changes(
+    log: SQLiteStore,
+) -> None:
+    service = stored_service(log)
+    run(service, [("submit", "a", "run-once"), ("start", 1)])
+    service.save_projections()
+    assert service.stored is not None and service.stored.history is not None
+    history = service.stored.history
+    assert not history.dirty
+    run(service, [("invoke", "a")])
+    # The invoke marker is the attempt's: the Work's own record is as saved.
+    assert history.dirty == {"attempt/a/1"}
+    run(service, [("finish", "a", 1)])  # a failure: the Work's record counts it
+    assert history.dirty == {"attempt/a/1", "work/a"}
+    service.close()
+    with SQLiteProjectionStore(default_path(log) or "") as projections:
+        stored = projections.load_history(log)
+        assert stored is not None, projections.last_refusal
+        assert stored.digest() == folded(log)[1].digest()
+
+
+def test_the_rows_a_save_writes_are_each_keys_row(log: SQLiteStore) -> None:
+    """`rows_of(keys)` (what a save iterates) gives `row(key)` for every key, in order, for
+    rows held, rows the store holds and keys whose row does not exist."""
+    service = stored_service(log, save_every=3)  # quiet Works on disk between saves
+    run(service, STEPS)
+    assert service.stored is not None and service.stored.history is not None
+    missing = ["work/zz", "attempt/zz/1", "attempt/a/x", "attempt/a/9"]
+    for projection in (service.projection, service.stored.history):
+        keys = sorted({*projection.row_keys(), *projection.dirty, "work/a", "work/c"})
+        keys += missing[: 1 if projection is service.projection else 4]
+        assert list(projection.rows_of(keys)) == [(key, projection.row(key)) for key in keys]
     service.close()
 
 

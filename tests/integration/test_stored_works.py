@@ -288,3 +288,26 @@ def test_a_work_another_process_created_after_a_prefetch_is_found(log: SQLiteSto
     assert works["late"] == fold.works["late"]
     assert service.projection.digest() == fold.digest()
     service.close()
+
+
+def test_a_pass_looks_up_no_quiet_work_for_the_ready_entries_it_left(log: SQLiteStore) -> None:
+    """The Works a pass found ready and claimed leave no entry in the ready order that a
+    later pass would look up once they are quiet and forgotten (each such lookup would fold
+    the Work from the log)."""
+    populated(log)
+    service, works = reopened(log)
+    claimed = service.lifecycle.start_pass(2).claimed  # one slot is free ("live" holds one)
+    assert [claim.attempt.work_id for claim in claimed] == ["ready-1"]
+    for claim in claimed:
+        execution, epoch = claim.attempt.execution_id, claim.attempt.epoch
+        service.lifecycle.invoke(execution, epoch)
+        service.lifecycle.finish(execution, epoch, Result())
+    assert service.save_projections()  # completed, saved and forgotten: quiet
+    assert in_memory(works) == {"live", "ready-2"}
+    before = works.fetched
+    for work_id in ("ready-3", "ready-4"):
+        service.lifecycle.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+    run_all(service)
+    assert works.fetched == before
+    assert "ready-1" not in in_memory(works)
+    service.close()
