@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from rota.domain.events import Event
 from rota.infrastructure.chain import link_event
 
 # (position, stream, version, type, type_version, delivery_id): a recorded row's key columns.
@@ -18,7 +19,9 @@ RowKey = tuple[int, str, int, str, int, str | None]
 class Row:
     """One event about to be written, before its position, time and hash are known."""
 
-    __slots__ = ("data", "delivery_id", "payload", "stream", "type", "type_version", "version")
+    __slots__ = (
+        "data", "delivery_id", "event", "payload", "stream", "type", "type_version", "version",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -29,6 +32,7 @@ class Row:
         delivery_id: str | None,
         data: str | bytes,
         payload: bytes | None = None,
+        event: Event | None = None,
     ) -> None:
         self.stream = stream
         self.version = version
@@ -39,6 +43,9 @@ class Row:
         # `data` as bytes, when the caller has them (the encoder's output): what the chain
         # hashes, so it is not encoded again.
         self.payload = payload
+        # The event `data` encodes, when the caller has it: handed back by the append in
+        # place of decoding `data` again, when it is canonical (`Codec.written`).
+        self.event = event
 
 
 def chain_rows(

@@ -19,6 +19,7 @@ import msgspec
 from rota.application.errors import ConcurrencyConflict
 from rota.application.ports import AppendResult, Clock, NewEvent, RawRecord, RecordedEvent
 from rota.application.timestamps import format_timestamp
+from rota.domain.events import Event
 from rota.infrastructure.chain import GENESIS, check_continuation, link_event
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
@@ -35,7 +36,7 @@ class Write(Protocol):
 
 
 class _Written:
-    """A row this append wrote; decoded into a `RecordedEvent` after the commit."""
+    """A row this append wrote; made a `RecordedEvent` after the commit."""
 
     __slots__ = ("position", "recorded_at", "row")
 
@@ -44,9 +45,11 @@ class _Written:
         self.row = row
         self.recorded_at = recorded_at
 
-    def decoded(self, decode: Callable[..., Any]) -> RecordedEvent:
+    def recorded(self, codec: Codec) -> RecordedEvent:
         row = self.row
-        event = decode(row.type, row.type_version, row.data, self.position)
+        event = row.event
+        if event is None or not codec.canonical(event):
+            event = codec.decode(row.type, row.type_version, _payload(row), self.position)
         return RecordedEvent(
             self.position, row.stream, row.version or 0, row.delivery_id, self.recorded_at, event
         )
@@ -67,6 +70,23 @@ def _payload(row: Row) -> bytes:
     if row.payload is not None:
         return row.payload
     return row.data.encode() if isinstance(row.data, str) else bytes(row.data)
+
+
+def _decode_others(
+    codec: Codec, written: list[tuple[int, Row, str]], events: list[Event | None]
+) -> list[Event]:
+    """`events` (the canonical events given, None for the others) with the others decoded
+    from their rows, in one decoder call."""
+    decoded = iter(
+        codec.decode_written(
+            [
+                (row.type, row.type_version, _payload(row), position)
+                for (position, row, _), event in zip(written, events, strict=True)
+                if event is None
+            ]
+        )
+    )
+    return [next(decoded) if event is None else event for event in events]
 
 
 class LogAppends:
@@ -102,20 +122,21 @@ class LogAppends:
         prepared: list[tuple[NewEvent, Row]] = []
         for new in events:
             tag, version, payload = encode(new.event)
-            row = Row(new.stream, None, tag, version, new.delivery_id, payload.decode(), payload)
+            row = Row(
+                new.stream, None, tag, version, new.delivery_id, payload.decode(), payload,
+                new.event,
+            )  # fmt: skip
             prepared.append((new, row))
         if not prepared and not expected:
             return AppendResult([], 0)
         result = self.write(lambda cursor: self._append_in(cursor, prepared, expected))
-        # Decode what was written outside the write lock: the events returned are exactly
-        # what a later read or replay will see.
+        # The events returned are exactly what a later read or replay will see: each given,
+        # when canonical; the others decoded from what was written, outside the write lock.
         entries: list[Any] = result.recorded
         written = [entry for entry in entries if type(entry) is tuple]
-        decoded = iter(
-            self.codec.decode_written(
-                [(row.type, row.type_version, _payload(row), p) for p, row, _ in written]
-            )
-        )
+        canonical = self.codec.canonical
+        given = [row.event if canonical(row.event) else None for _, row, _ in written]
+        decoded = iter(_decode_others(self.codec, written, given) if None in given else given)
         recorded: list[RecordedEvent] = []
         for entry in entries:
             if type(entry) is not tuple:
@@ -138,7 +159,10 @@ class LogAppends:
         whenever the log's unique indexes can answer instead (see `_insert_one`).
         """
         tag, type_version, payload = self.codec.encode(new.event)
-        row = Row(new.stream, None, tag, type_version, new.delivery_id, payload.decode(), payload)
+        row = Row(
+            new.stream, None, tag, type_version, new.delivery_id, payload.decode(), payload,
+            new.event,
+        )  # fmt: skip
         want = expected.get(new.stream)
 
         def body(cursor: apsw.Cursor) -> AppendResult | _Written:
@@ -151,10 +175,10 @@ class LogAppends:
 
         result = self.write(body)
         if isinstance(result, _Written):
-            return AppendResult([result.decoded(self.codec.decode)], 1)
+            return AppendResult([result.recorded(self.codec)], 1)
         recorded: Any = result.recorded[0]
         if type(recorded) is tuple:  # written by `_append_in`: (position, row, recorded_at)
-            recorded = _Written(*recorded).decoded(self.codec.decode)
+            recorded = _Written(*recorded).recorded(self.codec)
         return AppendResult([recorded], result.written)
 
     def _insert_one(self, cursor: apsw.Cursor, row: Row, want: int | None) -> _Written | None:
