@@ -23,7 +23,7 @@ from rota.domain.events import Event
 from rota.infrastructure.chain import GENESIS, check_continuation, link_event
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
-from rota.infrastructure.log_rows import Row, chain_rows
+from rota.infrastructure.log_rows import Row, chain_values, payload_of
 from rota.infrastructure.sqlite.log_file import COLUMNS, INSERT
 
 T = TypeVar("T")
@@ -49,7 +49,7 @@ class _Written:
         row = self.row
         event = row.event
         if event is None or not codec.canonical(event):
-            event = codec.decode(row.type, row.type_version, _payload(row), self.position)
+            event = codec.decode(row.type, row.type_version, payload_of(row), self.position)
         return RecordedEvent(
             self.position, row.stream, row.version or 0, row.delivery_id, self.recorded_at, event
         )
@@ -65,13 +65,6 @@ def _by_row(values: list[Any]) -> list[tuple[Any, ...]]:
     return [tuple(values[i : i + width]) for i in range(0, len(values), width)]
 
 
-def _payload(row: Row) -> bytes:
-    """The row's payload as bytes (the encoder's own, when it kept them)."""
-    if row.payload is not None:
-        return row.payload
-    return row.data.encode() if isinstance(row.data, str) else bytes(row.data)
-
-
 def _decode_others(
     codec: Codec, written: list[tuple[int, Row, str]], events: list[Event | None]
 ) -> list[Event]:
@@ -80,7 +73,7 @@ def _decode_others(
     decoded = iter(
         codec.decode_written(
             [
-                (row.type, row.type_version, _payload(row), position)
+                (row.type, row.type_version, payload_of(row), position)
                 for (position, row, _), event in zip(written, events, strict=True)
                 if event is None
             ]
@@ -203,7 +196,7 @@ class LogAppends:
         stream, type_, delivery_id, data = row.stream, row.type, row.delivery_id, row.data
         digest = link_event(
             previous, position, stream, version, type_, row.type_version, delivery_id,
-            recorded_at, _payload(row),
+            recorded_at, payload_of(row),
         )  # fmt: skip
         values = (position, stream, version, type_, row.type_version, delivery_id, data)
         try:
@@ -283,21 +276,17 @@ class LogAppends:
             return []
         position, previous = self.head or self._read_head(cursor)
         recorded_at = format_timestamp(self.clock.now())
+        values, digest = chain_values(rows, position, previous, recorded_at)
         # Whole chunks of INSERT_ROWS rows go in one statement each (one statement step and
         # bind per chunk, not per row); the rest row by row.
-        values: list[Any] = []
-        written: list[tuple[int, Row, str]] = []
-        whole = len(rows) - len(rows) % INSERT_ROWS
-        for row, key, digest in chain_rows(rows, position, previous, recorded_at):
-            values.extend((*key, row.data, recorded_at, digest.hex()))
-            written.append((key[0], row, recorded_at))
-            if len(written) <= whole and len(written) % INSERT_ROWS == 0:
-                cursor.execute(INSERT_MANY, values)
-                values = []
-        if values:
-            cursor.executemany(INSERT, _by_row(values))
-        self.head = (written[-1][0], digest)
-        return written
+        width = INSERT_ROWS * 9
+        whole = len(values) - len(values) % width
+        for start in range(0, whole, width):
+            cursor.execute(INSERT_MANY, values[start : start + width])
+        if whole < len(values):
+            cursor.executemany(INSERT, _by_row(values[whole:]))
+        self.head = (position + len(rows), digest)
+        return [(position + index, row, recorded_at) for index, row in enumerate(rows, 1)]
 
     def _read_head(self, cursor: apsw.Cursor) -> tuple[int, bytes]:
         """The log's last (position, hash), read inside the write transaction and cached."""
