@@ -133,7 +133,7 @@ class _Builder:
                 lines = ["return False"]
                 break
             lines += [f"f{index} = v.{field}", f"if not {test}:", "    return False"]
-        name = self.structs[cls] = self._define("struct", *lines)
+        name = self.structs[cls] = self._define(f"{cls.__name__}_", *lines)
         return name
 
 

@@ -44,7 +44,8 @@ class Codec:
         self._versions = {t: (t.tag(), t.version) for t in types}
         self._encoder = msgspec.json.Encoder(enc_hook=_plain)
         self._upcasters = upcasters
-        self._checks = _Checks(self._versions)
+        # Each event class's canonical check (see `canonical`), built on its first use.
+        self.checks: Mapping[type, Check] = _Checks(self._versions)
 
     def encode(self, event: Event) -> tuple[str, int, bytes]:
         """Return `(type, type_version, payload)` for an event of a known type."""
@@ -53,6 +54,19 @@ class Codec:
         if version is None:
             raise CorruptRecord(f"cannot encode {tag!r}: not a registered event type")
         return tag, version, self._encoder.encode(event)
+
+    def encode_many(self, events: Iterable[Event]) -> list[tuple[str, int, bytes]]:
+        """`encode` of each event; a class seen before found at once (an append encodes
+        hundreds of events of a few classes)."""
+        kinds, payload = self._versions, self._encoder.encode
+        encoded = []
+        for event in events:
+            kind = kinds.get(type(event))
+            if kind is None:
+                encoded.append(self.encode(event))
+            else:
+                encoded.append((kind[0], kind[1], payload(event)))
+        return encoded
 
     def encode_payload(self, event: Event) -> bytes:
         return self._encoder.encode(event)
@@ -135,7 +149,7 @@ class Codec:
         payload gives back (`rota.infrastructure.canonical`): an append that encoded it
         hands it back as it is, and decodes only the others. A new write is at its type's
         current version, so no upcaster applies to it."""
-        return self._checks[type(event)](event)
+        return self.checks[type(event)](event)
 
 
 class _Checks(dict[type, Check]):

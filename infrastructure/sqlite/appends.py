@@ -111,15 +111,14 @@ class LogAppends:
         expected = expected or {}
         if len(events) == 1 and expected.keys() <= {events[0].stream}:
             return self._append_one(events[0], expected)
-        encode = self.codec.encode
-        prepared: list[tuple[NewEvent, Row]] = []
-        for new in events:
-            tag, version, payload = encode(new.event)
-            row = Row(
+        encoded = self.codec.encode_many([new.event for new in events])
+        prepared = [
+            (new, Row(
                 new.stream, None, tag, version, new.delivery_id, payload.decode(), payload,
                 new.event,
-            )  # fmt: skip
-            prepared.append((new, row))
+            ))
+            for new, (tag, version, payload) in zip(events, encoded, strict=True)
+        ]  # fmt: skip
         if not prepared and not expected:
             return AppendResult([], 0)
         result = self.write(lambda cursor: self._append_in(cursor, prepared, expected))
@@ -127,8 +126,8 @@ class LogAppends:
         # when canonical; the others decoded from what was written, outside the write lock.
         entries: list[Any] = result.recorded
         written = [entry for entry in entries if type(entry) is tuple]
-        canonical = self.codec.canonical
-        given = [row.event if canonical(row.event) else None for _, row, _ in written]
+        checks = self.codec.checks  # (`Codec.canonical`, one call less an event)
+        given = [row.event if checks[type(row.event)](row.event) else None for _, row, _ in written]
         decoded = iter(_decode_others(self.codec, written, given) if None in given else given)
         recorded: list[RecordedEvent] = []
         for entry in entries:
