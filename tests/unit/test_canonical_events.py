@@ -22,7 +22,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rota.application.ports import NewEvent
 from rota.domain.events import (
     ALL_EVENTS,
     AttemptClaimed,
@@ -33,9 +32,7 @@ from rota.domain.events import (
     WorkSubmitted,
 )
 from rota.infrastructure.canonical import canonical_check
-from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.codec import DEFAULT_CODEC
-from rota.infrastructure.sqlite.store import SQLiteStore
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 CHECKS: dict[type, Any] = {}  # fresh checks (no value seen yet), one per event class
@@ -240,35 +237,3 @@ def test_scalars_and_utc_times_are_canonical() -> None:
         AttemptParked(work_id="w", attempt=1, epoch=1, remaining_seconds=0.0, usage={"t": 2.0})
     )
     assert not DEFAULT_CODEC.canonical(None)
-
-
-def test_an_append_hands_back_a_canonical_event_and_decodes_the_others(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "log.db", clock=ManualClock())
-    try:
-        kept = WorkSubmitted(work_id="a", scope="root", binding="b")
-        float_given_an_int = AttemptParked(work_id="a", attempt=1, epoch=1, remaining_seconds=30)
-        payload = {"n": [1, 2]}
-        held = InputAccepted(work_id="a", key="k", payload=payload)
-        result = store.append(
-            [
-                NewEvent("work/a", kept),
-                NewEvent("work/a", float_given_an_int),
-                NewEvent("work/a", held, "input/a/k"),
-            ]
-        )
-        recorded = [r.event for r in result.recorded]
-        assert recorded[0] is kept  # not decoded again
-        assert isinstance(recorded[1], AttemptParked)
-        assert type(recorded[1].remaining_seconds) is float  # as a read decodes it
-        assert recorded[2] == held and recorded[2] is not held
-        assert isinstance(recorded[2], InputAccepted) and recorded[2].payload is not payload
-        assert [r.event for r in store.read(0)] == recorded
-        assert all(_same(r.event, e) for r, e in zip(store.read(0), recorded, strict=True))
-        # One event: the single-event path does the same.
-        one = WorkSubmitted(work_id="b", scope="root", binding="b")
-        assert store.append([NewEvent("work/b", one)], {"work/b": 0}).recorded[0].event is one
-        parked = AttemptParked(work_id="b", attempt=1, epoch=1, remaining_seconds=5)
-        again = store.append([NewEvent("work/b", parked)]).recorded[0].event
-        assert isinstance(again, AttemptParked) and type(again.remaining_seconds) is float
-    finally:
-        store.close()
