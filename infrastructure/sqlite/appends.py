@@ -224,10 +224,13 @@ class LogAppends:
         if duplicates is not None:
             return AppendResult(duplicates, 0)
 
-        self._read_versions(cursor, [*expected, *(row.stream for _, row in prepared)])
+        self._read_versions(cursor, [*expected, *[row.stream for _, row in prepared]])
         versions: dict[str, int] = {}
+        cached = self.versions  # (read first here: one call less a stream)
         for stream, want in expected.items():
-            actual = self._stream_version(cursor, stream)
+            actual = cached.get(stream)
+            if actual is None:
+                actual = self._stream_version(cursor, stream)
             if actual != want:
                 raise ConcurrencyConflict(stream, want, actual)
             versions[stream] = actual
@@ -237,6 +240,8 @@ class LogAppends:
             if not every and not deliveries.is_new(index):
                 continue
             current = versions.get(row.stream)
+            if current is None:
+                current = cached.get(row.stream)
             if current is None:
                 current = self._stream_version(cursor, row.stream)
             row.version = versions[row.stream] = current + 1
@@ -329,7 +334,7 @@ class LogAppends:
     def _read_versions(self, cursor: apsw.Cursor, streams: Sequence[str]) -> None:
         """Cache the versions of those of `streams` not cached, in one query when there
         are several (a bulk submit names hundreds of new streams)."""
-        missing = {stream for stream in streams if stream not in self.versions}
+        missing = set(streams).difference(self.versions)  # (in C: hundreds of streams)
         if len(missing) < 2:
             return
         rows = cursor.execute(
