@@ -19,7 +19,6 @@ import msgspec
 from rota.application.errors import ConcurrencyConflict
 from rota.application.ports import AppendResult, Clock, NewEvent, RawRecord, RecordedEvent
 from rota.application.timestamps import format_timestamp
-from rota.domain.events import Event
 from rota.infrastructure.chain import GENESIS, check_continuation, link_event
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
@@ -66,20 +65,17 @@ def _by_row(values: list[Any]) -> list[tuple[Any, ...]]:
 
 
 def _decode_others(
-    codec: Codec, written: list[tuple[int, Row, str]], events: list[Event | None]
-) -> list[Event]:
-    """`events` (the canonical events given, None for the others) with the others decoded
-    from their rows, in one decoder call."""
-    decoded = iter(
-        codec.decode_written(
-            [
-                (row.type, row.type_version, payload_of(row), position)
-                for (position, row, _), event in zip(written, events, strict=True)
-                if event is None
-            ]
-        )
+    codec: Codec, others: list[tuple[int, int, Row, str]], recorded: list[Any]
+) -> None:
+    """Put in `recorded` the events of the rows `others` names (index, position, row,
+    recorded_at), decoded from the rows in one decoder call."""
+    decoded = codec.decode_written(
+        [(row.type, row.type_version, payload_of(row), position) for _, position, row, _ in others]
     )
-    return [next(decoded) if event is None else event for event in events]
+    for (index, position, row, recorded_at), event in zip(others, decoded, strict=True):
+        recorded[index] = RecordedEvent(
+            position, row.stream, row.version or 0, row.delivery_id, recorded_at, event
+        )
 
 
 class LogAppends:
@@ -124,23 +120,27 @@ class LogAppends:
         result = self.write(lambda cursor: self._append_in(cursor, prepared, expected))
         # The events returned are exactly what a later read or replay will see: each given,
         # when canonical; the others decoded from what was written, outside the write lock.
-        entries: list[Any] = result.recorded
-        written = [entry for entry in entries if type(entry) is tuple]
         checks = self.codec.checks  # (`Codec.canonical`, one call less an event)
-        given = [row.event if checks[type(row.event)](row.event) else None for _, row, _ in written]
-        decoded = iter(_decode_others(self.codec, written, given) if None in given else given)
-        recorded: list[RecordedEvent] = []
+        recorded: list[Any] = []
+        others: list[tuple[int, int, Row, str]] = []  # (index in recorded, position, row, at)
+        entries: list[Any] = result.recorded  # (position, row, recorded_at) each written
         for entry in entries:
             if type(entry) is not tuple:
                 recorded.append(entry)  # an original (a duplicate delivery)
                 continue
             position, row, recorded_at = entry
-            recorded.append(
-                RecordedEvent(
-                    position, row.stream, row.version or 0, row.delivery_id, recorded_at,
-                    next(decoded),
+            event = row.event
+            if checks[type(event)](event):
+                recorded.append(
+                    RecordedEvent(
+                        position, row.stream, row.version or 0, row.delivery_id, recorded_at, event
+                    )
                 )
-            )  # fmt: skip
+            else:
+                others.append((len(recorded), position, row, recorded_at))
+                recorded.append(None)
+        if others:
+            _decode_others(self.codec, others, recorded)
         return AppendResult(recorded, result.written)
 
     def _append_one(self, new: NewEvent, expected: Mapping[str, int]) -> AppendResult:

@@ -39,3 +39,26 @@ def test_a_one_event_append_does_the_same(store: EventStore) -> None:
     again = store.append([NewEvent("work/b", parked)]).recorded[0].event
     assert isinstance(again, AttemptParked) and type(again.remaining_seconds) is float
     assert store.read(0)[1].event == again
+
+
+def test_duplicates_canonical_and_decoded_events_keep_their_places(store: EventStore) -> None:
+    first = InputAccepted(work_id="c", key="k", payload={"n": 1})
+    original = store.append([NewEvent("work/c", first, "input/c/k")]).recorded[0]
+    kept = WorkSubmitted(work_id="d", scope="root", binding="b")
+    parked = AttemptParked(work_id="c", attempt=1, epoch=1, remaining_seconds=2)
+    again = InputAccepted(work_id="c", key="k", payload={"n": 1})
+    result = store.append(
+        [
+            NewEvent("work/c", parked),
+            NewEvent("work/c", again, "input/c/k"),
+            NewEvent("work/d", kept),
+        ]
+    )
+    assert result.written == 2
+    recorded = result.recorded
+    assert recorded[1] == original  # the duplicate answers with the original
+    assert isinstance(recorded[0].event, AttemptParked)
+    assert type(recorded[0].event.remaining_seconds) is float
+    assert recorded[2].event is kept
+    assert [r.position for r in recorded] == [2, 1, 3]
+    assert store.read(0)[1:] == [recorded[0], recorded[2]]
