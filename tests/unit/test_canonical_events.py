@@ -60,7 +60,13 @@ def _same(a: Any, b: Any) -> bool:
 
 
 texts = st.text(max_size=8)
-json_scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | texts
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | (st.integers() | st.sampled_from([2**64, -(2**70), 10**400]))
+    | st.floats()
+    | texts
+)
 json_like = st.recursive(
     json_scalars | st.builds(Text, texts),
     lambda inner: (
@@ -83,7 +89,7 @@ def values(annotation: Any) -> st.SearchStrategy[Any]:
     if annotation is str:
         return texts | st.builds(Text, texts)
     if annotation is int:
-        return st.integers(-(2**63), 2**63 - 1) | st.booleans()
+        return (st.integers() | st.sampled_from([2**64, -(2**70), 10**400])) | st.booleans()
     if annotation is bool:
         return st.booleans() | st.integers(0, 1)
     if annotation is float:
