@@ -34,8 +34,10 @@ duplicate, the append is a no-op that returns the originals, and expected versio
 checked (a caller retrying after a lost acknowledgement gets its original answer). The same
 identity with a different stream, type or payload raises `DeliveryConflict`.
 
-The events an append returns are decoded from what was stored, exactly as a later read or
-replay will see them (an `int` given for a `float` field comes back a `float`).
+The events an append returns are exactly as a later read or replay will see them: the
+events given, where each is already what decoding its stored payload gives back
+(`Codec.canonical`), the others decoded from what was stored (an `int` given for a `float`
+field comes back a `float`, a payload dict the caller holds comes back rota's own copy).
 
 Errors are the store error tree in `rota.application.errors`; driver exceptions never
 escape. Stores are safe to share between threads; a store must not be used in a child

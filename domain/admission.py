@@ -103,6 +103,7 @@ def plan_starts(
     scope_taken: dict[str, list[str]] = {}
     charged: dict[tuple[str, str, str], float] = {}
     sent = set(notified)  # a notice's identity is emitted at most once, in the log or here
+    scope_limits = settings.scope_limits
 
     def used_now(budget: str, ledger: str, window: str) -> float:
         return used(budget, ledger, window) + charged.get((budget, ledger, window), 0.0)
@@ -122,15 +123,18 @@ def plan_starts(
             detail = f"pool {pool} is full ({in_pool}/{ceiling})"
             plan.waiting.append(Waiting(work.work_id, settings.pool_code(pool), detail))
             continue
-        limited = [s for s in ancestors(work.scope) if s in settings.scope_limits]
-        full = next(
-            (
-                s
-                for s in limited
-                if scope_in_use.get(s, 0) + len(scope_taken.get(s, ())) >= settings.scope_limits[s]
-            ),
-            None,
-        )
+        limited: list[str] = []  # (no scope limits, the commonest settings: none is full)
+        full: str | None = None
+        if scope_limits:
+            limited = [s for s in ancestors(work.scope) if s in scope_limits]
+            full = next(
+                (
+                    s
+                    for s in limited
+                    if scope_in_use.get(s, 0) + len(scope_taken.get(s, ())) >= scope_limits[s]
+                ),
+                None,
+            )
         if full is not None:
             detail = f"scope {full} is at its limit of {settings.scope_limits[full]}"
             plan.waiting.append(Waiting(work.work_id, DomainCode.CAPACITY_SCOPE, detail))

@@ -90,9 +90,10 @@ def validate_result(result: Result) -> Result:
     return result
 
 
-def check_payload(value: Any, what: str) -> None:
+def check_payload(value: Any, what: str, *, sorted_keys: bool = False) -> bytes | None:
     """Refuse a payload that is not exactly a JSON value, above 256 KiB or nested deeper
-    than 32 levels.
+    than 32 levels; return its JSON encoding (object keys sorted with `sorted_keys`), or
+    None for the commonest data (null, true, false), which is not encoded.
 
     A payload is kept as given or refused, never changed: only `None`, `bool`, `int`, a
     finite `float`, `str`, `list` and `dict` with `str` keys (those exact types) are JSON
@@ -101,14 +102,16 @@ def check_payload(value: Any, what: str) -> None:
     first bad value: `input payload[3].when: a datetime is not a JSON value`.
     """
     if value is None or value is True or value is False:
-        return  # the commonest data (none): a JSON value of at most 5 bytes
-    _check(value, what, "", 0)
-    size = len(msgspec.json.encode(value))
-    if size > MAX_DATA_BYTES:
+        return None  # the commonest data (none): a JSON value of at most 5 bytes
+    if not _is_json(value, 0):
+        _check(value, what, "", 0)  # the refusal, with the path of the first bad value
+    encoded = msgspec.json.encode(value, order="sorted" if sorted_keys else None)
+    if len(encoded) > MAX_DATA_BYTES:  # (sorting keys leaves the length as it is)
         raise InvalidCommand(
-            f"{what} is {size} bytes encoded; at most {MAX_DATA_BYTES}",
+            f"{what} is {len(encoded)} bytes encoded; at most {MAX_DATA_BYTES}",
             code=DomainCode.PAYLOAD_TOO_LARGE,
         )
+    return encoded
 
 
 SCALARS = (type(None), bool, int, str)
@@ -117,6 +120,24 @@ SCALARS = (type(None), bool, int, str)
 # 2**14280 an integer has at most 4299 digits.
 MAX_INT_BITS = 14_280
 KEY_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _is_json(value: Any, level: int) -> bool:
+    """Whether `_check` would accept `value`, without the paths it builds for its message."""
+    if level > MAX_DEPTH:
+        return False
+    kind = type(value)
+    if kind is int:
+        return bool(value.bit_length() <= MAX_INT_BITS)
+    if kind in SCALARS:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is dict:
+        return all(type(key) is str and _is_json(item, level + 1) for key, item in value.items())
+    if kind is list:
+        return all(_is_json(item, level + 1) for item in value)
+    return False
 
 
 def _check(value: Any, what: str, path: str, level: int) -> None:

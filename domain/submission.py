@@ -72,9 +72,12 @@ def _submitted(
         ) from exc
 
 
-def derived_input_key(payload: Any) -> str:
-    """A key derived from the payload, for callers that supply none."""
-    digest = hashlib.sha256(msgspec.json.encode(payload, order="sorted")).hexdigest()
+def derived_input_key(payload: Any, encoded: bytes | None = None) -> str:
+    """A key derived from the payload, for callers that supply none; `encoded`: its JSON
+    with object keys sorted, when the caller has it."""
+    if encoded is None:
+        encoded = msgspec.json.encode(payload, order="sorted")
+    digest = hashlib.sha256(encoded).hexdigest()
     return f"sha256:{digest[:32]}"
 
 
@@ -94,8 +97,8 @@ def accept_input(
             f"Work {work_id!r} is {work.terminal}; it accepts no more input",
             code=DomainCode.WORK_TERMINAL,
         )
-    check_payload(payload, "input payload")
-    key = key if key is not None else derived_input_key(payload)
+    encoded = check_payload(payload, "input payload", sorted_keys=key is None)
+    key = key if key is not None else derived_input_key(payload, encoded)
     if not INPUT_KEY.match(key):
         raise InvalidCommand(
             f"input key {key!r} must match {INPUT_KEY.pattern}", code=DomainCode.INVALID_KEY

@@ -23,6 +23,9 @@ GENESIS_HEX = GENESIS.hex()
 
 _header = msgspec.json.Encoder()
 _sha256 = hashlib.sha256
+# The envelope's header line from `[position, stream, version, type, type_version,
+# delivery_id, recorded_at]` (as `canonical_envelope` encodes it).
+encode_header = _header.encode
 
 
 def canonical_envelope(

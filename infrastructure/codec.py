@@ -19,6 +19,7 @@ import msgspec
 from rota.application.errors import CorruptRecord, PortCode
 from rota.domain.events import ALL_EVENTS, Event
 from rota.domain.upcasting import UPCASTERS, Upcaster, upcast
+from rota.infrastructure.canonical import Check, canonical_check
 
 
 class Codec:
@@ -43,6 +44,8 @@ class Codec:
         self._versions = {t: (t.tag(), t.version) for t in types}
         self._encoder = msgspec.json.Encoder(enc_hook=_plain)
         self._upcasters = upcasters
+        # Each event class's canonical check (see `canonical`), built on its first use.
+        self.checks: Mapping[type, Check] = _Checks(self._versions)
 
     def encode(self, event: Event) -> tuple[str, int, bytes]:
         """Return `(type, type_version, payload)` for an event of a known type."""
@@ -51,6 +54,19 @@ class Codec:
         if version is None:
             raise CorruptRecord(f"cannot encode {tag!r}: not a registered event type")
         return tag, version, self._encoder.encode(event)
+
+    def encode_many(self, events: Iterable[Event]) -> list[tuple[str, int, bytes]]:
+        """`encode` of each event; a class seen before found at once (an append encodes
+        hundreds of events of a few classes)."""
+        kinds, payload = self._versions, self._encoder.encode
+        encoded = []
+        for event in events:
+            kind = kinds.get(type(event))
+            if kind is None:
+                encoded.append(self.encode(event))
+            else:
+                encoded.append((kind[0], kind[1], payload(event)))
+        return encoded
 
     def encode_payload(self, event: Event) -> bytes:
         return self._encoder.encode(event)
@@ -127,6 +143,30 @@ class Codec:
             ):
                 return events
         return [self.decode(*row) for row in rows]
+
+    def canonical(self, event: Event | None) -> bool:
+        """Whether `event` (of a type this codec encodes) is exactly what decoding its
+        payload gives back (`rota.infrastructure.canonical`): an append that encoded it
+        hands it back as it is, and decodes only the others. A new write is at its type's
+        current version, so no upcaster applies to it."""
+        return self.checks[type(event)](event)
+
+
+class _Checks(dict[type, Check]):
+    """Each event class's canonical check, built on its first use; never for another."""
+
+    def __init__(self, versions: Mapping[type[Event], tuple[str, int]]) -> None:
+        super().__init__()
+        self._versions = versions
+
+    def __missing__(self, cls: type) -> Check:
+        check = canonical_check(cls) if cls in self._versions else _never
+        self[cls] = check
+        return check
+
+
+def _never(event: object) -> bool:
+    return False
 
 
 def _plain(obj: Any) -> Any:

@@ -7,9 +7,12 @@ chain itself is `chain`'s), exactly as every store records them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
-from rota.infrastructure.chain import link_event
+from rota.domain.events import Event
+from rota.infrastructure.chain import encode_header, link_event
 
 # (position, stream, version, type, type_version, delivery_id): a recorded row's key columns.
 RowKey = tuple[int, str, int, str, int, str | None]
@@ -18,7 +21,9 @@ RowKey = tuple[int, str, int, str, int, str | None]
 class Row:
     """One event about to be written, before its position, time and hash are known."""
 
-    __slots__ = ("data", "delivery_id", "payload", "stream", "type", "type_version", "version")
+    __slots__ = (
+        "data", "delivery_id", "event", "payload", "stream", "type", "type_version", "version",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -29,6 +34,7 @@ class Row:
         delivery_id: str | None,
         data: str | bytes,
         payload: bytes | None = None,
+        event: Event | None = None,
     ) -> None:
         self.stream = stream
         self.version = version
@@ -39,6 +45,9 @@ class Row:
         # `data` as bytes, when the caller has them (the encoder's output): what the chain
         # hashes, so it is not encoded again.
         self.payload = payload
+        # The event `data` encodes, when the caller has it: handed back by the append in
+        # place of decoding `data` again, when it is canonical (`Codec.written`).
+        self.event = event
 
 
 def chain_rows(
@@ -53,12 +62,50 @@ def chain_rows(
         stream, type_, type_version, delivery_id = (
             row.stream, row.type, row.type_version, row.delivery_id
         )  # fmt: skip
-        payload = row.payload
-        if payload is None:
-            data = row.data
-            payload = data.encode() if isinstance(data, str) else bytes(data)
         previous = link_event(
             previous, position, stream, version, type_, type_version, delivery_id,
-            recorded_at, payload,
+            recorded_at, payload_of(row),
         )  # fmt: skip
         yield row, (position, stream, version, type_, type_version, delivery_id), previous
+
+
+def chain_values(
+    rows: Sequence[Row], position: int, previous: bytes, recorded_at: str
+) -> tuple[list[Any], bytes]:
+    """The rows (their versions set), positioned after `position` and chained from
+    `previous`, as one flat run of the log's nine columns a row (`COLUMNS` order, the hash
+    in hex); and the last row's hash.
+
+    The same hashes as `chain_rows` (`link_event` of each row), computed in one loop: no
+    call, key tuple or generator step an event (an append writes hundreds)."""
+    header, sha256 = encode_header, hashlib.sha256
+    values: list[Any] = []
+    extend = values.extend
+    for row in rows:
+        position += 1
+        version = row.version
+        assert version is not None
+        stream, type_, type_version, delivery_id = (
+            row.stream, row.type, row.type_version, row.delivery_id
+        )  # fmt: skip
+        previous = sha256(
+            b"".join((
+                previous,
+                header([position, stream, version, type_, type_version, delivery_id, recorded_at]),
+                b"\n",
+                row.payload or payload_of(row),
+            ))
+        ).digest()  # fmt: skip
+        extend((
+            position, stream, version, type_, type_version, delivery_id, row.data, recorded_at,
+            previous.hex(),
+        ))  # fmt: skip
+    return values, previous
+
+
+def payload_of(row: Row) -> bytes:
+    """The row's payload as bytes (the encoder's own, when it kept them)."""
+    if row.payload is not None:
+        return row.payload
+    data = row.data
+    return data.encode() if isinstance(data, str) else bytes(data)

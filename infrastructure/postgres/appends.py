@@ -68,12 +68,14 @@ class LogAppends:
         self, events: Sequence[NewEvent], expected: Mapping[str, int] | None = None
     ) -> AppendResult:
         wanted = dict(expected or {})
-        prepared: list[tuple[NewEvent, Row]] = []
-        for new in events:
-            tag, version, payload = self.codec.encode(new.event)
-            prepared.append(
-                (new, Row(new.stream, None, tag, version, new.delivery_id, payload.decode()))
-            )
+        encoded = self.codec.encode_many([new.event for new in events])
+        prepared = [
+            (new, Row(
+                new.stream, None, tag, version, new.delivery_id, payload.decode(), payload,
+                new.event,
+            ))
+            for new, (tag, version, payload) in zip(events, encoded, strict=True)
+        ]  # fmt: skip
         if not prepared and not wanted:
             return AppendResult([], 0)
         # Read under the lock, in the round trip that takes it: the recorded delivery
@@ -93,16 +95,19 @@ class LogAppends:
         except DeliveryConflict:
             self._count("delivery_conflicts")
             raise
-        # New events come back decoded from what was stored; decoded after the commit, so
+        # New events come back as a read will see them: each given, when canonical
+        # (`Codec.canonical`); the others decoded from what was stored, after the commit, so
         # the log's lock is not held for it.
-        decode = self.codec.decode
+        decode, checks = self.codec.decode, self.codec.checks
         out: list[RecordedEvent] = []
         for entry in recorded:
             if isinstance(entry, RecordedEvent):
                 out.append(entry)
                 continue
             position, row, at = entry
-            event = decode(row.type, row.type_version, row.data, position)
+            event = row.event
+            if event is None or not checks[type(event)](event):
+                event = decode(row.type, row.type_version, row.data, position)
             out.append(
                 RecordedEvent(position, row.stream, row.version or 0, row.delivery_id, at, event)
             )

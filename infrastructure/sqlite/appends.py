@@ -22,7 +22,7 @@ from rota.application.timestamps import format_timestamp
 from rota.infrastructure.chain import GENESIS, check_continuation, link_event
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
-from rota.infrastructure.log_rows import Row, chain_rows
+from rota.infrastructure.log_rows import Row, chain_values, payload_of
 from rota.infrastructure.sqlite.log_file import COLUMNS, INSERT
 
 T = TypeVar("T")
@@ -35,7 +35,7 @@ class Write(Protocol):
 
 
 class _Written:
-    """A row this append wrote; decoded into a `RecordedEvent` after the commit."""
+    """A row this append wrote; made a `RecordedEvent` after the commit."""
 
     __slots__ = ("position", "recorded_at", "row")
 
@@ -44,9 +44,11 @@ class _Written:
         self.row = row
         self.recorded_at = recorded_at
 
-    def decoded(self, decode: Callable[..., Any]) -> RecordedEvent:
+    def recorded(self, codec: Codec) -> RecordedEvent:
         row = self.row
-        event = decode(row.type, row.type_version, row.data, self.position)
+        event = row.event
+        if event is None or not codec.canonical(event):
+            event = codec.decode(row.type, row.type_version, payload_of(row), self.position)
         return RecordedEvent(
             self.position, row.stream, row.version or 0, row.delivery_id, self.recorded_at, event
         )
@@ -62,11 +64,18 @@ def _by_row(values: list[Any]) -> list[tuple[Any, ...]]:
     return [tuple(values[i : i + width]) for i in range(0, len(values), width)]
 
 
-def _payload(row: Row) -> bytes:
-    """The row's payload as bytes (the encoder's own, when it kept them)."""
-    if row.payload is not None:
-        return row.payload
-    return row.data.encode() if isinstance(row.data, str) else bytes(row.data)
+def _decode_others(
+    codec: Codec, others: list[tuple[int, int, Row, str]], recorded: list[Any]
+) -> None:
+    """Put in `recorded` the events of the rows `others` names (index, position, row,
+    recorded_at), decoded from the rows in one decoder call."""
+    decoded = codec.decode_written(
+        [(row.type, row.type_version, payload_of(row), position) for _, position, row, _ in others]
+    )
+    for (index, position, row, recorded_at), event in zip(others, decoded, strict=True):
+        recorded[index] = RecordedEvent(
+            position, row.stream, row.version or 0, row.delivery_id, recorded_at, event
+        )
 
 
 class LogAppends:
@@ -98,36 +107,40 @@ class LogAppends:
         expected = expected or {}
         if len(events) == 1 and expected.keys() <= {events[0].stream}:
             return self._append_one(events[0], expected)
-        encode = self.codec.encode
-        prepared: list[tuple[NewEvent, Row]] = []
-        for new in events:
-            tag, version, payload = encode(new.event)
-            row = Row(new.stream, None, tag, version, new.delivery_id, payload.decode(), payload)
-            prepared.append((new, row))
+        encoded = self.codec.encode_many([new.event for new in events])
+        prepared = [
+            (new, Row(
+                new.stream, None, tag, version, new.delivery_id, payload.decode(), payload,
+                new.event,
+            ))
+            for new, (tag, version, payload) in zip(events, encoded, strict=True)
+        ]  # fmt: skip
         if not prepared and not expected:
             return AppendResult([], 0)
         result = self.write(lambda cursor: self._append_in(cursor, prepared, expected))
-        # Decode what was written outside the write lock: the events returned are exactly
-        # what a later read or replay will see.
-        entries: list[Any] = result.recorded
-        written = [entry for entry in entries if type(entry) is tuple]
-        decoded = iter(
-            self.codec.decode_written(
-                [(row.type, row.type_version, _payload(row), p) for p, row, _ in written]
-            )
-        )
-        recorded: list[RecordedEvent] = []
+        # The events returned are exactly what a later read or replay will see: each given,
+        # when canonical; the others decoded from what was written, outside the write lock.
+        checks = self.codec.checks  # (`Codec.canonical`, one call less an event)
+        recorded: list[Any] = []
+        others: list[tuple[int, int, Row, str]] = []  # (index in recorded, position, row, at)
+        entries: list[Any] = result.recorded  # (position, row, recorded_at) each written
         for entry in entries:
             if type(entry) is not tuple:
                 recorded.append(entry)  # an original (a duplicate delivery)
                 continue
             position, row, recorded_at = entry
-            recorded.append(
-                RecordedEvent(
-                    position, row.stream, row.version or 0, row.delivery_id, recorded_at,
-                    next(decoded),
+            event = row.event
+            if checks[type(event)](event):
+                recorded.append(
+                    RecordedEvent(
+                        position, row.stream, row.version or 0, row.delivery_id, recorded_at, event
+                    )
                 )
-            )  # fmt: skip
+            else:
+                others.append((len(recorded), position, row, recorded_at))
+                recorded.append(None)
+        if others:
+            _decode_others(self.codec, others, recorded)
         return AppendResult(recorded, result.written)
 
     def _append_one(self, new: NewEvent, expected: Mapping[str, int]) -> AppendResult:
@@ -138,7 +151,10 @@ class LogAppends:
         whenever the log's unique indexes can answer instead (see `_insert_one`).
         """
         tag, type_version, payload = self.codec.encode(new.event)
-        row = Row(new.stream, None, tag, type_version, new.delivery_id, payload.decode(), payload)
+        row = Row(
+            new.stream, None, tag, type_version, new.delivery_id, payload.decode(), payload,
+            new.event,
+        )  # fmt: skip
         want = expected.get(new.stream)
 
         def body(cursor: apsw.Cursor) -> AppendResult | _Written:
@@ -151,10 +167,10 @@ class LogAppends:
 
         result = self.write(body)
         if isinstance(result, _Written):
-            return AppendResult([result.decoded(self.codec.decode)], 1)
+            return AppendResult([result.recorded(self.codec)], 1)
         recorded: Any = result.recorded[0]
         if type(recorded) is tuple:  # written by `_append_in`: (position, row, recorded_at)
-            recorded = _Written(*recorded).decoded(self.codec.decode)
+            recorded = _Written(*recorded).recorded(self.codec)
         return AppendResult([recorded], result.written)
 
     def _insert_one(self, cursor: apsw.Cursor, row: Row, want: int | None) -> _Written | None:
@@ -179,7 +195,7 @@ class LogAppends:
         stream, type_, delivery_id, data = row.stream, row.type, row.delivery_id, row.data
         digest = link_event(
             previous, position, stream, version, type_, row.type_version, delivery_id,
-            recorded_at, _payload(row),
+            recorded_at, payload_of(row),
         )  # fmt: skip
         values = (position, stream, version, type_, row.type_version, delivery_id, data)
         try:
@@ -208,10 +224,13 @@ class LogAppends:
         if duplicates is not None:
             return AppendResult(duplicates, 0)
 
-        self._read_versions(cursor, [*expected, *(row.stream for _, row in prepared)])
+        self._read_versions(cursor, [*expected, *[row.stream for _, row in prepared]])
         versions: dict[str, int] = {}
+        cached = self.versions  # (read first here: one call less a stream)
         for stream, want in expected.items():
-            actual = self._stream_version(cursor, stream)
+            actual = cached.get(stream)
+            if actual is None:
+                actual = self._stream_version(cursor, stream)
             if actual != want:
                 raise ConcurrencyConflict(stream, want, actual)
             versions[stream] = actual
@@ -221,6 +240,8 @@ class LogAppends:
             if not every and not deliveries.is_new(index):
                 continue
             current = versions.get(row.stream)
+            if current is None:
+                current = cached.get(row.stream)
             if current is None:
                 current = self._stream_version(cursor, row.stream)
             row.version = versions[row.stream] = current + 1
@@ -259,21 +280,17 @@ class LogAppends:
             return []
         position, previous = self.head or self._read_head(cursor)
         recorded_at = format_timestamp(self.clock.now())
+        values, digest = chain_values(rows, position, previous, recorded_at)
         # Whole chunks of INSERT_ROWS rows go in one statement each (one statement step and
         # bind per chunk, not per row); the rest row by row.
-        values: list[Any] = []
-        written: list[tuple[int, Row, str]] = []
-        whole = len(rows) - len(rows) % INSERT_ROWS
-        for row, key, digest in chain_rows(rows, position, previous, recorded_at):
-            values.extend((*key, row.data, recorded_at, digest.hex()))
-            written.append((key[0], row, recorded_at))
-            if len(written) <= whole and len(written) % INSERT_ROWS == 0:
-                cursor.execute(INSERT_MANY, values)
-                values = []
-        if values:
-            cursor.executemany(INSERT, _by_row(values))
-        self.head = (written[-1][0], digest)
-        return written
+        width = INSERT_ROWS * 9
+        whole = len(values) - len(values) % width
+        for start in range(0, whole, width):
+            cursor.execute(INSERT_MANY, values[start : start + width])
+        if whole < len(values):
+            cursor.executemany(INSERT, _by_row(values[whole:]))
+        self.head = (position + len(rows), digest)
+        return [(position + index, row, recorded_at) for index, row in enumerate(rows, 1)]
 
     def _read_head(self, cursor: apsw.Cursor) -> tuple[int, bytes]:
         """The log's last (position, hash), read inside the write transaction and cached."""
@@ -317,7 +334,7 @@ class LogAppends:
     def _read_versions(self, cursor: apsw.Cursor, streams: Sequence[str]) -> None:
         """Cache the versions of those of `streams` not cached, in one query when there
         are several (a bulk submit names hundreds of new streams)."""
-        missing = {stream for stream in streams if stream not in self.versions}
+        missing = set(streams).difference(self.versions)  # (in C: hundreds of streams)
         if len(missing) < 2:
             return
         rows = cursor.execute(

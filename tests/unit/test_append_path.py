@@ -1,5 +1,6 @@
 """The SQLite append path's own shortcuts, against what they stand for: the chain link of one
-event (`link_event`) against the canonical envelope's, multi-row INSERTs against one row
+event (`link_event`) against the canonical envelope's, an append's rows chained in one loop
+(`chain_values`) against one link at a time, multi-row INSERTs against one row
 each (the chain verifies, versions and positions follow on), and `CancelEvent` against the
 `threading.Event` it is."""
 
@@ -15,6 +16,7 @@ from rota.application.cancel_event import CancelEvent
 from rota.application.ports import LaunchContext, NewEvent
 from rota.domain.events import InputAccepted, WorkSubmitted
 from rota.infrastructure.chain import GENESIS, canonical_envelope, link, link_event
+from rota.infrastructure.log_rows import Row, chain_rows, chain_values
 from rota.infrastructure.sqlite.appends import INSERT_ROWS
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay.audit import verify_chain
@@ -29,6 +31,25 @@ def test_link_event_is_the_link_of_the_canonical_envelope(
     payload = data.encode() if isinstance(data, str) else data
     previous = link(GENESIS, b"anything")
     assert link_event(previous, *key, payload) == link(previous, canonical_envelope(*key, data))
+
+
+def test_chain_values_are_the_rows_chained_one_link_at_a_time() -> None:
+    rows = [
+        Row("work/a", 1, "core.work.submitted", 1, None, '{"type":"x","v":"é"}'),
+        Row("work/a", 2, "core.input.accepted", 1, "input/a/k", b'{"type":"y"}'),
+        Row("work/b", 1, "core.work.submitted", 1, None, '{"type":"z"}', b'{"type":"z"}'),
+    ]
+    at, previous = "2026-12-06T00:00:00.000000Z", link(GENESIS, b"head")
+    values, last = chain_values(rows, 41, previous, at)
+    expected: list[object] = []
+    for row, key, digest in chain_rows(rows, 41, previous, at):
+        expected.extend((*key, row.data, at, digest.hex()))
+    assert values == expected and last.hex() == expected[-1]
+    data = rows[0].data
+    first = link(
+        previous, canonical_envelope(42, "work/a", 1, "core.work.submitted", 1, None, at, data)
+    )
+    assert values[8] == first.hex()
 
 
 @pytest.mark.parametrize("count", [1, INSERT_ROWS - 1, INSERT_ROWS, 2 * INSERT_ROWS + 5])

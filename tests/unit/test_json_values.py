@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from rota.domain.errors import DomainCode, InvalidCommand
 from rota.domain.events import InputAccepted
-from rota.domain.results import Result, check_payload, validate_result
+from rota.domain.results import Result, _check, _is_json, check_payload, validate_result
+from rota.domain.submission import derived_input_key
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.executors.inproc import to_result
 
@@ -152,3 +153,43 @@ def test_any_python_value_is_kept_exactly_or_refused_with_a_code(value: Any) -> 
     event = InputAccepted(work_id="w", key="k", payload=value)
     codec = Codec()
     assert codec.decode(*codec.encode(event)) == event
+
+
+near_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=4)
+    | st.sampled_from([2**14280, -(2**14279), b"x", (1,), {1}, Colour.RED]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=3) | st.integers(0, 2), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@given(value=near_json | st.integers(30, 35).map(_nested))
+def test_the_quick_walk_accepts_exactly_what_the_checked_walk_accepts(value: Any) -> None:
+    try:
+        _check(value, "input payload", "", 0)
+    except InvalidCommand:
+        assert not _is_json(value, 0)
+    else:
+        assert _is_json(value, 0)
+
+
+@given(payload=st.dictionaries(st.text(max_size=5), st.integers() | st.text(), max_size=5))
+def test_the_derived_key_from_the_checked_encoding_is_the_derived_key(payload: Any) -> None:
+    encoded = check_payload(payload, "input payload", sorted_keys=True)
+    assert encoded == msgspec.json.encode(payload, order="sorted")
+    assert derived_input_key(payload, encoded) == derived_input_key(payload)
+    assert check_payload(None, "input payload") is None
