@@ -11,8 +11,10 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from rota.application.ports import NewEvent
 from rota.domain.events import Event
 from rota.infrastructure.chain import encode_header, link_event
+from rota.infrastructure.codec import Codec
 
 # (position, stream, version, type, type_version, delivery_id): a recorded row's key columns.
 RowKey = tuple[int, str, int, str, int, str | None]
@@ -48,6 +50,19 @@ class Row:
         # The event `data` encodes, when the caller has it: handed back by the append in
         # place of decoding `data` again, when it is canonical (`Codec.written`).
         self.event = event
+
+
+def prepared_rows(codec: Codec, events: Sequence[NewEvent]) -> list[tuple[NewEvent, Row]]:
+    """Each event of an append encoded into a row (its version left for the store to set),
+    beside the event it came from: what every store's append writes."""
+    encoded = codec.encode_many([new.event for new in events])
+    return [
+        (new, Row(
+            new.stream, None, tag, version, new.delivery_id, payload.decode(), payload,
+            new.event,
+        ))
+        for new, (tag, version, payload) in zip(events, encoded, strict=True)
+    ]  # fmt: skip
 
 
 def chain_rows(

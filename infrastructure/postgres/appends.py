@@ -32,7 +32,7 @@ from rota.application.timestamps import format_timestamp
 from rota.infrastructure.chain import check_continuation
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
-from rota.infrastructure.log_rows import Row, chain_rows
+from rota.infrastructure.log_rows import Row, chain_rows, prepared_rows
 from rota.infrastructure.postgres.log_sql import LogStatements, json_literal
 from rota.infrastructure.postgres.transactions import Tx
 
@@ -68,14 +68,7 @@ class LogAppends:
         self, events: Sequence[NewEvent], expected: Mapping[str, int] | None = None
     ) -> AppendResult:
         wanted = dict(expected or {})
-        encoded = self.codec.encode_many([new.event for new in events])
-        prepared = [
-            (new, Row(
-                new.stream, None, tag, version, new.delivery_id, payload.decode(), payload,
-                new.event,
-            ))
-            for new, (tag, version, payload) in zip(events, encoded, strict=True)
-        ]  # fmt: skip
+        prepared = prepared_rows(self.codec, events)
         if not prepared and not wanted:
             return AppendResult([], 0)
         # Read under the lock, in the round trip that takes it: the recorded delivery

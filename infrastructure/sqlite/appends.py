@@ -22,7 +22,7 @@ from rota.application.timestamps import format_timestamp
 from rota.infrastructure.chain import GENESIS, check_continuation, link_event
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
-from rota.infrastructure.log_rows import Row, chain_values, payload_of
+from rota.infrastructure.log_rows import Row, chain_values, payload_of, prepared_rows
 from rota.infrastructure.sqlite.log_file import COLUMNS, INSERT
 
 T = TypeVar("T")
@@ -107,14 +107,7 @@ class LogAppends:
         expected = expected or {}
         if len(events) == 1 and expected.keys() <= {events[0].stream}:
             return self._append_one(events[0], expected)
-        encoded = self.codec.encode_many([new.event for new in events])
-        prepared = [
-            (new, Row(
-                new.stream, None, tag, version, new.delivery_id, payload.decode(), payload,
-                new.event,
-            ))
-            for new, (tag, version, payload) in zip(events, encoded, strict=True)
-        ]  # fmt: skip
+        prepared = prepared_rows(self.codec, events)
         if not prepared and not expected:
             return AppendResult([], 0)
         result = self.write(lambda cursor: self._append_in(cursor, prepared, expected))
