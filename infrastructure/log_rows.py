@@ -1,6 +1,6 @@
 """The rows an append hands to a log store before the log places them, and their chaining.
 
-`Row` is one event encoded, before its position, time and hash are known; `chain_rows`
+`Row` is one event encoded, before its position, time and hash are known; `chain_values`
 gives each row of an append its position and its hash, linked from the log's head (the
 chain itself is `chain`'s), exactly as every store records them.
 """
@@ -8,16 +8,13 @@ chain itself is `chain`'s), exactly as every store records them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rota.application.ports import NewEvent
 from rota.domain.events import Event
-from rota.infrastructure.chain import encode_header, link_event
+from rota.infrastructure.chain import encode_header
 from rota.infrastructure.codec import Codec
-
-# (position, stream, version, type, type_version, delivery_id): a recorded row's key columns.
-RowKey = tuple[int, str, int, str, int, str | None]
 
 
 class Row:
@@ -65,25 +62,6 @@ def prepared_rows(codec: Codec, events: Sequence[NewEvent]) -> list[tuple[NewEve
     ]  # fmt: skip
 
 
-def chain_rows(
-    rows: Sequence[Row], position: int, previous: bytes, recorded_at: str
-) -> Iterator[tuple[Row, RowKey, bytes]]:
-    """Each row (its version set) with its key, positioned after `position`, and its hash,
-    chained from `previous` (the head's hash)."""
-    for row in rows:
-        position += 1
-        version = row.version
-        assert version is not None
-        stream, type_, type_version, delivery_id = (
-            row.stream, row.type, row.type_version, row.delivery_id
-        )  # fmt: skip
-        previous = link_event(
-            previous, position, stream, version, type_, type_version, delivery_id,
-            recorded_at, payload_of(row),
-        )  # fmt: skip
-        yield row, (position, stream, version, type_, type_version, delivery_id), previous
-
-
 def chain_values(
     rows: Sequence[Row], position: int, previous: bytes, recorded_at: str
 ) -> tuple[list[Any], bytes]:
@@ -91,8 +69,9 @@ def chain_values(
     `previous`, as one flat run of the log's nine columns a row (`COLUMNS` order, the hash
     in hex); and the last row's hash.
 
-    The same hashes as `chain_rows` (`link_event` of each row), computed in one loop: no
-    call, key tuple or generator step an event (an append writes hundreds)."""
+    The same hash as `link_event` of each row, computed in one loop: no call, key tuple or
+    generator step an event (an append writes hundreds). Both stores' appends chain through
+    it."""
     header, sha256 = encode_header, hashlib.sha256
     values: list[Any] = []
     extend = values.extend

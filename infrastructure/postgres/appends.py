@@ -32,7 +32,7 @@ from rota.application.timestamps import format_timestamp
 from rota.infrastructure.chain import check_continuation
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
-from rota.infrastructure.log_rows import Row, chain_rows, prepared_rows
+from rota.infrastructure.log_rows import Row, chain_values, prepared_rows
 from rota.infrastructure.postgres.log_sql import LogStatements, json_literal
 from rota.infrastructure.postgres.transactions import Tx
 
@@ -139,13 +139,17 @@ class LogAppends:
         position, head_hash, when = tx.head()
         previous = bytes.fromhex(head_hash)
         recorded_at = format_timestamp(when)
-        columns: list[list[Any]] = [[] for _ in range(9)]
-        written: list[tuple[int, Row, str]] = []
-        for row, key, digest in chain_rows(rows, position, previous, recorded_at):
-            text, blob = (row.data, None) if isinstance(row.data, str) else (None, bytes(row.data))
-            for column, value in zip(columns, (*key, text, blob, digest.hex()), strict=True):
-                column.append(value)
-            written.append((key[0], row, recorded_at))
+        values, digest = chain_values(rows, position, previous, recorded_at)
+        # The INSERT takes a column at a time (arrays): the key columns, the payload as
+        # text or bytes, the hash.
+        columns: list[list[Any]] = [values[i::9] for i in range(6)]
+        data = values[6::9]
+        columns.append([d if isinstance(d, str) else None for d in data])
+        columns.append([None if isinstance(d, str) else bytes(d) for d in data])
+        columns.append(values[8::9])
+        written = [
+            (position, row, recorded_at) for position, row in zip(columns[0], rows, strict=True)
+        ]
         position = written[-1][0]
         params = (recorded_at, *columns, position, digest.hex(), self._channel, str(position))
         if defer:

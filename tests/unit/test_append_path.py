@@ -16,7 +16,7 @@ from rota.application.cancel_event import CancelEvent
 from rota.application.ports import LaunchContext, NewEvent
 from rota.domain.events import InputAccepted, WorkSubmitted
 from rota.infrastructure.chain import GENESIS, canonical_envelope, link, link_event
-from rota.infrastructure.log_rows import Row, chain_rows, chain_values
+from rota.infrastructure.log_rows import Row, chain_values, payload_of
 from rota.infrastructure.sqlite.appends import INSERT_ROWS
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay.audit import verify_chain
@@ -42,7 +42,11 @@ def test_chain_values_are_the_rows_chained_one_link_at_a_time() -> None:
     at, previous = "2026-12-06T00:00:00.000000Z", link(GENESIS, b"head")
     values, last = chain_values(rows, 41, previous, at)
     expected: list[object] = []
-    for row, key, digest in chain_rows(rows, 41, previous, at):
+    digest = previous
+    for position, row in enumerate(rows, 42):
+        assert row.version is not None
+        key = (position, row.stream, row.version, row.type, row.type_version, row.delivery_id)
+        digest = link_event(digest, *key, at, payload_of(row))
         expected.extend((*key, row.data, at, digest.hex()))
     assert values == expected and last.hex() == expected[-1]
     data = rows[0].data
