@@ -48,10 +48,15 @@ def settings_of(args: argparse.Namespace) -> LogSettings:
 
 
 class Status:
-    """The daemon's status lines (running, stopped, a forced stop) in the run's format."""
+    """The daemon's status lines (running, stopped, a forced stop) in the run's format.
 
-    def __init__(self, settings: LogSettings) -> None:
+    A line is written whole, in one write under the run's log handler's lock: a record
+    that another thread logs meanwhile (a launch refused as the daemon stops) comes before
+    or after it, never between the line and its newline."""
+
+    def __init__(self, settings: LogSettings, handler: logging.Handler | None = None) -> None:
         self.settings = settings
+        self.handler = handler
 
     def say(self, text: str, message: str, **fields: Any) -> None:
         """`rota: <text>` on stderr in the text format; a record `message` in JSON."""
@@ -63,16 +68,24 @@ class Status:
                  "msg": message, FIELDS_ATTRIBUTE: {"kind": "daemon", **fields}}
             )  # fmt: skip
             line = JsonFormatter().format(record)
-        with contextlib.suppress(OSError):
-            print(line, file=sys.stderr, flush=True)
+        handler = self.handler
+        if handler is not None:
+            handler.acquire()
+        try:
+            with contextlib.suppress(OSError):
+                sys.stderr.write(line + "\n")
+                sys.stderr.flush()
+        finally:
+            if handler is not None:
+                handler.release()
 
 
 @contextlib.contextmanager
 def run_logging(args: argparse.Namespace) -> Iterator[Status]:
     """Log to stderr as the run's settings say, for the run; yields its status lines."""
     settings = settings_of(args)
-    with configured(settings):
-        yield Status(settings)
+    with configured(settings) as handler:
+        yield Status(settings, handler)
 
 
 __all__ = ["Status", "log_options", "run_logging", "settings_of"]
