@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from rota.application.ports import NewEvent
+from rota.application.ports import NewEvent, RecordedEvent
 from rota.domain.events import Event
 from rota.infrastructure.chain import encode_header
 from rota.infrastructure.codec import Codec
@@ -45,7 +45,7 @@ class Row:
         # hashes, so it is not encoded again.
         self.payload = payload
         # The event `data` encodes, when the caller has it: handed back by the append in
-        # place of decoding `data` again, when it is canonical (`Codec.written`).
+        # place of decoding `data` again, when it is canonical (`recorded_events`).
         self.event = event
 
 
@@ -95,6 +95,47 @@ def chain_values(
             previous.hex(),
         ))  # fmt: skip
     return values, previous
+
+
+# (position, row, recorded_at): a row an append wrote, before it is returned as recorded.
+Written = tuple[int, Row, str]
+
+
+def recorded_events(
+    codec: Codec, entries: Sequence[RecordedEvent | Written]
+) -> list[RecordedEvent]:
+    """What an append returns for `entries`, exactly as a later read or replay sees them: an
+    original (a duplicate delivery) as it is; a row the append wrote with the event it was
+    given, when that is canonical (`Codec.canonical`: what decoding the row gives back),
+    else with the event decoded from the row (all such rows in one decoder call). Every
+    store's append hands its results back through it, outside its write lock."""
+    checks = codec.checks  # (`Codec.canonical`, one call less an event)
+    recorded: list[Any] = []
+    others: list[tuple[int, int, Row, str]] = []  # (index in recorded, position, row, at)
+    for entry in entries:
+        if type(entry) is not tuple:
+            recorded.append(entry)
+            continue
+        position, row, recorded_at = entry
+        event = row.event
+        if event is not None and checks[type(event)](event):
+            recorded.append(
+                RecordedEvent(
+                    position, row.stream, row.version or 0, row.delivery_id, recorded_at, event
+                )
+            )
+        else:
+            others.append((len(recorded), position, row, recorded_at))
+            recorded.append(None)
+    if others:
+        decoded = codec.decode_written(
+            [(row.type, row.type_version, payload_of(row), at) for _, at, row, _ in others]
+        )
+        for (index, position, row, recorded_at), event in zip(others, decoded, strict=True):
+            recorded[index] = RecordedEvent(
+                position, row.stream, row.version or 0, row.delivery_id, recorded_at, event
+            )
+    return recorded
 
 
 def payload_of(row: Row) -> bytes:

@@ -296,34 +296,36 @@ class SchedulerProjection:
         """
         if limit is None:
             limit = len(self.startable)
-        heap, works, startable = self._ready, self.works, self.startable
+        heap, ready = self._ready, self._ready_work
         for entry in self._found:
-            if self._valid(entry):
+            if ready(entry) is not None:
                 heapq.heappush(heap, entry)
         taken: list[tuple[int, str]] = []
         found: list[WorkState] = []
         seen: set[str] = set()
         while heap and len(found) < limit:
             entry = heapq.heappop(heap)
-            position, work_id = entry
-            if work_id not in startable or work_id in seen:
-                continue  # (a stale entry: its Work may be quiet, not held: not looked up)
-            work = dict.get(works, work_id) or works.get(work_id)  # (startable: held)
-            if work is None or not work.pending or work.pending[0].position != position:
+            if entry[1] in seen:
                 continue
-            seen.add(work_id)
+            work = ready(entry)
+            if work is None:
+                continue
+            seen.add(entry[1])
             found.append(work)
             taken.append(entry)
         self._found = taken
         return found
 
-    def _valid(self, entry: tuple[int, str]) -> bool:
-        """Whether a ready-heap entry still names a startable Work at its first input."""
+    def _ready_work(self, entry: tuple[int, str]) -> WorkState | None:
+        """The Work a ready-heap entry names, if it is still startable at that first input;
+        else None. A stale entry's Work (maybe quiet, not held) is not looked up."""
         position, work_id = entry
         if work_id not in self.startable:
-            return False
+            return None
         work = dict.get(self.works, work_id) or self.works.get(work_id)  # (startable: held)
-        return work is not None and bool(work.pending) and work.pending[0].position == position
+        if work is None or not work.pending or work.pending[0].position != position:
+            return None
+        return work
 
     def attempt(self, execution_id: str) -> tuple[WorkState, AttemptState] | None:
         work_id, _, number = execution_id.rpartition("/")

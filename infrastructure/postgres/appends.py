@@ -32,7 +32,7 @@ from rota.application.timestamps import format_timestamp
 from rota.infrastructure.chain import check_continuation
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
-from rota.infrastructure.log_rows import Row, chain_values, prepared_rows
+from rota.infrastructure.log_rows import Row, chain_values, prepared_rows, recorded_events
 from rota.infrastructure.postgres.log_sql import LogStatements, json_literal
 from rota.infrastructure.postgres.transactions import Tx
 
@@ -88,23 +88,9 @@ class LogAppends:
         except DeliveryConflict:
             self._count("delivery_conflicts")
             raise
-        # New events come back as a read will see them: each given, when canonical
-        # (`Codec.canonical`); the others decoded from what was stored, after the commit, so
-        # the log's lock is not held for it.
-        decode, checks = self.codec.decode, self.codec.checks
-        out: list[RecordedEvent] = []
-        for entry in recorded:
-            if isinstance(entry, RecordedEvent):
-                out.append(entry)
-                continue
-            position, row, at = entry
-            event = row.event
-            if event is None or not checks[type(event)](event):
-                event = decode(row.type, row.type_version, row.data, position)
-            out.append(
-                RecordedEvent(position, row.stream, row.version or 0, row.delivery_id, at, event)
-            )
-        return AppendResult(out, written)
+        # New events come back as a read will see them, after the commit, so the log's lock
+        # is not held for any decoding.
+        return AppendResult(recorded_events(self.codec, recorded), written)
 
     def _append_in(
         self, tx: Tx, prepared: list[tuple[NewEvent, Row]], expected: dict[str, int]

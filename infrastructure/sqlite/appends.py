@@ -22,7 +22,13 @@ from rota.application.timestamps import format_timestamp
 from rota.infrastructure.chain import GENESIS, check_continuation, link_event
 from rota.infrastructure.codec import Codec
 from rota.infrastructure.deliveries import match_deliveries
-from rota.infrastructure.log_rows import Row, chain_values, payload_of, prepared_rows
+from rota.infrastructure.log_rows import (
+    Row,
+    chain_values,
+    payload_of,
+    prepared_rows,
+    recorded_events,
+)
 from rota.infrastructure.sqlite.log_file import COLUMNS, INSERT
 
 T = TypeVar("T")
@@ -45,13 +51,7 @@ class _Written:
         self.recorded_at = recorded_at
 
     def recorded(self, codec: Codec) -> RecordedEvent:
-        row = self.row
-        event = row.event
-        if event is None or not codec.canonical(event):
-            event = codec.decode(row.type, row.type_version, payload_of(row), self.position)
-        return RecordedEvent(
-            self.position, row.stream, row.version or 0, row.delivery_id, self.recorded_at, event
-        )
+        return recorded_events(codec, [(self.position, self.row, self.recorded_at)])[0]
 
 
 INSERT_ROWS = 32  # rows a multi-row INSERT of `_insert` writes (9 parameters each)
@@ -62,20 +62,6 @@ def _by_row(values: list[Any]) -> list[tuple[Any, ...]]:
     """A flat run of INSERT parameters cut into one tuple per row."""
     width = 9
     return [tuple(values[i : i + width]) for i in range(0, len(values), width)]
-
-
-def _decode_others(
-    codec: Codec, others: list[tuple[int, int, Row, str]], recorded: list[Any]
-) -> None:
-    """Put in `recorded` the events of the rows `others` names (index, position, row,
-    recorded_at), decoded from the rows in one decoder call."""
-    decoded = codec.decode_written(
-        [(row.type, row.type_version, payload_of(row), position) for _, position, row, _ in others]
-    )
-    for (index, position, row, recorded_at), event in zip(others, decoded, strict=True):
-        recorded[index] = RecordedEvent(
-            position, row.stream, row.version or 0, row.delivery_id, recorded_at, event
-        )
 
 
 class LogAppends:
@@ -111,30 +97,9 @@ class LogAppends:
         if not prepared and not expected:
             return AppendResult([], 0)
         result = self.write(lambda cursor: self._append_in(cursor, prepared, expected))
-        # The events returned are exactly what a later read or replay will see: each given,
-        # when canonical; the others decoded from what was written, outside the write lock.
-        checks = self.codec.checks  # (`Codec.canonical`, one call less an event)
-        recorded: list[Any] = []
-        others: list[tuple[int, int, Row, str]] = []  # (index in recorded, position, row, at)
-        entries: list[Any] = result.recorded  # (position, row, recorded_at) each written
-        for entry in entries:
-            if type(entry) is not tuple:
-                recorded.append(entry)  # an original (a duplicate delivery)
-                continue
-            position, row, recorded_at = entry
-            event = row.event
-            if checks[type(event)](event):
-                recorded.append(
-                    RecordedEvent(
-                        position, row.stream, row.version or 0, row.delivery_id, recorded_at, event
-                    )
-                )
-            else:
-                others.append((len(recorded), position, row, recorded_at))
-                recorded.append(None)
-        if others:
-            _decode_others(self.codec, others, recorded)
-        return AppendResult(recorded, result.written)
+        # (position, row, recorded_at) each row written: returned as a read will see them.
+        entries: list[Any] = result.recorded
+        return AppendResult(recorded_events(self.codec, entries), result.written)
 
     def _append_one(self, new: NewEvent, expected: Mapping[str, int]) -> AppendResult:
         """Append one event whose only expectation, if any, is on its own stream.
