@@ -2,8 +2,8 @@
 
 `ExecutorDirectory` holds a host's executors, current and historical, and answers which
 one serves an attempt's pinned configuration generation; `registration_of` is what an
-executor registers as (its pool and capabilities). The launches (`rota.application.
-launches`) and the host's steps ask the directory; it asks nothing of them.
+executor registers as (its pool and capabilities). The launches (`launches.py`) and the
+host's steps ask the directory; it asks nothing of them.
 """
 
 from __future__ import annotations
