@@ -1,4 +1,5 @@
-"""Fewer cyclic garbage collections while rota works through a batch (a pass, a bulk submit).
+"""Optimisation: fewer cyclic garbage collections while rota works through a batch (a pass,
+a bulk submit) (bench lifecycle).
 
 A cadence pass or a `submit_many` of a few hundred Works allocates hundreds of thousands of
 short-lived containers (events, rows, dicts of fields) and almost no cyclic garbage:

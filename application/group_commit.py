@@ -1,4 +1,7 @@
-"""Group commit of concurrent submits: callers on many threads share one store transaction.
+"""Optimisation: the submits of many threads share one store transaction and its fsync,
+instead of one each (bench submit_threads).
+
+Group commit of concurrent submits: callers on many threads share one store transaction.
 
 Leader/follower, as databases group their commits: a caller queues its request. While no
 batch is being committed, the caller whose request completes the batch (as many queued as

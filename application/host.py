@@ -42,13 +42,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from rota.application.collection import fewer_collections
+from rota.application.executor_directory import ExecutorDirectory
 from rota.application.host_steps import (
     ControlDispatch,
     RuntimeRecovery,
     StartGates,
     StopVerification,
 )
-from rota.application.launches import ExecutorDirectory, Held, Launches
+from rota.application.launches import Held, Launches
 from rota.application.lifecycle import StartPass
 from rota.application.ports import Clock, Environment, Executor, Gate, TraceContext
 from rota.application.schedule_runner import ScheduleRunner

@@ -1,4 +1,7 @@
-"""Group commit of the fenced writes concurrent launches make (phases, recovery metadata).
+"""Optimisation: concurrent launches' fenced writes share appends (and their fsyncs),
+instead of one each (bench shell).
+
+Group commit of the fenced writes concurrent launches make (phases, recovery metadata).
 
 Every launch runs on a thread of its own and records its `executor` phase and its recovery
 metadata as fenced writes: one append (one fsync) each, serialized by the transaction

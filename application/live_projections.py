@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import TypeVar
 
 from rota.application.errors import PortCode, StoreError
-from rota.application.ports import EventStore, ProjectionStore, WriterLock
+from rota.application.ports import EventStore, Persisted, ProjectionStore, WriterLock
 from rota.application.timestamps import recorded_times
 from rota.domain.events import Event
 from rota.projections.history import HistoryProjection
@@ -41,6 +42,21 @@ from rota.projections.scheduler import SchedulerProjection
 log = logging.getLogger("rota.projections")
 SAVE_EVERY = 5000
 PAGE = 10_000
+P = TypeVar("P")
+
+
+def stored_scheduler(
+    store: ProjectionStore, log_store: EventStore, *, lazy: bool = False
+) -> SchedulerProjection | None:
+    """`store.load_scheduler(...)` as the scheduler projection it is (the port types it by
+    what the store needs of it, `Persisted`); None: fold from 0 (see `last_refusal`)."""
+    return _loaded(SchedulerProjection, store.load_scheduler(log_store, lazy=lazy))
+
+
+def _loaded(kind: type[P], loaded: Persisted | None) -> P | None:
+    if loaded is None or isinstance(loaded, kind):
+        return loaded
+    raise TypeError(f"a projection store loaded a {type(loaded).__name__}, not a {kind.__name__}")
 
 
 class LiveProjections:
@@ -85,7 +101,7 @@ class LiveProjections:
             # Every scheduler reads quiet Works on demand, the keeper and any other alike:
             # one not held is folded from the log, or read from a stored row no newer than
             # the projection (`rota.infrastructure.stored_works`).
-            scheduler = self.store.load_scheduler(self.log, lazy=True)
+            scheduler = stored_scheduler(self.store, self.log, lazy=True)
         except StoreError as exc:
             scheduler, self.store.last_refusal = None, f"scheduler projection not loaded: {exc}"
         if scheduler is None:

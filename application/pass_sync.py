@@ -1,4 +1,6 @@
-"""One durability wait for a cadence pass's appends, taken before anything acts on them.
+"""Optimisation: one fsync per cadence pass instead of one per append (bench lifecycle).
+
+One durability wait for a cadence pass's appends, taken before anything acts on them.
 
 On a store whose commits can be made durable after the fact (`EventStore.deferring`:
 SQLite on synchronous FULL fsyncs its WAL after the commit), each append of a pass (the

@@ -102,7 +102,7 @@ class SchedulerService:
         return self.configuration.generation
 
     def observe(self, observer: AppendObserver) -> None:
-        """Tell `observer` what each append of this service newly recorded (ports.py)."""
+        """Tell `observer` what each append of this service newly recorded (`AppendObserver`)."""
         self.transactions.observers.append(observer)
 
     def catch_up(self) -> int:

@@ -1,4 +1,7 @@
-"""The service's `WorkTally` (`rota.projections.work_tally`): counts over every Work for the
+"""Optimisation: the HTTP overview, `/v1/holds` and `/metrics` count every Work without
+reading every Work into memory (bench http_counts).
+
+The service's `WorkTally` (`rota.projections.work_tally`): counts over every Work for the
 HTTP overview, `/v1/holds` and `/metrics`, without holding every Work in memory.
 
 `Tallies.ready()` attaches a tally to the scheduler projection on its first call and counts

@@ -1,23 +1,18 @@
-"""Timestamps as the log stores them: ISO-8601 UTC with microseconds and a `Z`."""
+"""Timestamps as the log stores them: ISO-8601 UTC with microseconds and a `Z`.
+
+The form itself is the log's contract (`rota.application.ports.timestamps`), re-exported
+here; `recorded_times` parses a batch of records' times with a cache.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from rota.application.ports.timestamps import format_timestamp, parse_timestamp
 
-def format_timestamp(when: datetime) -> str:
-    """ISO-8601 UTC with microseconds and a `Z`: the log's `recorded_at` form."""
-    return when.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
-def parse_timestamp(text: str) -> datetime:
-    """Inverse of `format_timestamp`; also accepts any ISO-8601 with an offset."""
-    when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if when.tzinfo is None:
-        raise ValueError(f"timestamp {text!r} has no timezone; rota stores UTC")
-    return when.astimezone(UTC)
+__all__ = ["format_timestamp", "parse_timestamp", "recorded_times"]
 
 
 def recorded_times(records: Iterable[Any], cache: dict[str, datetime]) -> list[datetime]:

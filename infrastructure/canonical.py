@@ -1,4 +1,7 @@
-"""Whether an event is already exactly what decoding its stored form gives back.
+"""Optimisation: an append hands back the events it was given instead of decoding what it
+wrote (bench lifecycle).
+
+Whether an event is already exactly what decoding its stored form gives back.
 
 An append hands back the events it recorded as a later read or replay will see them. An
 event whose every field holds a value of exactly the type its annotation decodes to (a

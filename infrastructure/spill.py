@@ -1,4 +1,7 @@
-"""Rows a fold from position 0 sets aside as it goes, so its memory does not grow with the
+"""Optimisation: a fold from position 0 in memory bounded by the active Works, not by every
+Work ever submitted (bench replay).
+
+Rows a fold from position 0 sets aside as it goes, so its memory does not grow with the
 number of Works: a scratch SQLite file per fold, and the projections' spilling around it.
 
 A rebuild folds every Work ever submitted. Held in memory, that is about 6 KiB per Work

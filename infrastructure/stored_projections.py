@@ -99,9 +99,11 @@ class StoredProjections(ProjectionStore):
 
         return self._load(SchedulerProjection, log, build, read=self._active_rows)
 
-    def keep_on_disk(self, scheduler: SchedulerProjection, log: EventStore) -> None:
+    def keep_on_disk(self, scheduler: Persisted, log: EventStore) -> None:
         """After a save of `scheduler` to this store by its keeper: let it find its Works
         not in memory on demand, as a lazy open does (`keep_quiet_works_on_disk`)."""
+        if not isinstance(scheduler, SchedulerProjection):
+            raise TypeError(f"keep_on_disk is given a {type(scheduler).__name__}")
         if self.lazy_works:
             keep_quiet_works_on_disk(scheduler, log, self._stored_work_rows, self.work_rows)
 

@@ -1,4 +1,7 @@
-"""The Works of a scheduler projection kept in a projection store: the active ones in
+"""Optimisation: a scheduler opened from its stored projection holds its active Works, not
+every Work ever submitted (bench memory).
+
+The Works of a scheduler projection kept in a projection store: the active ones in
 memory, the quiet ones read when first used.
 
 A Work is *quiet* when no index of the scheduler projection names it: not startable, no

@@ -1,4 +1,7 @@
-"""Counts over every Work of a scheduler projection, kept current as the projection folds,
+"""Optimisation: counts over every Work cost what is active, not what the log holds
+(bench http_counts).
+
+Counts over every Work of a scheduler projection, kept current as the projection folds,
 so the HTTP overview, `/v1/holds` and `/metrics` cost what is active, not what the log holds.
 
 A store-backed projection holds only its active Works (`OnDemandWorks`); counting its Works

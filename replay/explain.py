@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from rota.application.configuration import Configuration
+from rota.application.live_projections import stored_scheduler
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp, parse_timestamp
@@ -93,7 +94,7 @@ def _looking(
     if service is None:
         tx = Transactions(store)
         if projections is not None:
-            loaded = projections.load_scheduler(store)
+            loaded = stored_scheduler(projections, store)
             if loaded is not None:
                 tx.projection = loaded
         tx.catch_up()
@@ -102,7 +103,7 @@ def _looking(
         )
     with service.lock:
         if projections is not None and service.projection.position == 0:
-            loaded = projections.load_scheduler(store)
+            loaded = stored_scheduler(projections, store)
             if loaded is not None:
                 service.projection = loaded
         service.catch_up()

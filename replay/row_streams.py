@@ -1,4 +1,7 @@
-"""Stored and folded projections read as row streams in key order, in memory bounded by the
+"""Optimisation: verify and doctor compare projections in memory bounded by the active
+Works, not holding both whole (bench check_memory).
+
+Stored and folded projections read as row streams in key order, in memory bounded by the
 active Works: their digests, their first difference, and the state the checks need.
 
 `rota replay verify` and `rota doctor` compare each stored projection with a fresh fold of

@@ -1,4 +1,7 @@
-"""Folding fresh projections side by side: one per CPU, each reading the log itself.
+"""Optimisation: a rebuild's or verify's folds run at once, one per CPU, not one after the
+other (bench replay).
+
+Folding fresh projections side by side: one per CPU, each reading the log itself.
 
 A rebuild or a verify folds every persisted projection from position 0. The folds are
 independent (each reads the same log and keeps its own state), so on a machine with more

@@ -22,6 +22,7 @@ import logging
 import os
 
 from rota.application.errors import ProjectionStoreError
+from rota.application.executor_directory import registration_of
 from rota.application.host import Host
 from rota.application.ports import (
     Clock,
@@ -29,7 +30,6 @@ from rota.application.ports import (
     EventStore,
     Executor,
     ProjectionStore,
-    registration_of,
 )
 from rota.application.service import SchedulerService
 from rota.domain.policy import Binding, Registration, Settings

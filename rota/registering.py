@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rota.application.executor_directory import registration_of
 from rota.application.host import Host
-from rota.application.ports import Executor, LaunchContext, registration_of
+from rota.application.ports import Executor, LaunchContext
 from rota.application.service import SchedulerService
 from rota.async_executors import AsyncCallables
 from rota.bindings import BindingPaths, check_timeout, define_binding

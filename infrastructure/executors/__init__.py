@@ -8,7 +8,8 @@ built-in ones; `builtin_registrations` says how they register without starting a
 
 from __future__ import annotations
 
-from rota.application.ports import Executor, registration_of
+from rota.application.executor_directory import registration_of
+from rota.application.ports import Executor
 from rota.domain.policy import Registration
 
 

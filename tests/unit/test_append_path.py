@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rota.application.cancel_event import CancelEvent
 from rota.application.ports import LaunchContext, NewEvent
+from rota.application.ports.cancel_event import CancelEvent
 from rota.domain.events import InputAccepted, WorkSubmitted
 from rota.infrastructure.chain import GENESIS, canonical_envelope, link, link_event
 from rota.infrastructure.log_rows import Row, chain_values, payload_of

@@ -1,4 +1,7 @@
-"""`CancelEvent`: the `threading.Event` a launch's `ctx.cancel` is, made cheap to create.
+"""Optimisation: a launch's cancel event makes no lock and condition until someone waits
+(bench lifecycle).
+
+`CancelEvent`: the `threading.Event` a launch's `ctx.cancel` is, made cheap to create.
 
 Every launch gets one, and most are never waited on (an attempt that finishes before its
 lease is lost never looks at it but with `is_set()`). A plain `threading.Event` builds a

@@ -1,0 +1,196 @@
+"""The event store: what every rota store (SQLite, PostgreSQL) promises.
+
+The log is an ordered sequence of recorded events. Each has a **position** (1, 2, 3 ...,
+gapless and increasing in commit order: a reader that has seen position N has seen every
+event at or below N), a **stream** and a **version** within it (1, 2, 3 ..., unique together),
+a **type** and **type_version**, an optional **delivery identity** (unique in the whole log),
+the payload, the **recording time** (the store's clock) and a **hash** chained to the
+previous event (see `rota.infrastructure.chain`).
+
+Atomicity: one `append` writes all its events or none. Expected versions are checked for
+every stream named in `expected` (a stream need not receive an event to be fenced); a
+stale one raises `ConcurrencyConflict` and writes nothing.
+
+Idempotency: an event whose delivery identity is already recorded is not written again;
+`append` returns the recorded event in its place. If every event of an append is such a
+duplicate, the append is a no-op that returns the originals, and expected versions are not
+checked (a caller retrying after a lost acknowledgement gets its original answer). The same
+identity with a different stream, type or payload raises `DeliveryConflict`.
+
+The events an append returns are exactly as a later read or replay will see them: the
+events given, where each is already what decoding its stored payload gives back
+(`Codec.canonical`), the others decoded from what was stored (an `int` given for a `float`
+field comes back a `float`, a payload dict the caller holds comes back rota's own copy).
+
+Errors are the store error tree in `rota.application.errors`; driver exceptions never
+escape. Stores are safe to share between threads; a store must not be used in a child
+process after `fork()` (open it again there).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+
+from rota.application.ports.records import (
+    AppendResult,
+    LogHead,
+    NewEvent,
+    RawRecord,
+    RecordedEvent,
+)
+
+
+class EventStore(abc.ABC):
+    """An append-only, hash-chained event log. See the module docstring for the contract."""
+
+    url: str
+
+    @abc.abstractmethod
+    def append(
+        self, events: Sequence[NewEvent], expected: Mapping[str, int] | None = None
+    ) -> AppendResult:
+        """Append atomically; `expected[stream]` is the version the stream must be at (0: new)."""
+
+    @abc.abstractmethod
+    def read(self, after: int = 0, limit: int = 1000) -> list[RecordedEvent]:
+        """Events with position > after, in position order, at most `limit`."""
+
+    @abc.abstractmethod
+    def read_stream(self, stream: str, after: int = 0) -> list[RecordedEvent]:
+        """A stream's events with version > after, in version order."""
+
+    def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        """Several streams' events, each in version order, keyed by stream; a stream with
+        no event is not a key. This default reads them one by one; a store may answer in
+        one query (the submit of many new Works asks about each of them)."""
+        found: dict[str, list[RecordedEvent]] = {}
+        for stream in streams:
+            events = self.read_stream(stream)
+            if events:
+                found[stream] = events
+        return found
+
+    def read_prefix(
+        self, prefix: str, after: int = 0, limit: int = 1000, upto: int | None = None
+    ) -> list[RecordedEvent]:
+        """Events of every stream whose name starts with `prefix` (non-empty), position >
+        after (and <= upto), in position order, at most `limit`. This default filters
+        `read`; the stores answer it from their (stream, version) index."""
+        found: list[RecordedEvent] = []
+        while len(found) < limit:
+            batch = self.read(after, 5000)
+            if not batch:
+                break
+            for r in batch:
+                if upto is not None and r.position > upto:
+                    return found
+                if r.stream.startswith(prefix):
+                    found.append(r)
+                    if len(found) >= limit:
+                        break
+            after = batch[-1].position
+        return found
+
+    @abc.abstractmethod
+    def stream_version(self, stream: str) -> int:
+        """The stream's last version, 0 if it has no events."""
+
+    @abc.abstractmethod
+    def read_raw(self, after: int = 0, limit: int = 1000) -> list[RawRecord]:
+        """Stored rows with position > after, undecoded, in position order."""
+
+    @abc.abstractmethod
+    def find_delivery(self, delivery_id: str) -> RecordedEvent | None:
+        """The event recorded under a delivery identity, if any."""
+
+    @abc.abstractmethod
+    def head(self) -> LogHead:
+        """The last position and hash."""
+
+    @property
+    @abc.abstractmethod
+    def store_id(self) -> str:
+        """The random identity the store got when it was created (checkpoints name it)."""
+
+    def append_raw(self, records: Sequence[RawRecord]) -> None:
+        """Import rows exactly as they were recorded elsewhere (same positions, times, hashes).
+
+        The first record's position must be head + 1 and its hash must link to the current
+        head hash; positions must then run on without a gap, and every record's hash is
+        recomputed from its content and the previous hash and must equal the one given.
+        Anything else raises `StoreError` with code `import_mismatch`. All or nothing: one
+        transaction. This is how `rota import` moves a log between stores; never use it to
+        record new decisions (use `append`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot import raw rows yet")
+
+    @abc.abstractmethod
+    def wait_for_commit(self, after: int, timeout: float) -> bool:
+        """Block until the log holds a position > after (from any process) or timeout."""
+
+    def wake_waiters(self) -> None:
+        """Make every `wait_for_commit` in progress in this process return (False) now.
+
+        How a loop that sleeps on the log is told to stop; waits begun later are unaffected.
+        A store that cannot (none of rota's) leaves such waits to their timeout.
+        """
+        return None
+
+    def deferring(self, *, ahead: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Appends of this thread inside return once committed, maybe not yet durable (a
+        store whose durability wait can leave its write lock: SQLite on synchronous FULL);
+        the caller must call `sync()` after the block before telling anyone they happened.
+
+        `ahead`: the block goes on with work of its own after its appends (a cadence pass
+        preparing its launches), so the store may begin making each commit durable at once,
+        in the background, while that work runs. Without it the durability work waits for
+        `sync()`: a block that only applies its own few events would pay more for handing
+        the wait to another thread and back than the overlap saves. Either way nothing is
+        durable, or may be told, before `sync()` returns. Nests (an `ahead` block makes the
+        blocks inside it `ahead` too); the default store's commits are durable at once, and
+        this does nothing."""
+        return contextlib.nullcontext()
+
+    def sync(self) -> None:
+        """Make this thread's committed appends durable, unless an outer `deferring()`
+        block of this thread is still open (it syncs); no-op when nothing is pending."""
+        return None
+
+    def nothing_after(self, position: int) -> bool:
+        """True only when the store knows, without reading the log, that its head is
+        `position` (this process wrote it and nobody has committed since); False when
+        it does not know. Lets a writer skip the read that would find nothing new."""
+        return False
+
+    @abc.abstractmethod
+    def now(self) -> datetime:
+        """The store's clock: the time recorded events get and leases are judged by."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections; idempotent."""
+
+    def subscribe(
+        self, after: int = 0, page: int = 1000, poll: float = 1.0
+    ) -> Iterator[RecordedEvent]:
+        """Yield every event after `after`, then wait for and yield new commits, forever.
+
+        Stop by closing the generator (or breaking out of the loop).
+        """
+        position = after
+        while True:
+            batch = self.read(position, page)
+            if batch:
+                yield from batch
+                position = batch[-1].position
+                continue
+            self.wait_for_commit(position, poll)
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
