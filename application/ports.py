@@ -146,6 +146,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import msgspec
@@ -223,9 +224,23 @@ class AppendResult(msgspec.Struct, frozen=True):
 
 
 class EventStore(abc.ABC):
-    """An append-only, hash-chained event log. See the module docstring for the contract."""
+    """An append-only, hash-chained event log. See the module docstring for the contract.
+
+    `url` names the store (another handle opens it from the URL: `store_url.backend`);
+    `path` is the one file the log is kept in (None for a store that is not a file);
+    `clock` is the clock the store was opened with (None: the system's, or for PostgreSQL
+    the database's), whose monotonic reading the host measures elapsed time with.
+    """
 
     url: str
+    path: Path | None = None
+    clock: Clock | None = None
+
+    def reopened(self) -> EventStore | None:
+        """Another handle on this very log, opened as this one was (a read-only log opens
+        read-only again, an in-memory one shares its log), for a child of this process to
+        use; None: open `url` again."""
+        return None
 
     @abc.abstractmethod
     def append(
