@@ -38,7 +38,7 @@ FOLDERS = {
     "rota": "rota",
 }
 ENTRY_MODULES = {"rota.__main__": "rota.cli"}  # `python -m rota` is the command line
-BACKENDS = ["sqlite", "postgres", "eventsourcing", "executors"]
+BACKENDS = ["sqlite", "postgres", "memory", "eventsourcing", "executors"]
 
 
 def _module_name(path: Path) -> str:
