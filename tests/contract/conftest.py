@@ -17,9 +17,9 @@ database's clock for PostgreSQL (`postgres.DatabaseClock`), a `ManualClock` for 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-import uuid
 from pathlib import Path
 from typing import Protocol
 

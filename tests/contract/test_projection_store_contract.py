@@ -107,7 +107,11 @@ def test_meta_keeps_version_position_log_hash_and_counts_generations(
     meta = store.meta("scheduler")
     head = log.head()
     assert meta is not None
-    assert (meta.name, meta.version, meta.position) == ("scheduler", scheduler.version, head.position)
+    assert (meta.name, meta.version, meta.position) == (
+        "scheduler",
+        scheduler.version,
+        head.position,
+    )
     assert meta.log_hash == head.hash and meta.digest is None and meta.rebuilt_at is None
     assert meta.generation == 1
     store.save(scheduler, log, digest=True)
@@ -294,4 +298,3 @@ def test_attach_continues_a_stored_projection_with_changed_rows_only(
     keeper.attach(meta)
     scheduler.dirty.add("work/a")
     assert keeper.save(scheduler, log) == 1  # not written whole: it continues the stored one
-
