@@ -240,8 +240,8 @@ def examine(
             Check(
                 "log_integrity",
                 "ok",
-                "not applicable on PostgreSQL: no log file to check (the server checks its own "
-                "pages; hash_chain reads every event)",
+                "not applicable on PostgreSQL or in memory: no log file to check (the server "
+                "checks its own pages; hash_chain reads every event)",
             )
         )
     checks.append(guarded("hash_chain", lambda: check_chain(log)))

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from rota.application.ports import Clock, Persisted, ProjectionMeta, WriterLock
 from rota.infrastructure.clock import SystemClock
-from rota.infrastructure.projection_tables import RowsToWrite, row_table
+from rota.infrastructure.projection_tables import ROW_TABLES, RowsToWrite, row_table
 from rota.infrastructure.stored_projections import StoredProjections
 
 T = TypeVar("T")
@@ -199,6 +199,18 @@ class MemoryProjectionStore(StoredProjections):
         self, conn: Any, name: str, low: str, high: str, limit: int
     ) -> list[tuple[str, bytes]]:
         return [(k, v) for k, v in self._sorted(name) if low < k < high][:limit]
+
+    def exists(self) -> bool:
+        """Whether a projection store was made here (doctor: nothing is created to find out)."""
+        return self.tables.created
+
+    def table_counts(self) -> dict[str, int]:
+        """Rows per projection table, every row read (doctor's scan of the tables)."""
+        with self.tables.lock:
+            counts = {"projection_meta": len(self.tables.metas)}
+            for name, table in ROW_TABLES.items():
+                counts[table] = len(self.tables.rows.get(name, {}))
+            return counts
 
     def writer_lock(self) -> WriterLock:
         """A lock of its own each call (as an `flock` on its own open file): only one of
