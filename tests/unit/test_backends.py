@@ -124,9 +124,10 @@ def test_the_memory_daemon_lock_is_shared_by_daemons_and_excluded_by_a_recovery(
         assert lock is not None and lock.held_by_another()
         with pytest.raises(StoreBusy, match="stop 'rota run' first"):
             DaemonLock.for_store(url, exclusive=True).acquire()
-    with DaemonLock.for_store(url, exclusive=True):
-        with pytest.raises(StoreBusy, match="recover-corrupt holds"):
-            DaemonLock.for_store(url).acquire()
+    recovery = DaemonLock.for_store(url, exclusive=True).acquire()
+    with pytest.raises(StoreBusy, match="recover-corrupt holds"):
+        DaemonLock.for_store(url).acquire()
+    recovery.release()
     assert not lock.held_by_another()
 
 
