@@ -6,7 +6,8 @@ else constructs a `SchedulerService` or a `Host`. The layers below never import 
 module: replay and the views receive what they need (a store, a projection store, a
 `Configuration`) from their caller.
 
-    config --> open_log(url)             the event store the URL names (SQLite, PostgreSQL)
+    config --> open_log(url)             the event store the URL names (its backend:
+                                         SQLite, PostgreSQL, memory; store_url.backend)
            --> open_projections(log)     the projections beside it (a file, the log's schema;
                                          projection_store(log, ...) for replay's commands)
            --> build_service(log, ...)   SchedulerService: transactions + command groups,
