@@ -39,6 +39,7 @@ from rota.infrastructure.postgres.projection_recovery import (
     isolate,
 )
 from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
+from rota.infrastructure.store_url import redact_url
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import StoreBusy
 from rota.replay.doctor_report import FULL_RESTORE, guarded
@@ -91,7 +92,7 @@ def recover_corrupt_postgres(
         try:
             if not isinstance(tables, PostgresProjectionStore):
                 raise RecoveryRefused(
-                    f"the projections of {found.url} are not kept in a file or a PostgreSQL "
+                    f"the projections of {redact_url(found.url)} are not kept in a file or a PostgreSQL "
                     "schema: nothing to isolate ('rota replay rebuild' rebuilds them)",
                     code=ReplayCode.NOT_SQLITE,
                 )
