@@ -92,8 +92,8 @@ def recover_corrupt_postgres(
         try:
             if not isinstance(tables, PostgresProjectionStore):
                 raise RecoveryRefused(
-                    f"the projections of {redact_url(found.url)} are not kept in a file or a PostgreSQL "
-                    "schema: nothing to isolate ('rota replay rebuild' rebuilds them)",
+                    f"the projections of {redact_url(found.url)} are not kept in a file or a "
+                    "PostgreSQL schema: nothing to isolate ('rota replay rebuild' rebuilds them)",
                     code=ReplayCode.NOT_SQLITE,
                 )
             return _recover(log, tables, backup_name, checkpoint_dir, dry_run, clock)
