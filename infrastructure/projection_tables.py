@@ -34,18 +34,15 @@ META_COLUMNS = "name, version, position, log_hash, digest, rebuilt_at, saved_at,
 
 
 def default_path(log: str | os.PathLike[str] | EventStore) -> Path | None:
-    """`rota.db` -> `rota.db.projections`; None for a store that is not a file (PostgreSQL)."""
+    """`rota.db` -> `rota.db.projections`; None for a store that is not a file (its
+    backend's `log_file`: PostgreSQL, memory)."""
     if isinstance(log, EventStore):
-        path = getattr(log, "path", None)
-        return None if path is None else Path(f"{path}.projections")
-    from rota.infrastructure.sqlite.log_file import sqlite_path
-    from rota.infrastructure.store_url import is_postgres_url
+        path = log.path
+    else:
+        from rota.infrastructure.store_url import backend
 
-    text = os.fspath(log)
-    if is_postgres_url(text):
-        return None
-
-    return Path(f"{sqlite_path(text)}.projections")
+        path = backend(log).log_file
+    return None if path is None else Path(f"{path}.projections")
 
 
 def log_hash_at(log: EventStore, position: int) -> str | None:

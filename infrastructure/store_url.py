@@ -5,7 +5,12 @@ The convention is SQLAlchemy's (and DBOS's), the one Python users know:
 - `sqlite:///relative/path`: three slashes, a path relative to the working directory;
 - `sqlite:////absolute/path`: four slashes, an absolute path;
 - a bare path (`rota.db`, `/var/lib/rota/rota.db`), also `sqlite:path`;
-- `postgresql://user@host:5432/db?schema=name` (or `postgres://`).
+- `postgresql://user@host:5432/db?schema=name` (or `postgres://`);
+- `memory://name`: a store kept in this process's memory, shared by every handle opened on
+  that name; `memory://` alone: a fresh private one (`rota.infrastructure.memory`).
+
+`backend(url)` is how the rest of rota gets from a URL to the store package that serves
+it: the one place that asks which kind of store a URL names (`rota.infrastructure.backend`).
 
 The path after `sqlite:///` is taken exactly as written: no percent-decoding, no query
 string, so a path with spaces, `%`, `?`, `#` or unicode round-trips (`sqlite_url`).
@@ -23,10 +28,15 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rota.application.errors import PortCode, StoreError
 
+if TYPE_CHECKING:
+    from rota.infrastructure.backend import Backend
+
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+MEMORY_SCHEME = "memory://"
 
 
 @dataclass(frozen=True)
@@ -44,16 +54,30 @@ class PostgresURL:
     url: str
 
 
-def is_postgres_url(url: str) -> bool:
-    """Whether `url` names a PostgreSQL store."""
-    return url.startswith(POSTGRES_SCHEMES)
+@dataclass(frozen=True)
+class MemoryURL:
+    """An in-memory store: its name ("" for a fresh private one)."""
+
+    url: str
+
+    @property
+    def name(self) -> str:
+        return self.url[len(MEMORY_SCHEME) :]
 
 
-def parse(url: str | os.PathLike[str]) -> SqliteURL | PostgresURL:
+def parse(url: str | os.PathLike[str]) -> SqliteURL | PostgresURL | MemoryURL:
     """What a store URL (or a bare path) names; `invalid_store_url` if nothing sensible."""
     text = os.fspath(url)
-    if is_postgres_url(text):
+    if text.startswith(POSTGRES_SCHEMES):
         return PostgresURL(text)
+    if text.startswith(MEMORY_SCHEME):
+        if "/" in text[len(MEMORY_SCHEME) :] or "?" in text:
+            raise StoreError(
+                f"store URL {redact_url(text)!r}: an in-memory store is memory://NAME "
+                "(letters, digits, '-', '_', '.') or memory:// alone",
+                code=PortCode.INVALID_STORE_URL,
+            )
+        return MemoryURL(text)
     if text.startswith("sqlite://"):
         rest = text[len("sqlite://") :]
         if rest in ("", ":memory:", "/:memory:"):
@@ -75,7 +99,8 @@ def parse(url: str | os.PathLike[str]) -> SqliteURL | PostgresURL:
         scheme = text.split("://", 1)[0]
         raise StoreError(
             f"store URL {text.split('://', 1)[0]}://...: unknown scheme {scheme!r}; use "
-            "sqlite:///relative/path, sqlite:////absolute/path, a file path or postgresql://",
+            "sqlite:///relative/path, sqlite:////absolute/path, a file path, postgresql:// "
+            "or memory://",
             code=PortCode.INVALID_STORE_URL,
         )
     else:
@@ -83,6 +108,36 @@ def parse(url: str | os.PathLike[str]) -> SqliteURL | PostgresURL:
     if not path or path == ":memory:":
         raise _no_file(text)
     return SqliteURL(Path(path))
+
+
+def backend(url: str | os.PathLike[str]) -> Backend:
+    """The backend object of the store package `url` names (see `parse`): SQLite's,
+    PostgreSQL's (`missing_extra` without psycopg) or the in-memory one."""
+    parsed = parse(url)
+    if isinstance(parsed, PostgresURL):
+        require_postgres_extra()
+        from rota.infrastructure.postgres.backend import PostgresBackend
+
+        return PostgresBackend(parsed.url)
+    if isinstance(parsed, MemoryURL):
+        from rota.infrastructure.memory.backend import MemoryBackend
+
+        return MemoryBackend(parsed.url)
+    from rota.infrastructure.sqlite.backend import SQLiteBackend
+
+    return SQLiteBackend(os.fspath(url))
+
+
+def require_postgres_extra() -> None:
+    """Refuse a postgresql:// store, with what to install, when psycopg is not installed."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        raise StoreError(
+            "a postgresql:// store needs PostgreSQL support: install 'rota[postgresql]'",
+            code=PortCode.MISSING_EXTRA,
+        ) from None
 
 
 def sqlite_url(path: str | os.PathLike[str]) -> str:

@@ -54,10 +54,11 @@ import msgspec
 from rota.application.errors import StoreError
 from rota.application.ports import Clock, EventStore, ProjectionStore
 from rota.domain.policy import Binding, Settings
-from rota.infrastructure.projection_stores import is_postgres, open_projection_store
+from rota.infrastructure.backend import Backend
+from rota.infrastructure.projection_stores import open_projection_store
 from rota.infrastructure.spill import Spiller, SpillFile
-from rota.infrastructure.sqlite.log_file import sqlite_path
 from rota.infrastructure.sqlite.projection_store import default_path
+from rota.infrastructure.store_url import backend
 from rota.projections import PERSISTED, SchedulerProjection
 from rota.replay.doctor_report import FULL_RESTORE, Check, DoctorReport, guarded, recover_advice
 from rota.replay.log_checks import check_chain, check_checkpoint, check_log_integrity
@@ -239,8 +240,8 @@ def examine(
             Check(
                 "log_integrity",
                 "ok",
-                "not applicable on PostgreSQL: no log file to check (the server checks its own "
-                "pages; hash_chain reads every event)",
+                "not applicable on PostgreSQL or in memory: no log file to check (the server "
+                "checks its own pages; hash_chain reads every event)",
             )
         )
     checks.append(guarded("hash_chain", lambda: check_chain(log)))
@@ -299,10 +300,11 @@ def doctor(
         "bindings": bindings or {},
         "lag_threshold": lag_threshold,
     }
-    if is_postgres(url):
-        return _doctor_postgres(url, projections, clock, options)
-    proj = Path(projections) if projections is not None else default_path(url)
-    path = sqlite_path(url)
+    found = backend(url)
+    path = found.log_file
+    if path is None:
+        return _doctor_opened(found, projections, clock, options)
+    proj = Path(projections) if projections is not None else default_path(path)
     if not path.is_file():
         missing = Check("log_integrity", "fail", f"no log file at {path}", "check --store")
         return DoctorReport(ok=False, checks=[missing])
@@ -318,19 +320,19 @@ def doctor(
     return report
 
 
-def _doctor_postgres(
-    url: str,
+def _doctor_opened(
+    found: Backend,
     projections: str | os.PathLike[str] | None,
     clock: Clock | None,
     options: dict[str, Any],
 ) -> DoctorReport:
-    """The report on a PostgreSQL log; its projections are its schema's tables (read in a
+    """The report on a log that is not one file (PostgreSQL, memory), opened through its
+    backend; its projections are the backend's (a PostgreSQL schema's tables, read in a
     read-only session) unless `--projections` names a file."""
-    from rota.infrastructure.stores import open_store
-
-    with open_store(url, clock=clock) as store:
-        if projections is not None and not is_postgres(projections):
-            return examine(store, Path(projections), log_file=None, immutable=False, **options)
+    with found.open_log(clock=clock) as store:
+        named = backend(projections).log_file if projections is not None else None
+        if named is not None:
+            return examine(store, named, log_file=None, immutable=False, **options)
         tables = open_projection_store(store, projections, read_only=True)
         try:
             return examine(store, tables, log_file=None, immutable=False, **options)

@@ -40,9 +40,8 @@ from rota.application.errors import PortCode
 from rota.application.ports import Clock
 from rota.application.timestamps import format_timestamp
 from rota.infrastructure.clock import SystemClock
-from rota.infrastructure.sqlite.log_file import sqlite_path
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
-from rota.infrastructure.store_url import is_postgres_url
+from rota.infrastructure.store_url import backend
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import DaemonLock, StoreBusy, held_by_another
 from rota.replay.doctor_report import FULL_RESTORE, guarded
@@ -147,20 +146,21 @@ def recover_corrupt(
     """Isolate the projection file under `diagnostics/scheduler-recovery/NAME` and rebuild
     it from the log (see the module docstring); raises `RecoveryRefused` or `StoreBusy`."""
     backup_name = validate_name(name)
-    if is_postgres_url(url):
+    chosen = backend(url)
+    if chosen.log_file is None:
         if projections is not None:
             raise RecoveryRefused(
-                "--projections names a file, but the log is PostgreSQL: recover-corrupt "
-                "isolates the projections in the log's schema; rebuild a file with "
+                "--projections names a file, but the log is not one: recover-corrupt "
+                "isolates the projections in the log's own store; rebuild a file with "
                 "'rota replay rebuild --projections FILE'",
                 code=ReplayCode.NOT_SQLITE,
             )
         from rota.replay.recover_corrupt_postgres import recover_corrupt_postgres
 
         return recover_corrupt_postgres(
-            url, backup_name, checkpoint_dir=checkpoint_dir, dry_run=dry_run, clock=clock
+            chosen, backup_name, checkpoint_dir=checkpoint_dir, dry_run=dry_run, clock=clock
         )
-    log = sqlite_path(url).absolute()
+    log = chosen.log_file.absolute()
     if not log.is_file():
         raise RecoveryRefused(f"no log file at {log}", code=ReplayCode.NO_STORE)
     proj = Path(projections).absolute() if projections else default_path(log)

@@ -26,9 +26,10 @@ import os
 
 import msgspec
 
-from rota.application.errors import PortCode
+from rota.application.errors import PortCode, ProjectionStoreError
 from rota.application.ports import Clock, EventStore
 from rota.application.timestamps import format_timestamp
+from rota.infrastructure.backend import Backend
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.postgres.projection_recovery import (
     MANIFEST_TABLE,
@@ -38,7 +39,7 @@ from rota.infrastructure.postgres.projection_recovery import (
     isolate,
 )
 from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
-from rota.infrastructure.stores import open_store
+from rota.infrastructure.store_url import redact_url
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import StoreBusy
 from rota.replay.doctor_report import FULL_RESTORE, guarded
@@ -68,21 +69,37 @@ def _isolated(found: list[tuple[str, int, str, int]], schema: str) -> list[Isola
 
 
 def recover_corrupt_postgres(
-    url: str,
+    found: Backend,
     backup_name: str,
     *,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
     clock: Clock | None = None,
 ) -> RecoveryReport:
-    """Isolate the projection rows of the PostgreSQL store `url` under `backup_name` and
-    rebuild them from the log (see the module docstring)."""
-    with open_store(url) as log:
-        tables = PostgresProjectionStore(getattr(log, "url", url), create=False)
+    """Isolate the projection rows of the store `found` opens (its projections kept in
+    the log's own store) under `backup_name` and rebuild them from the log (see the module
+    docstring). Only PostgreSQL keeps such rows to isolate: an in-memory store's
+    projections die with the process, and are refused (`not_sqlite`)."""
+    with found.open_log() as log:
         try:
+            tables = found.projections_beside(log, must_exist=True)
+        except ProjectionStoreError as exc:
+            if exc.code != PortCode.NO_PROJECTION_STORE:
+                raise
+            raise RecoveryRefused(
+                f"{exc}: nothing to isolate", code=PortCode.NO_PROJECTION_STORE
+            ) from None
+        try:
+            if not isinstance(tables, PostgresProjectionStore):
+                raise RecoveryRefused(
+                    f"the projections of {redact_url(found.url)} are not kept in a file or a "
+                    "PostgreSQL schema: nothing to isolate ('rota replay rebuild' rebuilds them)",
+                    code=ReplayCode.NOT_SQLITE,
+                )
             return _recover(log, tables, backup_name, checkpoint_dir, dry_run, clock)
         finally:
-            tables.close()  # (releases the writer lock with the session)
+            if tables is not None:
+                tables.close()  # (releases the writer lock with the session)
 
 
 def _recover(

@@ -30,6 +30,7 @@ from typing import Any
 
 from rota.application.ports import EventStore
 from rota.infrastructure.spill import SpilledRows, Spiller, SpillFile
+from rota.infrastructure.store_url import backend
 from rota.infrastructure.stores import open_store
 from rota.replay.progress import ProgressFactory, silent
 
@@ -81,7 +82,7 @@ def can_split(log: EventStore, count: int) -> bool:
         count > 1
         and (os.cpu_count() or 1) > 1
         and "fork" in multiprocessing.get_all_start_methods()
-        and isinstance(getattr(log, "url", None), str)
+        and backend(log.url).processes_share
     )
 
 
@@ -199,11 +200,12 @@ def _reopened(where: tuple[str, str, bool]) -> SpillFile:
 def _opener(log: EventStore) -> Callable[[], EventStore]:
     """How a child opens `log` for itself: its `reopened()` when it has one (a read-only
     log opens read-only again), else `open_store` of its URL."""
-    reopened: Callable[[], EventStore] | None = getattr(log, "reopened", None)
-    if reopened is not None:
-        return reopened
-    url: str = log.url
-    return lambda: open_store(url)
+    url = log.url
+
+    def open_log() -> EventStore:
+        return log.reopened() or open_store(url)
+
+    return open_log
 
 
 def _fold_child(

@@ -6,7 +6,8 @@ else constructs a `SchedulerService` or a `Host`. The layers below never import 
 module: replay and the views receive what they need (a store, a projection store, a
 `Configuration`) from their caller.
 
-    config --> open_log(url)             the event store the URL names (SQLite, PostgreSQL)
+    config --> open_log(url)             the event store the URL names (its backend:
+                                         SQLite, PostgreSQL, memory; store_url.backend)
            --> open_projections(log)     the projections beside it (a file, the log's schema;
                                          projection_store(log, ...) for replay's commands)
            --> build_service(log, ...)   SchedulerService: transactions + command groups,
@@ -131,8 +132,7 @@ def build_host(
     the store's injected clock's monotonic reading (the system's when it has none); with
     OpenTelemetry installed (rota[otel]) each attempt is a span, and its launch gets the
     span's trace context."""
-    clock = getattr(service.transactions.store, "clock", None)
-    monotonic = clock if callable(getattr(clock, "monotonic", None)) else None
+    clock = service.transactions.store.clock
     tracer = attempt_tracer()
     if tracer is not None:
         service.observe(tracer)
@@ -141,7 +141,7 @@ def build_host(
         service,
         executors,
         environment=environment,
-        clock=monotonic,
+        clock=clock,
         trace_context=trace_context,
     )
 

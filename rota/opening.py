@@ -21,11 +21,13 @@ def open(
     projections: str | os.PathLike[str] | bool = True,
     read_only: bool = False,
 ) -> Scheduler:
-    """Open a scheduler on a store (a path, `sqlite:///...`; default: the config's store).
+    """Open a scheduler on a store (a path, `sqlite:///...`, `postgresql://...`, or
+    `memory://` for tests; default: the config's store).
 
     `projections`: where the projections that let a scheduler open without replaying the
-    log are kept: by default the file `<log>.projections` beside an SQLite log, or the
-    PostgreSQL log's own schema; a file path, or False to fold from 0 at every open.
+    log are kept: by default the file `<log>.projections` beside an SQLite log, the
+    PostgreSQL log's own schema, an in-memory log's own tables; a store URL or file path,
+    or False to fold from 0 at every open.
 
     `read_only` (`rota serve`): opening appends nothing; the configuration's `[[budgets]]`
     are not recorded (`core.budget.configured`), the log's own ones are in force.

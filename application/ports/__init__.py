@@ -10,7 +10,7 @@ any adapter. Every name is re-exported here: `from rota.application.ports import
 
 - `records`: the log's records (`NewEvent`, `RecordedEvent`, `RawRecord`, `LogHead`,
   `AppendResult`), with the log's timestamp form (`timestamps`).
-- `event_store`: `EventStore`, the append-only, hash-chained log (SQLite, PostgreSQL).
+- `event_store`: `EventStore`, the append-only, hash-chained log (SQLite, PostgreSQL, memory).
 - `projection_store`: `ProjectionStore`, the projections kept beside the log with the
   position they applied (`ProjectionMeta`, `Persisted`, `WriterLock`).
 - `executor`: `Executor` and `LaunchContext`, how an attempt is launched, recovered,

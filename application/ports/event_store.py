@@ -1,4 +1,4 @@
-"""The event store: what every rota store (SQLite, PostgreSQL) promises.
+"""The event store: what every rota store (SQLite, PostgreSQL, memory) promises.
 
 The log is an ordered sequence of recorded events. Each has a **position** (1, 2, 3 ...,
 gapless and increasing in commit order: a reader that has seen position N has seen every
@@ -33,7 +33,9 @@ import abc
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 
+from rota.application.ports.clock import Clock
 from rota.application.ports.records import (
     AppendResult,
     LogHead,
@@ -44,9 +46,23 @@ from rota.application.ports.records import (
 
 
 class EventStore(abc.ABC):
-    """An append-only, hash-chained event log. See the module docstring for the contract."""
+    """An append-only, hash-chained event log. See the module docstring for the contract.
+
+    `url` names the store (another handle opens it from the URL: `store_url.backend`);
+    `path` is the one file the log is kept in (None for a store that is not a file);
+    `clock` is the clock the store was opened with (None: the system's, or for PostgreSQL
+    the database's), whose monotonic reading the host measures elapsed time with.
+    """
 
     url: str
+    path: Path | None = None
+    clock: Clock | None = None
+
+    def reopened(self) -> EventStore | None:
+        """Another handle on this very log, opened as this one was (a read-only log opens
+        read-only again, an in-memory one shares its log), for a child of this process to
+        use; None: open `url` again."""
+        return None
 
     @abc.abstractmethod
     def append(

@@ -28,11 +28,7 @@ from eventsourcing.persistence import Mapper, StoredEvent, Tracking
 from rota.infrastructure.codec import DEFAULT_CODEC
 from rota.infrastructure.eventsourcing.common import RotaNotification
 from rota.infrastructure.eventsourcing.sqlite import ApswTrackingRecorder, insert_tracking_row
-from rota.infrastructure.projection_stores import is_postgres
-from rota.infrastructure.sqlite.log_file import sqlite_path
-
-SQLITE_MODULE = "rota.infrastructure.eventsourcing.sqlite"
-POSTGRES_MODULE = "rota.infrastructure.eventsourcing.postgres"
+from rota.infrastructure.store_url import backend
 
 
 class RotaMapper(Mapper[Any]):
@@ -59,10 +55,7 @@ class RotaLog(Application[Any]):
     def env_for(url: str) -> dict[str, str]:
         """The environment that points `RotaLog` at the rota store `url`."""
         text_ids = {"ORIGINATOR_ID_TYPE": "text"}  # rota's streams are names, not UUIDs
-        if is_postgres(url):
-            return {"PERSISTENCE_MODULE": POSTGRES_MODULE, "POSTGRES_URL": url, **text_ids}
-        path = str(sqlite_path(url))
-        return {"PERSISTENCE_MODULE": SQLITE_MODULE, "APSW_DBNAME": path, **text_ids}
+        return {**backend(url).follow_env(), **text_ids}
 
     def save(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("RotaLog only reads the rota log; rota appends to it")

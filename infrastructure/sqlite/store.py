@@ -31,6 +31,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
@@ -74,6 +75,7 @@ FALLBACK_POLL = 1.0  # seconds between looks at the head while nudges can arrive
 class SQLiteStore(EventStore):
     """The log in one SQLite file; see the module docstring."""
 
+    path: Path
     # Defaults for subclasses that set a store up by hand (`rota.replay.read_only`): no
     # nudges (a read-only opener writes nothing beside the log), waits poll, SQLite syncs.
     _wal_sync: WalSync | None = None

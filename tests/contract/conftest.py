@@ -4,15 +4,20 @@
 independent handle on the same log (another connection, as another process would).
 `store_url` is what a child process passes to `rota.infrastructure.stores.open_store`.
 
+The in-memory store (`memory://NAME`, a fresh name per test) is held to the same suite; the
+tests that need a second PROCESS on the log skip on it (`PROCESS_TESTS`: another process
+cannot open a store kept in this one's memory), and nothing else does.
+
 PostgreSQL runs each test in its own schema (dropped afterwards). It judges time by the
 database's clock, so the two tests that pin recorded times to a `ManualClock` are SQLite-only;
 `test_postgres_only.py` checks the database-clock equivalents. `store_clock` gives a test the
 store's own clock to set and step back on both stores: a `ManualClock` for SQLite, the
-database's clock for PostgreSQL (`postgres.DatabaseClock`).
+database's clock for PostgreSQL (`postgres.DatabaseClock`), a `ManualClock` for memory.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +28,8 @@ from postgres import DatabaseClock, schema_url, temporary_schema
 
 from rota.application.ports import EventStore
 from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.memory.backend import forget
+from rota.infrastructure.memory.log import MemoryStore
 from rota.infrastructure.postgres.store import PostgresStore, split_schema
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.infrastructure.stores import open_store as open_url
@@ -33,9 +40,16 @@ MANUAL_CLOCK_TESTS = {
     "test_recorded_time_comes_from_the_store_clock",
     "test_round_trip_keeps_every_field",
 }
+# Tests that open the log from a second process (a child that opens `store_url`).
+PROCESS_TESTS = {
+    "test_same_delivery_identity_from_threads_and_processes_records_one_row",
+    "test_concurrent_writers_keep_positions_gapless",
+    "test_subscription_sees_a_commit_made_by_another_process",
+}
+STORE_KINDS = ["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.fixture(params=STORE_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -46,10 +60,17 @@ def _database_clock(request: pytest.FixtureRequest) -> None:
     kind = callspec.params.get("store_kind") if callspec is not None else None
     if kind == "postgresql" and request.node.originalname in MANUAL_CLOCK_TESTS:
         pytest.skip("postgresql judges time by the database clock (see test_postgres_only.py)")
+    if kind == "memory" and request.node.originalname in PROCESS_TESTS:
+        pytest.skip("memory: another process cannot open a store kept in this one's memory")
 
 
 @pytest.fixture
 def store_url(store_kind: str, tmp_path: Path) -> Iterator[str]:
+    if store_kind == "memory":
+        name = f"contract-{uuid.uuid4().hex}"
+        yield f"memory://{name}"
+        forget(name)
+        return
     if store_kind == "sqlite":
         yield f"sqlite:///{tmp_path / 'log.db'}"
         return
@@ -65,6 +86,9 @@ def open_store(store_url: str) -> Iterator[OpenStore]:
         store: EventStore
         if store_url.startswith("sqlite://"):
             store = SQLiteStore(store_url, clock=clock)
+        elif store_url.startswith("memory://"):
+            store = open_url(store_url, clock=clock)
+            assert isinstance(store, MemoryStore)
         else:
             store = open_url(store_url, clock=clock)
             assert isinstance(store, PostgresStore)
@@ -104,11 +128,11 @@ def store_clock(
     """
     opened: list[EventStore] = []
     clock: StoreClock
-    if store_kind == "sqlite":
+    if store_kind in ("sqlite", "memory"):
         clock = manual = ManualClock(CLOCK_START)
 
         def factory() -> EventStore:
-            opened.append(SQLiteStore(store_url, clock=manual))
+            opened.append(open_url(store_url, clock=manual))
             return opened[-1]
     else:
         _, schema = split_schema(store_url)

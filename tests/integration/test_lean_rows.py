@@ -104,7 +104,7 @@ def test_a_sqlite_rebuild_copies_the_spilled_rows_inside_sqlite(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     service = busy_log(tmp_path / "rota.db")
-    from rota.infrastructure.sqlite import projection_store
+    from rota.infrastructure.sqlite import projection_swap as projection_store
 
     through_python: list[str] = []
     original = projection_store.write_rows

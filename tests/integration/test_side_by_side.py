@@ -11,6 +11,7 @@ import pytest
 
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
 from rota.infrastructure.sqlite.store import SQLiteStore
+from rota.infrastructure.stores import open_store
 from rota.projections import PERSISTED, HistoryProjection, SchedulerProjection
 from rota.replay.export import import_export
 from rota.replay.rebuild import fold, rebuild, verify
@@ -82,16 +83,9 @@ def test_a_failing_child_raises_here_with_its_error(tmp_path: Path) -> None:
 
 def test_without_a_url_another_process_can_open_the_folds_run_here(tmp_path: Path) -> None:
     store = imported("retries", tmp_path)
-
-    class Unreachable:
-        """The store's reads without its URL (a store another process cannot open)."""
-
-        def __getattr__(self, name: str) -> Any:
-            if name == "url":
-                raise AttributeError(name)
-            return getattr(store, name)
-
-    log: Any = Unreachable()
+    # An in-memory store: another process cannot open it by its URL.
+    log = open_store("memory://")
+    log.append_raw(store.read_raw(0, 100_000))
     assert not can_split(log, 2)
     folded, _ = fold_side_by_side(log, PERSISTED, [None, None])
     assert [type(p) for p in folded] == list(PERSISTED)
@@ -104,8 +98,6 @@ def test_side_by_side_on_postgresql_equals_one_after_the_other(tmp_path: Path) -
     """The child opens the PostgreSQL log by its URL (its own pool); the parent's pool
     and connections are left alone across the fork."""
     from postgres import schema_url, temporary_schema
-
-    from rota.infrastructure.stores import open_store
 
     source = imported("recovery", tmp_path)
     with temporary_schema() as schema:

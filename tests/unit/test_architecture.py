@@ -48,9 +48,8 @@ MAX_MODULE_LINES = 450
 # this list once they are merged. Add nothing to it: split the module along a real seam.
 OVERSIZED_UNTIL_SPLIT = {
     "rota/scheduler.py",  # the facade, split on the facade's branch
-    "infrastructure/sqlite/projection_store.py",  # split on the backends' branch
 }
-BACKENDS = ["sqlite", "postgres", "eventsourcing", "executors"]
+BACKENDS = ["sqlite", "postgres", "memory", "eventsourcing", "executors"]
 
 
 def _module_name(path: Path) -> str:

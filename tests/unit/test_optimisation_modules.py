@@ -24,6 +24,7 @@ OPTIMISATIONS = [
     "application/tallies.py",
     "infrastructure/canonical.py",
     "infrastructure/spill.py",
+    "infrastructure/sqlite/projection_swap.py",
     "infrastructure/stored_works.py",
     "projections/work_tally.py",
     "replay/row_streams.py",

@@ -4,7 +4,7 @@ commit then, even if the store's wake-up (a PostgreSQL NOTIFY) has not arrived y
 
 from __future__ import annotations
 
-from pathlib import Path
+import uuid
 
 import pytest
 
@@ -12,7 +12,8 @@ from rota.application.ports import NewEvent
 from rota.application.transactions import Transactions
 from rota.domain.emit import Emit
 from rota.domain.events import WorkSubmitted
-from rota.infrastructure.sqlite.store import SQLiteStore
+from rota.infrastructure.memory.backend import forget
+from rota.infrastructure.stores import open_store
 
 
 def submitted(work: str) -> WorkSubmitted:
@@ -20,9 +21,10 @@ def submitted(work: str) -> WorkSubmitted:
 
 
 def test_after_a_conflict_it_reads_even_when_the_store_says_nothing_after(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    mine, other = SQLiteStore(tmp_path / "log.db"), SQLiteStore(tmp_path / "log.db")
+    name = f"conflict-{uuid.uuid4().hex}"  # two handles on one in-memory log
+    mine, other = open_store(f"memory://{name}"), open_store(f"memory://{name}")
     try:
         tx = Transactions(mine)
         tx.catch_up()
@@ -53,3 +55,4 @@ def test_after_a_conflict_it_reads_even_when_the_store_says_nothing_after(
     finally:
         mine.close()
         other.close()
+        forget(name)

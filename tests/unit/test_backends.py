@@ -1,0 +1,153 @@
+"""One backend object per store package, chosen by the one URL parser; the in-memory store.
+
+`store_url.backend(url)` is the only place that asks which kind of store a URL names; the
+rest of rota calls the object it returns. `memory://name` is shared by every handle in this
+process, `memory://` is private; both are usable from `rota.open`.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import rota
+from rota.application.errors import PortCode, StoreError
+from rota.infrastructure.memory.backend import MemoryBackend, forget
+from rota.infrastructure.postgres.backend import PostgresBackend
+from rota.infrastructure.sqlite.backend import SQLiteBackend
+from rota.infrastructure.store_url import MemoryURL, backend, parse
+from rota.infrastructure.stores import open_store
+from rota.replay.daemon_lock import DaemonLock, StoreBusy
+from rota.replay.doctor import doctor
+from rota.replay.recover_corrupt import recover_corrupt
+from rota.replay.recovery_report import RecoveryRefused
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ["rota", "domain", "projections", "application", "infrastructure", "replay"]
+
+
+@pytest.fixture
+def name() -> Iterator[str]:
+    found = f"unit-{uuid.uuid4().hex}"
+    yield found
+    forget(found)
+
+
+def test_the_url_parser_picks_each_backend(tmp_path: Path) -> None:
+    assert isinstance(backend(tmp_path / "rota.db"), SQLiteBackend)
+    assert isinstance(backend(f"sqlite:///{tmp_path}/rota.db"), SQLiteBackend)
+    assert isinstance(backend("postgresql://u@h/db?schema=s"), PostgresBackend)
+    assert isinstance(backend("memory://tests"), MemoryBackend)
+    assert isinstance(backend("memory://"), MemoryBackend)
+    assert parse("memory://tests") == MemoryURL("memory://tests")
+    assert parse("memory://tests").name == "tests"  # type: ignore[union-attr]
+    assert backend(tmp_path / "rota.db").log_file == tmp_path / "rota.db"
+    assert backend("memory://tests").log_file is None
+    assert backend("postgresql://u@h/db").log_file is None
+
+
+@pytest.mark.parametrize("url", ["memory://a/b", "memory://a?x=1"])
+def test_a_memory_url_with_a_path_or_a_query_is_refused(url: str) -> None:
+    with pytest.raises(StoreError) as raised:
+        parse(url)
+    assert raised.value.code == PortCode.INVALID_STORE_URL
+
+
+def test_no_module_but_the_url_parser_asks_which_store_a_url_names() -> None:
+    asks = re.compile(r"is_postgres|POSTGRES_SCHEMES|startswith\(\(?\"postgres")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for folder in PRODUCT
+        for path in (ROOT / folder).rglob("*.py")
+        if path.name != "store_url.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if asks.search(line)
+    ]
+    assert not found, found
+
+
+def test_no_module_probes_a_store_for_what_the_port_declares() -> None:
+    probe = re.compile(r"getattr\([\w.]*(log|store)\w*, \"(url|path|clock|reopened)\"")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for folder in PRODUCT
+        for path in (ROOT / folder).rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if probe.search(line)
+    ]
+    assert not found, found
+
+
+def test_a_named_memory_store_is_shared_and_a_bare_one_is_private(name: str) -> None:
+    first, second = open_store(f"memory://{name}"), open_store(f"memory://{name}")
+    rota_event = first.read(0, 1)
+    assert rota_event == []
+    with rota.Scheduler(open_store(f"memory://{name}"), owner="a") as scheduler:
+        scheduler.register("job", lambda ctx: None)
+        scheduler.submit("w", binding="job")
+    assert first.head() == second.head() and first.head().position > 0
+    assert first.store_id == second.store_id
+    private = open_store("memory://")
+    assert private.head().position == 0 and private.store_id != first.store_id
+    assert open_store("memory://").store_id != private.store_id
+    reopened = private.reopened()
+    assert reopened is not None and reopened.store_id == private.store_id
+
+
+def test_a_missing_memory_store_is_not_created_by_a_reader(name: str) -> None:
+    with pytest.raises(StoreError) as raised:
+        open_store(f"memory://{name}", create=False)
+    assert raised.value.code == PortCode.STORE_NOT_FOUND
+
+
+def test_rota_open_on_memory_keeps_and_reloads_its_projections(name: str) -> None:
+    with rota.open(f"memory://{name}") as scheduler:
+        scheduler.register("job", lambda ctx: None)
+        scheduler.submit("w", binding="job")
+        assert scheduler.service.stored is not None
+    with rota.open(f"memory://{name}", projections=f"memory://{name}") as again:
+        stored = again.service.stored
+        assert stored is not None and stored.store.meta("scheduler") is not None
+        assert again.store.head().position > 0
+
+
+def test_the_memory_daemon_lock_is_shared_by_daemons_and_excluded_by_a_recovery(
+    name: str,
+) -> None:
+    url = f"memory://{name}"
+    with DaemonLock.for_store(url), DaemonLock.for_store(url):  # two racing daemons
+        lock = backend(url).daemon_lock(exclusive=True)
+        assert lock is not None and lock.held_by_another()
+        with pytest.raises(StoreBusy, match="stop 'rota run' first"):
+            DaemonLock.for_store(url, exclusive=True).acquire()
+    recovery = DaemonLock.for_store(url, exclusive=True).acquire()
+    with pytest.raises(StoreBusy, match="recover-corrupt holds"):
+        DaemonLock.for_store(url).acquire()
+    recovery.release()
+    assert not lock.held_by_another()
+
+
+def test_doctor_reads_a_memory_store_and_recover_corrupt_refuses_it(name: str) -> None:
+    url = f"memory://{name}"
+    with rota.open(url) as scheduler:
+        scheduler.register("job", lambda ctx: None)
+        scheduler.submit("w", binding="job")
+    report = doctor(url)
+    checks = {c.name: c for c in report.checks}
+    assert report.ok, report.checks
+    assert checks["projection_drift"].status == "ok"
+    assert "memory://" in checks["projection_integrity"].detail
+    with pytest.raises(RecoveryRefused, match="nothing to isolate"):
+        recover_corrupt(url, "b1")
+
+
+def test_eventsourcing_cannot_follow_a_memory_store() -> None:
+    from rota.infrastructure.eventsourcing.follow import RotaLog
+
+    with pytest.raises(StoreError):
+        RotaLog.env_for("memory://x")
+    assert RotaLog.env_for("postgresql://u@h/db")["POSTGRES_URL"] == "postgresql://u@h/db"
