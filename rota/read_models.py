@@ -1,6 +1,6 @@
 """The read models an embedded scheduler returns: a Work's view, the Works, their attempts
 and the log's events (`Scheduler.work`, `works`, `executions`, `events`, `iter_events`),
-as the typed views of `rota.work_views`."""
+as the typed views of `rota.application.queries.work_views`."""
 
 from __future__ import annotations
 
@@ -9,13 +9,7 @@ from typing import get_args
 
 from rota.application.host import Host
 from rota.application.ports import EventStore
-from rota.application.service import SchedulerService
-from rota.domain.admission import Waiting
-from rota.domain.errors import NotEligible
-from rota.domain.state import WorkState, WorkStateName
-from rota.projections.scheduler import OnDemandWorks
-from rota.projections.work_pages import MAX_LIMIT, WorkFilter, bounded, page_in_memory
-from rota.work_views import (
+from rota.application.queries.work_views import (
     AttemptView,
     EventView,
     WorkSummary,
@@ -25,6 +19,12 @@ from rota.work_views import (
     work_summary,
     work_view,
 )
+from rota.application.service import SchedulerService
+from rota.domain.admission import Waiting
+from rota.domain.errors import NotEligible
+from rota.domain.state import WorkState, WorkStateName
+from rota.projections.scheduler import OnDemandWorks
+from rota.projections.work_pages import MAX_LIMIT, WorkFilter, bounded, page_in_memory
 
 
 class ReadModels:

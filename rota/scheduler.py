@@ -15,11 +15,11 @@ A `Scheduler` is thread-safe. `tick()` runs one cadence pass; `run_until_idle()`
 passes until nothing is ready or running and no retry timer is due now; `run()` runs the
 daemon loop until stopped. Callables registered with `register()` run on a thread pool
 (see `rota.infrastructure.executors.inproc` for what they receive and return); `async def`
-callables run on the scheduler's own event loop thread (`rota.async_executors`).
+callables run on the scheduler's own event loop thread (`rota.embedded.async_executors`).
 
-`submit()` returns a `WorkHandle` (`rota.handles`); concurrent submits from many threads
+`submit()` returns a `WorkHandle` (`rota.embedded.handles`); concurrent submits from many threads
 are group-committed (`rota.application.group_commit`). The read models return the typed
-views of `rota.work_views`.
+views of `rota.application.queries.work_views`.
 """
 
 from __future__ import annotations
@@ -44,20 +44,20 @@ from rota.application.ports import (
     LaunchContext,
     ProjectionStore,
 )
+from rota.application.queries.schedule_views import ScheduleView
+from rota.application.queries.work_views import AttemptView, EventView, WorkSummary, WorkView
 from rota.application.views import capacity_view
-from rota.async_executors import AsyncCallables
-from rota.bindings import BindingPaths
 from rota.daemon import AuditCheckpoints, DaemonLoop
 from rota.domain.policy import POOL_AGENTS, ControlFallback, HandoffPolicy, RetryPolicy, Settings
-from rota.handles import WorkHandle
+from rota.embedded.async_executors import AsyncCallables
+from rota.embedded.bindings import BindingPaths
+from rota.embedded.handles import WorkHandle
+from rota.embedded.registering import Registry
+from rota.embedded.schedule_api import Schedules
+from rota.embedded.submissions import Submission
+from rota.embedded.submitting import Submits
 from rota.infrastructure.config import Config
 from rota.read_models import ReadModels
-from rota.registering import Registry
-from rota.schedule_view_types import ScheduleView
-from rota.schedules import Schedules
-from rota.submissions import Submission
-from rota.submitting import Submits
-from rota.work_views import AttemptView, EventView, WorkSummary, WorkView
 
 _NO_INPUT: Any = msgspec.UNSET
 

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rota.application.ports import RecordedEvent
+from rota.application.queries.schedule_views import HistoryEntry, ScheduleExplanation, UpcomingTime
 from rota.application.service import SchedulerService
 from rota.domain.errors import DomainCode, Refusal
 from rota.domain.events.schedule import (
@@ -30,7 +31,6 @@ from rota.domain.schedules import (
     times_between,
 )
 from rota.projections.schedules import ScheduleRow, schedule_stream
-from rota.schedule_view_types import HistoryEntry, ScheduleExplanation, UpcomingTime
 
 REASONS = {
     "outside_catchup_window": "it was older than the catch-up window when the runner came to "

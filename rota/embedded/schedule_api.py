@@ -24,12 +24,8 @@ from typing import Any
 
 import msgspec
 
-from rota.application.schedules import ScheduleCommands
-from rota.application.service import SchedulerService
-from rota.domain.errors import DomainCode, Refusal
-from rota.domain.schedules import rfc3339
-from rota.projections.schedules import ScheduleRow
-from rota.schedule_view_types import (
+from rota.application.queries.schedule_reads import explain, history, upcoming
+from rota.application.queries.schedule_views import (
     BackfillResult,
     HistoryEntry,
     ScheduleExplanation,
@@ -38,7 +34,11 @@ from rota.schedule_view_types import (
     TriggeredFire,
     UpcomingTime,
 )
-from rota.schedule_views import explain, history, upcoming
+from rota.application.schedules import ScheduleCommands
+from rota.application.service import SchedulerService
+from rota.domain.errors import DomainCode, Refusal
+from rota.domain.schedules import rfc3339
+from rota.projections.schedules import ScheduleRow
 
 
 class Schedules:

@@ -3,7 +3,7 @@
 cannot disagree), plus the overview's counts, the budgets' ledgers and doctor's fast checks.
 
 Schedules: `schedule_rows` and `schedule_detail` read the schedules facade
-(`scheduler.schedules`, `rota.schedule_views`), as `GET /v1/schedules` does.
+(`scheduler.schedules`, `rota.application.queries.schedule_reads`), as `GET /v1/schedules` does.
 """
 
 from __future__ import annotations
