@@ -131,7 +131,7 @@ def build_host(
     the store's injected clock's monotonic reading (the system's when it has none); with
     OpenTelemetry installed (rota[otel]) each attempt is a span, and its launch gets the
     span's trace context."""
-    clock = getattr(service.transactions.store, "clock", None)
+    clock = getattr(service.store, "clock", None)
     monotonic = clock if callable(getattr(clock, "monotonic", None)) else None
     tracer = attempt_tracer()
     if tracer is not None:

@@ -24,8 +24,9 @@ import rota.aio
 import rota.embedded.handles
 from rota.application.errors import ExecutorError
 from rota.application.queries import work_views
-from rota.application.views import attempt_view, event_json, work_summary, work_view
 from rota.infrastructure.clock import ManualClock
+
+from .json_views import attempt_view, event_json, work_summary, work_view
 
 
 @pytest.fixture

@@ -1,14 +1,19 @@
-"""The read models an embedded scheduler returns: a Work's view, the Works, their attempts
-and the log's events (`Scheduler.work`, `works`, `executions`, `events`, `iter_events`),
-as the typed views of `rota.application.queries.work_views`."""
+"""The Work read models: a Work's view, the Works a page at a time, their attempts, the
+log's events, the holds (the needs-you list) and the counts over every Work.
+
+Each query takes the service's lock itself and catches the projection up to the log head
+first; the views are the typed ones of `rota.application.queries.work_views`, the one
+builder of each (the CLI's `--json` is `msgspec.json.encode(view)`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import get_args
 
+import msgspec
+
 from rota.application.host import Host
-from rota.application.ports import EventStore
 from rota.application.queries.work_views import (
     AttemptView,
     EventView,
@@ -25,16 +30,37 @@ from rota.domain.errors import NotEligible
 from rota.domain.state import WorkState, WorkStateName
 from rota.projections.scheduler import OnDemandWorks
 from rota.projections.work_pages import MAX_LIMIT, WorkFilter, bounded, page_in_memory
+from rota.projections.work_tally import WorkTally
 
 
-class ReadModels:
+class HeldWork(msgspec.Struct, frozen=True, kw_only=True):
+    """One hold on a Work (`GET /v1/holds`, the web view's needs-you list)."""
+
+    work: str
+    kind: str
+    reason: str
+    holder: str | None
+    position: int
+
+
+class WorkCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """Counts over every Work at the log head (the overview, `/metrics`)."""
+
+    works: int
+    states: dict[tuple[str, str], int]  # (state, scope) -> Works
+    holds: dict[str, int]  # hold kind -> holds
+    attempts: dict[tuple[str, str | None], int]  # (binding, outcome) -> attempts
+    recoveries: dict[str, int]  # recovered / relaunched -> segments
+
+
+class WorkQueries:
     """Views of a service's projection (caught up to the log head first) and of its log."""
 
-    def __init__(self, service: SchedulerService, host: Host, store: EventStore) -> None:
-        self.service, self.host, self.store = service, host, store
+    def __init__(self, service: SchedulerService, host: Host) -> None:
+        self.service, self.host = service, host
 
     def work(self, work_id: str) -> WorkView | None:
-        """The Work's JSON view (state, attempts, segments, retry), or None."""
+        """The Work's view (state, attempts, segments, retry), or None."""
         with self.service.lock:
             self.service.catch_up()
             work = self.service.projection.works.get(work_id)
@@ -52,10 +78,6 @@ class ReadModels:
         except NotEligible as refusal:
             return Waiting(work.work_id, refusal.code, refusal.message)
         return None
-
-    def works(self) -> list[WorkSummary]:
-        """Every Work's summary in id order, read a page at a time (`iter_works`)."""
-        return list(self.iter_works())
 
     def iter_works(
         self, *, state: str | None = None, scope: str | None = None, binding: str | None = None
@@ -95,17 +117,66 @@ class ReadModels:
             return [work_summary(w, self._waiting(w)) for w in found], cursor
 
     def executions(self, work_id: str) -> list[AttemptView]:
+        """The Work's attempts, oldest first (empty for an unknown Work)."""
         with self.service.lock:
             self.service.catch_up()
             work = self.service.projection.works.get(work_id)
             return [] if work is None else [attempt_view(a) for a in work.attempts]
 
     def events(self, after: int = 0, limit: int = 1000) -> list[EventView]:
-        return [event_view(r) for r in self.store.read(after, limit)]
+        """Up to `limit` events of the log after position `after`."""
+        return [event_view(r) for r in self.service.store.read(after, limit)]
 
     def iter_events(self, after: int = 0) -> Iterator[EventView]:
+        """Every event of the log after position `after`, read in pages."""
         position = after
-        while batch := self.store.read(position, 5000):
+        while batch := self.service.store.read(position, 5000):
             for recorded in batch:
                 yield event_view(recorded)
             position = batch[-1].position
+
+    def holds(self) -> list[HeldWork]:
+        """Every hold on a Work, oldest first (by position, then Work id)."""
+        service = self.service
+        found: list[HeldWork] = []
+        tally = service.tallies.ready()  # which Works hold, without reading every Work
+        with service.lock:
+            service.catch_up()
+            works = service.projection.works
+            for work_id in sorted(tally.held):
+                work = works.get(work_id)
+                if work is None:
+                    continue
+                found.extend(
+                    HeldWork(
+                        work=work.work_id,
+                        kind=hold.kind,
+                        reason=hold.reason,
+                        holder=hold.holder,
+                        position=hold.position,
+                    )
+                    for hold in work.holds
+                )
+        return sorted(found, key=lambda h: (h.position, h.work))
+
+    def counts(self) -> WorkCounts:
+        """The counts over every Work, at the log head."""
+        service = self.service
+        tally = service.tallies.ready()  # counts over every Work, not every Work in memory
+        with service.lock:
+            service.catch_up()
+            return counted(tally)
+
+
+def counted(tally: WorkTally) -> WorkCounts:
+    """The tally's counts, copied (read them under the service's lock)."""
+    return WorkCounts(
+        works=tally.works,
+        states=dict(tally.states),
+        holds=dict(tally.holds),
+        attempts=dict(tally.attempts),
+        recoveries=dict(tally.recoveries),
+    )
+
+
+__all__ = ["HeldWork", "WorkCounts", "WorkQueries", "counted"]
