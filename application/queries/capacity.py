@@ -52,7 +52,7 @@ class CapacityView(msgspec.Struct, frozen=True, kw_only=True):
 
     pools: dict[str, PoolUse]
     scopes: dict[str, ScopeUse]
-    waiting: tuple[WaitingWork, ...]
+    waiting: list[WaitingWork]
 
 
 def dry_run_starts(
@@ -111,8 +111,8 @@ def capacity_view(
     declared = (r.pool for r in configuration.registrations.values())
     pools = {"agents", "jobs", *projection.slots, *settings.pool_limits, *declared}
     plan = dry_run_starts(projection, configuration, now, projection.ready_order())
-    waiting = tuple(waiting_works(plan.waiting))
-    by_pool = waiting_by_pool(projection, configuration, list(waiting))
+    waiting = waiting_works(plan.waiting)
+    by_pool = waiting_by_pool(projection, configuration, waiting)
     return CapacityView(
         pools={
             pool: PoolUse(
@@ -157,7 +157,7 @@ class CapacityQueries:
             pool: msgspec.structs.replace(use, waiting=counts.get(pool, 0))
             for pool, use in view.pools.items()
         }
-        return CapacityView(pools=pools, scopes=view.scopes, waiting=tuple(found))
+        return CapacityView(pools=pools, scopes=view.scopes, waiting=found)
 
 
 __all__ = [
