@@ -1,7 +1,7 @@
 """The read side's one door: outside `rota.application`, no code reaches into the service's
 state (`.lock`, `.projection`, `.transactions`) or the host's executor directory
 (`host.directory`); it calls the queries of `rota.application.queries` and the commands of
-the service (docs/architecture.md, "Reading state").
+the service (docs/architecture.md, the layers: application/queries/).
 
 The check is on the source (AST): an attribute `lock`, `projection` or `transactions`
 read from an expression that names a service, a host or the schedule commands (`service`,
