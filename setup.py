@@ -42,7 +42,7 @@ setup(
         "rota": ["py.typed"],
         "rota.infrastructure.postgres": ["*.sql"],
         # The web view's templates and stylesheet.
-        "rota.http": ["templates/*.html", "static/*.css"],
+        "rota.http.web": ["templates/*.html", "static/*.css"],
     },
     include_package_data=False,
 )

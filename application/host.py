@@ -38,6 +38,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -146,6 +147,26 @@ class Host:
     @property
     def held(self) -> dict[str, Held]:
         return self.launches.held
+
+    def declare_compatible(self, generations: Mapping[str, frozenset[str] | None]) -> None:
+        """Configuration generations whose executors (those named; None: every one) serve
+        attempts pinned to them (the config file's `[[historical]]`)."""
+        self.directory.compatible.update(generations)
+
+    def keep_generation(self, before: str, executors: Mapping[str, Executor]) -> None:
+        """Attempts pinned to the generation `before` (which a configuration change ends)
+        keep `executors`, the implementations they were started with."""
+        self.directory.keep(before, dict(executors))
+
+    def serve_historical(self, generation: str, name: str, executor: Executor) -> None:
+        """`executor` serves attempts of registration `name` pinned to `generation`."""
+        with self.service.lock:
+            self.directory.historical[(generation, name)] = executor
+
+    def register_gate(self, name: str, gate: Gate) -> None:
+        """Register a start gate under the service's lock (a start pass reads the gates)."""
+        with self.service.lock:
+            self.gates[name] = gate
 
     @property
     def results(self) -> queue.SimpleQueue[tuple[str, int, Result]]:

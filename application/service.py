@@ -10,6 +10,7 @@ properties below expose the state the groups share, for the host, the views and 
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -119,6 +120,12 @@ class SchedulerService:
         self.transactions.close_projections()
 
     # -- configuration (under the projection's lock: a start pass pins under it) ----------
+
+    def configuring(self) -> AbstractContextManager[Any]:
+        """Hold off start passes while a configuration change (several bindings and
+        registrations, checked together) is made: `with service.configuring(): ...`."""
+        lock: AbstractContextManager[Any] = self.lock
+        return lock
 
     def set_binding(self, binding: Binding) -> None:
         """Define or redefine a binding: a new configuration generation."""

@@ -20,7 +20,7 @@ from rota.http.context import ApiContext
 from rota.http.metrics import registry
 from rota.http.routes.system import holds
 from rota.http.tokens import TokenFile
-from rota.http.web_views import overview
+from rota.http.web.views import overview
 from rota.infrastructure.config import HttpModel
 
 

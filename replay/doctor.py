@@ -229,7 +229,7 @@ def examine(
 ) -> DoctorReport:
     """Every check on an opened (read-only) log; see the module docstring."""
     from rota.application.configuration import Configuration
-    from rota.application.views import capacity_view
+    from rota.application.queries.capacity import capacity_view
     from rota.infrastructure.executors import builtin_registrations
 
     checks: list[Check] = []

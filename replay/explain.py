@@ -16,25 +16,20 @@ Nothing is written.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
-from rota.application.configuration import Configuration
-from rota.application.live_projections import stored_scheduler
 from rota.application.ports import EventStore, ProjectionStore
+from rota.application.queries.explain import ReadyLook, ready_look
 from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp, parse_timestamp
-from rota.application.transactions import Transactions
-from rota.application.views import dry_run_starts
 from rota.domain import admission
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.evolve import evolve
-from rota.domain.policy import Settings
 from rota.domain.state import WorkState
 from rota.projections.history import HistoryProjection
 from rota.projections.records import AttemptHistory, WorkHistory
-from rota.projections.scheduler import SchedulerProjection
 
 
 class Statement(msgspec.Struct, frozen=True):
@@ -76,38 +71,6 @@ def work_story(store: EventStore, work_id: str) -> tuple[WorkState, HistoryProje
         history.apply(r.position, r.stream, r.version, at, r.event)
     assert work is not None
     return work, history, events[-1].position
-
-
-class _Looking(NamedTuple):
-    """What explaining a ready Work reads: the projection at the log head, the
-    configuration that pins its binding, and the store's time."""
-
-    projection: SchedulerProjection
-    configuration: Configuration
-    now: datetime
-
-
-def _looking(
-    store: EventStore, service: SchedulerService | None, projections: ProjectionStore | None
-) -> _Looking:
-    """The service's projection at the log head (loaded, else folded), or a fresh fold."""
-    if service is None:
-        tx = Transactions(store)
-        if projections is not None:
-            loaded = stored_scheduler(projections, store)
-            if loaded is not None:
-                tx.projection = loaded
-        tx.catch_up()
-        return _Looking(
-            tx.projection, Configuration(settings=Settings(), owner="explain"), tx.now()
-        )
-    with service.lock:
-        if projections is not None and service.projection.position == 0:
-            loaded = stored_scheduler(projections, store)
-            if loaded is not None:
-                service.projection = loaded
-        service.catch_up()
-    return _Looking(service.projection, service.configuration, service.now())
 
 
 def explain(
@@ -301,9 +264,8 @@ def _ready(
     say: Any,
 ) -> None:
     first = work.pending[0].position
-    looking = _looking(store, service, projections)
-    ready = looking.projection.ready_order()
-    plan = dry_run_starts(looking.projection, looking.configuration, looking.now, ready)
+    looking = ready_look(store, service, projections)
+    ready, plan = looking.ready, looking.plan
     place = next((i for i, w in enumerate(ready, 1) if w.work_id == work.work_id), None)
     queue = f" (number {place} of {len(ready)} in the ready queue)" if place else ""
     waiting = next((w for w in plan.waiting if w.work_id == work.work_id), None)
@@ -322,7 +284,7 @@ def _ready(
 
 
 def _holders(
-    store: EventStore, looking: _Looking, work: WorkState, code: str
+    store: EventStore, looking: ReadyLook, work: WorkState, code: str
 ) -> list[tuple[str, int]]:
     """The slot holders keeping `work` out, each with the position of its claim."""
     projection, configuration = looking.projection, looking.configuration

@@ -7,8 +7,8 @@ pools over their limit, and Work held by a budget or a crash loop (with the reas
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
+from rota.application.queries.capacity import CapacityView
 from rota.application.timestamps import format_timestamp
 from rota.domain.recovery import needs_recovery
 from rota.projections import SchedulerProjection
@@ -64,20 +64,20 @@ def check_timers(state: SchedulerProjection, now: datetime) -> Check:
     )
 
 
-def check_capacity(view: dict[str, Any]) -> Check:
+def check_capacity(view: CapacityView) -> Check:
     parts, over, held_back = [], [], []
-    for pool, cap in view["pools"].items():
-        limit = cap["limit"] or "unbounded"  # a limit of 0 is unbounded
-        parts.append(f"{pool} {cap['in_use']}/{limit} running, {cap['waiting']} held back")
-        if cap["limit"] and cap["in_use"] > cap["limit"]:
+    for pool, cap in view.pools.items():
+        limit = cap.limit or "unbounded"  # a limit of 0 is unbounded
+        parts.append(f"{pool} {cap.in_use}/{limit} running, {cap.waiting} held back")
+        if cap.limit and cap.in_use > cap.limit:
             over.append(pool)
-    for scope, cap in view["scopes"].items():
-        parts.append(f"scope {scope} {cap['in_use']}/{cap['limit']}")
-        if cap["in_use"] > cap["limit"]:
+    for scope, use in view.scopes.items():
+        parts.append(f"scope {scope} {use.in_use}/{use.limit}")
+        if use.in_use > use.limit:
             over.append(f"scope {scope}")
-    for w in view["waiting"]:
-        if w["code"].startswith("capacity"):
-            held_back.append(w["work"])
+    for w in view.waiting:
+        if w.code.startswith("capacity"):
+            held_back.append(w.work)
     detail = "; ".join(parts) + (f"; waiting for a slot: {_listed(held_back)}" if held_back else "")
     if over:
         return Check(

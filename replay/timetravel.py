@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from rota.application.ports import EventStore
+from rota.application.queries.work_views import json_value, work_view
 from rota.application.timestamps import format_timestamp, parse_timestamp
-from rota.application.views import work_view
 from rota.domain.errors import RotaError
 from rota.domain.policy import Settings
 from rota.infrastructure.config import EntryCode
@@ -84,7 +84,7 @@ def state_at(
         "recorded_at": recorded_at,
         "head": head,
         "scheduler": {
-            "works": {work_id: work_view(works[work_id]) for work_id in sorted(works)},
+            "works": {w: json_value(work_view(works[w])) for w in sorted(works)},
             "ready": [work.work_id for work in scheduler.ready_order()],
             "live": dict(sorted(scheduler.live.items())),
             "timers": {

@@ -34,23 +34,7 @@ from rota.application.errors import (
     StoreUnavailable,
 )
 from rota.application.ports import Clock, Executor, Gate, GateAnswer, LaunchContext, StartHold
-from rota.domain.errors import (
-    InvalidCommand,
-    LeaseLost,
-    NotEligible,
-    Refusal,
-    RotaError,
-    SchemaError,
-)
-from rota.domain.policy import Binding, RetryPolicy, Settings
-from rota.domain.results import Result
-from rota.domain.state import PendingInput, WorkState
-from rota.handles import WorkHandle
-from rota.infrastructure.clock import ManualClock, SystemClock
-from rota.infrastructure.config import Config, ConfigError
-from rota.infrastructure.executors.inproc import Fail
-from rota.opening import open
-from rota.schedule_view_types import (
+from rota.application.queries.schedule_views import (
     BackfillResult,
     HistoryEntry,
     ScheduleExplanation,
@@ -59,9 +43,7 @@ from rota.schedule_view_types import (
     TriggeredFire,
     UpcomingTime,
 )
-from rota.scheduler import Scheduler
-from rota.submissions import Submission
-from rota.work_views import (
+from rota.application.queries.work_views import (
     AttemptView,
     ControlView,
     ErrorView,
@@ -75,6 +57,24 @@ from rota.work_views import (
     WorkSummary,
     WorkView,
 )
+from rota.domain.errors import (
+    InvalidCommand,
+    LeaseLost,
+    NotEligible,
+    Refusal,
+    RotaError,
+    SchemaError,
+)
+from rota.domain.policy import Binding, RetryPolicy, Settings
+from rota.domain.results import Result
+from rota.domain.state import PendingInput, WorkState
+from rota.embedded.handles import WorkHandle
+from rota.embedded.opening import open
+from rota.embedded.submissions import Submission
+from rota.infrastructure.clock import ManualClock, SystemClock
+from rota.infrastructure.config import Config, ConfigError
+from rota.infrastructure.executors.inproc import Fail
+from rota.scheduler import Scheduler
 
 __version__ = "0.1.0"
 

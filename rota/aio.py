@@ -22,7 +22,7 @@ the log's commits (the store's `wait_for_commit`) and wakes every waiting corout
 the loop, which re-reads its view (and at least every `RECHECK_SECONDS`).
 
 `async def` executors run on the scheduler's own event loop thread
-(`rota-async-executors`, see `rota.async_executors`), never on the caller's loop.
+(`rota-async-executors`, see `rota.embedded.async_executors`), never on the caller's loop.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from typing import Any
 from rota.api_errors import WaitTimeout
 from rota.application.host import TickReport
 from rota.application.ports import Clock, Environment, EventStore, Executor, Gate, LaunchContext
-from rota.handles import RECHECK_SECONDS, WorkHandle, outcome_of
+from rota.application.queries.work_views import AttemptView, EventView, WorkSummary, WorkView
+from rota.embedded.handles import RECHECK_SECONDS, WorkHandle, outcome_of
+from rota.embedded.opening import open as open_sync
+from rota.embedded.submissions import Submission
 from rota.infrastructure.config import Config
-from rota.opening import open as open_sync
 from rota.scheduler import Scheduler
-from rota.submissions import Submission
-from rota.work_views import AttemptView, EventView, WorkSummary, WorkView
 
 
 async def open(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rota.domain.errors import ErrorCode, RotaError
 
 if TYPE_CHECKING:
-    from rota.work_views import ErrorView, WorkView
+    from rota.application.queries.work_views import ErrorView, WorkView
 
 
 class ApiCode(ErrorCode):

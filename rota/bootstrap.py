@@ -132,7 +132,7 @@ def build_host(
     the store's injected clock's monotonic reading (the system's when it has none); with
     OpenTelemetry installed (rota[otel]) each attempt is a span, and its launch gets the
     span's trace context."""
-    clock = service.transactions.store.clock
+    clock = service.store.clock
     tracer = attempt_tracer()
     if tracer is not None:
         service.observe(tracer)

@@ -14,7 +14,7 @@ from rota.api_errors import ApiCode
 from rota.application.errors import PortCode
 from rota.domain.errors import DomainCode, ErrorCode
 from rota.http.errors import HttpCode
-from rota.http.web_errors import WebCode
+from rota.http.web.errors import WebCode
 from rota.infrastructure.config import EntryCode
 from rota.replay.errors import ReplayCode
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import rota
+from rota.application.queries.work_views import AttemptView
 from rota.application.timestamps import parse_timestamp
 from rota.replay.audit import verify_chain
-from rota.work_views import AttemptView
 
 DATA = Path("demo-data")
 CONFIG = """\

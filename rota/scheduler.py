@@ -15,11 +15,11 @@ A `Scheduler` is thread-safe. `tick()` runs one cadence pass; `run_until_idle()`
 passes until nothing is ready or running and no retry timer is due now; `run()` runs the
 daemon loop until stopped. Callables registered with `register()` run on a thread pool
 (see `rota.infrastructure.executors.inproc` for what they receive and return); `async def`
-callables run on the scheduler's own event loop thread (`rota.async_executors`).
+callables run on the scheduler's own event loop thread (`rota.embedded.async_executors`).
 
-`submit()` returns a `WorkHandle` (`rota.handles`); concurrent submits from many threads
+`submit()` returns a `WorkHandle` (`rota.embedded.handles`); concurrent submits from many threads
 are group-committed (`rota.application.group_commit`). The read models return the typed
-views of `rota.work_views`.
+views of `rota.application.queries.work_views`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -44,20 +44,19 @@ from rota.application.ports import (
     LaunchContext,
     ProjectionStore,
 )
-from rota.application.views import capacity_view
-from rota.async_executors import AsyncCallables
-from rota.bindings import BindingPaths
+from rota.application.queries import Queries
+from rota.application.queries.schedule_views import ScheduleView
 from rota.daemon import AuditCheckpoints, DaemonLoop
 from rota.domain.policy import POOL_AGENTS, ControlFallback, HandoffPolicy, RetryPolicy, Settings
-from rota.handles import WorkHandle
+from rota.embedded.async_executors import AsyncCallables
+from rota.embedded.bindings import BindingPaths
+from rota.embedded.handles import WorkHandle
+from rota.embedded.reads import SchedulerReads
+from rota.embedded.registering import Registry
+from rota.embedded.schedule_api import Schedules
+from rota.embedded.submissions import Submission
+from rota.embedded.submitting import Submits
 from rota.infrastructure.config import Config
-from rota.read_models import ReadModels
-from rota.registering import Registry
-from rota.schedule_view_types import ScheduleView
-from rota.schedules import Schedules
-from rota.submissions import Submission
-from rota.submitting import Submits
-from rota.work_views import AttemptView, EventView, WorkSummary, WorkView
 
 _NO_INPUT: Any = msgspec.UNSET
 
@@ -66,8 +65,9 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-class Scheduler:
-    """An embedded rota scheduler over one store."""
+class Scheduler(SchedulerReads):
+    """An embedded rota scheduler over one store: its read models (`SchedulerReads`,
+    `rota.embedded.reads`) and its commands."""
 
     def __init__(
         self,
@@ -93,10 +93,10 @@ class Scheduler:
             registrations=bootstrap.registrations_of(self.executors),
         )
         self.host = bootstrap.build_host(self.service, self.executors, environment=environment)
-        self.host.directory.compatible.update(config.historical)
+        self.host.declare_compatible(config.historical)
         self._closed = False
         self._daemon = DaemonLoop(self.host, store, self.checkpoint)
-        self._read = ReadModels(self.service, self.host, store)
+        self.queries = Queries(self.service, self.host)  # every read model
         self._submitting = Submits(
             self.service,
             self.host,
@@ -338,8 +338,7 @@ class Scheduler:
         same name, and the gates after it are not asked. Raising fails closed: the start is
         refused (`start_gate`) and nothing is held, so the next pass asks again.
         """
-        with self.service.lock:
-            self.host.gates[name] = gate
+        self.host.register_gate(name, gate)
 
     def settle_gate(
         self, work_id: str, registration: str, *, admit: bool, reason: str = ""
@@ -368,13 +367,6 @@ class Scheduler:
         its slot is held until its stop is verified."""
         self.service.control.interrupt(work_id, by=by)
         self.host.wake.set()
-
-    def capacity(self) -> dict[str, Any]:
-        """Each pool's limit, slots in use and Work waiting, and why each waits."""
-        with self.service.lock:
-            self.service.catch_up()
-            service = self.service
-            return capacity_view(service.projection, service.configuration, service.now())
 
     def hold(
         self, execution_id: str, epoch: int, *, cancel: threading.Event | None = None
@@ -426,50 +418,6 @@ class Scheduler:
         logged once as an error and never hidden behind a new checkpoint.
         """
         self._audit.write_due()
-
-    # -- read models ----------------------------------------------------------------------
-
-    def work(self, work_id: str) -> WorkView | None:
-        """The Work's view (state, attempts, segments, retry, ...), or None."""
-        return self._read.work(work_id)
-
-    def works(self) -> list[WorkSummary]:
-        """Every Work's summary, in id order (read a page at a time)."""
-        return self._read.works()
-
-    def iter_works(
-        self, *, state: str | None = None, scope: str | None = None, binding: str | None = None
-    ) -> Iterator[WorkSummary]:
-        """The summaries of the Works matching the filters, in id order, read a page at a
-        time (so a store-backed scheduler never holds every Work); see `works_page`."""
-        return self._read.iter_works(state=state, scope=scope, binding=binding)
-
-    def works_page(
-        self,
-        *,
-        state: str | None = None,
-        scope: str | None = None,
-        binding: str | None = None,
-        after: str | None = None,
-        limit: int | None = None,
-    ) -> tuple[list[WorkSummary], str | None]:
-        """One page of Work summaries and the next page's cursor (None: the last page);
-        see `rota.read_models.ReadModels.works_page`."""
-        return self._read.works_page(
-            state=state, scope=scope, binding=binding, after=after, limit=limit
-        )
-
-    def executions(self, work_id: str) -> list[AttemptView]:
-        """The Work's attempts, oldest first (empty for an unknown Work)."""
-        return self._read.executions(work_id)
-
-    def events(self, after: int = 0, limit: int = 1000) -> list[EventView]:
-        """Up to `limit` events of the log after position `after`."""
-        return self._read.events(after, limit)
-
-    def iter_events(self, after: int = 0) -> Iterator[EventView]:
-        """Every event of the log after position `after`, read in pages."""
-        return self._read.iter_events(after)
 
     # -- lifecycle ------------------------------------------------------------------------
 

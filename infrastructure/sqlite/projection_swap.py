@@ -1,10 +1,10 @@
 """Optimisation: a rebuild's swap into the SQLite projection file writes each row once
 (bench rebuild_phases).
 
-Measured by bench/rebuild_phases.py and bench/replay.py: the rows a fold spilled are copied by SQLite
-itself, table to table (an attached spill file), or the staging table the fold wrote
-into this very file is renamed into place; and the swap runs in the rollback journal when
-this connection is the file's only one, so a new page is written once, not twice.
+Measured by bench/rebuild_phases.py and bench/replay.py: the rows a fold spilled are copied by
+SQLite itself, table to table (an attached spill file), or the staging table the fold wrote
+into this very file is renamed into place; and the swap runs in the rollback journal when this
+connection is the file's only one, so a new page is written once, not twice.
 
 `SwappedFile` is the part of `SQLiteProjectionStore` (`sqlite.projection_store`) that does
 it: `replace`, `staging` and the `_write_rows` hook they steer. Without it a swap writes

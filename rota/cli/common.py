@@ -15,9 +15,9 @@ from rota import bootstrap
 from rota.application.ports import EventStore
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.results import MAX_DATA_BYTES
+from rota.embedded.opening import open as open_scheduler
 from rota.infrastructure.config import Config, ConfigError, EntryCode
 from rota.infrastructure.executors import builtin_registrations
-from rota.opening import open as open_scheduler
 from rota.scheduler import Scheduler
 
 USAGE_CODES = frozenset({EntryCode.USAGE, ConfigError.code})

@@ -11,7 +11,7 @@ import msgspec
 
 from rota import bootstrap
 from rota.application.ports import RecordedEvent
-from rota.application.views import event_json
+from rota.application.queries.work_views import event_view
 from rota.cli.common import (
     UsageError,
     cannot_write,
@@ -33,7 +33,7 @@ def cmd_events(args: argparse.Namespace) -> int:
         if args.limit is not None:
             rows = rows[: args.limit]
     if args.json:
-        print_json([event_json(r) for r in rows])
+        print_json([event_view(r) for r in rows])
     else:
         for r in rows:
             data = msgspec.json.encode(msgspec.to_builtins(r.event)).decode()

@@ -14,9 +14,9 @@ from typing import Any
 
 from msgspec import UnsetType
 
+from rota.application.queries.schedule_views import ScheduleView
 from rota.cli.common import UsageError, count, load_config, open_rota, print_json
 from rota.domain.schedules import rfc3339
-from rota.schedule_view_types import ScheduleView
 
 
 def parse_time(text: str) -> datetime:

@@ -11,12 +11,12 @@ from typing import Any, get_args
 
 import msgspec
 
+from rota.application.queries.work_views import WorkSummary, WorkView
 from rota.cli.common import UsageError, open_rota, print_json, read_input
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
 from rota.projections.work_pages import MAX_LIMIT
 from rota.scheduler import Scheduler
-from rota.work_views import WorkSummary, WorkView
 
 STATE_ORDER: tuple[str, ...] = get_args(WorkStateName)
 INPUT_HELP = "the input payload: JSON, @FILE (a JSON file) or - (JSON on stdin)"

@@ -89,24 +89,17 @@ class RotaCollector(Collector):
 
     def _families(self) -> Iterator[Metric]:
         scheduler = self.scheduler
-        service = scheduler.service
         admit = self.budget.admit
         daemon = scheduler.daemon
         passes = daemon.passes
         head = scheduler.store.head().position
-        tally = service.tallies.ready()  # counts over every Work, not every Work in memory
-        with service.lock:
-            service.catch_up()
-            projection = service.projection
-            applied = projection.position
-            now = service.now()
-            work_states = Counter(tally.states)
-            hold_kinds = Counter(tally.holds)
-            attempt_outcomes = Counter(tally.attempts)
-            recovery_kinds = Counter(tally.recoveries)
-            timers = dict(projection.timers)
-            bindings = set(service.bindings)
-            capacity = scheduler.capacity()
+        read = scheduler.queries.state.metrics()  # one look at the log head, under the lock
+        applied, now, counts = read.applied, read.now, read.counts
+        work_states = Counter(counts.states)
+        hold_kinds = Counter(counts.holds)
+        attempt_outcomes = Counter(counts.attempts)
+        recovery_kinds = Counter(counts.recoveries)
+        timers, bindings, capacity = read.timers, read.bindings, read.capacity
 
         lag = GaugeMetricFamily(
             "rota_projection_lag_events", "Events the scheduler projection has not applied"
@@ -140,14 +133,13 @@ class RotaCollector(Collector):
             admit(since, [], time.monotonic() - passes.last_at)
             yield since
 
-        tx = service.transactions
         appends = CounterMetricFamily(
             "rota_append_seconds", "Time this process's appends to the log took"
         )
-        admit(appends, [], tx.append_seconds)
+        admit(appends, [], read.append_seconds)
         yield appends
         append_count = CounterMetricFamily("rota_appends", "Appends this process made")
-        admit(append_count, [], tx.appends)
+        admit(append_count, [], read.appends)
         yield append_count
 
         outcomes = CounterMetricFamily(
@@ -189,10 +181,10 @@ class RotaCollector(Collector):
         waiting = GaugeMetricFamily(
             "rota_pool_waiting", "Ready Work the pool's limit holds back", labels=["pool"]
         )
-        for pool, numbers in sorted(capacity["pools"].items()):
-            admit(in_use, [pool], numbers["in_use"])
-            admit(limit, [pool], numbers["limit"])
-            admit(waiting, [pool], numbers["waiting"])
+        for pool, use in sorted(capacity.pools.items()):
+            admit(in_use, [pool], use.in_use)
+            admit(limit, [pool], use.limit)
+            admit(waiting, [pool], use.waiting)
         yield from (in_use, limit, waiting)
 
         recoveries = CounterMetricFamily(

@@ -52,13 +52,8 @@ class SkipTally:
 
 def families(scheduler: Scheduler, tally: SkipTally, admit: Admit) -> Iterator[Metric]:
     """The schedule families, the ones with few series first."""
-    service = scheduler.service
-    with service.lock:
-        service.catch_up()
-        projection = service.schedules.projection
-        rows = sorted(projection.active(), key=lambda r: r.name)
-        holder = projection.leader.holder(service.now())
-        owner = service.owner
+    read = scheduler.queries.schedules.metrics()
+    rows, holder, owner = read.rows, read.leader, read.owner
     skips = tally.update(scheduler)
 
     leader = GaugeMetricFamily(

@@ -7,14 +7,14 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from rota.http.web_render import ENV
+from rota.http.web.render import ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_template_and_the_stylesheet_are_installed() -> None:
-    package = resources.files("rota.http")
-    sources = sorted(p.name for p in (ROOT / "rota/http/templates").glob("*.html"))
+    package = resources.files("rota.http.web")
+    sources = sorted(p.name for p in (ROOT / "rota/http/web/templates").glob("*.html"))
     assert "base.html" in sources
     for name in sources:
         assert package.joinpath("templates", name).is_file(), name

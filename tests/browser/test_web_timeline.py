@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rota.application.timestamps import format_timestamp
-from rota.http.web_timeline import WIDTH, timeline
+from rota.http.web.timeline import WIDTH, timeline
 
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=UTC)
 

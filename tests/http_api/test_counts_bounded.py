@@ -10,7 +10,7 @@ from pathlib import Path
 import rota
 from http_api.conftest import echo, start_api
 from http_api.test_metrics import samples, scrape
-from rota.http.web_views import overview
+from rota.http.web.views import overview
 from rota.infrastructure.stored_works import StoredWorks
 
 DONE = 40

@@ -21,10 +21,12 @@ from postgres import schema_url, temporary_schema
 
 import rota
 import rota.aio
-from rota import work_views
+import rota.embedded.handles
 from rota.application.errors import ExecutorError
-from rota.application.views import attempt_view, event_json, work_summary, work_view
+from rota.application.queries import work_views
 from rota.infrastructure.clock import ManualClock
+
+from .json_views import attempt_view, event_json, work_summary, work_view
 
 
 @pytest.fixture
@@ -108,7 +110,7 @@ def test_a_wait_is_woken_by_the_commit_not_by_a_poll(
 ) -> None:
     """The waiter blocks in the store's wait_for_commit; the settling commit (made by
     another thread here) ends the wait long before the bounded re-check would."""
-    monkeypatch.setattr(rota.handles, "RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(rota.embedded.handles, "RECHECK_SECONDS", 3600.0)
     scheduler.register("job", lambda ctx: "done")
     handle = scheduler.submit("w", binding="job")
     waiting = threading.Event()

@@ -65,7 +65,10 @@ def test_wheel_contains_only_the_rota_package(tmp_path: Path) -> None:
             relative = module.relative_to(ROOT / folder).as_posix()
             assert f"{package}/{relative}" in names, relative
     # The web view's templates and stylesheet are package data.
-    for data in (*(ROOT / "rota/http/templates").glob("*.html"), ROOT / "rota/http/static/web.css"):
+    for data in (
+        *(ROOT / "rota/http/web/templates").glob("*.html"),
+        ROOT / "rota/http/web/static/web.css",
+    ):
         assert data.relative_to(ROOT).as_posix() in names, data.name
     entry_points = zipfile.ZipFile(wheel).read("rota-0.1.0.dist-info/entry_points.txt").decode()
     assert "rota = rota.__main__:main" in entry_points

@@ -17,7 +17,7 @@ from postgres import schema_url, temporary_schema
 import rota
 from rota.application.configuration import Configuration
 from rota.application.ports import EventStore, ProjectionStore
-from rota.application.views import capacity_view
+from rota.application.queries.capacity import capacity_view
 from rota.infrastructure import spill
 from rota.infrastructure.executors import builtin_registrations
 from rota.infrastructure.projection_stores import open_projection_store

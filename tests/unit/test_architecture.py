@@ -44,11 +44,6 @@ ENTRY_MODULES = {"rota.__main__": "rota.cli"}  # `python -m rota` is the command
 # What the ports may import besides themselves and the domain: contracts, not helpers.
 ALLOWED_PORTS_IMPORTS = {"msgspec"}
 MAX_MODULE_LINES = 450
-# Modules over MAX_MODULE_LINES being split on other branches of issue 27; the lead empties
-# this list once they are merged. Add nothing to it: split the module along a real seam.
-OVERSIZED_UNTIL_SPLIT = {
-    "rota/scheduler.py",  # the facade, split on the facade's branch
-}
 BACKENDS = ["sqlite", "postgres", "memory", "eventsourcing", "executors"]
 
 
@@ -238,26 +233,13 @@ def test_the_ports_rule_catches_a_helper_or_a_projection() -> None:
     assert [line for _, line in _foreign_imports(imports)] == [1, 2, 3, 4]
 
 
-def _oversized() -> list[str]:
-    found = []
+def test_no_product_module_is_over_450_lines() -> None:
+    oversized = []
     for _, path in _product_modules():
         lines = len(path.read_text().splitlines())
         if lines > MAX_MODULE_LINES:
-            found.append(f"{path.relative_to(ROOT)} ({lines} lines)")
-    return found
-
-
-def test_no_product_module_is_over_450_lines() -> None:
-    oversized = [
-        entry for entry in _oversized() if entry.split(" (")[0] not in OVERSIZED_UNTIL_SPLIT
-    ]
+            oversized.append(f"{path.relative_to(ROOT)} ({lines} lines)")
     assert not oversized, f"split along a real seam (over {MAX_MODULE_LINES}): {oversized}"
-
-
-def test_the_oversized_allow_list_names_only_modules_still_over_the_limit() -> None:
-    """The allow-list shrinks as modules are split: an entry no longer needed fails here."""
-    still = {entry.split(" (")[0] for entry in _oversized()}
-    assert still >= OVERSIZED_UNTIL_SPLIT, OVERSIZED_UNTIL_SPLIT - still
 
 
 def test_no_module_imports_a_layer_folder_by_its_folder_name() -> None:

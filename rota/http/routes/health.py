@@ -47,22 +47,20 @@ def readyz(api: Annotated[ApiContext, Depends(context)]) -> Health:
     """200 when the store answers, the scheduler projection caught up to the log head, and
     none of doctor's fast checks (checkpoint, expired leases, overdue timers) fails."""
     scheduler = api.scheduler
-    service = scheduler.service
+    store, checkpoint_dir = scheduler.store, scheduler.config.audit.checkpoint_dir
     try:
-        with service.lock:
-            service.catch_up()
-            head = scheduler.store.head().position
-            applied = service.projection.position
-            now = service.now()
-            checks = [
-                check_checkpoint(scheduler.store, scheduler.config.audit.checkpoint_dir),
-                check_leases(service.projection, now),
-                check_timers(service.projection, now),
+        found = scheduler.queries.state.at_head(
+            lambda projection, now: [
+                check_checkpoint(store, checkpoint_dir),
+                check_leases(projection, now),
+                check_timers(projection, now),
             ]
+        )
     except StoreError as exc:
         raise ApiError(
             f"the store does not answer: {exc.code}: {exc}", code=HttpCode.NOT_READY, status=503
         ) from None
+    head, applied, checks = found.head, found.applied, found.value
     if applied < head:
         raise ApiError(
             f"the projection is at {applied}, the log at {head}",

@@ -1,12 +1,12 @@
 """`GET /v1/schedules` (paged), `GET /v1/schedules/{name}` (definition, next fires, recent
 history, quarantine) and the schedule mutations: pause, resume, trigger.
 
-The reads are the facade's (`scheduler.schedules`, `rota.schedule_views`), so the API,
-the CLI and the web view say the same. The mutations go through
-`rota.http.routes.mutations.once` (an `Idempotency-Key`, remembered by token and key);
-pause and resume record the token's name as the actor; a trigger's key is its fire's
-delivery identity (`schedule/<name>/manual/<key>`), so a repeat fires nothing, across
-restarts too.
+The reads are the facade's (`scheduler.schedules`, over
+`rota.application.queries.schedule_reads`), so the API, the CLI and the web view say the
+same. The mutations go through `rota.http.routes.mutations.once` (an `Idempotency-Key`,
+remembered by token and key); pause and resume record the token's name as the actor; a
+trigger's key is its fire's delivery identity (`schedule/<name>/manual/<key>`), so a repeat
+fires nothing, across restarts too.
 """
 
 from __future__ import annotations

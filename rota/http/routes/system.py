@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import msgspec
 from fastapi import APIRouter, Depends
 
 from rota.daemon import CADENCE_SECONDS
-from rota.domain.errors import DomainCode, RotaError
 from rota.http.context import ApiContext
 from rota.http.deps import READ, context
 from rota.http.models import (
@@ -21,14 +21,8 @@ from rota.http.models import (
     documented,
 )
 from rota.replay import checkpoint as checkpoints
-from rota.scheduler import Scheduler
 
 router = APIRouter(prefix="/v1", tags=["scheduler"])
-CAPACITY_CODES = (
-    DomainCode.CAPACITY_CONCURRENCY,
-    DomainCode.CAPACITY_JOB_CONCURRENCY,
-    DomainCode.CAPACITY_POOL,
-)
 # What clears a hold, by its kind: the route an operator calls.
 CLEARS = {
     "gate": "POST /v1/work/{id}/settle-gate (admin; the gate's registration decides)",
@@ -45,42 +39,19 @@ def capacity(api: Annotated[ApiContext, Depends(context)]) -> Capacity:
     pool (0 after a restart until the first pass); by `rota serve`, a dry run of admission
     now. Work held back by a scope limit counts in no pool."""
     scheduler = api.scheduler
-    view = scheduler.capacity()  # catches up: in_use is what the log says now
-    source: Literal["last_pass", "dry_run"]
-    if api.read_only:
-        source = "dry_run"
-        waiting = view["waiting"]
-    else:
+    capacity = scheduler.queries.capacity
+    view = capacity.current()  # catches up: in_use is what the log says now
+    source: Literal["last_pass", "dry_run"] = "dry_run"
+    if not api.read_only:
         source = "last_pass"
-        waiting = [
-            {"work": w.work_id, "code": w.code, "detail": w.detail}
-            for w in scheduler.host.last_waiting
-        ]
-        counts = _waiting_by_pool(scheduler, waiting)
-        for pool, numbers in view["pools"].items():
-            numbers["waiting"] = counts.get(pool, 0)
+        view = capacity.last_pass(view, scheduler.host.last_waiting)
+    shown = msgspec.to_builtins(view)
     return Capacity(
-        pools={pool: PoolCapacity(**numbers) for pool, numbers in view["pools"].items()},
-        scopes=view["scopes"],
-        waiting=waiting,
+        pools={pool: PoolCapacity(**numbers) for pool, numbers in shown["pools"].items()},
+        scopes=shown["scopes"],
+        waiting=shown["waiting"],
         waiting_from=source,
     )
-
-
-def _waiting_by_pool(scheduler: Scheduler, waiting: list[dict[str, str]]) -> dict[str, int]:
-    service = scheduler.service
-    counts: dict[str, int] = {}
-    with service.lock:
-        for item in waiting:
-            work = service.projection.works.get(item["work"])
-            if work is None or item["code"] not in CAPACITY_CODES:
-                continue
-            try:
-                pool = service.configuration.pinned_for(work.binding).registration.pool
-            except RotaError:
-                continue
-            counts[pool] = counts.get(pool, 0) + 1
-    return counts
 
 
 @router.get("/scheduler", responses=documented(*GUARDED, 503), dependencies=[READ])
@@ -90,8 +61,7 @@ def scheduler_state(api: Annotated[ApiContext, Depends(context)]) -> SchedulerSt
     scheduler = api.scheduler
     service, daemon = scheduler.service, scheduler.daemon
     head = scheduler.store.head().position
-    with service.lock:
-        applied = service.projection.position
+    applied = scheduler.queries.state.applied()
     passes = daemon.passes
     report = passes.last_report
     loop: Literal["running", "stopped", "none"] = (
@@ -124,29 +94,18 @@ def _report(report: Any) -> dict[str, Any]:
 def holds(api: Annotated[ApiContext, Depends(context)]) -> Holds:
     """The needs-you list: every hold on a Work (budget, gate, crash loop, operator), with
     its reason and the route that clears it, oldest first."""
-    service = api.scheduler.service
-    found: list[Hold] = []
-    tally = service.tallies.ready()  # which Works hold, without reading every Work
-    with service.lock:
-        service.catch_up()
-        works = service.projection.works
-        for work_id in sorted(tally.held):
-            work = works.get(work_id)
-            if work is None:
-                continue
-            for hold in work.holds:
-                clears = CLEARS.get(hold.kind, "POST /v1/work/{id}/cancel")
-                found.append(
-                    Hold(
-                        work=work.work_id,
-                        kind=hold.kind,
-                        reason=hold.reason,
-                        holder=hold.holder,
-                        position=hold.position,
-                        clears=clears.replace("{id}", work.work_id),
-                    )
-                )
-    return Holds(holds=sorted(found, key=lambda h: (h.position, h.work)))
+    found = [
+        Hold(
+            work=hold.work,
+            kind=hold.kind,
+            reason=hold.reason,
+            holder=hold.holder,
+            position=hold.position,
+            clears=CLEARS.get(hold.kind, "POST /v1/work/{id}/cancel").replace("{id}", hold.work),
+        )
+        for hold in api.scheduler.queries.works.holds()
+    ]
+    return Holds(holds=found)
 
 
 @router.get("/audit/head", responses=documented(*GUARDED, 503), dependencies=[READ])

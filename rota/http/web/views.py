@@ -3,7 +3,7 @@
 cannot disagree), plus the overview's counts, the budgets' ledgers and doctor's fast checks.
 
 Schedules: `schedule_rows` and `schedule_detail` read the schedules facade
-(`scheduler.schedules`, `rota.schedule_views`), as `GET /v1/schedules` does.
+(`scheduler.schedules`, `rota.application.queries.schedule_reads`), as `GET /v1/schedules` does.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from rota.domain.state import WorkStateName
 from rota.http.context import ApiContext
 from rota.http.routes import system
 from rota.http.routes.schedules import HISTORY, NEXT, release_hint
+from rota.projections.scheduler import SchedulerProjection
 from rota.replay.doctor_report import Check
 from rota.replay.log_checks import check_checkpoint
 from rota.replay.state_checks import (
@@ -73,15 +74,12 @@ def now(scheduler: Scheduler) -> datetime:
 def overview(api: ApiContext) -> dict[str, Any]:
     """Counts by state, holds by kind, the pools, the loop and the head: the first page."""
     scheduler = api.scheduler
-    service = scheduler.service
-    tally = service.tallies.ready()  # counts over every Work, not every Work in memory
-    with service.lock:
-        service.catch_up()
-        states: Counter[str] = Counter()
-        for (name, _), n in tally.states.items():
-            states[name] += n
-        holds = Counter(tally.holds)
-        total = tally.works
+    counts = scheduler.queries.works.counts()  # over every Work, not every Work in memory
+    states: Counter[str] = Counter()
+    for (name, _), n in counts.states.items():
+        states[name] += n
+    holds = Counter(counts.holds)
+    total = counts.works
     state = system.scheduler_state(api)
     return {
         "states": [(s, states.get(s, 0)) for s in STATES],
@@ -117,15 +115,11 @@ def needs_you(api: ApiContext) -> list[HoldRow]:
 
 def ledgers(scheduler: Scheduler) -> list[LedgerRow]:
     """Each budget in force and every ledger window it has charged, the current first."""
-    service = scheduler.service
     at = now(scheduler)
     rows: list[LedgerRow] = []
-    with service.lock:
-        service.catch_up()
-        projection = service.projection
-        configured = list(projection.budgets)
-        charged = dict(projection.ledgers)
-    for budget in configured:
+    found = scheduler.queries.state.ledgers()
+    charged = found.charged
+    for budget in found.budgets:
         current = budget_rules.window(budget, at)
         mine = {(ledger, w): used for (b, ledger, w), used in charged.items() if b == budget.id}
         if budget.per == "all" and ("all", current) not in mine:
@@ -152,22 +146,24 @@ def ledgers(scheduler: Scheduler) -> list[LedgerRow]:
 def audit(api: ApiContext) -> dict[str, Any]:
     """The chain head, the newest checkpoint and its age, and doctor's fast checks."""
     scheduler = api.scheduler
-    service = scheduler.service
     head = system.audit_head(api)
     at = now(scheduler)
     age: float | None = None
     if head.checkpoint is not None:
         age = max(0.0, (at - parse_timestamp(str(head.checkpoint["written_at"]))).total_seconds())
-    checks: list[Check] = []
-    with service.lock:
-        service.catch_up()
-        state = service.projection
-        checks.append(check_checkpoint(scheduler.store, scheduler.config.audit.checkpoint_dir))
-        checks.append(check_leases(state, at))
-        checks.append(check_timers(state, at))
-        checks.append(check_holds(state, "budget", "budgets", BUDGET_ADVICE))
-        checks.append(check_holds(state, "crash_loop", "crash_loop", CRASH_LOOP_ADVICE))
-        applied = state.position
+    store, checkpoint_dir = scheduler.store, scheduler.config.audit.checkpoint_dir
+
+    def checked(state: SchedulerProjection, _: datetime) -> list[Check]:
+        return [
+            check_checkpoint(store, checkpoint_dir),
+            check_leases(state, at),
+            check_timers(state, at),
+            check_holds(state, "budget", "budgets", BUDGET_ADVICE),
+            check_holds(state, "crash_loop", "crash_loop", CRASH_LOOP_ADVICE),
+        ]
+
+    found = scheduler.queries.state.at_head(checked)
+    checks, applied = found.value, found.applied
     return {
         "head": head,
         "checkpoint_age": age,

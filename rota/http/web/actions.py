@@ -22,9 +22,9 @@ from rota.domain.errors import RotaError
 from rota.http.errors import HttpCode
 from rota.http.guard import host_name
 from rota.http.tokens import Scope
-from rota.http.web_errors import WebCode
-from rota.http.web_render import HEADERS, api, refuse, render, safe_next, web
-from rota.http.web_session import PATH, Session
+from rota.http.web.errors import WebCode
+from rota.http.web.render import HEADERS, api, refuse, render, safe_next, web
+from rota.http.web.session import PATH, Session
 
 router = APIRouter(prefix=PATH, include_in_schema=False)
 FORM = "application/x-www-form-urlencoded"

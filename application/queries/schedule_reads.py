@@ -1,8 +1,11 @@
-"""What `rota schedule next | history` and `rota explain schedule` show, read from the log.
+"""The schedules' read models: what `rota schedule list | show | next | history`, `rota
+explain schedule`, `GET /v1/schedules...`, the web view and `/metrics` show.
 
-`upcoming` lists the next nominal times with their due time (jitter) and DST flag;
-`history` every nominal time of a range, fired (the Work and its outcome) or skipped (the
-reason and the event's position); `explain` answers why a nominal time did or did not fire.
+`rows` and `show` read the schedules projection at the log head (`schedule_view` is the
+one builder of a `ScheduleView`); `upcoming` lists the next nominal times with their due
+time (jitter) and DST flag; `history` every nominal time of a range, fired (the Work and
+its outcome) or skipped (the reason and the event's position); `explain` answers why a
+nominal time did or did not fire. Each takes the service's lock itself.
 """
 
 from __future__ import annotations
@@ -10,7 +13,16 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
+
 from rota.application.ports import RecordedEvent
+from rota.application.queries.schedule_views import (
+    HistoryEntry,
+    ScheduleExplanation,
+    ScheduleVersion,
+    ScheduleView,
+    UpcomingTime,
+)
 from rota.application.service import SchedulerService
 from rota.domain.errors import DomainCode, Refusal
 from rota.domain.events.schedule import (
@@ -30,7 +42,6 @@ from rota.domain.schedules import (
     times_between,
 )
 from rota.projections.schedules import ScheduleRow, schedule_stream
-from rota.schedule_view_types import HistoryEntry, ScheduleExplanation, UpcomingTime
 
 REASONS = {
     "outside_catchup_window": "it was older than the catch-up window when the runner came to "
@@ -39,6 +50,90 @@ REASONS = {
     "overlap": "the previous run was still pending or running (the overlap policy)",
     "paused": "the schedule was paused",
 }
+
+
+class ScheduleMetricsRead(msgspec.Struct, frozen=True, kw_only=True):
+    """What `/metrics` reads of the schedules: the rows by name, who holds the runner's
+    leader lease now (None: nobody) and this process's owner name."""
+
+    rows: tuple[ScheduleRow, ...]
+    leader: str | None
+    owner: str
+
+
+def schedule_view(row: ScheduleRow) -> ScheduleView:
+    d = row.definition
+    state = "quarantined" if row.quarantined else "paused" if row.paused else "active"
+    return ScheduleView(
+        name=row.name,
+        state=state,
+        version=d.schedule_version,
+        spec=d.spec,
+        timezone=d.timezone,
+        binding=d.binding,
+        scope=d.scope,
+        input=d.input,
+        catchup=d.catchup,
+        catchup_window_seconds=d.catchup_window_seconds,
+        max_catchup=d.max_catchup,
+        overlap=d.overlap,
+        jitter_seconds=d.jitter_seconds,
+        boundary=rfc3339(row.boundary),
+        fired=row.fired,
+        skipped=row.skipped,
+        last_fired=rfc3339(row.last_fired) if row.last_fired else None,
+        quarantined=row.quarantined,
+    )
+
+
+def _rows(service: SchedulerService) -> list[ScheduleRow]:
+    with service.lock:
+        service.catch_up()
+        return sorted(service.schedules.projection.active(), key=lambda r: r.name)
+
+
+def rows(service: SchedulerService) -> list[ScheduleView]:
+    """Every schedule's view, by name, at the log head."""
+    return [schedule_view(row) for row in _rows(service)]
+
+
+def show(service: SchedulerService, name: str) -> ScheduleView:
+    """One schedule's view with its versions (unknown: `unknown_schedule`)."""
+    with service.lock:
+        service.catch_up()
+        row = service.schedules.projection.get(name)
+        if row is None:
+            raise Refusal(f"no schedule {name!r}", code=DomainCode.UNKNOWN_SCHEDULE)
+        versions = [
+            ScheduleVersion(
+                version=d.schedule_version,
+                spec=d.spec,
+                timezone=d.timezone,
+                binding=d.binding,
+                since=rfc3339(d.since),
+                actor=d.actor,
+                reason=d.reason,
+            )
+            for d in row.versions
+        ]
+        return msgspec.structs.replace(schedule_view(row), versions=versions)
+
+
+def next_times(service: SchedulerService, name: str, count: int = 10) -> list[UpcomingTime]:
+    """The schedule's next `count` nominal times (unknown: `unknown_schedule`)."""
+    return upcoming(service.schedules.row(name), count)
+
+
+def metrics_read(service: SchedulerService) -> ScheduleMetricsRead:
+    """The schedules as one `/metrics` scrape reads them, at the log head."""
+    with service.lock:
+        service.catch_up()
+        projection = service.schedules.projection
+        return ScheduleMetricsRead(
+            rows=tuple(sorted(projection.active(), key=lambda r: r.name)),
+            leader=projection.leader.holder(service.now()),
+            owner=service.owner,
+        )
 
 
 def _spec(d: ScheduleDefined) -> Spec | None:
@@ -265,3 +360,35 @@ def _explain(service: SchedulerService, name: str, at: datetime) -> dict[str, An
             ),
         )
         return answer
+
+
+class ScheduleQueries:
+    """The schedule read models over one service (the functions above, bound to it)."""
+
+    def __init__(self, service: SchedulerService) -> None:
+        self.service = service
+
+    def rows(self) -> list[ScheduleView]:
+        return rows(self.service)
+
+    def show(self, name: str) -> ScheduleView:
+        return show(self.service, name)
+
+    def next(self, name: str, count: int = 10) -> list[UpcomingTime]:
+        return next_times(self.service, name, count)
+
+    def history(
+        self,
+        name: str,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 100,
+    ) -> list[HistoryEntry]:
+        return history(self.service, name, since=since, until=until, limit=limit)
+
+    def explain(self, name: str, at: datetime) -> ScheduleExplanation:
+        return explain(self.service, name, at)
+
+    def metrics(self) -> ScheduleMetricsRead:
+        return metrics_read(self.service)

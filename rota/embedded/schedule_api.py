@@ -22,23 +22,17 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import msgspec
-
-from rota.application.schedules import ScheduleCommands
-from rota.application.service import SchedulerService
-from rota.domain.errors import DomainCode, Refusal
-from rota.domain.schedules import rfc3339
-from rota.projections.schedules import ScheduleRow
-from rota.schedule_view_types import (
+from rota.application.queries.schedule_reads import explain, history, next_times, rows, show
+from rota.application.queries.schedule_views import (
     BackfillResult,
     HistoryEntry,
     ScheduleExplanation,
-    ScheduleVersion,
     ScheduleView,
     TriggeredFire,
     UpcomingTime,
 )
-from rota.schedule_views import explain, history, upcoming
+from rota.application.schedules import ScheduleCommands
+from rota.application.service import SchedulerService
 
 
 class Schedules:
@@ -91,38 +85,16 @@ class Schedules:
         fired, already = self.commands.backfill(name, start, end)
         return BackfillResult(fired=fired, already_fired=already)
 
-    # -- looking ----------------------------------------------------------------------
-
-    def _rows(self) -> list[ScheduleRow]:
-        with self.service.lock:
-            self.service.catch_up()
-            return sorted(self.commands.projection.active(), key=lambda r: r.name)
+    # -- looking (rota.application.queries.schedule_reads) -----------------------------
 
     def list(self) -> builtins.list[ScheduleView]:
-        return [view(row) for row in self._rows()]
+        return rows(self.service)
 
     def show(self, name: str) -> ScheduleView:
-        with self.service.lock:
-            self.service.catch_up()
-            row = self.commands.projection.get(name)
-            if row is None:
-                raise Refusal(f"no schedule {name!r}", code=DomainCode.UNKNOWN_SCHEDULE)
-            versions = [
-                ScheduleVersion(
-                    version=d.schedule_version,
-                    spec=d.spec,
-                    timezone=d.timezone,
-                    binding=d.binding,
-                    since=rfc3339(d.since),
-                    actor=d.actor,
-                    reason=d.reason,
-                )
-                for d in row.versions
-            ]
-            return msgspec.structs.replace(view(row), versions=versions)
+        return show(self.service, name)
 
     def next(self, name: str, count: int = 10) -> builtins.list[UpcomingTime]:
-        return upcoming(self.commands.row(name), count)
+        return next_times(self.service, name, count)
 
     def history(
         self,
@@ -136,28 +108,3 @@ class Schedules:
 
     def explain(self, name: str, at: datetime) -> ScheduleExplanation:
         return explain(self.service, name, at)
-
-
-def view(row: ScheduleRow) -> ScheduleView:
-    d = row.definition
-    state = "quarantined" if row.quarantined else "paused" if row.paused else "active"
-    return ScheduleView(
-        name=row.name,
-        state=state,
-        version=d.schedule_version,
-        spec=d.spec,
-        timezone=d.timezone,
-        binding=d.binding,
-        scope=d.scope,
-        input=d.input,
-        catchup=d.catchup,
-        catchup_window_seconds=d.catchup_window_seconds,
-        max_catchup=d.max_catchup,
-        overlap=d.overlap,
-        jitter_seconds=d.jitter_seconds,
-        boundary=rfc3339(row.boundary),
-        fired=row.fired,
-        skipped=row.skipped,
-        last_fired=rfc3339(row.last_fired) if row.last_fired else None,
-        quarantined=row.quarantined,
-    )

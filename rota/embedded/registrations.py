@@ -9,8 +9,8 @@ from typing import Any
 
 from rota.api_errors import ApiCode, RegistrationError
 from rota.application.ports import Executor, LaunchContext
-from rota.async_executors import AsyncCallables
 from rota.domain.errors import RotaError
+from rota.embedded.async_executors import AsyncCallables
 from rota.infrastructure.config import EntryCode
 from rota.infrastructure.executors.inproc import InProcessExecutor
 

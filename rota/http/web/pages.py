@@ -16,17 +16,17 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from rota.domain.errors import DomainCode, RotaError
-from rota.http import web_views as views
 from rota.http.errors import status_of
 from rota.http.models import PAGE_DEFAULT, PAGE_MAX
 from rota.http.routes import system
-from rota.http.web_render import HEADERS, api, refuse, render, safe_next, signed_in, web
-from rota.http.web_session import PATH
-from rota.http.web_timeline import timeline
+from rota.http.web import views
+from rota.http.web.render import HEADERS, api, refuse, render, safe_next, signed_in, web
+from rota.http.web.session import PATH
+from rota.http.web.timeline import timeline
 from rota.replay.explain import explain
 
 router = APIRouter(prefix=PATH, include_in_schema=False)
-STYLESHEET = resources.files("rota.http").joinpath("static", "web.css")
+STYLESHEET = resources.files("rota.http.web").joinpath("static", "web.css")
 
 
 @router.get("")

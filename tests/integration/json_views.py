@@ -1,4 +1,7 @@
-"""JSON views of the scheduler's state: the contracts `rota work show --json` prints."""
+"""The JSON contract of the Work views, spelled out as dicts: the reference the typed views
+(`rota.application.queries.work_views`) must encode to byte for byte. These were the CLI's
+own builders; the product now builds each view once, typed, and this copy stays as the
+test's oracle (`test_views_are_frozen_structs_equal_to_the_json_views`)."""
 
 from __future__ import annotations
 
@@ -7,14 +10,10 @@ from typing import Any
 
 import msgspec
 
-from rota.application.configuration import Configuration
 from rota.application.ports import RecordedEvent
 from rota.application.timestamps import format_timestamp
-from rota.domain import admission
 from rota.domain.admission import Waiting
-from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import AttemptState, Segment, WorkState
-from rota.projections.scheduler import SchedulerProjection
 
 
 def event_json(recorded: RecordedEvent) -> dict[str, Any]:
@@ -136,76 +135,6 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]
         "passes": [
             name for name, on in (("budget", work.budget_pass), ("gate", work.gate_pass)) if on
         ],
-    }
-
-
-def dry_run_starts(
-    projection: SchedulerProjection,
-    configuration: Configuration,
-    now: datetime,
-    ready: list[WorkState],
-) -> admission.Plan:
-    """A start pass of admission over `ready` (oldest first) at `now`, with no limit on
-    starts and no gates: who would start and who waits why. Nothing is written."""
-    settings = configuration.settings
-    return admission.plan_starts(
-        ready,
-        now=now,
-        owner=configuration.owner,
-        settings=settings,
-        pin=lambda work: configuration.pinned_for(work.binding),
-        pool_in_use={pool: len(h) for pool, h in projection.slots.items()},
-        scope_in_use=projection.scope_in_use(settings.scope_limits),
-        budgets=projection.budgets,
-        used=projection.used,
-        notified=projection.notified,
-        gated=False,
-        limit=len(ready) + 1,
-    )
-
-
-def capacity_view(
-    projection: SchedulerProjection, configuration: Configuration, now: datetime
-) -> dict[str, Any]:
-    """`rota capacity --json`: per pool its limit (0: unbounded), in_use and waiting; who
-    waits and why. The pools are `agents`, `jobs`, every pool named in `pool_limits` or
-    declared by a registered executor, and any pool the log holds slots in.
-
-    `waiting` comes from a dry run of admission over the ready Work at `now` (nothing is
-    written), so it is true in any process, not only in the daemon.
-    """
-    settings = configuration.settings
-    declared = (r.pool for r in configuration.registrations.values())
-    pools = {"agents", "jobs", *projection.slots, *settings.pool_limits, *declared}
-    plan = dry_run_starts(projection, configuration, now, projection.ready_order())
-    by_pool: dict[str, int] = dict.fromkeys(pools, 0)
-    for item in plan.waiting:
-        work = projection.works.get(item.work_id)
-        if work is None or item.code not in (
-            DomainCode.CAPACITY_CONCURRENCY,
-            DomainCode.CAPACITY_JOB_CONCURRENCY,
-            DomainCode.CAPACITY_POOL,
-        ):
-            continue
-        try:
-            pool = configuration.pinned_for(work.binding).registration.pool
-        except RotaError:
-            continue
-        by_pool[pool] = by_pool.get(pool, 0) + 1
-    return {
-        "pools": {
-            pool: {
-                "limit": settings.pool_limit(pool),
-                "in_use": projection.in_use(pool),
-                "waiting": by_pool.get(pool, 0),
-            }
-            for pool in sorted(pools)
-        },
-        "scopes": {
-            scope: {"limit": limit, "in_use": projection.scope_in_use([scope])[scope]}
-            for scope, limit in sorted(settings.scope_limits.items())
-        },
-        "waiting": [{"work": w.work_id, "code": w.code, "detail": w.detail} for w in plan.waiting],
     }
 
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from rota.api_errors import WaitTimeout, WorkCancelled, WorkFailed
 from rota.application.ports import EventStore
+from rota.application.queries.work_views import AttemptView, WorkView
 from rota.domain.errors import DomainCode, Refusal
-from rota.work_views import AttemptView, WorkView
 
 RECHECK_SECONDS = 1.0
 SUCCESS_OUTCOMES = frozenset({"completed", "handoff"})

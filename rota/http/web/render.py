@@ -1,4 +1,4 @@
-"""The web view's rendering: the Jinja environment over `rota/http/templates/`, the security
+"""The web view's rendering: the Jinja environment over `rota/http/web/templates/`, the security
 headers of every page, and the helpers each page uses to find its session or refuse.
 
 Every answer of the web view carries a Content-Security-Policy that allows no script and
@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from rota.application.timestamps import parse_timestamp
 from rota.domain.errors import ErrorCode
 from rota.http.context import ApiContext
-from rota.http.web_session import NOTICE_COOKIE, PATH, Session, Sessions
+from rota.http.web.session import NOTICE_COOKIE, PATH, Session, Sessions
 
 HEADERS = {
     "Content-Security-Policy": (
@@ -57,7 +57,7 @@ def _seconds(value: Any) -> str:
 
 
 ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("rota.http", "templates"),
+    loader=jinja2.PackageLoader("rota.http.web", "templates"),
     autoescape=jinja2.select_autoescape(("html",)),
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,

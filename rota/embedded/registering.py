@@ -10,11 +10,11 @@ from rota.application.executor_directory import registration_of
 from rota.application.host import Host
 from rota.application.ports import Executor, LaunchContext
 from rota.application.service import SchedulerService
-from rota.async_executors import AsyncCallables
-from rota.bindings import BindingPaths, check_timeout, define_binding
 from rota.domain.policy import ControlFallback, HandoffPolicy, RetryPolicy
+from rota.embedded.async_executors import AsyncCallables
+from rota.embedded.bindings import BindingPaths, check_timeout, define_binding
+from rota.embedded.registrations import executor_of, refuse_second
 from rota.infrastructure.config import check_binding, unknown_executor
-from rota.registrations import executor_of, refuse_second
 
 UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
 

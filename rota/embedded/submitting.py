@@ -10,12 +10,12 @@ from rota.application.group_commit import SubmitGroup
 from rota.application.host import Host
 from rota.application.lifecycle import SubmitRequest, submit_request
 from rota.application.ports import AppendResult, EventStore, Executor
+from rota.application.queries.work_views import WorkView
 from rota.application.service import SchedulerService
-from rota.bindings import BindingPaths
 from rota.domain.errors import DomainCode, RotaError
-from rota.handles import WorkHandle
-from rota.submissions import Submission, input_position, submission_inputs
-from rota.work_views import WorkView
+from rota.embedded.bindings import BindingPaths
+from rota.embedded.handles import WorkHandle
+from rota.embedded.submissions import Submission, input_position, submission_inputs
 
 
 class Submits:

@@ -280,6 +280,12 @@ def work_summary(work: WorkState, waiting: Waiting | None = None) -> WorkSummary
     )
 
 
+def json_value(view: View) -> Any:
+    """The view as the JSON value its `to_json` encodes: dicts, lists, strings, numbers
+    (`rota replay at --json` folds Works into these)."""
+    return msgspec.json.decode(view.to_json())
+
+
 def event_view(recorded: RecordedEvent) -> EventView:
     return EventView(
         position=recorded.position,
@@ -308,6 +314,7 @@ __all__ = [
     "WorkView",
     "attempt_view",
     "event_view",
+    "json_value",
     "work_summary",
     "work_view",
 ]

@@ -1,0 +1,37 @@
+"""The read side: every read model of the scheduler, typed (frozen msgspec Structs), each
+query taking the service's lock itself and catching up to the log head where it reads the
+projection. The facade, the CLI, the HTTP routes, the web view, `/metrics` and replay's
+explain read the service only through these (a test forbids `.lock`, `.projection`,
+`.transactions` and `host.directory` outside `rota.application`).
+
+- `work_views`: the typed Work views and their one builder each (`rota work show --json`);
+- `works`: a Work, the Works a page at a time, attempts, events, holds, counts;
+- `capacity`: capacity and waiting by pool (a dry run of admission, or the last pass's);
+- `state`: the applied position, budgets and ledgers, a look at the head, `/metrics`' read;
+- `schedule_views`, `schedule_reads`: schedules list, show, next, history, explain;
+- `explain`: what `rota explain WORK` reads of the service (the fold is `rota.replay`).
+
+`Queries` gathers them over one service and its host: `scheduler.queries`.
+"""
+
+from __future__ import annotations
+
+from rota.application.host import Host
+from rota.application.queries.capacity import CapacityQueries
+from rota.application.queries.schedule_reads import ScheduleQueries
+from rota.application.queries.state import StateQueries
+from rota.application.queries.works import WorkQueries
+from rota.application.service import SchedulerService
+
+
+class Queries:
+    """Every read model over one service and the host that drives it."""
+
+    def __init__(self, service: SchedulerService, host: Host) -> None:
+        self.works = WorkQueries(service, host)
+        self.capacity = CapacityQueries(service)
+        self.state = StateQueries(service)
+        self.schedules = ScheduleQueries(service)
+
+
+__all__ = ["Queries"]

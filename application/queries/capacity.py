@@ -1,0 +1,173 @@
+"""Capacity and waiting by pool: `rota capacity --json`, `GET /v1/capacity`, doctor's
+capacity check and the metrics' pool gauges, from one builder (`capacity_view`).
+
+`dry_run_starts` is a start pass of admission that writes nothing: who would start and who
+waits why. `Work explain` (`rota.replay.explain`) asks it too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from rota.application.configuration import Configuration
+from rota.application.service import SchedulerService
+from rota.domain import admission
+from rota.domain.admission import Waiting
+from rota.domain.errors import DomainCode, RotaError
+from rota.domain.state import WorkState
+from rota.projections.scheduler import SchedulerProjection
+
+CAPACITY_CODES = (
+    DomainCode.CAPACITY_CONCURRENCY,
+    DomainCode.CAPACITY_JOB_CONCURRENCY,
+    DomainCode.CAPACITY_POOL,
+)
+
+
+class PoolUse(msgspec.Struct, frozen=True, kw_only=True):
+    """One pool: its limit (0: unbounded), the slots in use and the Work waiting for it."""
+
+    limit: int
+    in_use: int
+    waiting: int
+
+
+class ScopeUse(msgspec.Struct, frozen=True, kw_only=True):
+    limit: int
+    in_use: int
+
+
+class WaitingWork(msgspec.Struct, frozen=True, kw_only=True):
+    """A ready Work that does not start, and why (a `DomainCode` and its detail)."""
+
+    work: str
+    code: str
+    detail: str
+
+
+class CapacityView(msgspec.Struct, frozen=True, kw_only=True):
+    """`rota capacity --json`: `msgspec.to_builtins(view)` is the dict it prints."""
+
+    pools: dict[str, PoolUse]
+    scopes: dict[str, ScopeUse]
+    waiting: list[WaitingWork]
+
+
+def dry_run_starts(
+    projection: SchedulerProjection,
+    configuration: Configuration,
+    now: datetime,
+    ready: list[WorkState],
+) -> admission.Plan:
+    """A start pass of admission over `ready` (oldest first) at `now`, with no limit on
+    starts and no gates: who would start and who waits why. Nothing is written."""
+    settings = configuration.settings
+    return admission.plan_starts(
+        ready,
+        now=now,
+        owner=configuration.owner,
+        settings=settings,
+        pin=lambda work: configuration.pinned_for(work.binding),
+        pool_in_use={pool: len(h) for pool, h in projection.slots.items()},
+        scope_in_use=projection.scope_in_use(settings.scope_limits),
+        budgets=projection.budgets,
+        used=projection.used,
+        notified=projection.notified,
+        gated=False,
+        limit=len(ready) + 1,
+    )
+
+
+def waiting_by_pool(
+    projection: SchedulerProjection, configuration: Configuration, waiting: list[WaitingWork]
+) -> dict[str, int]:
+    """How many of `waiting` each pool holds back (a scope's limit counts in no pool)."""
+    counts: dict[str, int] = {}
+    for item in waiting:
+        work = projection.works.get(item.work)
+        if work is None or item.code not in CAPACITY_CODES:
+            continue
+        try:
+            pool = configuration.pinned_for(work.binding).registration.pool
+        except RotaError:
+            continue
+        counts[pool] = counts.get(pool, 0) + 1
+    return counts
+
+
+def capacity_view(
+    projection: SchedulerProjection, configuration: Configuration, now: datetime
+) -> CapacityView:
+    """Per pool its limit (0: unbounded), in_use and waiting; who waits and why. The pools
+    are `agents`, `jobs`, every pool named in `pool_limits` or declared by a registered
+    executor, and any pool the log holds slots in.
+
+    `waiting` comes from a dry run of admission over the ready Work at `now` (nothing is
+    written), so it is true in any process, not only in the daemon.
+    """
+    settings = configuration.settings
+    declared = (r.pool for r in configuration.registrations.values())
+    pools = {"agents", "jobs", *projection.slots, *settings.pool_limits, *declared}
+    plan = dry_run_starts(projection, configuration, now, projection.ready_order())
+    waiting = waiting_works(plan.waiting)
+    by_pool = waiting_by_pool(projection, configuration, waiting)
+    return CapacityView(
+        pools={
+            pool: PoolUse(
+                limit=settings.pool_limit(pool),
+                in_use=projection.in_use(pool),
+                waiting=by_pool.get(pool, 0),
+            )
+            for pool in sorted(pools)
+        },
+        scopes={
+            scope: ScopeUse(limit=limit, in_use=projection.scope_in_use([scope])[scope])
+            for scope, limit in sorted(settings.scope_limits.items())
+        },
+        waiting=waiting,
+    )
+
+
+def waiting_works(waiting: list[Waiting]) -> list[WaitingWork]:
+    return [WaitingWork(work=w.work_id, code=w.code, detail=w.detail) for w in waiting]
+
+
+class CapacityQueries:
+    """Capacity now (a dry run of admission), and by the daemon's last start pass."""
+
+    def __init__(self, service: SchedulerService) -> None:
+        self.service = service
+
+    def current(self) -> CapacityView:
+        """Caught up to the log head: `in_use` is what the log says now."""
+        service = self.service
+        with service.lock:
+            service.catch_up()
+            return capacity_view(service.projection, service.configuration, service.now())
+
+    def last_pass(self, view: CapacityView, waiting: list[Waiting]) -> CapacityView:
+        """`view` with the waiting of the daemon's last start pass (`Host.last_waiting`)
+        instead of the dry run's, counted by pool at the projection as it stands."""
+        found = waiting_works(waiting)
+        with self.service.lock:
+            counts = waiting_by_pool(self.service.projection, self.service.configuration, found)
+        pools = {
+            pool: msgspec.structs.replace(use, waiting=counts.get(pool, 0))
+            for pool, use in view.pools.items()
+        }
+        return CapacityView(pools=pools, scopes=view.scopes, waiting=found)
+
+
+__all__ = [
+    "CAPACITY_CODES",
+    "CapacityQueries",
+    "CapacityView",
+    "PoolUse",
+    "ScopeUse",
+    "WaitingWork",
+    "capacity_view",
+    "dry_run_starts",
+    "waiting_by_pool",
+]
