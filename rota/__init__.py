@@ -42,6 +42,7 @@ from rota.domain.errors import (
     RotaError,
     SchemaError,
 )
+from rota.domain.failures import FailureCode
 from rota.domain.policy import Binding, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.domain.state import PendingInput, WorkState
@@ -95,6 +96,7 @@ __all__ = [
     "Executor",
     "ExecutorError",
     "Fail",
+    "FailureCode",
     "Gate",
     "GateAnswer",
     "HistoryEntry",
