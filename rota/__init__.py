@@ -51,6 +51,7 @@ from rota.infrastructure.clock import ManualClock, SystemClock
 from rota.infrastructure.config import Config, ConfigError
 from rota.infrastructure.executors.inproc import Fail
 from rota.opening import open
+from rota.registering import TypedBinding
 from rota.schedule_view_types import (
     BackfillResult,
     HistoryEntry,
@@ -129,6 +130,7 @@ __all__ = [
     "Submission",
     "SystemClock",
     "TriggeredFire",
+    "TypedBinding",
     "UpcomingTime",
     "WaitTimeout",
     "WaitingView",

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypedDict, TypeVar
+
+import msgspec
 
 from rota.application.host import Host
 from rota.application.ports import Executor, LaunchContext, registration_of
@@ -16,6 +18,36 @@ from rota.infrastructure.config import check_binding, unknown_executor
 from rota.registrations import executor_of, refuse_second
 
 UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
+
+T = TypeVar("T")
+
+
+class RegisterOptions(TypedDict, total=False):
+    """`Scheduler.register`'s keyword arguments (their meaning and defaults are there)."""
+
+    executor: Executor | None
+    pool: str
+    inline: bool
+    binding: bool
+    timeout_seconds: float | None
+    retry: RetryPolicy | None
+    config: dict[str, Any] | None
+    control_fallback: ControlFallback
+    handoff: HandoffPolicy
+    replace: bool
+
+
+class TypedBinding(msgspec.Struct, Generic[T], frozen=True):
+    """A binding registered with `Scheduler.register`, carrying the return type `T` of its
+    callable: `submit(work_id, binding=typed)` then returns a `WorkHandle[T]`, whose
+    `result()` is a `T` (a JSON value: what the callable returned, read back from the log).
+
+    At run time it is only the binding's name; the type is the type checker's."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Registry:
@@ -38,7 +70,7 @@ class Registry:
     def register(
         self,
         name: str,
-        fn: Callable[[LaunchContext], Any] | None,
+        fn: Callable[[LaunchContext], object] | None,
         *,
         executor: Executor | None,
         pool: str,
@@ -93,7 +125,7 @@ class Registry:
         self,
         generation: str,
         name: str,
-        fn: Callable[[LaunchContext], Any] | None,
+        fn: Callable[[LaunchContext], object] | None,
         *,
         executor: Executor | None,
         pool: str,
@@ -150,4 +182,4 @@ class Registry:
                 self.binding_paths.require_executor(self.service.bindings.get(name), self.executors)
 
 
-__all__ = ["UNBOUNDED_POOL_THREADS", "Registry"]
+__all__ = ["UNBOUNDED_POOL_THREADS", "RegisterOptions", "Registry", "TypedBinding"]

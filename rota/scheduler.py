@@ -28,8 +28,8 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, TypeVar, Unpack, overload
 
 import msgspec
 
@@ -49,17 +49,19 @@ from rota.async_executors import AsyncCallables
 from rota.bindings import BindingPaths
 from rota.daemon import AuditCheckpoints, DaemonLoop
 from rota.domain.policy import POOL_AGENTS, ControlFallback, HandoffPolicy, RetryPolicy, Settings
+from rota.domain.results import Result
 from rota.handles import WorkHandle
 from rota.infrastructure.config import Config
 from rota.read_models import ReadModels
-from rota.registering import Registry
+from rota.registering import RegisterOptions, Registry, TypedBinding
 from rota.schedule_view_types import ScheduleView
-from rota.schedules import Schedules
-from rota.submissions import Submission
+from rota.schedules import ScheduleDefinition, Schedules
+from rota.submissions import Submission, SubmissionFields, SubmitOptions
 from rota.submitting import Submits
 from rota.work_views import AttemptView, EventView, WorkSummary, WorkView
 
 _NO_INPUT: Any = msgspec.UNSET
+T = TypeVar("T")
 
 
 def default_owner() -> str:
@@ -127,10 +129,32 @@ class Scheduler:
     def settings(self) -> Settings:
         return self.service.settings
 
+    @overload
     def register(
         self,
         name: str,
-        fn: Callable[[LaunchContext], Any] | None = None,
+        fn: Callable[[LaunchContext], Result | Awaitable[Result]],
+        **options: Unpack[RegisterOptions],
+    ) -> TypedBinding[Any]: ...
+    @overload
+    def register(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], Awaitable[T]],
+        **options: Unpack[RegisterOptions],
+    ) -> TypedBinding[T]: ...
+    @overload
+    def register(
+        self, name: str, fn: Callable[[LaunchContext], T], **options: Unpack[RegisterOptions]
+    ) -> TypedBinding[T]: ...
+    @overload
+    def register(
+        self, name: str, fn: None = None, **options: Unpack[RegisterOptions]
+    ) -> TypedBinding[Any]: ...
+    def register(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], object] | None = None,
         *,
         executor: Executor | None = None,
         pool: str = POOL_AGENTS,
@@ -142,8 +166,11 @@ class Scheduler:
         control_fallback: ControlFallback = "queue",
         handoff: HandoffPolicy = "stop",
         replace: bool = False,
-    ) -> None:
-        """Register a Python callable (or an `Executor`) under `name`.
+    ) -> TypedBinding[Any]:
+        """Register a Python callable (or an `Executor`) under `name`; returns the binding
+        of that name as a `TypedBinding[T]`, `T` the callable's return type (`async def`:
+        what it awaits to; `Any` for an `Executor` or a callable returning `rota.Result`).
+        `submit(work_id, binding=typed)` returns a `WorkHandle[T]`.
 
         With `binding=True` (default) a binding of the same name is defined too (with
         `timeout_seconds`, `retry`, `config`, `control_fallback` and `handoff`, as `bind()` takes
@@ -170,12 +197,13 @@ class Scheduler:
             handoff=handoff,
             replace=replace,
         )
+        return TypedBinding(name)
 
     def register_historical(
         self,
         generation: str,
         name: str,
-        fn: Callable[[LaunchContext], Any] | None = None,
+        fn: Callable[[LaunchContext], object] | None = None,
         *,
         executor: Executor | None = None,
         pool: str = POOL_AGENTS,
@@ -232,16 +260,24 @@ class Scheduler:
 
     # -- commands -----------------------------------------------------------------------
 
-    def schedule(self, name: str, **definition: Any) -> ScheduleView:
+    def schedule(self, name: str, **definition: Unpack[ScheduleDefinition]) -> ScheduleView:
         """Define or redefine a schedule (`binding=`, `every=` or `cron=`, `timezone=`,
         `input=`, `catchup=`, `overlap=`, `jitter=` ...); see rota.schedules."""
         return self.schedules.define(name, **definition)
 
+    @overload
+    def submit(
+        self, work_id: str, *, binding: TypedBinding[T], **options: Unpack[SubmitOptions]
+    ) -> WorkHandle[T]: ...
+    @overload
+    def submit(
+        self, work_id: str, *, binding: str, **options: Unpack[SubmitOptions]
+    ) -> WorkHandle[Any]: ...
     def submit(
         self,
         work_id: str,
         *,
-        binding: str,
+        binding: str | TypedBinding[Any],
         input: Any = _NO_INPUT,
         input_key: str | None = None,
         correlation_key: str | None = None,
@@ -249,8 +285,9 @@ class Scheduler:
         kind: str = "run-once",
         trigger: str = "all",
         safety: str = "undeclared",
-    ) -> WorkHandle:
-        """Define a Work and accept its input; returns a `WorkHandle` on it.
+    ) -> WorkHandle[Any]:
+        """Define a Work and accept its input; returns a `WorkHandle` on it (a
+        `WorkHandle[T]` for a `TypedBinding[T]` from `register`).
 
         A run-once Work submitted without input gets an empty input (it runs once); a
         standing Work without input stays idle until input arrives. Submitting the same
@@ -267,7 +304,7 @@ class Scheduler:
         return self._submitting.one(
             Submission(
                 work_id,
-                binding=binding,
+                binding=binding.name if isinstance(binding, TypedBinding) else binding,
                 input=input,
                 input_key=input_key,
                 correlation_key=correlation_key,
@@ -278,7 +315,11 @@ class Scheduler:
             )
         )
 
-    def submit_many(self, works: Iterable[Submission | Mapping[str, Any]]) -> list[WorkHandle]:
+    def submit_one(self, submission: Submission) -> WorkHandle[Any]:
+        """`submit()` of a `rota.Submission` (the CLI's and the HTTP API's submit)."""
+        return self._submitting.one(submission)
+
+    def submit_many(self, works: Iterable[Submission | SubmissionFields]) -> list[WorkHandle[Any]]:
         """Submit several Works in ONE transaction; returns their handles, in order.
 
         Each item is a `rota.Submission` (or a mapping of its fields: `work_id`, `binding`,
@@ -288,7 +329,7 @@ class Scheduler:
         """
         return self._submitting.many(works)
 
-    def handle(self, work_id: str) -> WorkHandle:
+    def handle(self, work_id: str) -> WorkHandle[Any]:
         """A handle on a Work submitted earlier (or by another process); without the
         input a submit accepted, a standing Work's handle settles only when it ends."""
         return self._submitting.handle(work_id)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 import msgspec
 
@@ -41,6 +41,27 @@ from rota.schedule_view_types import (
 from rota.schedule_views import explain, history, upcoming
 
 
+class ScheduleDefinition(TypedDict, total=False):
+    """The keywords of `scheduler.schedule(name, ...)` (`ScheduleCommands.define` says what
+    each means; `binding` is required; `input` is any JSON value)."""
+
+    binding: Required[str]
+    every: str | None
+    cron: str | None
+    offset: str | None
+    timezone: str
+    input: Any
+    scope: str
+    catchup: str
+    catchup_window: str | int
+    max_catchup: int
+    overlap: str
+    jitter: str | int
+    anchor: datetime | None
+    actor: str
+    reason: str
+
+
 class Schedules:
     """Define, change, trigger and look at schedules over one scheduler service."""
 
@@ -51,7 +72,7 @@ class Schedules:
     def commands(self) -> ScheduleCommands:
         return self.service.schedules
 
-    def define(self, name: str, **definition: Any) -> ScheduleView:
+    def define(self, name: str, **definition: Unpack[ScheduleDefinition]) -> ScheduleView:
         """Define or redefine a schedule (validated); returns its view. See
         `ScheduleCommands.define` for the keywords."""
         self.commands.define(name, **definition)
