@@ -23,7 +23,8 @@ INPUT_KEY = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
 
 class WorkInput(msgspec.Struct, frozen=True, gc=False):
     """One input a submit accepts: its payload (a JSON value), its key (None: derived from
-    the payload) and its correlation key."""
+    the payload) and its correlation key. Untracked by the garbage collector (a bulk submit
+    makes thousands): a JSON payload holds no reference back to it, so it is in no cycle."""
 
     payload: Any = None
     key: str | None = None
