@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from rota.domain.errors import DomainCode, ErrorCode, RotaError
+from rota.domain.failures import FailureCode
 from rota.domain.results import Result
 
 
@@ -206,7 +207,7 @@ class InvalidExecutorConfig(ExecutorError):
         where = f"config.{field}" if field else "config"
         return Result(
             outcome="failed",
-            error_code=DomainCode.INVALID_CONFIG,
+            error_code=FailureCode.INVALID_CONFIG,
             error_message=f"executor {executor!r} refused the binding's {where}: fix the "
             "binding, then retry the Work",
             permanent=True,

@@ -40,14 +40,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from rota.application.lifecycle import SubmitRequest
 from rota.application.ports import AppendResult, EventStore
 from rota.domain.errors import RotaError
+from rota.domain.submission import SubmitWork
 
 DEFAULT_WINDOW = 0.002
 DEFAULT_MAX_BATCH = 256
 Outcome = AppendResult | RotaError
-CommitBatch = Callable[[Sequence[SubmitRequest]], list[Outcome]]
+CommitBatch = Callable[[Sequence[SubmitWork]], list[Outcome]]
 
 
 class _Slot:
@@ -57,7 +57,7 @@ class _Slot:
 
     __slots__ = ("deadline", "done", "outcome", "raised", "request", "signalled", "wake")
 
-    def __init__(self, request: SubmitRequest) -> None:
+    def __init__(self, request: SubmitWork) -> None:
         self.request = request
         self.done = False
         self.signalled = False
@@ -119,7 +119,7 @@ class SubmitGroup:
         if head is not None:
             head.wake.release()
 
-    def submit(self, request: SubmitRequest) -> AppendResult:
+    def submit(self, request: SubmitWork) -> AppendResult:
         """Append `request`, grouped with whatever other callers submit meanwhile; returns
         what it recorded or raises its own refusal. The caller must have `arrive()`d."""
         slot = _Slot(request)

@@ -37,6 +37,7 @@ from rota.application.ports import Environment, Executor, LaunchContext, TraceCo
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
 from rota.domain.errors import LeaseLost, Refusal
+from rota.domain.failures import FailureCode
 from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import AttemptState
@@ -196,7 +197,7 @@ class Launches:
                     attempt.epoch,
                     Result(
                         outcome="failed",
-                        error_code="environment_unavailable",
+                        error_code=FailureCode.ENVIRONMENT_UNAVAILABLE,
                         error_message="run environment unavailable",
                     ),
                 )
@@ -337,7 +338,7 @@ class Launches:
         if executor is None:
             failure = Result(
                 outcome="failed",
-                error_code="unsupported_generation",
+                error_code=FailureCode.UNSUPPORTED_GENERATION,
                 error_message=f"no executor {attempt.pinned.registration.name!r} for "
                 f"configuration generation {attempt.pinned.generation} in this process",
             )
@@ -364,7 +365,9 @@ class Launches:
             log.warning(
                 "executor %s could not launch %s", executor.name, ctx.execution_id, exc_info=True
             )
-            done(_failure("executor_error", f"executor {executor.name!r} could not launch"))
+            done(
+                _failure(FailureCode.EXECUTOR_ERROR, f"executor {executor.name!r} could not launch")
+            )
             return
         except Exception:
             # Not a definite refusal: something may have started. Keep the slot until a
@@ -375,7 +378,7 @@ class Launches:
                 exc_info=True,
             )  # fmt: skip
             message = f"executor {executor.name!r} failed while launching; its slot is kept"
-            done(_failure("launch_ambiguous", message, holds_resources=True))
+            done(_failure(FailureCode.LAUNCH_AMBIGUOUS, message, holds_resources=True))
             return
         finally:
             held.launching = False
@@ -390,7 +393,7 @@ class Launches:
                 f"executor {executor.name!r} returned from its launch without persisting its "
                 "recovery metadata; the attempt keeps its slot until its stop is verified"
             )
-            done(_failure("launch_unacknowledged", message, holds_resources=True))
+            done(_failure(FailureCode.LAUNCH_UNACKNOWLEDGED, message, holds_resources=True))
 
     # -- stopping -------------------------------------------------------------------------
 
@@ -420,7 +423,7 @@ def _invoked(attempt: AttemptState) -> bool:
     return segment is not None and segment.invoke == "called"
 
 
-def _failure(code: str, message: str, *, holds_resources: bool = False) -> Result:
+def _failure(code: FailureCode, message: str, *, holds_resources: bool = False) -> Result:
     return Result(
         outcome="failed",
         error_code=code,

@@ -18,8 +18,6 @@ from rota.application.lifecycle_values import (
     Claimed,
     FiredTimers,
     StartPass,
-    SubmitRequest,
-    submit_request,
 )
 from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.transactions import Transactions
@@ -31,6 +29,7 @@ from rota.domain.events import AttemptClaimed, AttemptResumed
 from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import WorkState
+from rota.domain.submission import SubmitWork
 from rota.projections.held_works import OnDemandWorks
 
 
@@ -52,50 +51,33 @@ class LifecycleCommands:
 
     # -- Work and input ----------------------------------------------------------------
 
-    def submit(
-        self,
-        work_id: str,
-        *,
-        binding: str,
-        scope: str = "root",
-        kind: str = "run-once",
-        trigger: str = "all",
-        safety: str = "undeclared",
-        inputs: Sequence[tuple[Any, str | None, str | None]] = (),
-    ) -> AppendResult:
-        """Define a Work (idempotently) and accept inputs `(payload, key, correlation)`."""
-        request = submit_request(
-            work_id, binding=binding, scope=scope, kind=kind, trigger=trigger, safety=safety,
-            inputs=inputs,
-        )  # fmt: skip
+    def submit(self, command: SubmitWork) -> AppendResult:
+        """Define a Work (idempotently) and accept the command's inputs."""
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
-            return self._submit_one(work_id, request.spec, request.inputs, self.tx.now())
+            return self._submit_one(command, self.tx.now())
 
         return self.tx.transact(decide)
 
-    def _submit_one(
-        self,
-        work_id: str,
-        spec: dict[str, Any],
-        inputs: Sequence[tuple[Any, str | None, str | None]],
-        now: datetime,
-    ) -> tuple[list[Emit], dict[str, int]]:
+    def _submit_one(self, command: SubmitWork, now: datetime) -> tuple[list[Emit], dict[str, int]]:
+        work_id = command.work_id
         existing = self.tx.projection.works.get(work_id)
-        emits = lifecycle.submit(existing, work_id=work_id, **spec)
-        state = existing
-        if state is None:
-            state = WorkState(work_id=work_id, version=0, submitted_at=now, **spec)
-        for payload, key, correlation in inputs:
+        emits = lifecycle.submit(existing, command)
+        state = existing if existing is not None else lifecycle.new_work(command, now)
+        for given in command.inputs:
             try:
                 emit = lifecycle.accept_input(
-                    state, work_id=work_id, payload=payload, key=key, correlation_key=correlation
+                    state,
+                    work_id=work_id,
+                    payload=given.payload,
+                    key=given.key,
+                    correlation_key=given.correlation_key,
                 )
             except Refusal as refusal:
                 # A caller retrying a submit whose input was accepted (and maybe already run)
                 # gets a no-op, not an error: the input's delivery identity is in the log.
                 if refusal.code == DomainCode.WORK_TERMINAL and self._accepted(
-                    work_id, payload, key
+                    work_id, given.payload, given.key
                 ):
                     continue
                 raise
@@ -108,14 +90,14 @@ class LifecycleCommands:
         return self.tx.store.find_delivery(f"input/{work_id}/{key}") is not None
 
     def submit_batch(
-        self, requests: Sequence[SubmitRequest], *, atomic: bool = False
+        self, commands: Sequence[SubmitWork], *, atomic: bool = False
     ) -> list[AppendResult | RotaError]:
-        """Submit several Works (each `submit` as one request) in one append.
+        """Submit several Works (each a `submit` command) in one append.
 
-        Returns, per request in order, what it recorded or the refusal it got. Not
-        `atomic`: a refused request is left out and the others are appended (a group
+        Returns, per command in order, what it recorded or the refusal it got. Not
+        `atomic`: a refused command is left out and the others are appended (a group
         commit of independent callers); `atomic`: the first refusal is raised and nothing
-        is appended. A request whose Work an earlier request of the batch also submits is
+        is appended. A command whose Work an earlier command of the batch also submits is
         decided on the state before the batch, so callers give each Work at most once.
         """
         slices: list[tuple[int, int] | RotaError] = []
@@ -125,12 +107,10 @@ class LifecycleCommands:
             emits: list[Emit] = []
             expected: dict[str, int] = {}
             now = self.tx.now()
-            self._prefetch([request.work_id for request in requests])
-            for request in requests:
+            self._prefetch([command.work_id for command in commands])
+            for command in commands:
                 try:
-                    more, fences = self._submit_one(
-                        request.work_id, request.spec, request.inputs, now
-                    )
+                    more, fences = self._submit_one(command, now)
                 except RotaError as refusal:
                     if atomic:
                         raise
@@ -159,27 +139,16 @@ class LifecycleCommands:
         if isinstance(held, OnDemandWorks):
             held.prefetch(work_ids)
 
-    def submit_many(self, works: Sequence[dict[str, Any]]) -> AppendResult:
-        """Submit several Works with one input each, in one append (bulk loading).
-
-        Each item: `work_id`, `binding`, optional `scope`, `kind`, `input`, `key`.
-        """
+    def submit_many(self, commands: Sequence[SubmitWork]) -> AppendResult:
+        """Submit several Works in one append, all or nothing (bulk loading)."""
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             emits: list[Emit] = []
             expected: dict[str, int] = {}
             now = self.tx.now()
-            self._prefetch([item["work_id"] for item in works])
-            for item in works:
-                spec = {
-                    "scope": item.get("scope", "root"),
-                    "binding": item["binding"],
-                    "kind": item.get("kind", "run-once"),
-                    "trigger": "all",
-                    "safety": "undeclared",
-                }
-                inputs = [(item.get("input"), item.get("key"), None)]
-                more, fences = self._submit_one(item["work_id"], spec, inputs, now)
+            self._prefetch([command.work_id for command in commands])
+            for command in commands:
+                more, fences = self._submit_one(command, now)
                 emits.extend(more)
                 expected.update(fences)
             return emits, expected
@@ -426,7 +395,5 @@ __all__ = [
     "FiredTimers",
     "LifecycleCommands",
     "StartPass",
-    "SubmitRequest",
     "result_start",
-    "submit_request",
 ]

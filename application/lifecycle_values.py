@@ -1,10 +1,8 @@
-"""The values the lifecycle commands take and return: a submit request, the attempts a
-start pass claimed and the Works it left waiting, what a retry-timer page fired."""
+"""The values the lifecycle commands return: the attempts a start pass claimed and the
+Works it left waiting, what a retry-timer page fired (a submit's command is the domain's
+`SubmitWork`)."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from typing import Any
 
 import msgspec
 
@@ -33,26 +31,4 @@ class StartPass(msgspec.Struct):
     asks: list[str] = msgspec.field(default_factory=list)
 
 
-class SubmitRequest(msgspec.Struct, frozen=True):
-    """One `submit`: a Work's definition and the inputs `(payload, key, correlation)`."""
-
-    work_id: str
-    spec: dict[str, Any]
-    inputs: Sequence[tuple[Any, str | None, str | None]] = ()
-
-
-def submit_request(
-    work_id: str,
-    *,
-    binding: str,
-    scope: str = "root",
-    kind: str = "run-once",
-    trigger: str = "all",
-    safety: str = "undeclared",
-    inputs: Sequence[tuple[Any, str | None, str | None]] = (),
-) -> SubmitRequest:
-    spec = {"scope": scope, "binding": binding, "kind": kind, "trigger": trigger, "safety": safety}
-    return SubmitRequest(work_id, spec, tuple(inputs))
-
-
-__all__ = ["Claimed", "FiredTimers", "StartPass", "SubmitRequest", "submit_request"]
+__all__ = ["Claimed", "FiredTimers", "StartPass"]

@@ -113,11 +113,13 @@ class Fires:
             emits.extend(
                 lifecycle.submit(
                     None,
-                    work_id=target,
-                    scope=d.scope,
-                    binding=d.binding,
-                    kind=kind,
-                    trigger=_trigger_for(d),
+                    lifecycle.SubmitWork(
+                        work_id=target,
+                        scope=d.scope,
+                        binding=d.binding,
+                        kind=kind,
+                        trigger=_trigger_for(d),
+                    ),
                 )
             )
             created.add(target)

@@ -41,6 +41,7 @@ from rota.domain.events import (
 )
 from rota.domain.policy import Binding, Registration, Settings
 from rota.domain.results import Result
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.store import SQLiteStore
 
@@ -61,7 +62,9 @@ def template() -> dict[type, Any]:
             bindings={"noop": Binding(name="noop", executor="x", config={"command": ["true"]})},
             registrations={"x": Registration(name="x")},
         )
-        service.lifecycle.submit_many([{"work_id": "T", "binding": "noop", "input": {"row": 0}}])
+        service.lifecycle.submit_many(
+            [SubmitWork(work_id="T", binding="noop", inputs=(WorkInput({"row": 0}),))]
+        )
         claim = service.lifecycle.start_pass(limit=1).claimed[0]
         attempt = (claim.attempt.execution_id, claim.attempt.epoch)
         service.lifecycle.invoke_many([attempt])

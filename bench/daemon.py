@@ -37,6 +37,7 @@ from typing import IO, Any
 
 import rota
 from bench.common import fmt_rate, print_header, print_table, progress, remove_db, workdir
+from rota.domain.submission import SubmitWork, WorkInput
 
 SUBMIT_BATCH = 500
 COMPLETED = "core.execution.completed"
@@ -172,7 +173,11 @@ def throughput(daemon: Daemon, submitter: rota.Scheduler, jobs: int) -> tuple[fl
     store = submitter.store
     after = store.head().position
     items = [
-        {"work_id": f"w-{k:07d}", "binding": "noop", "input": {"date": "2026-11-29", "row": k}}
+        SubmitWork(
+            work_id=f"w-{k:07d}",
+            binding="noop",
+            inputs=(WorkInput({"date": "2026-11-29", "row": k}),),
+        )
         for k in range(jobs)
     ]
     cpu0, start = cpu_seconds(daemon.pid), time.perf_counter()

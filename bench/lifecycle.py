@@ -53,6 +53,7 @@ from bench.common import (
 )
 from bench.hotspots import GcTimer, print_profile
 from bench.workload import batches, es_recorder, es_synchronous, es_transcoder
+from rota.domain.submission import SubmitWork, WorkInput
 
 TARGET = 5_000.0  # rota end to end, jobs/s, one process, synchronous FULL
 SUBMIT_BATCH = 500
@@ -75,9 +76,13 @@ class Outcome:
 # -- rota ------------------------------------------------------------------------------------
 
 
-def work_items(jobs: int) -> list[dict[str, Any]]:
+def work_items(jobs: int) -> list[SubmitWork]:
     return [
-        {"work_id": f"w-{k:07d}", "binding": "noop", "input": {"date": "2026-11-29", "row": k}}
+        SubmitWork(
+            work_id=f"w-{k:07d}",
+            binding="noop",
+            inputs=(WorkInput({"date": "2026-11-29", "row": k}),),
+        )
         for k in range(jobs)
     ]
 

@@ -40,6 +40,7 @@ import psycopg
 
 import rota
 from bench.common import REPEATS, Best, fmt_rate, print_table, progress
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.postgres.names import identifier, split_schema
 from rota.infrastructure.postgres.store import PostgresStore
 from rota.infrastructure.postgres.transactions import Tx
@@ -120,7 +121,11 @@ def run_host(url: str, host: int, hosts: int, jobs: int, concurrency: int, profi
     scheduler = rota.open(url, config={"settings": {"concurrency": concurrency}})
     scheduler.register("noop", lambda ctx: None, inline=True)
     mine = [
-        {"work_id": f"w-{k:07d}", "binding": "noop", "input": {"date": "2026-11-29", "row": k}}
+        SubmitWork(
+            work_id=f"w-{k:07d}",
+            binding="noop",
+            inputs=(WorkInput({"date": "2026-11-29", "row": k}),),
+        )
         for k in range(host, jobs, hosts)
     ]
     groups = [mine[i : i + SUBMIT_BATCH] for i in range(0, len(mine), SUBMIT_BATCH)]

@@ -27,6 +27,7 @@ from rota import bootstrap
 from rota.application.live_projections import LiveProjections
 from rota.domain.policy import Binding, Registration, Settings
 from rota.domain.results import Result
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
 from rota.infrastructure.sqlite.store import SQLiteStore
@@ -49,7 +50,8 @@ def build(path: Path, works: int, renewals: int) -> SQLiteStore:
         registrations={"x": Registration(name="x")},
     )
     items = [
-        {"work_id": f"w-{k:07d}", "binding": "noop", "input": {"row": k}} for k in range(works)
+        SubmitWork(work_id=f"w-{k:07d}", binding="noop", inputs=(WorkInput({"row": k}),))
+        for k in range(works)
     ]
     for start in range(0, works, BATCH):
         service.lifecycle.submit_many(items[start : start + BATCH])

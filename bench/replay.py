@@ -61,6 +61,7 @@ from rota.domain.emit import work_stream
 from rota.domain.events import LeaseRenewed
 from rota.domain.policy import Binding, Registration, Settings
 from rota.domain.results import Result
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
 from rota.infrastructure.sqlite.store import SQLiteStore
@@ -89,7 +90,7 @@ def build(path: Path, events: int, works: int, running: int) -> dict[str, int]:
 
     def start(prefix: str, count: int) -> list[tuple[str, int]]:
         items = [
-            {"work_id": f"{prefix}-{k:07d}", "binding": "noop", "input": {"row": k}}
+            SubmitWork(work_id=f"{prefix}-{k:07d}", binding="noop", inputs=(WorkInput({"row": k}),))
             for k in range(count)
         ]
         for first in range(0, count, BATCH):

@@ -28,6 +28,7 @@ from pathlib import Path
 import rota
 from bench.common import fmt_rate, print_header, print_table, progress, remove_db, workdir
 from bench.daemon import follow_completions
+from rota.domain.submission import SubmitWork, WorkInput
 
 CONFIG = """\
 [settings]
@@ -105,7 +106,7 @@ def rota_rate(
         for offset in range(0, jobs, 100):
             submitter.service.lifecycle.submit_many(
                 [
-                    {"work_id": f"s-{k:06d}", "binding": "true"}
+                    SubmitWork(work_id=f"s-{k:06d}", binding="true", inputs=(WorkInput(None),))
                     for k in range(offset, min(jobs, offset + 100))
                 ]
             )

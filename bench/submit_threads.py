@@ -46,6 +46,7 @@ from bench.common import (
     run_options,
     workdir,
 )
+from rota.domain.submission import SubmitWork, WorkInput
 
 THREADS = 8
 MANY_BATCH = 500
@@ -119,7 +120,9 @@ def run_case(path: Path, case: str, jobs: int, synchronous: str) -> Run:
             with scheduler.service.lock:
                 known = scheduler.service.bindings.get("noop")
                 scheduler._binding_paths.require_executor(known, scheduler.executors)
-            lifecycle.submit(work_id, binding="noop", inputs=[(_input(k), None, None)])
+            lifecycle.submit(
+                SubmitWork(work_id=work_id, binding="noop", inputs=(WorkInput(_input(k)),))
+            )
             scheduler.host.wake.set()
             return scheduler.work(work_id)
 

@@ -26,6 +26,7 @@ from rota.domain.events import (
 )
 from rota.domain.events.execution import _Outcome
 from rota.domain.evolve_recovery import controls_after
+from rota.domain.failures import FailureCode
 from rota.domain.segments import append_segment, swap_open, take, with_current
 from rota.domain.state import AttemptState, Phase, RetryState, Segment, WorkState
 
@@ -214,7 +215,7 @@ def _ended(work: WorkState, event: _Outcome, at: datetime, bump: int = 0) -> Wor
     elif isinstance(event, AttemptTimedOut):
         # A timeout is no proof the process stopped: the slot stays held until confirmed.
         attempt = replace(
-            attempt, **ended, error_code="timed_out", error_message="execution timeout"
+            attempt, **ended, error_code=FailureCode.TIMED_OUT, error_message="execution timeout"
         )
         retry, terminal, work = _after_failure(replace(work, pending=pending), attempt, False)
         pending = work.pending

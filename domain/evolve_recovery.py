@@ -14,6 +14,7 @@ from rota.domain.events.control import (
     ControlSettled,
 )
 from rota.domain.events.recovery import AttemptLost, AttemptRecovered
+from rota.domain.failures import FailureCode
 from rota.domain.segments import append_segment, close_segment, with_current
 from rota.domain.state import Control, Segment, WorkState
 
@@ -76,7 +77,7 @@ def lost(work: WorkState, event: AttemptLost, position: int, at: datetime) -> Wo
         outcome="lost",
         ended_at=at,
         stop_confirmed=True,
-        error_code="lost",
+        error_code=FailureCode.LOST,
         error_message=f"lease lost; {event.evidence}",
     )
     work = replace(work, attempts=(*work.attempts[:-1], attempt))

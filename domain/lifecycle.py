@@ -27,7 +27,14 @@ from rota.domain.outcomes import MAX_CONTINUATIONS, confirm_stopped, finish, tim
 from rota.domain.results import Result
 from rota.domain.retries import fire_retry, request_retry
 from rota.domain.starts import claim, select_inputs
-from rota.domain.submission import accept_input, derived_input_key, submit
+from rota.domain.submission import (
+    SubmitWork,
+    WorkInput,
+    accept_input,
+    derived_input_key,
+    new_work,
+    submit,
+)
 
 __all__ = [
     "MAX_CONTINUATIONS",
@@ -35,6 +42,8 @@ __all__ = [
     "Emit",
     "Refusal",
     "Result",
+    "SubmitWork",
+    "WorkInput",
     "accept_input",
     "begin_phase",
     "claim",
@@ -45,6 +54,7 @@ __all__ = [
     "fire_retry",
     "invoke",
     "invoke_with_claim",
+    "new_work",
     "persist_recovery",
     "release",
     "renew",

@@ -22,6 +22,7 @@ from rota.domain.events import (
     TurnPublished,
 )
 from rota.domain.events.execution import _Outcome
+from rota.domain.failures import FailureCode
 from rota.domain.fences import fence
 from rota.domain.results import Result, check_payload, turn_of, validate_result
 from rota.domain.retries import retry_timer
@@ -116,20 +117,20 @@ def _failed(
     result: Result,
     common: dict[str, Any],
 ) -> list[Emit]:
-    code = result.error_code or "failed"
+    code: str = result.error_code or FailureCode.FAILED
     message = result.error_message or ""
     due: datetime | None = None
     hinted = result.retry_at is not None or result.retry_unknown
     if result.retry_at is not None:
         if result.retry_at <= now:
             code, message, hinted = (
-                "invalid_retry_hint",
+                FailureCode.INVALID_RETRY_HINT,
                 "retry hint reset time is not in the future",
                 False,
             )
         elif result.retry_at - now > MAX_HINT_AHEAD:
             code, message, hinted = (
-                "invalid_retry_hint",
+                FailureCode.INVALID_RETRY_HINT,
                 "retry hint is more than 7 days ahead",
                 False,
             )

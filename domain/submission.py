@@ -1,9 +1,11 @@
-"""Decisions of a Work's definition and its input: `submit` and `accept_input`."""
+"""Decisions of a Work's definition and its input: `submit` and `accept_input`, and the
+command a submit carries from the facade to them (`SubmitWork`, its inputs `WorkInput`)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -19,17 +21,51 @@ SCOPE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 INPUT_KEY = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
 
 
-def submit(
-    existing: WorkState | None,
-    *,
-    work_id: str,
-    scope: str,
-    binding: str,
-    kind: str = "run-once",
-    trigger: str = "all",
-    safety: str = "undeclared",
-) -> list[Emit]:
+class WorkInput(msgspec.Struct, frozen=True, gc=False):
+    """One input a submit accepts: its payload (a JSON value), its key (None: derived from
+    the payload) and its correlation key. Untracked by the garbage collector (a bulk submit
+    makes thousands): a JSON payload holds no reference back to it, so it is in no cycle."""
+
+    payload: Any = None
+    key: str | None = None
+    correlation_key: str | None = None
+
+
+class SubmitWork(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """The command of one submit: a Work's definition and the inputs it accepts, in order.
+
+    Built once where a submit enters (`Scheduler.submit`, `submit_many`, the CLI, the HTTP
+    API, a schedule's fire) and handed unchanged through the application layer (a group
+    commit, `LifecycleCommands.submit*`) to the decisions `submit` and `accept_input`."""
+
+    work_id: str
+    binding: str
+    scope: str = "root"
+    kind: str = "run-once"
+    trigger: str = "all"
+    safety: str = "undeclared"
+    inputs: tuple[WorkInput, ...] = ()
+
+
+def new_work(command: SubmitWork, now: datetime) -> WorkState:
+    """The state of the Work `command` defines, before its definition is applied (what its
+    inputs are decided against when the Work is new)."""
+    return WorkState(
+        work_id=command.work_id,
+        scope=command.scope,
+        binding=command.binding,
+        kind=command.kind,
+        trigger=command.trigger,
+        safety=command.safety,
+        version=0,
+        submitted_at=now,
+    )
+
+
+def submit(existing: WorkState | None, command: SubmitWork) -> list[Emit]:
     """Define a Work. The same definition again is a no-op; another one is refused."""
+    work_id, scope, binding = command.work_id, command.scope, command.binding
+    kind, trigger, safety = command.kind, command.trigger, command.safety
     if not WORK_ID.match(work_id):
         raise InvalidCommand(
             f"Work id {work_id!r} must match {WORK_ID.pattern}", code=DomainCode.INVALID_WORK_ID

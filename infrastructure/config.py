@@ -178,7 +178,7 @@ class Config:
         self.bindings: dict[str, Binding] = {b.name: b.to_binding() for b in model.bindings}
         # Where each binding is written, for messages: `bindings[0]`.
         self.binding_paths = {b.name: f"bindings[{i}]" for i, b in enumerate(model.bindings)}
-        self.schedules = check_schedules(model.schedules, source)  # rota.schedules applies them
+        self.schedules = check_schedules(model.schedules, source)  # schedule_api applies them
         builtin = builtin_executor_types()
         for name, binding in self.bindings.items():
             # A built-in executor's rules are known now; an executor registered in process

@@ -65,11 +65,13 @@ from rota.domain.errors import (
     RotaError,
     SchemaError,
 )
+from rota.domain.failures import FailureCode
 from rota.domain.policy import Binding, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.domain.state import PendingInput, WorkState
 from rota.embedded.handles import WorkHandle
 from rota.embedded.opening import open
+from rota.embedded.registering import TypedBinding
 from rota.embedded.submissions import Submission
 from rota.infrastructure.clock import ManualClock, SystemClock
 from rota.infrastructure.config import Config, ConfigError
@@ -95,6 +97,7 @@ __all__ = [
     "Executor",
     "ExecutorError",
     "Fail",
+    "FailureCode",
     "Gate",
     "GateAnswer",
     "HistoryEntry",
@@ -127,6 +130,7 @@ __all__ = [
     "Submission",
     "SystemClock",
     "TriggeredFire",
+    "TypedBinding",
     "UpcomingTime",
     "WaitTimeout",
     "WaitingView",

@@ -31,16 +31,19 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Generic, TypeVar, Unpack, overload
 
 from rota.api_errors import WaitTimeout
 from rota.application.host import TickReport
-from rota.application.ports import Clock, Environment, EventStore, Executor, Gate, LaunchContext
+from rota.application.ports import Clock, Environment, EventStore, Gate, LaunchContext
 from rota.application.queries.work_views import AttemptView, EventView, WorkSummary, WorkView
+from rota.domain.policy import ControlFallback, HandoffPolicy, RetryPolicy
+from rota.domain.results import Result
 from rota.embedded.handles import RECHECK_SECONDS, WorkHandle, outcome_of
 from rota.embedded.opening import open as open_sync
-from rota.embedded.submissions import Submission
+from rota.embedded.registering import RegisterOptions, TypedBinding
+from rota.embedded.submissions import Submission, SubmissionFields, SubmitOptions
 from rota.infrastructure.config import Config
 from rota.scheduler import Scheduler
 
@@ -111,11 +114,14 @@ class _Commits:
             thread.join(timeout=5)
 
 
-class AsyncWorkHandle:
-    """`WorkHandle` for coroutines: `work_id`, `await view()`, `await wait()`,
-    `await result()` (the same rules and errors)."""
+T = TypeVar("T")
 
-    def __init__(self, handle: WorkHandle, commits: _Commits) -> None:
+
+class AsyncWorkHandle(Generic[T]):
+    """`WorkHandle` for coroutines: `work_id`, `await view()`, `await wait()`,
+    `await result()` (the same rules and errors; `T` as `WorkHandle[T]`)."""
+
+    def __init__(self, handle: WorkHandle[T], commits: _Commits) -> None:
         self.sync = handle
         self.work_id = handle.work_id
         self._commits = commits
@@ -150,10 +156,11 @@ class AsyncWorkHandle:
         finally:
             self._commits.unsubscribe(changed)
 
-    async def result(self, timeout: float | None = None) -> Any:
+    async def result(self, timeout: float | None = None) -> T:
         """The completed attempt's result value, or `WorkFailed`/`WorkCancelled`/
         `WaitTimeout`, as `WorkHandle.result`."""
-        return outcome_of(self.sync, await self.wait(timeout))
+        value: T = outcome_of(self.sync, await self.wait(timeout))
+        return value
 
 
 class AsyncScheduler:
@@ -166,59 +173,131 @@ class AsyncScheduler:
 
     # -- configuration (no I/O: plain methods) ------------------------------------------
 
+    @overload
     def register(
         self,
         name: str,
-        fn: Callable[[LaunchContext], Any] | None = None,
-        *,
-        executor: Executor | None = None,
-        **options: Any,
-    ) -> None:
+        fn: Callable[[LaunchContext], Result | Awaitable[Result]],
+        **options: Unpack[RegisterOptions],
+    ) -> TypedBinding[Any]: ...
+    @overload
+    def register(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], Awaitable[T]],
+        **options: Unpack[RegisterOptions],
+    ) -> TypedBinding[T]: ...
+    @overload
+    def register(
+        self, name: str, fn: Callable[[LaunchContext], T], **options: Unpack[RegisterOptions]
+    ) -> TypedBinding[T]: ...
+    @overload
+    def register(
+        self, name: str, fn: None = None, **options: Unpack[RegisterOptions]
+    ) -> TypedBinding[Any]: ...
+    def register(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], object] | None = None,
+        **options: Unpack[RegisterOptions],
+    ) -> TypedBinding[Any]:
         """`Scheduler.register` (an `async def fn` runs on rota's own loop thread)."""
-        self.sync.register(name, fn, executor=executor, **options)
+        return self.sync.register(name, fn, **options)
 
-    def bind(self, name: str, *, executor: str, **options: Any) -> None:
-        self.sync.bind(name, executor=executor, **options)
+    def bind(
+        self,
+        name: str,
+        *,
+        executor: str,
+        config: dict[str, Any] | None = None,
+        timeout_seconds: float | None = None,
+        retry: RetryPolicy | None = None,
+        control_fallback: ControlFallback = "queue",
+        handoff: HandoffPolicy = "stop",
+    ) -> None:
+        self.sync.bind(
+            name,
+            executor=executor,
+            config=config,
+            timeout_seconds=timeout_seconds,
+            retry=retry,
+            control_fallback=control_fallback,
+            handoff=handoff,
+        )
 
     def register_gate(self, name: str, gate: Gate) -> None:
         self.sync.register_gate(name, gate)
 
     # -- commands -------------------------------------------------------------------------
 
-    def _handle(self, handle: WorkHandle) -> AsyncWorkHandle:
+    def _handle(self, handle: WorkHandle[T]) -> AsyncWorkHandle[T]:
         return AsyncWorkHandle(handle, self._commits)
 
-    async def submit(self, work_id: str, *, binding: str, **options: Any) -> AsyncWorkHandle:
+    @overload
+    async def submit(
+        self, work_id: str, *, binding: TypedBinding[T], **options: Unpack[SubmitOptions]
+    ) -> AsyncWorkHandle[T]: ...
+    @overload
+    async def submit(
+        self, work_id: str, *, binding: str, **options: Unpack[SubmitOptions]
+    ) -> AsyncWorkHandle[Any]: ...
+    async def submit(
+        self,
+        work_id: str,
+        *,
+        binding: str | TypedBinding[Any],
+        **options: Unpack[SubmitOptions],
+    ) -> AsyncWorkHandle[Any]:
         """`Scheduler.submit` (group-committed with concurrent submits)."""
-        handle = await asyncio.to_thread(self.sync.submit, work_id, binding=binding, **options)
+        name = binding.name if isinstance(binding, TypedBinding) else binding
+        handle = await asyncio.to_thread(lambda: self.sync.submit(work_id, binding=name, **options))
         return self._handle(handle)
 
+    async def submit_one(self, submission: Submission) -> AsyncWorkHandle[Any]:
+        """`Scheduler.submit_one`."""
+        return self._handle(await asyncio.to_thread(self.sync.submit_one, submission))
+
     async def submit_many(
-        self, works: Iterable[Submission | Mapping[str, Any]]
-    ) -> list[AsyncWorkHandle]:
+        self, works: Iterable[Submission | SubmissionFields]
+    ) -> list[AsyncWorkHandle[Any]]:
         handles = await asyncio.to_thread(self.sync.submit_many, list(works))
         return [self._handle(h) for h in handles]
 
-    def handle(self, work_id: str) -> AsyncWorkHandle:
+    def handle(self, work_id: str) -> AsyncWorkHandle[Any]:
         return self._handle(self.sync.handle(work_id))
 
-    async def accept(self, work_id: str, payload: Any = None, **options: Any) -> int:
-        return await asyncio.to_thread(self.sync.accept, work_id, payload, **options)
+    async def accept(
+        self,
+        work_id: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        correlation_key: str | None = None,
+    ) -> int:
+        return await asyncio.to_thread(
+            lambda: self.sync.accept(work_id, payload, key=key, correlation_key=correlation_key)
+        )
 
-    async def retry(self, work_id: str, **options: Any) -> None:
-        await asyncio.to_thread(self.sync.retry, work_id, **options)
+    async def retry(
+        self, work_id: str, *, reason: str = "", requested_by: str = "operator"
+    ) -> None:
+        await asyncio.to_thread(
+            lambda: self.sync.retry(work_id, reason=reason, requested_by=requested_by)
+        )
 
-    async def cancel(self, work_id: str, **options: Any) -> None:
-        await asyncio.to_thread(self.sync.cancel, work_id, **options)
+    async def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> None:
+        await asyncio.to_thread(lambda: self.sync.cancel(work_id, reason=reason, by=by))
 
-    async def release(self, work_id: str, **options: Any) -> None:
-        await asyncio.to_thread(self.sync.release, work_id, **options)
+    async def release(self, work_id: str, *, kind: str | None = None, by: str = "operator") -> None:
+        await asyncio.to_thread(lambda: self.sync.release(work_id, kind=kind, by=by))
 
-    async def inject(self, work_id: str, payload: Any, **options: Any) -> None:
-        await asyncio.to_thread(self.sync.inject, work_id, payload, **options)
+    async def inject(
+        self, work_id: str, payload: Any, *, key: str | None = None, by: str = "operator"
+    ) -> None:
+        await asyncio.to_thread(lambda: self.sync.inject(work_id, payload, key=key, by=by))
 
-    async def interrupt(self, work_id: str, **options: Any) -> None:
-        await asyncio.to_thread(self.sync.interrupt, work_id, **options)
+    async def interrupt(self, work_id: str, *, by: str = "operator") -> None:
+        await asyncio.to_thread(lambda: self.sync.interrupt(work_id, by=by))
 
     async def settle_gate(
         self, work_id: str, registration: str, *, admit: bool, reason: str = ""

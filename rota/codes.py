@@ -1,7 +1,8 @@
 """Every error code rota shows, one enum per boundary, and the renderer of docs/errors.md.
 
-`python -P -m rota.codes > docs/errors.md` regenerates the table from the enums (each
-member's docstring is its meaning); a test fails when the committed file and the enums
+`python -P -m rota.codes > docs/errors.md` regenerates the tables from the enums (each
+member's docstring is its meaning; the codes of failed attempts, `FailureCode`, have a table
+of their own); a test fails when the committed file and the enums
 disagree, so the CLI, the HTTP API, doctor and the docs cannot drift apart.
 """
 
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+from enum import StrEnum
 
 from rota.api_errors import ApiCode
 from rota.application.errors import PortCode
 from rota.domain.errors import DomainCode, ErrorCode
+from rota.domain.failures import FailureCode
 from rota.http.errors import HttpCode
 from rota.http.web.errors import WebCode
 from rota.infrastructure.config import EntryCode
@@ -54,8 +57,21 @@ clears.
 |---|---|---|
 """
 
+FAILURES = """
+## Attempt failure codes
 
-def meanings(codes: type[ErrorCode]) -> dict[str, str]:
+Not raised to a caller: the code a failed attempt carries (`AttemptFailed.error_code`, an
+attempt's `error.code` in `rota work show`, the HTTP API and a `WorkFailed`'s
+`attempt_error`), one member of `rota.FailureCode` (`rota.domain.failures`) each. `exit_<n>`
+and `signal_<n>` name families (`exit_3`, `signal_9`; `FailureCode.of(code)` finds the
+member). Any other code is the Work's own: what its callable raised with `rota.Fail(code)`.
+
+| code | what it means, what to do |
+|---|---|
+"""
+
+
+def meanings(codes: type[StrEnum]) -> dict[str, str]:
     """Each member's docstring (the string literal under its assignment), by member name."""
     body = ast.parse(inspect.getsource(codes)).body[0]
     assert isinstance(body, ast.ClassDef)
@@ -90,7 +106,20 @@ def render(boundaries: tuple[tuple[str, type[ErrorCode]], ...] = BOUNDARIES) -> 
     parts.append(TABLE)
     for code, boundary, meaning in sorted(rows):
         parts.append(f"| `{code}` | {boundary} | {_cell(meaning)} |\n")
+    parts.append(FAILURES)
+    parts.extend(failure_rows())
     return "".join(parts)
+
+
+def failure_rows(codes: type[StrEnum] = FailureCode) -> list[str]:
+    """The table rows of the attempt failure codes, one per member, by code."""
+    documented = meanings(codes)
+    rows: list[str] = []
+    for member in sorted(codes, key=lambda m: m.value):
+        if member.name not in documented:
+            raise ValueError(f"{codes.__name__}.{member.name} has no docstring")
+        rows.append(f"| `{member.value}` | {_cell(documented[member.name])} |\n")
+    return rows
 
 
 __all__ = [
@@ -99,6 +128,7 @@ __all__ = [
     "DomainCode",
     "EntryCode",
     "ErrorCode",
+    "FailureCode",
     "HttpCode",
     "PortCode",
     "ReplayCode",

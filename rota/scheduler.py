@@ -28,19 +28,17 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar, Unpack, overload
 
 import msgspec
 
 from rota import bootstrap
 from rota.application.host import TickReport
-from rota.application.lease_hold import LeaseHold
 from rota.application.ports import (
     Environment,
     EventStore,
     Executor,
-    Gate,
     LaunchContext,
     ProjectionStore,
 )
@@ -48,26 +46,29 @@ from rota.application.queries import Queries
 from rota.application.queries.schedule_views import ScheduleView
 from rota.daemon import AuditCheckpoints, DaemonLoop
 from rota.domain.policy import POOL_AGENTS, ControlFallback, HandoffPolicy, RetryPolicy, Settings
+from rota.domain.results import Result
 from rota.embedded.async_executors import AsyncCallables
 from rota.embedded.bindings import BindingPaths
 from rota.embedded.handles import WorkHandle
-from rota.embedded.reads import SchedulerReads
-from rota.embedded.registering import Registry
-from rota.embedded.schedule_api import Schedules
-from rota.embedded.submissions import Submission
+from rota.embedded.operations import SchedulerOperations
+from rota.embedded.registering import RegisterOptions, Registry, TypedBinding
+from rota.embedded.schedule_api import ScheduleDefinition, Schedules
+from rota.embedded.submissions import Submission, SubmissionFields, SubmitOptions
 from rota.embedded.submitting import Submits
 from rota.infrastructure.config import Config
 
 _NO_INPUT: Any = msgspec.UNSET
+T = TypeVar("T")
 
 
 def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-class Scheduler(SchedulerReads):
+class Scheduler(SchedulerOperations):
     """An embedded rota scheduler over one store: its read models (`SchedulerReads`,
-    `rota.embedded.reads`) and its commands."""
+    `rota.embedded.reads`), its operator commands (`SchedulerOperations`,
+    `rota.embedded.operations`) and the rest of its commands."""
 
     def __init__(
         self,
@@ -114,7 +115,7 @@ class Scheduler(SchedulerReads):
             binding_paths=self._binding_paths,
             async_callables=self._async,
         )
-        self.schedules = Schedules(self.service)  # rota.schedules: pause, next, history ...
+        self.schedules = Schedules(self.service)  # pause, next, history ... (schedule_api)
         self.service.catch_up()
         if not read_only:  # `rota serve` appends nothing, not even a changed [[budgets]]
             self.service.admission.configure_budgets(config.budgets)
@@ -127,10 +128,32 @@ class Scheduler(SchedulerReads):
     def settings(self) -> Settings:
         return self.service.settings
 
+    @overload
     def register(
         self,
         name: str,
-        fn: Callable[[LaunchContext], Any] | None = None,
+        fn: Callable[[LaunchContext], Result | Awaitable[Result]],
+        **options: Unpack[RegisterOptions],
+    ) -> TypedBinding[Any]: ...
+    @overload
+    def register(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], Awaitable[T]],
+        **options: Unpack[RegisterOptions],
+    ) -> TypedBinding[T]: ...
+    @overload
+    def register(
+        self, name: str, fn: Callable[[LaunchContext], T], **options: Unpack[RegisterOptions]
+    ) -> TypedBinding[T]: ...
+    @overload
+    def register(
+        self, name: str, fn: None = None, **options: Unpack[RegisterOptions]
+    ) -> TypedBinding[Any]: ...
+    def register(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], object] | None = None,
         *,
         executor: Executor | None = None,
         pool: str = POOL_AGENTS,
@@ -142,8 +165,11 @@ class Scheduler(SchedulerReads):
         control_fallback: ControlFallback = "queue",
         handoff: HandoffPolicy = "stop",
         replace: bool = False,
-    ) -> None:
-        """Register a Python callable (or an `Executor`) under `name`.
+    ) -> TypedBinding[Any]:
+        """Register a Python callable (or an `Executor`) under `name`; returns the binding
+        of that name as a `TypedBinding[T]`, `T` the callable's return type (`async def`:
+        what it awaits to; `Any` for an `Executor` or a callable returning `rota.Result`).
+        `submit(work_id, binding=typed)` returns a `WorkHandle[T]`.
 
         With `binding=True` (default) a binding of the same name is defined too (with
         `timeout_seconds`, `retry`, `config`, `control_fallback` and `handoff`, as `bind()` takes
@@ -170,12 +196,13 @@ class Scheduler(SchedulerReads):
             handoff=handoff,
             replace=replace,
         )
+        return TypedBinding(name)
 
     def register_historical(
         self,
         generation: str,
         name: str,
-        fn: Callable[[LaunchContext], Any] | None = None,
+        fn: Callable[[LaunchContext], object] | None = None,
         *,
         executor: Executor | None = None,
         pool: str = POOL_AGENTS,
@@ -232,16 +259,24 @@ class Scheduler(SchedulerReads):
 
     # -- commands -----------------------------------------------------------------------
 
-    def schedule(self, name: str, **definition: Any) -> ScheduleView:
+    def schedule(self, name: str, **definition: Unpack[ScheduleDefinition]) -> ScheduleView:
         """Define or redefine a schedule (`binding=`, `every=` or `cron=`, `timezone=`,
-        `input=`, `catchup=`, `overlap=`, `jitter=` ...); see rota.schedules."""
+        `input=`, `catchup=`, `overlap=`, `jitter=` ...); see rota.embedded.schedule_api."""
         return self.schedules.define(name, **definition)
 
+    @overload
+    def submit(
+        self, work_id: str, *, binding: TypedBinding[T], **options: Unpack[SubmitOptions]
+    ) -> WorkHandle[T]: ...
+    @overload
+    def submit(
+        self, work_id: str, *, binding: str, **options: Unpack[SubmitOptions]
+    ) -> WorkHandle[Any]: ...
     def submit(
         self,
         work_id: str,
         *,
-        binding: str,
+        binding: str | TypedBinding[Any],
         input: Any = _NO_INPUT,
         input_key: str | None = None,
         correlation_key: str | None = None,
@@ -249,8 +284,9 @@ class Scheduler(SchedulerReads):
         kind: str = "run-once",
         trigger: str = "all",
         safety: str = "undeclared",
-    ) -> WorkHandle:
-        """Define a Work and accept its input; returns a `WorkHandle` on it.
+    ) -> WorkHandle[Any]:
+        """Define a Work and accept its input; returns a `WorkHandle` on it (a
+        `WorkHandle[T]` for a `TypedBinding[T]` from `register`).
 
         A run-once Work submitted without input gets an empty input (it runs once); a
         standing Work without input stays idle until input arrives. Submitting the same
@@ -267,7 +303,7 @@ class Scheduler(SchedulerReads):
         return self._submitting.one(
             Submission(
                 work_id,
-                binding=binding,
+                binding=binding.name if isinstance(binding, TypedBinding) else binding,
                 input=input,
                 input_key=input_key,
                 correlation_key=correlation_key,
@@ -278,7 +314,11 @@ class Scheduler(SchedulerReads):
             )
         )
 
-    def submit_many(self, works: Iterable[Submission | Mapping[str, Any]]) -> list[WorkHandle]:
+    def submit_one(self, submission: Submission) -> WorkHandle[Any]:
+        """`submit()` of a `rota.Submission` (the CLI's and the HTTP API's submit)."""
+        return self._submitting.one(submission)
+
+    def submit_many(self, works: Iterable[Submission | SubmissionFields]) -> list[WorkHandle[Any]]:
         """Submit several Works in ONE transaction; returns their handles, in order.
 
         Each item is a `rota.Submission` (or a mapping of its fields: `work_id`, `binding`,
@@ -288,98 +328,10 @@ class Scheduler(SchedulerReads):
         """
         return self._submitting.many(works)
 
-    def handle(self, work_id: str) -> WorkHandle:
+    def handle(self, work_id: str) -> WorkHandle[Any]:
         """A handle on a Work submitted earlier (or by another process); without the
         input a submit accepted, a standing Work's handle settles only when it ends."""
         return self._submitting.handle(work_id)
-
-    def accept(
-        self,
-        work_id: str,
-        payload: Any = None,
-        *,
-        key: str | None = None,
-        correlation_key: str | None = None,
-    ) -> int:
-        """Accept an input for a Work; returns its acceptance sequence (log position)."""
-        recorded = self.service.lifecycle.accept(
-            work_id, payload, key=key, correlation_key=correlation_key
-        )
-        self.host.wake.set()
-        return recorded.position
-
-    def retry(self, work_id: str, *, reason: str = "", requested_by: str = "operator") -> None:
-        """Manually retry a failed Work (`core.manual.retry`): resets its failure budget."""
-        self.service.lifecycle.request_retry(work_id, requested_by=requested_by, reason=reason)
-        self.host.wake.set()
-
-    def release(self, work_id: str, *, kind: str | None = None, by: str = "operator") -> None:
-        """Release an operator-releasable hold (crash_loop, budget, operator) of a Work.
-
-        A start gate's hold is settled only by its gate (`gate_hold`).
-        """
-        self.service.recovery.release_hold(work_id, kind, by)
-        self.host.wake.set()
-
-    def adoptable(self, execution_id: str, epoch: int) -> bool:
-        """Whether an attempt whose lease this host lost still belongs to recovery."""
-        return self.service.recovery.adoptable(execution_id, epoch)
-
-    def register_gate(self, name: str, gate: Gate) -> None:
-        """Register a start gate, asked (in name order, outside any write) before a Work's
-        first attempt, once capacity allows it.
-
-        `gate(work, binding, first_input)` gets the Work (`WorkState`), the `Binding` its
-        attempt would run on and the input that would be its first (`rota.PendingInput`:
-        `position`, `key`, `payload`, `correlation_key`; with `trigger="last"` the newest
-        pending input, which triggers it). It returns None (or True) to let the start go
-        on, or a hold: `rota.StartHold(reason)` (or a string, or any object with a
-        `reason`); the Work is then held (`core.gate.held`) until `settle_gate` by this
-        same name, and the gates after it are not asked. Raising fails closed: the start is
-        refused (`start_gate`) and nothing is held, so the next pass asks again.
-        """
-        self.host.register_gate(name, gate)
-
-    def settle_gate(
-        self, work_id: str, registration: str, *, admit: bool, reason: str = ""
-    ) -> None:
-        """Settle a gate hold: admit (one pass that skips the gates) or refuse (cancel)."""
-        self.service.admission.settle_gate(work_id, registration, admit=admit, reason=reason)
-        self.host.wake.set()
-
-    def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> None:
-        """Cancel a Work: its attempt, waits, timers and input are fenced at once; a running
-        process is stopped after the commit and keeps its slot until the stop is verified."""
-        self.service.admission.cancel(work_id, reason=reason, by=by)
-        self.host.wake.set()
-
-    def inject(
-        self, work_id: str, payload: Any, *, key: str | None = None, by: str = "operator"
-    ) -> None:
-        """Give the running attempt an input now (a durable intent, dispatched by the
-        cadence through the attempt's pinned executor). Acknowledged means accepted, not
-        consumed: the input stays pending until an attempt's result consumes it."""
-        self.service.control.inject(work_id, payload, key=key, by=by)
-        self.host.wake.set()
-
-    def interrupt(self, work_id: str, *, by: str = "operator") -> None:
-        """Fence the running attempt (the Work is ready again at once), then interrupt it;
-        its slot is held until its stop is verified."""
-        self.service.control.interrupt(work_id, by=by)
-        self.host.wake.set()
-
-    def hold(
-        self, execution_id: str, epoch: int, *, cancel: threading.Event | None = None
-    ) -> LeaseHold:
-        """Renew an attempt's lease every third of its duration until stopped or refused.
-
-        On a lost lease, `hold.cancel` is set and `hold.reason` is the `LeaseLost`.
-        """
-        return LeaseHold(self.service, execution_id, epoch, cancel=cancel)
-
-    def confirm_stopped(self, execution_id: str, expected_epoch: int) -> None:
-        """Record verified stop evidence for an ended attempt, freeing its slot."""
-        self.service.lifecycle.confirm_stopped(execution_id, expected_epoch)
 
     # -- the cadence --------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from typing import Any
 from rota.application.errors import PortCode
 from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
 from rota.domain.errors import InvalidCommand, RotaError
+from rota.domain.failures import FailureCode
 from rota.domain.results import Result, validate_result
 
 log = logging.getLogger("rota.executor")
@@ -69,7 +70,9 @@ def to_result(value: Any) -> Result:
     try:
         return validate_result(result)
     except InvalidCommand as refusal:
-        return Result(outcome="failed", error_code="invalid_result", error_message=refusal.message)
+        return Result(
+            outcome="failed", error_code=FailureCode.INVALID_RESULT, error_message=refusal.message
+        )
 
 
 def failure_result(exc: BaseException) -> Result:
@@ -85,7 +88,9 @@ def failure_result(exc: BaseException) -> Result:
             )
         )
     return Result(
-        outcome="failed", error_code="unhandled_exception", error_message=type(exc).__name__
+        outcome="failed",
+        error_code=FailureCode.UNHANDLED_EXCEPTION,
+        error_message=type(exc).__name__,
     )
 
 
@@ -126,7 +131,7 @@ class InProcessExecutor(Executor):
             result = failure_result(exc)
         finally:
             if result is None:  # (only if building the failure itself failed)
-                result = Result(outcome="failed", error_code="unhandled_exception")
+                result = Result(outcome="failed", error_code=FailureCode.UNHANDLED_EXCEPTION)
             with self._lock:
                 self._running.pop(ctx.execution_id, None)
                 self._contexts.pop(ctx.execution_id, None)

@@ -15,6 +15,7 @@ from rota.application.queries.work_views import WorkSummary, WorkView
 from rota.cli.common import UsageError, open_rota, print_json, read_input
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
+from rota.embedded.submissions import Submission
 from rota.projections.work_pages import MAX_LIMIT
 from rota.scheduler import Scheduler
 
@@ -82,13 +83,20 @@ def _describe(view: WorkView) -> list[str]:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    names = ("binding", "scope", "kind", "trigger", "safety", "input_key", "correlation_key")
-    options: dict[str, Any] = {name: getattr(args, name) for name in names}
-    if args.input is not None:
-        options["input"] = read_input(args.input)
+    submission = Submission(
+        args.work,
+        binding=args.binding,
+        input=read_input(args.input) if args.input is not None else msgspec.UNSET,
+        input_key=args.input_key,
+        correlation_key=args.correlation_key,
+        scope=args.scope,
+        kind=args.kind,
+        trigger=args.trigger,
+        safety=args.safety,
+    )
     with open_rota(args, runs=True) as scheduler:
         before = scheduler.store.head().position
-        scheduler.submit(args.work, **options)
+        scheduler.submit_one(submission)
         written = scheduler.store.head().position - before
         view = work_view(scheduler, args.work)
     if args.json:

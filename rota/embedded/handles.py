@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from rota.api_errors import WaitTimeout, WorkCancelled, WorkFailed
 from rota.application.ports import EventStore
@@ -31,9 +31,15 @@ from rota.domain.errors import DomainCode, Refusal
 RECHECK_SECONDS = 1.0
 SUCCESS_OUTCOMES = frozenset({"completed", "handoff"})
 
+T = TypeVar("T")
 
-class WorkHandle:
-    """A submitted Work: its id, its current view, and waiting for its result."""
+
+class WorkHandle(Generic[T]):
+    """A submitted Work: its id, its current view, and waiting for its result.
+
+    `T` is the type of the result: what the binding's callable returns when the Work was
+    submitted with a `TypedBinding[T]` (what `Scheduler.register` returns), `Any` when it
+    was submitted with a binding's name."""
 
     def __init__(
         self,
@@ -88,11 +94,12 @@ class WorkHandle:
                 pause = min(pause, remaining)
             self._store.wait_for_commit(head, pause)
 
-    def result(self, timeout: float | None = None) -> Any:
+    def result(self, timeout: float | None = None) -> T:
         """Wait (as `wait`) and return the result value (the data) of the attempt that
         completed the Work (standing: that consumed this submit's input). A failed Work
         raises `WorkFailed` (`work_failed`), a cancelled one `WorkCancelled`."""
-        return outcome_of(self, self.wait(timeout))
+        value: T = outcome_of(self, self.wait(timeout))
+        return value
 
     def _consumer(self, view: WorkView) -> AttemptView | None:
         """The ended attempt that consumed this submit's input for good, if any."""
@@ -105,7 +112,7 @@ class WorkHandle:
         return None
 
 
-def outcome_of(handle: WorkHandle, view: WorkView) -> Any:
+def outcome_of(handle: WorkHandle[Any], view: WorkView) -> Any:
     """The result value of a settled Work's view, or its failure raised (`result()`)."""
     attempt = handle._consumer(view) if handle.kind == "standing" else None
     if attempt is not None and attempt.outcome in SUCCESS_OUTCOMES:

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypedDict, TypeVar
+
+import msgspec
 
 from rota.application.executor_directory import registration_of
 from rota.application.host import Host
@@ -17,6 +19,36 @@ from rota.embedded.registrations import executor_of, refuse_second
 from rota.infrastructure.config import check_binding, unknown_executor
 
 UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
+
+T = TypeVar("T")
+
+
+class RegisterOptions(TypedDict, total=False):
+    """`Scheduler.register`'s keyword arguments (their meaning and defaults are there)."""
+
+    executor: Executor | None
+    pool: str
+    inline: bool
+    binding: bool
+    timeout_seconds: float | None
+    retry: RetryPolicy | None
+    config: dict[str, Any] | None
+    control_fallback: ControlFallback
+    handoff: HandoffPolicy
+    replace: bool
+
+
+class TypedBinding(msgspec.Struct, Generic[T], frozen=True):
+    """A binding registered with `Scheduler.register`, carrying the return type `T` of its
+    callable: `submit(work_id, binding=typed)` then returns a `WorkHandle[T]`, whose
+    `result()` is a `T` (a JSON value: what the callable returned, read back from the log).
+
+    At run time it is only the binding's name; the type is the type checker's."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Registry:
@@ -39,7 +71,7 @@ class Registry:
     def register(
         self,
         name: str,
-        fn: Callable[[LaunchContext], Any] | None,
+        fn: Callable[[LaunchContext], object] | None,
         *,
         executor: Executor | None,
         pool: str,
@@ -68,7 +100,7 @@ class Registry:
         refuse_second(name, self.executors, replace)
         if binding:
             check_timeout(name, timeout_seconds)  # before anything is registered
-        with self.service.lock:
+        with self.service.configuring():
             before, executors = self.service.generation, dict(self.executors)
             # The bindings already defined on this executor (in the config file, say) meet
             # its config rules now, before any Work is accepted for them.
@@ -88,13 +120,13 @@ class Registry:
                     handoff=handoff,
                 )
             # Attempts pinned to the generation this ends keep their implementation.
-            self.host.directory.keep(before, executors)
+            self.host.keep_generation(before, executors)
 
     def register_historical(
         self,
         generation: str,
         name: str,
-        fn: Callable[[LaunchContext], Any] | None,
+        fn: Callable[[LaunchContext], object] | None,
         *,
         executor: Executor | None,
         pool: str,
@@ -109,8 +141,7 @@ class Registry:
             pool=pool,
             max_workers=max(4, self.service.settings.concurrency),
         )
-        with self.service.lock:
-            self.host.directory.historical[(generation, name)] = executor
+        self.host.serve_historical(generation, name, executor)
 
     def bind(
         self,
@@ -134,21 +165,21 @@ class Registry:
             control_fallback=control_fallback,
             handoff=handoff,
         )
-        with self.service.lock:
+        with self.service.configuring():
             registered = self.executors.get(executor)
             if registered is None:
                 raise unknown_executor(binding, self.executors, where)
             check_binding(binding, registered, where)
             before, executors = self.service.generation, dict(self.executors)
             self.service.set_binding(binding)
-            self.host.directory.keep(before, executors)
+            self.host.keep_generation(before, executors)
             self.binding_paths.paths[name] = where
 
     def check_bindings(self) -> None:
         """Refuse (`unknown_executor`) a defined binding on an unregistered executor."""
-        with self.service.lock:
+        with self.service.configuring():
             for name in sorted(self.service.bindings):
                 self.binding_paths.require_executor(self.service.bindings.get(name), self.executors)
 
 
-__all__ = ["UNBOUNDED_POOL_THREADS", "Registry"]
+__all__ = ["UNBOUNDED_POOL_THREADS", "RegisterOptions", "Registry", "TypedBinding"]

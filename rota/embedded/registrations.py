@@ -49,7 +49,7 @@ def refuse_second(name: str, executors: dict[str, Executor], replace: bool) -> N
 def executor_of(
     what: str,
     name: str,
-    fn: Callable[[LaunchContext], Any] | None,
+    fn: Callable[[LaunchContext], object] | None,
     executor: Executor | None,
     *,
     async_callables: AsyncCallables,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from rota.application.queries.schedule_reads import explain, history, next_times, rows, show
 from rota.application.queries.schedule_views import (
@@ -35,6 +35,27 @@ from rota.application.schedules import ScheduleCommands
 from rota.application.service import SchedulerService
 
 
+class ScheduleDefinition(TypedDict, total=False):
+    """The keywords of `scheduler.schedule(name, ...)` (`ScheduleCommands.define` says what
+    each means; `binding` is required; `input` is any JSON value)."""
+
+    binding: Required[str]
+    every: str | None
+    cron: str | None
+    offset: str | None
+    timezone: str
+    input: Any
+    scope: str
+    catchup: str
+    catchup_window: str | int
+    max_catchup: int
+    overlap: str
+    jitter: str | int
+    anchor: datetime | None
+    actor: str
+    reason: str
+
+
 class Schedules:
     """Define, change, trigger and look at schedules over one scheduler service."""
 
@@ -45,7 +66,7 @@ class Schedules:
     def commands(self) -> ScheduleCommands:
         return self.service.schedules
 
-    def define(self, name: str, **definition: Any) -> ScheduleView:
+    def define(self, name: str, **definition: Unpack[ScheduleDefinition]) -> ScheduleView:
         """Define or redefine a schedule (validated); returns its view. See
         `ScheduleCommands.define` for the keywords."""
         self.commands.define(name, **definition)

@@ -1,16 +1,17 @@
-"""What one submit asks for (`rota.Submission`, the items of `Scheduler.submit_many`) and
-what its append recorded (the position of the input it accepted)."""
+"""What one submit asks for (`rota.Submission`, the items of `Scheduler.submit_many`, or
+their mapping form `SubmissionFields`), the `SubmitWork` command it becomes (carried unchanged
+to the domain's decision), and what its append recorded (the position of the input it
+accepted)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Required, TypedDict
 
 import msgspec
 
 from rota.application.ports import AppendResult, EventStore
 from rota.domain.emit import work_stream
-from rota.domain.submission import derived_input_key
+from rota.domain.submission import SubmitWork, WorkInput, derived_input_key
 
 INPUT_ACCEPTED = "core.input.accepted"
 
@@ -30,34 +31,82 @@ class Submission(msgspec.Struct, frozen=True):
     safety: str = "undeclared"
 
 
-def submission_inputs(item: Submission) -> list[tuple[Any, str | None, str | None]]:
-    """The inputs `(payload, key, correlation)` a submission accepts."""
+class SubmitOptions(TypedDict, total=False):
+    """`Scheduler.submit`'s keyword arguments after `binding` (meaning and defaults there)."""
+
+    input: Any
+    input_key: str | None
+    correlation_key: str | None
+    scope: str
+    kind: str
+    trigger: str
+    safety: str
+
+
+class SubmissionFields(TypedDict, total=False):
+    """A `Submission` spelled as a mapping (an item of `Scheduler.submit_many`): the same
+    fields, `work_id` and `binding` required."""
+
+    work_id: Required[str]
+    binding: Required[str]
+    input: Any
+    input_key: str | None
+    correlation_key: str | None
+    scope: str
+    kind: str
+    trigger: str
+    safety: str
+
+
+def as_submission(item: Submission | SubmissionFields) -> Submission:
+    """`item` as a `Submission` (a mapping with a field it does not have is a TypeError)."""
+    return item if isinstance(item, Submission) else Submission(**item)
+
+
+def submit_command(item: Submission) -> SubmitWork:
+    """The command `item` asks for: its definition and the input it accepts (none when
+    `input` is unset, except a run-once Work's empty input under key `submit`)."""
     if item.input is not msgspec.UNSET:
-        return [(item.input, item.input_key, item.correlation_key)]
-    if item.kind == "run-once":
-        return [(None, item.input_key or "submit", item.correlation_key)]
-    return []
+        inputs: tuple[WorkInput, ...] = (
+            WorkInput(item.input, item.input_key, item.correlation_key),
+        )
+    elif item.kind == "run-once":
+        inputs = (WorkInput(None, item.input_key or "submit", item.correlation_key),)
+    else:
+        inputs = ()
+    return SubmitWork(
+        work_id=item.work_id,
+        binding=item.binding,
+        scope=item.scope,
+        kind=item.kind,
+        trigger=item.trigger,
+        safety=item.safety,
+        inputs=inputs,
+    )
 
 
-def input_position(
-    work_id: str,
-    recorded: AppendResult,
-    inputs: Sequence[tuple[Any, str | None, str | None]],
-    store: EventStore,
-) -> int | None:
+def input_position(command: SubmitWork, recorded: AppendResult, store: EventStore) -> int | None:
     """The log position of the input a submit's append accepted, or found already
     accepted (a retried submit's delivery identity returns the original event; a retry
     after the Work ended appends nothing, and the input's delivery is looked up)."""
+    work_id = command.work_id
     stream = work_stream(work_id)
     for event in recorded.recorded:
         if event.stream == stream and event.type == INPUT_ACCEPTED:
             return event.position
-    for payload, given, _ in inputs:
-        key = given if given is not None else derived_input_key(payload)
+    for given in command.inputs:
+        key = given.key if given.key is not None else derived_input_key(given.payload)
         found = store.find_delivery(f"input/{work_id}/{key}")
         if found is not None:
             return found.position
     return None
 
 
-__all__ = ["Submission", "input_position", "submission_inputs"]
+__all__ = [
+    "Submission",
+    "SubmissionFields",
+    "SubmitOptions",
+    "as_submission",
+    "input_position",
+    "submit_command",
+]

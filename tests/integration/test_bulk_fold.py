@@ -10,6 +10,7 @@ import pytest
 
 from rota.application.service import SchedulerService
 from rota.domain.results import Result
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
 
 from .test_projection_property import _bulk_fold, _fold, _history_by_event, _same_indices, _service
@@ -42,7 +43,11 @@ def renewal_heavy_log(path: Path) -> SchedulerService:
     clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
     service = _service(path, clock)
     for work_id in WORKS[:2]:
-        service.lifecycle.submit(work_id, binding="b", kind="standing", inputs=[(None, "s", None)])
+        service.lifecycle.submit(
+            SubmitWork(
+                work_id=work_id, binding="b", kind="standing", inputs=(WorkInput(None, "s"),)
+            )
+        )
     service.lifecycle.start_pass(2)
     invoke_new(service)
     for round_ in range(6):
@@ -59,7 +64,11 @@ def renewal_heavy_log(path: Path) -> SchedulerService:
             invoke_new(service)
             assert running(service)["a"][0] == "a/2"
         if round_ == 3:
-            service.lifecycle.submit("c", binding="b", kind="standing", inputs=[(None, "s", None)])
+            service.lifecycle.submit(
+                SubmitWork(
+                    work_id="c", binding="b", kind="standing", inputs=(WorkInput(None, "s"),)
+                )
+            )
         if round_ == 4:
             execution, epoch = running(service)["b"]
             service.lifecycle.release(execution, epoch)

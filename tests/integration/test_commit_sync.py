@@ -14,9 +14,9 @@ import pytest
 import rota
 from rota.application.errors import StoreUnavailable
 from rota.application.group_commit import SubmitGroup
-from rota.application.lifecycle import SubmitRequest
 from rota.application.ports import AppendResult, NewEvent
 from rota.domain.events import WorkCancelled
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.sqlite.store import SQLiteStore
 
 
@@ -138,8 +138,8 @@ class _Deferral:
         self.local.depth -= 1
 
 
-def _request(work_id: str) -> SubmitRequest:
-    return SubmitRequest(work_id, {"binding": "job"}, [({"k": work_id}, None, None)])
+def _request(work_id: str) -> SubmitWork:
+    return SubmitWork(work_id=work_id, binding="job", inputs=(WorkInput({"k": work_id}),))
 
 
 def test_the_lead_moves_on_before_the_disk_and_callers_wait_for_it() -> None:
@@ -147,7 +147,7 @@ def test_the_lead_moves_on_before_the_disk_and_callers_wait_for_it() -> None:
     committed: list[str] = []
     second_committed = threading.Event()
 
-    def commit(requests: Sequence[SubmitRequest]) -> list[AppendResult]:
+    def commit(requests: Sequence[SubmitWork]) -> list[AppendResult]:
         committed.extend(r.work_id for r in requests)
         if "w-2" in committed:
             second_committed.set()

@@ -23,6 +23,7 @@ from rota.application.service import SchedulerService
 from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, Registration, RetryPolicy, Settings
 from rota.domain.results import Result
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay.checkpoint import Checkpointer
@@ -241,9 +242,15 @@ def _troubled(path: Path) -> tuple[SchedulerService, ManualClock]:
         assert attempt is not None
         return attempt.execution_id, attempt.epoch
 
-    service.lifecycle.submit("spend", binding="b", kind="standing", inputs=[(1, "i1", None)])
-    service.lifecycle.submit("late", binding="b", inputs=[(None, "s", None)])
-    service.lifecycle.submit("loop", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit(
+        SubmitWork(work_id="spend", binding="b", kind="standing", inputs=(WorkInput(1, "i1"),))
+    )
+    service.lifecycle.submit(
+        SubmitWork(work_id="late", binding="b", inputs=(WorkInput(None, "s"),))
+    )
+    service.lifecycle.submit(
+        SubmitWork(work_id="loop", binding="b", inputs=(WorkInput(None, "s"),))
+    )
     service.lifecycle.start_pass(8)
     service.lifecycle.invoke(*current("spend"))
     service.lifecycle.finish(*current("spend"), Result(usage={"usd": 2.0}))
@@ -256,7 +263,9 @@ def _troubled(path: Path) -> tuple[SchedulerService, ManualClock]:
         clock.advance(61)
         service.recovery.recovery_pass()
     for work in ("stuck", "wait0", "wait1", "wait2"):
-        service.lifecycle.submit(work, binding="b", inputs=[(None, "s", None)])
+        service.lifecycle.submit(
+            SubmitWork(work_id=work, binding="b", inputs=(WorkInput(None, "s"),))
+        )
     service.lifecycle.start_pass(8)
     service.lifecycle.invoke(*current("stuck"))
     clock.advance(200)

@@ -14,8 +14,8 @@ import pytest
 import rota
 from rota.application.errors import StoreUnavailable
 from rota.application.group_commit import SubmitGroup
-from rota.application.lifecycle import SubmitRequest
 from rota.application.ports import AppendResult, NewEvent
+from rota.domain.submission import SubmitWork, WorkInput
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def gate_first_commit(
     gate, entered = threading.Event(), threading.Event()
     sizes: list[int] = []
 
-    def gated(requests: Sequence[SubmitRequest]) -> list[Any]:
+    def gated(requests: Sequence[SubmitWork]) -> list[Any]:
         sizes.append(len(requests))
         if len(sizes) == 1:
             entered.set()
@@ -237,7 +237,7 @@ def _fake_group(window: float) -> tuple[SubmitGroup, list[tuple[str, list[str]]]
     """A group over a commit that records, per transaction, its thread and Works."""
     commits: list[tuple[str, list[str]]] = []
 
-    def commit(requests: Sequence[SubmitRequest]) -> list[Any]:
+    def commit(requests: Sequence[SubmitWork]) -> list[Any]:
         commits.append((threading.current_thread().name, [r.work_id for r in requests]))
         return [AppendResult([], 1) for _ in requests]
 
@@ -245,7 +245,7 @@ def _fake_group(window: float) -> tuple[SubmitGroup, list[tuple[str, list[str]]]
 
 
 def _submitting(group: SubmitGroup, work_id: str) -> threading.Thread:
-    request = SubmitRequest(work_id, {"binding": "job"}, [({"k": work_id}, None, None)])
+    request = SubmitWork(work_id=work_id, binding="job", inputs=(WorkInput({"k": work_id}),))
     thread = threading.Thread(target=group.submit, args=(request,), name=work_id)
     thread.start()
     return thread

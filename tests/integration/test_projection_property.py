@@ -17,6 +17,7 @@ from rota.domain.errors import RotaError
 from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, Registration, RetryPolicy, Settings
 from rota.domain.results import Result
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections.history import HistoryProjection
@@ -87,7 +88,12 @@ def _run(service: SchedulerService, clock: ManualClock, step: tuple[object, ...]
     try:
         if kind == "submit":
             service.lifecycle.submit(
-                str(step[1]), binding="b", kind=str(step[2]), inputs=[(None, "s", None)]
+                SubmitWork(
+                    work_id=str(step[1]),
+                    binding="b",
+                    kind=str(step[2]),
+                    inputs=(WorkInput(None, "s"),),
+                )
             )
         elif kind == "accept":
             service.lifecycle.accept(

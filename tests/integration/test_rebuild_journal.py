@@ -14,6 +14,7 @@ from typing import Any
 import apsw
 import pytest
 
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay.rebuild import rebuild, verify
@@ -124,7 +125,9 @@ def test_a_crash_in_the_middle_of_the_swap_leaves_the_old_projection(tmp_path: P
         rebuild(service.store, store)
         before_meta = store.metas()
     before = stored_rows(path)
-    lifecycle.submit("late", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    lifecycle.submit(
+        SubmitWork(work_id="late", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),))
+    )
     context = multiprocessing.get_context("fork")
     child = context.Process(target=_crash_in_the_swap, args=(str(service.store.path), str(path)))
     child.start()

@@ -12,6 +12,7 @@ import pytest
 
 from rota.application.service import SchedulerService
 from rota.domain.results import Result
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure import spill
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.spill import SpilledWorks, Spiller, SpillFile
@@ -35,15 +36,25 @@ def busy_log(path: Path) -> SchedulerService:
     clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
     service = _service(path, clock)
     lifecycle = service.lifecycle
-    lifecycle.submit("standing", binding="b", kind="standing", inputs=[(None, "s0", None)])
+    lifecycle.submit(
+        SubmitWork(
+            work_id="standing", binding="b", kind="standing", inputs=(WorkInput(None, "s0"),)
+        )
+    )
     for n in range(DONE):
-        lifecycle.submit(f"w{n:03d}", binding="b", kind="run-once", inputs=[(None, "s", None)])
+        lifecycle.submit(
+            SubmitWork(
+                work_id=f"w{n:03d}", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),)
+            )
+        )
         for claim in lifecycle.start_pass(2).claimed:
             execution, epoch = claim.attempt.execution_id, claim.attempt.epoch
             lifecycle.invoke(execution, epoch)
             lifecycle.finish(execution, epoch, Result(usage={"tokens": 1.0}))
         clock.advance(1)
-    lifecycle.submit("retrying", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    lifecycle.submit(
+        SubmitWork(work_id="retrying", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),))
+    )
     claim = lifecycle.start_pass(1).claimed[0]
     lifecycle.invoke(claim.attempt.execution_id, claim.attempt.epoch)
     lifecycle.finish(
@@ -52,7 +63,11 @@ def busy_log(path: Path) -> SchedulerService:
         Result(outcome="failed", error_code="boom", retry_at=clock.now().replace(year=2027)),
     )
     for n in range(RUNNING):
-        lifecycle.submit(f"run{n}", binding="b", kind="run-once", inputs=[(None, "s", None)])
+        lifecycle.submit(
+            SubmitWork(
+                work_id=f"run{n}", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),)
+            )
+        )
     running = lifecycle.start_pass(RUNNING).claimed
     for claim in running:
         lifecycle.invoke(claim.attempt.execution_id, claim.attempt.epoch)

@@ -15,6 +15,7 @@ from typing import Any
 import apsw
 import pytest
 
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure import spill as spill_module
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
 from rota.infrastructure.sqlite.store import SQLiteStore
@@ -124,7 +125,9 @@ def test_a_failed_rebuild_leaves_the_old_projection_and_no_staging_tables(
     with SQLiteProjectionStore(path) as store:
         rebuild(service.store, store)
         before, metas = stored_rows(path), store.metas()
-        service.lifecycle.submit("late", binding="b", kind="run-once", inputs=[(None, "s", None)])
+        service.lifecycle.submit(
+            SubmitWork(work_id="late", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),))
+        )
 
         def broken(self: Any) -> Any:
             raise RuntimeError("the fold failed")
@@ -157,7 +160,9 @@ def test_a_crash_before_the_swap_leaves_the_old_projection(tmp_path: Path) -> No
         rebuild(service.store, store)
         before_meta = store.metas()
     before = stored_rows(path)
-    service.lifecycle.submit("late", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.lifecycle.submit(
+        SubmitWork(work_id="late", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),))
+    )
     child = multiprocessing.get_context("fork").Process(
         target=_crash_in_the_fold, args=(str(service.store.path), str(path))
     )

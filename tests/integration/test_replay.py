@@ -20,6 +20,7 @@ from rota.domain.admission import GateDecision
 from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, Registration, RetryPolicy, Settings
 from rota.domain.results import Result
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
 from rota.infrastructure.sqlite.store import SQLiteStore
@@ -76,8 +77,8 @@ def cited(found: Explanation, kind: str) -> list[int]:
 
 
 def two_works(service: SchedulerService) -> None:
-    service.lifecycle.submit("a", binding="b", inputs=[(None, "s", None)])
-    service.lifecycle.submit("b", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit(SubmitWork(work_id="a", binding="b", inputs=(WorkInput(None, "s"),)))
+    service.lifecycle.submit(SubmitWork(work_id="b", binding="b", inputs=(WorkInput(None, "s"),)))
     service.lifecycle.start_pass()
 
 
@@ -147,7 +148,7 @@ def test_state_at_a_position_and_a_time_before_and_after_a_claim(
     log: SQLiteStore, clock: ManualClock
 ) -> None:
     service = service_on(log)
-    service.lifecycle.submit("a", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit(SubmitWork(work_id="a", binding="b", inputs=(WorkInput(None, "s"),)))
     before = log.head().position
     between = clock.advance(30)
     clock.advance(30)
@@ -169,7 +170,7 @@ def test_state_at_a_position_and_a_time_before_and_after_a_claim(
 
 def test_state_at_shows_holds(log: SQLiteStore) -> None:
     service = service_on(log)
-    service.lifecycle.submit("g", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit(SubmitWork(work_id="g", binding="b", inputs=(WorkInput(None, "s"),)))
     service.lifecycle.start_pass(
         gated=True, gates={"g": GateDecision("hold", "approver", "needs a human")}
     )
@@ -204,7 +205,9 @@ def test_explain_waiting_for_capacity_cites_the_slot_holders_claims(log: SQLiteS
 def test_explain_held_by_budget_gate_and_crash_loop(log: SQLiteStore, clock: ManualClock) -> None:
     service = service_on(log, crash_loop_limit=1)
     service.admission.configure_budgets([Budget(id="one-turn", unit="turns", max=1, per="work")])
-    service.lifecycle.submit("w", binding="b", kind="standing", inputs=[(None, "1", None)])
+    service.lifecycle.submit(
+        SubmitWork(work_id="w", binding="b", kind="standing", inputs=(WorkInput(None, "1"),))
+    )
     service.lifecycle.start_pass()
     execution, epoch = claimed(service, "w")
     service.lifecycle.invoke(execution, epoch)
@@ -215,7 +218,7 @@ def test_explain_held_by_budget_gate_and_crash_loop(log: SQLiteStore, clock: Man
     assert budget.state == "held"
     assert [type_at(log, p) for p in cited(budget, "held:budget")] == ["core.budget.held"]
 
-    service.lifecycle.submit("g", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit(SubmitWork(work_id="g", binding="b", inputs=(WorkInput(None, "s"),)))
     service.lifecycle.start_pass(
         gated=True, gates={"g": GateDecision("hold", "approver", "needs a human")}
     )
@@ -227,7 +230,7 @@ def test_explain_held_by_budget_gate_and_crash_loop(log: SQLiteStore, clock: Man
     assert [type_at(log, p) for p in cited(gate, "held:gate")] == ["core.gate.held"]
 
     service.admission.configure_budgets([])
-    service.lifecycle.submit("c", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit(SubmitWork(work_id="c", binding="b", inputs=(WorkInput(None, "s"),)))
     service.lifecycle.start_pass()
     for _ in range(2):
         clock.advance(61)
@@ -249,7 +252,9 @@ def test_explain_retrying_failed_and_completed(log: SQLiteStore) -> None:
         "ok": ("b", Result()),
     }
     for work_id, (binding, _) in results.items():
-        service.lifecycle.submit(work_id, binding=binding, inputs=[(None, "s", None)])
+        service.lifecycle.submit(
+            SubmitWork(work_id=work_id, binding=binding, inputs=(WorkInput(None, "s"),))
+        )
     service.lifecycle.start_pass()
     for work_id, (_, result) in results.items():
         execution, epoch = claimed(service, work_id)
@@ -283,7 +288,7 @@ def test_explain_retrying_failed_and_completed(log: SQLiteStore) -> None:
 
 def test_explain_running_and_unknown_work(log: SQLiteStore) -> None:
     service = service_on(log)
-    service.lifecycle.submit("a", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit(SubmitWork(work_id="a", binding="b", inputs=(WorkInput(None, "s"),)))
     service.lifecycle.start_pass()
     running = explain(log, "a", service=service)
     assert running.state == "running"
@@ -361,7 +366,7 @@ def test_cli_rebuild_verify_drift_at_and_explain(
 
 def test_explain_a_ready_work_whose_interrupted_attempt_keeps_its_slot(log: SQLiteStore) -> None:
     service = service_on(log)
-    service.lifecycle.submit("a", binding="b", inputs=[(None, "s", None)])
+    service.lifecycle.submit(SubmitWork(work_id="a", binding="b", inputs=(WorkInput(None, "s"),)))
     service.lifecycle.start_pass()
     execution, epoch = claimed(service, "a")
     service.lifecycle.invoke(execution, epoch)

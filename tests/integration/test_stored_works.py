@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from rota.domain.results import Result
+from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
 from rota.infrastructure.sqlite.store import SQLiteStore
@@ -44,14 +45,26 @@ def populated(log: SQLiteStore) -> None:
     (active); then the keeper saves and closes."""
     service = stored_service(log)
     for work_id in DONE:
-        service.lifecycle.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
-    service.lifecycle.submit("standing", binding="b", kind="standing", inputs=[(None, "s", None)])
+        service.lifecycle.submit(
+            SubmitWork(
+                work_id=work_id, binding="b", kind="run-once", inputs=(WorkInput(None, "s"),)
+            )
+        )
+    service.lifecycle.submit(
+        SubmitWork(work_id="standing", binding="b", kind="standing", inputs=(WorkInput(None, "s"),))
+    )
     run_all(service)
-    service.lifecycle.submit("live", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.lifecycle.submit(
+        SubmitWork(work_id="live", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),))
+    )
     claim = service.lifecycle.start_pass(1).claimed[0]
     service.lifecycle.invoke(claim.attempt.execution_id, claim.attempt.epoch)
     for work_id in ("ready-1", "ready-2"):
-        service.lifecycle.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+        service.lifecycle.submit(
+            SubmitWork(
+                work_id=work_id, binding="b", kind="run-once", inputs=(WorkInput(None, "s"),)
+            )
+        )
     service.close()
 
 
@@ -95,7 +108,9 @@ def test_events_for_quiet_works_apply_once_and_saving_forgets_them(log: SQLiteSt
     # Input for the waiting standing Work: read on demand (folded up to the position before
     # this event), then the event applied once.
     service.lifecycle.accept("standing", {"n": 2}, key="k2", correlation_key="c")
-    service.lifecycle.submit("done-1", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.lifecycle.submit(
+        SubmitWork(work_id="done-1", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),))
+    )
     assert {"standing", "done-1"} <= in_memory(works)
     fold, _ = folded(log)
     assert works["standing"] == fold.works["standing"]
@@ -163,7 +178,11 @@ def test_another_scheduler_on_the_store_holds_only_active_works(log: SQLiteStore
     assert works["done-2"] == fold.works["done-2"]
     second.lifecycle.accept("standing", {"n": 9}, key="k9", correlation_key="c")
     for work_id in ("new-1", "new-2"):
-        second.lifecycle.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+        second.lifecycle.submit(
+            SubmitWork(
+                work_id=work_id, binding="b", kind="run-once", inputs=(WorkInput(None, "s"),)
+            )
+        )
     assert "done-2" not in in_memory(works)
     assert {"standing", "new-1", "new-2"} <= in_memory(works)
     # The keeper catches up and saves; the second still finds every Work exactly.
@@ -186,9 +205,15 @@ def test_a_keeper_that_folded_from_position_zero_forgets_quiet_works_after_savin
     service = stored_service(log)  # nothing stored yet: folded from position 0
     assert type(service.projection.works) is dict
     for work_id in DONE:
-        service.lifecycle.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+        service.lifecycle.submit(
+            SubmitWork(
+                work_id=work_id, binding="b", kind="run-once", inputs=(WorkInput(None, "s"),)
+            )
+        )
     run_all(service)
-    service.lifecycle.submit("ready", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.lifecycle.submit(
+        SubmitWork(work_id="ready", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),))
+    )
     assert service.save_projections()
     works = service.projection.works
     assert isinstance(works, StoredWorks)
@@ -206,7 +231,9 @@ def test_a_whole_save_after_another_process_rebuilt_keeps_every_work(log: SQLite
     assert path is not None
     with SQLiteProjectionStore(path) as other:
         rebuild(log, other)  # a new generation: the keeper's next save writes every row
-    service.lifecycle.submit("later", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    service.lifecycle.submit(
+        SubmitWork(work_id="later", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),))
+    )
     assert service.save_projections()
     service.close()
     with SQLiteProjectionStore(path) as store:
@@ -243,10 +270,13 @@ def test_a_bulk_submit_finds_the_works_it_names_in_one_log_read(
     service, works = reopened(log)
     reads = CountedReads(monkeypatch, log)
     # A quiet Work (the standing one, more input) and three new ones, in one submit.
-    items = [{"work_id": w, "binding": "b", "input": {"n": w}} for w in ("new-1", "new-2")]
+    items = [
+        SubmitWork(work_id=w, binding="b", inputs=(WorkInput({"n": w}),))
+        for w in ("new-1", "new-2")
+    ]
     items += [
-        {"work_id": "standing", "binding": "b", "kind": "standing", "input": {"n": 2}},
-        {"work_id": "new-3", "binding": "b", "input": None},
+        SubmitWork(work_id="standing", binding="b", kind="standing", inputs=(WorkInput({"n": 2}),)),
+        SubmitWork(work_id="new-3", binding="b", inputs=(WorkInput(None),)),
     ]
     service.lifecycle.submit_many(items)
     assert (reads.one, reads.many) == (0, 1)
@@ -280,10 +310,14 @@ def test_a_work_another_process_created_after_a_prefetch_is_found(log: SQLiteSto
     service, works = reopened(log)
     works.prefetch(["late"])
     other = stored_service(log)  # not the keeper: appends to the same log
-    other.lifecycle.submit("late", binding="b", kind="run-once", inputs=[(None, "s", None)])
+    other.lifecycle.submit(
+        SubmitWork(work_id="late", binding="b", kind="run-once", inputs=(WorkInput(None, "s"),))
+    )
     other.close()
     # The keeper's own submit of the same Work conflicts, catches up and sees it.
-    service.lifecycle.submit_many([{"work_id": "late", "binding": "b", "input": None}])
+    service.lifecycle.submit_many(
+        [SubmitWork(work_id="late", binding="b", inputs=(WorkInput(None),))]
+    )
     fold, _ = folded(log)
     assert works["late"] == fold.works["late"]
     assert service.projection.digest() == fold.digest()
@@ -306,7 +340,11 @@ def test_a_pass_looks_up_no_quiet_work_for_the_ready_entries_it_left(log: SQLite
     assert in_memory(works) == {"live", "ready-2"}
     before = works.fetched
     for work_id in ("ready-3", "ready-4"):
-        service.lifecycle.submit(work_id, binding="b", kind="run-once", inputs=[(None, "s", None)])
+        service.lifecycle.submit(
+            SubmitWork(
+                work_id=work_id, binding="b", kind="run-once", inputs=(WorkInput(None, "s"),)
+            )
+        )
     run_all(service)
     assert works.fetched == before
     assert "ready-1" not in in_memory(works)

@@ -27,7 +27,9 @@ def continuing(handoff: str = "continue") -> Pinned:
 
 
 def standing(kind: str = "standing") -> Story:
-    story = Story().given(lc.submit(None, work_id="w", scope="root", binding="b", kind=kind))
+    story = Story().given(
+        lc.submit(None, lc.SubmitWork(work_id="w", scope="root", binding="b", kind=kind))
+    )
     return story.given(lc.accept_input(story.work, work_id="w", payload={"step": 0}, key="k0"))
 
 

@@ -25,7 +25,7 @@ from .harness import T0, Story, events, pinned
 
 
 def submitted(work: str = "w", **kw: str) -> lc.Emit:
-    return lc.submit(None, work_id=work, scope="root/team", binding="b", **kw)[0]
+    return lc.submit(None, lc.SubmitWork(work_id=work, scope="root/team", binding="b", **kw))[0]
 
 
 def started(story: Story, **pin: object) -> AttemptClaimed:
@@ -47,26 +47,35 @@ def story_with_input(n: int = 1, **kw: str) -> Story:
 def test_submit_defines_the_work_once() -> None:
     story = Story()
     (emit,) = story.when(
-        lambda w: lc.submit(w, work_id="w", scope="root/team", binding="b", kind="standing")
+        lambda w: lc.submit(
+            w, lc.SubmitWork(work_id="w", scope="root/team", binding="b", kind="standing")
+        )
     )
     assert emit.stream == "work/w"
     assert emit.event == WorkSubmitted(work_id="w", scope="root/team", binding="b", kind="standing")
-    assert lc.submit(story.work, work_id="w", scope="root/team", binding="b", kind="standing") == []
+    assert (
+        lc.submit(
+            story.work, lc.SubmitWork(work_id="w", scope="root/team", binding="b", kind="standing")
+        )
+        == []
+    )
     story.refused(
-        lambda w: lc.submit(w, work_id="w", scope="root/team", binding="other"), "work_conflict"
+        lambda w: lc.submit(w, lc.SubmitWork(work_id="w", scope="root/team", binding="other")),
+        "work_conflict",
     )
 
 
 @pytest.mark.parametrize("bad", ["", "-x", "a b", "x" * 200, "a/b"])
 def test_bad_work_ids_are_refused(bad: str) -> None:
     Story().refused(
-        lambda w: lc.submit(w, work_id=bad, scope="root", binding="b"), "invalid_work_id"
+        lambda w: lc.submit(w, lc.SubmitWork(work_id=bad, scope="root", binding="b")),
+        "invalid_work_id",
     )
 
 
 def test_bad_kind_is_refused_with_the_field() -> None:
     error = Story().refused(
-        lambda w: lc.submit(w, work_id="w", scope="root", binding="b", kind="daily"),
+        lambda w: lc.submit(w, lc.SubmitWork(work_id="w", scope="root", binding="b", kind="daily")),
         "invalid_work",
     )
     assert "kind" in str(error)

@@ -20,6 +20,7 @@ import msgspec
 from fastapi import APIRouter, Depends, Header, Path
 from pydantic import BaseModel
 
+from rota.embedded.submissions import Submission
 from rota.http.context import ApiContext, Idempotency
 from rota.http.deps import context, scope
 from rota.http.errors import ApiError, HttpCode
@@ -129,10 +130,20 @@ def submit(api: Api, token: Operator, body: SubmitBody, key: KeyHeader = None) -
     """Define a Work and accept its input (the key is the input's key)."""
 
     def act(key: str) -> object:
-        options = body.model_dump(exclude={"work", "input"})
-        if "input" in body.model_fields_set:
-            options["input"] = body.input
-        return api.scheduler.submit(body.work, input_key=key, **options)
+        given = "input" in body.model_fields_set
+        return api.scheduler.submit_one(
+            Submission(
+                body.work,
+                binding=body.binding,
+                input=body.input if given else msgspec.UNSET,
+                input_key=key,
+                correlation_key=body.correlation_key,
+                scope=body.scope,
+                kind=body.kind,
+                trigger=body.trigger,
+                safety=body.safety,
+            )
+        )
 
     return _mutate(api, token, key, "submit", body, body.work, act)
 
