@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from rota.application.collection import fewer_collections
+from rota.application.commands.lifecycle import StartPass
 from rota.application.executor_directory import ExecutorDirectory
 from rota.application.host_steps import (
     ControlDispatch,
@@ -51,7 +52,6 @@ from rota.application.host_steps import (
     StopVerification,
 )
 from rota.application.launches import Held, Launches
-from rota.application.lifecycle import StartPass
 from rota.application.ports import Clock, Environment, Executor, Gate, TraceContext
 from rota.application.schedule_runner import ScheduleRunner
 from rota.application.service import GateDecision, SchedulerService, Waiting

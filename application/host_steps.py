@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from rota.application.commands.lifecycle import Claimed
 from rota.application.errors import ExecutorError
 from rota.application.executor_directory import ExecutorDirectory
 from rota.application.launches import Launches
-from rota.application.lifecycle import Claimed
 from rota.application.ports import Executor, Gate
 from rota.application.service import Dispatch, GateDecision, SchedulerService
 from rota.domain.errors import Refusal

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ParamSpec, TypeVar
 
+from rota.application.commands.lifecycle import Claimed
 from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.executor_directory import ExecutorDirectory
-from rota.application.lifecycle import Claimed
 from rota.application.pass_sync import PassSync
 from rota.application.ports import Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService

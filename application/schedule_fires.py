@@ -21,10 +21,17 @@ from rota.domain.errors import DomainCode, Refusal
 from rota.domain.events import AttemptInterrupted, InputAccepted, WorkSubmitted
 from rota.domain.events.schedule import ScheduleDefined, ScheduleQuarantined
 from rota.domain.schedule_plans import Busy, Fire, Plan, fired_event, plan, skipped_event
-from rota.domain.schedules import SPEC_FORMAT, Spec, SpecError, fire_identity, parse_stored, rfc3339
-from rota.domain.schedules import work_id as schedule_work
+from rota.domain.schedule_specs import (
+    SPEC_FORMAT,
+    Spec,
+    SpecError,
+    fire_identity,
+    parse_stored,
+    rfc3339,
+)
+from rota.domain.schedule_specs import work_id as schedule_work
 from rota.domain.state import WorkState
-from rota.projections.schedules import ScheduleRow, schedule_stream
+from rota.projections.schedules_projection import ScheduleRow, schedule_stream
 
 
 class Fires:

@@ -32,9 +32,9 @@ from datetime import datetime, timedelta
 
 import msgspec
 
+from rota.application.commands.schedules import ScheduleCommands
 from rota.application.errors import PortCode, StoreError
 from rota.application.schedule_fires import work_fences
-from rota.application.schedules import ScheduleCommands
 from rota.application.transactions import Transactions
 from rota.domain.emit import Emit
 from rota.domain.events.schedule import (
@@ -44,8 +44,8 @@ from rota.domain.events.schedule import (
     ScheduleFired,
     ScheduleSkipped,
 )
-from rota.domain.schedules import SpecError
-from rota.projections.schedules import LEADER_STREAM, ScheduleRow, schedule_stream
+from rota.domain.schedule_specs import SpecError
+from rota.projections.schedules_projection import LEADER_STREAM, ScheduleRow, schedule_stream
 
 log = logging.getLogger("rota.schedules")
 RETRIES = 3  # a failed tick is tried again this many times before the runner gives up

@@ -14,14 +14,14 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from rota.application.admission import AdmissionCommands
+from rota.application.commands.admission import AdmissionCommands
+from rota.application.commands.control import ControlCommands, Dispatch
+from rota.application.commands.lifecycle import Claimed, LifecycleCommands, StartPass
+from rota.application.commands.recovery import Recovered, RecoveryCommands, RecoveryPass
+from rota.application.commands.schedules import ScheduleCommands
 from rota.application.configuration import Configuration, config_generation
-from rota.application.control import ControlCommands, Dispatch
-from rota.application.lifecycle import Claimed, LifecycleCommands, StartPass
 from rota.application.live_projections import LiveProjections
 from rota.application.ports import AppendObserver, EventStore, ProjectionStore
-from rota.application.recovery import Recovered, RecoveryCommands, RecoveryPass
-from rota.application.schedules import ScheduleCommands
 from rota.application.tallies import Tallies
 from rota.application.transactions import Transactions
 from rota.domain.admission import GateDecision, Waiting

@@ -6,7 +6,7 @@ They live by job: `submission` (a Work and its input), `starts` (claim, resume, 
 an attempt consumes), `fences` (the fence and the attempt's fenced writes), `outcomes`
 (results, failures, turns, handoff continuation, timeouts, stop confirmation) and
 `retries` (retry timers, manual retry). The application layer calls them through this
-module (`rota.application.lifecycle`), as do the scenario tests.
+module (`rota.application.commands.lifecycle`), as do the scenario tests.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from rota.domain.events.schedule import (
     ScheduleSkipped,
     SkipReason,
 )
-from rota.domain.schedules import Spec, jitter, times_after
+from rota.domain.schedule_specs import Spec, jitter, times_after
 
 NONE_GRACE = timedelta(seconds=60)  # `catchup = "none"`: how late a fire may still be made
 BUFFER_LIMIT = 16  # `overlap = "buffer_all"`: at most this many pending runs

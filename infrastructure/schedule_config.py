@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rota.domain.errors import RotaError
-from rota.domain.schedules import check_name, define, parse_duration
+from rota.domain.schedule_specs import check_name, define, parse_duration
 
 
 class ScheduleModel(BaseModel):

@@ -26,8 +26,8 @@ from rota.domain.events.schedule import (
     ScheduleResumed,
     ScheduleSkipped,
 )
-from rota.domain.schedules import Spec, SpecError, parse_stored, rfc3339, times_between
-from rota.projections.schedules import SchedulesProjection
+from rota.domain.schedule_specs import Spec, SpecError, parse_stored, rfc3339, times_between
+from rota.projections.schedules_projection import SchedulesProjection
 from rota.replay.doctor_report import Check
 
 CHECK_LIMIT = 200_000  # nominal times one stretch is enumerated to at most

@@ -31,7 +31,7 @@ from rota.domain.events.schedule import (
     ScheduleQuarantined,
     ScheduleSkipped,
 )
-from rota.domain.schedules import (
+from rota.domain.schedule_specs import (
     Spec,
     SpecError,
     dst_flag,
@@ -41,7 +41,7 @@ from rota.domain.schedules import (
     times_after,
     times_between,
 )
-from rota.projections.schedules import ScheduleRow, schedule_stream
+from rota.projections.schedules_projection import ScheduleRow, schedule_stream
 
 REASONS = {
     "outside_catchup_window": "it was older than the catch-up window when the runner came to "

@@ -16,7 +16,7 @@ from msgspec import UnsetType
 
 from rota.application.queries.schedule_views import ScheduleView
 from rota.cli.common import UsageError, count, load_config, open_rota, print_json
-from rota.domain.schedules import rfc3339
+from rota.domain.schedule_specs import rfc3339
 
 
 def parse_time(text: str) -> datetime:

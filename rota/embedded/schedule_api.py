@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Required, TypedDict, Unpack
 
+from rota.application.commands.schedules import ScheduleCommands
 from rota.application.queries.schedule_reads import explain, history, next_times, rows, show
 from rota.application.queries.schedule_views import (
     BackfillResult,
@@ -31,7 +32,6 @@ from rota.application.queries.schedule_views import (
     TriggeredFire,
     UpcomingTime,
 )
-from rota.application.schedules import ScheduleCommands
 from rota.application.service import SchedulerService
 
 

@@ -11,11 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.domain import schedules, submission
+from rota.domain import schedule_specs, submission
 
 WORK_ID = submission.WORK_ID.pattern
 IDEMPOTENCY_KEY = submission.INPUT_KEY.pattern  # it becomes an input's key
-SCHEDULE_NAME = schedules.NAME.pattern
+SCHEDULE_NAME = schedule_specs.NAME.pattern
 PAGE_DEFAULT, PAGE_MAX = 16, 64  # seed 002's paging: default 16, hard cap 64, limit + 1
 
 

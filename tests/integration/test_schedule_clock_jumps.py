@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from trial_scale import scale
 
 import rota
-from rota.domain.schedules import define, times_between
+from rota.domain.schedule_specs import define, times_between
 from rota.infrastructure.clock import ManualClock
 from rota.replay.schedule_checks import account
 

@@ -22,7 +22,7 @@ from rota.application.schedule_fires import work_fences
 from rota.application.schedule_runner import RETRIES, ScheduleRunnerError, backoff
 from rota.domain.events.schedule import ScheduleDefined
 from rota.infrastructure.clock import ManualClock
-from rota.projections.schedules import SchedulesProjection
+from rota.projections.schedules_projection import SchedulesProjection
 from rota.replay.doctor import doctor
 from rota.replay.schedule_checks import account
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from rota.domain.events.schedule import ScheduleDefined
 from rota.domain.schedule_plans import BUFFER_LIMIT, NONE_GRACE, Busy, Plan, plan
-from rota.domain.schedules import EPOCH, define, times_between
+from rota.domain.schedule_specs import EPOCH, define, times_between
 
 T0 = datetime(2026, 5, 1, 9, tzinfo=UTC)
 EVERY_MINUTE = define(every="1m")

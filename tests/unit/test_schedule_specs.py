@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from rota.domain.errors import DomainCode
-from rota.domain.schedules import (
+from rota.domain.schedule_specs import (
     EPOCH,
     SpecError,
     count_between,

@@ -1,6 +1,6 @@
 """Schedule commands: define, pause, resume, remove, trigger now, backfill, and the fires.
 
-Every command decides on the schedules projection (`rota.projections.schedules`, kept in
+Every command decides on the schedules projection (`rota.projections.schedules_projection`, kept in
 step with the log by the transaction loop) and appends through the one loop, fenced by the
 expected version of the schedule's stream `schedule/<name>`. A fire appends
 `core.schedule.fired` and the input it creates for the schedule's standing Work in ONE
@@ -35,7 +35,7 @@ from rota.domain.schedule_plans import (
     Fire,
     Plan,
 )
-from rota.domain.schedules import (
+from rota.domain.schedule_specs import (
     EPOCH,
     SPEC_FORMAT,
     Spec,
@@ -48,7 +48,7 @@ from rota.domain.schedules import (
     rfc3339,
     times_between,
 )
-from rota.projections.schedules import ScheduleRow, SchedulesProjection, schedule_stream
+from rota.projections.schedules_projection import ScheduleRow, SchedulesProjection, schedule_stream
 
 CATCHUPS = ("none", "latest", "all")
 OVERLAPS = ("skip", "buffer_one", "buffer_all", "cancel_other", "allow_all")

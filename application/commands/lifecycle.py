@@ -12,13 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from rota.application.collection import fewer_collections
-from rota.application.configuration import Configuration
-from rota.application.launch_writes import GroupedFenced
-from rota.application.lifecycle_values import (
+from rota.application.commands.lifecycle_values import (
     Claimed,
     FiredTimers,
     StartPass,
 )
+from rota.application.configuration import Configuration
+from rota.application.launch_writes import GroupedFenced
 from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.transactions import Transactions
 from rota.domain import admission, lifecycle, pages
@@ -388,7 +388,7 @@ class LifecycleCommands:
         return FiredTimers(self.tx.transact(decide).written, more[0])
 
 
-# The values the commands take and return (rota.application.lifecycle_values), importable
+# The values the commands take and return (rota.application.commands.lifecycle_values), importable
 # from here beside them.
 __all__ = [
     "Claimed",

@@ -1,0 +1,13 @@
+"""The command groups over `Transactions`: each decides with `rota.domain` and appends
+through the one transaction loop (DESIGN.md, "The flow of one transition").
+
+- `lifecycle`: Work and input, starts, fenced writes of an attempt, outcomes, timers
+  (`lifecycle_values`: the values they take and return);
+- `recovery`: recover expired attempts, lose, adopt, release holds;
+- `admission`: budgets, ledgers, gates, cancellation outside the start pass;
+- `control`: inject, interrupt, dispatch passes and answers;
+- `schedules`: define, pause, resume, remove, trigger, backfill, and the fires.
+
+`SchedulerService` (`rota.application.service`) composes them. Reads are not here: every
+read model is a query of `rota.application.queries`.
+"""
