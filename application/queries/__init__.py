@@ -29,8 +29,8 @@ class Queries:
 
     def __init__(self, service: SchedulerService, host: Host) -> None:
         self.works = WorkQueries(service, host)
-        self.capacity = CapacityQueries(service)
-        self.state = StateQueries(service)
+        self.capacity = CapacityQueries(service, host)
+        self.state = StateQueries(service, host)
         self.schedules = ScheduleQueries(service)
 
 

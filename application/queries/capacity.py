@@ -12,6 +12,7 @@ from datetime import datetime
 import msgspec
 
 from rota.application.configuration import Configuration
+from rota.application.host import Host
 from rota.application.service import SchedulerService
 from rota.domain import admission
 from rota.domain.admission import Waiting
@@ -137,8 +138,9 @@ def waiting_works(waiting: list[Waiting]) -> list[WaitingWork]:
 class CapacityQueries:
     """Capacity now (a dry run of admission), and by the daemon's last start pass."""
 
-    def __init__(self, service: SchedulerService) -> None:
+    def __init__(self, service: SchedulerService, host: Host) -> None:
         self.service = service
+        self.host = host
 
     def current(self) -> CapacityView:
         """Caught up to the log head: `in_use` is what the log says now."""
@@ -146,6 +148,11 @@ class CapacityQueries:
         with service.lock:
             service.catch_up()
             return capacity_view(service.projection, service.configuration, service.now())
+
+    def by_last_pass(self) -> CapacityView:
+        """Capacity now, with the waiting of this host's last start pass (none after a
+        restart until its first pass): what a daemon serves."""
+        return self.last_pass(self.current(), self.host.last_waiting)
 
     def last_pass(self, view: CapacityView, waiting: list[Waiting]) -> CapacityView:
         """`view` with the waiting of the daemon's last start pass (`Host.last_waiting`)

@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
+from rota.application.host import Host
 from rota.application.queries.capacity import CapacityView, capacity_view
 from rota.application.queries.works import WorkCounts, counted
 from rota.application.service import SchedulerService
@@ -59,8 +60,21 @@ class MetricsRead(msgspec.Struct, frozen=True, kw_only=True):
 class StateQueries:
     """The scheduler projection's position, budgets and scrape reads (see the module)."""
 
-    def __init__(self, service: SchedulerService) -> None:
+    def __init__(self, service: SchedulerService, host: Host) -> None:
         self.service = service
+        self.host = host
+
+    def now(self) -> datetime:
+        """The store's time (the database's on PostgreSQL)."""
+        return self.service.now()
+
+    def owner(self) -> str:
+        """The lease owner this scheduler claims as (`host:pid:suffix` by default)."""
+        return self.service.configuration.owner
+
+    def leases_held(self) -> list[str]:
+        """The executions whose leases this host holds now, in id order."""
+        return sorted(self.host.held)
 
     def applied(self) -> int:
         """The log position the scheduler projection has applied (no catching up)."""

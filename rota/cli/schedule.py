@@ -133,7 +133,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def cmd_explain_schedule(args: argparse.Namespace) -> int:
     at = parse_time(args.at) if args.at else None
     with open_rota(args) as scheduler:
-        found = scheduler.schedules.explain(args.name, at or scheduler.service.now())
+        found = scheduler.schedules.explain(args.name, at or scheduler.queries.state.now())
     nominal = found.at if isinstance(found.nominal, UnsetType) else found.nominal
     lines = [f"{found.schedule} at {nominal}: {found.verdict}"]
     lines.append(f"  {found.why}")

@@ -3,10 +3,11 @@ state (`.lock`, `.projection`, `.transactions`) or the host's executor directory
 (`host.directory`); it calls the queries of `rota.application.queries` and the commands of
 the service (docs/architecture.md, the layers: application/queries/).
 
-The check is on the source (AST): an attribute `lock`, `projection` or `transactions`
-read from an expression that names a service, a host or the schedule commands (`service`,
-`self.service`, `scheduler.service`, `service.schedules`, `self.commands` ...), any
-`.transactions`, and `directory` read from a host.
+The check is on the source (AST): an attribute `lock`, `projection`, `transactions`,
+`configuration` or `last_waiting` (the last start pass's) read from an expression that names a
+service, a host or the schedule commands (`service`, `self.service`, `scheduler.service`,
+`service.schedules`, `self.commands` ...), any `.transactions`, and `directory` read from a
+host.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # Every product folder but the application layer, which owns the state the queries read.
 FOLDERS = ("rota", "domain", "projections", "infrastructure", "replay")
-STATE = frozenset({"lock", "projection", "transactions"})
+STATE = frozenset({"lock", "projection", "transactions", "configuration", "last_waiting"})
 # The names an expression reaching the service's state goes through.
 OWNERS = frozenset({"service", "_service", "host", "_host", "commands", "schedules"})
 HOSTS = frozenset({"host", "_host"})
@@ -85,8 +86,10 @@ rows = self.commands.projection.active()
 self.host.directory.keep(before, executors)
 api.scheduler.host.directory.historical[key] = executor
 store = anything.transactions.store
+owner = scheduler.service.configuration.owner
+waiting = scheduler.host.last_waiting
 """
-    assert [line for line, _ in reach_ins(source)] == [2, 4, 5, 6, 7, 8, 9, 10]
+    assert [line for line, _ in reach_ins(source)] == [2, 4, 5, 6, 7, 8, 9, 10, 11, 12]
 
 
 def test_the_check_leaves_other_projections_and_locks_alone() -> None:

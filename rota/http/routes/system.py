@@ -40,11 +40,9 @@ def capacity(api: Annotated[ApiContext, Depends(context)]) -> Capacity:
     now. Work held back by a scope limit counts in no pool."""
     scheduler = api.scheduler
     capacity = scheduler.queries.capacity
-    view = capacity.current()  # catches up: in_use is what the log says now
-    source: Literal["last_pass", "dry_run"] = "dry_run"
-    if not api.read_only:
-        source = "last_pass"
-        view = capacity.last_pass(view, scheduler.host.last_waiting)
+    # Both catch up: in_use is what the log says now.
+    source: Literal["last_pass", "dry_run"] = "dry_run" if api.read_only else "last_pass"
+    view = capacity.current() if api.read_only else capacity.by_last_pass()
     shown = msgspec.to_builtins(view)
     return Capacity(
         pools={pool: PoolCapacity(**numbers) for pool, numbers in shown["pools"].items()},
@@ -59,23 +57,23 @@ def scheduler_state(api: Annotated[ApiContext, Depends(context)]) -> SchedulerSt
     """The cadence: whether the loop runs here, its last pass (when, how long, what it
     did), the leases this process holds, and how far the projection lags the log."""
     scheduler = api.scheduler
-    service, daemon = scheduler.service, scheduler.daemon
+    state, daemon = scheduler.queries.state, scheduler.daemon
     head = scheduler.store.head().position
-    applied = scheduler.queries.state.applied()
+    applied = state.applied()
     passes = daemon.passes
     report = passes.last_report
     loop: Literal["running", "stopped", "none"] = (
         "running" if daemon.running else ("none" if api.read_only else "stopped")
     )
     return SchedulerState(
-        owner=service.configuration.owner,
+        owner=state.owner(),
         loop=loop,
         cadence_seconds=CADENCE_SECONDS,
         last_pass_at=passes.last_wall,
         last_pass_seconds=passes.last_seconds,
         passes=passes.passes,
         failed_passes=passes.failed,
-        leases_held=sorted(scheduler.host.held),
+        leases_held=state.leases_held(),
         position=head,
         applied=applied,
         lag=max(0, head - applied),

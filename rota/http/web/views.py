@@ -68,7 +68,7 @@ class LedgerRow:
 
 
 def now(scheduler: Scheduler) -> datetime:
-    return scheduler.service.now()
+    return scheduler.queries.state.now()
 
 
 def overview(api: ApiContext) -> dict[str, Any]:
