@@ -231,13 +231,12 @@ def serve(sock):
             if not part:
                 return
             body += part
-        try:
-            run, hold, argv, env, cwd = marshal.loads(body)
-            pid = fork()
-        except Exception as error:  # nothing started: say why on the run's report channel
-            if len(fds) == 5:
-                say(fds[3], b"e%d" % (getattr(error, "errno", 0) or 0))
-            pid = -1
+        pid = -1
+        if len(fds) == 5:
+            try:
+                pid = fork()
+            except OSError as error:  # nothing started: say why on the run's report channel
+                say(fds[3], b"e%d" % (error.errno or 0))
         if pid == 0:
             code = 127
             try:
@@ -247,6 +246,12 @@ def serve(sock):
                 close(woken)
                 close(waker)
                 stdin, stdout, stderr, report, wake = fds
+                try:  # decoded here: the spawner's own pages, shared with every live
+                    # wrapper, are written (copied) as little as possible per run
+                    run, hold, argv, env, cwd = marshal.loads(body)
+                except Exception:
+                    say(report, b"e0")
+                    raise
                 dup2(stdin, 0)
                 dup2(stdout, 1)
                 dup2(stderr, 2)
