@@ -97,7 +97,7 @@ def started(pid):
             raw = read(fd, 1024)
         finally:
             close(fd)
-        return int(raw[raw.rindex(b")") + 2 :].split()[19])
+        return int(raw[raw.rindex(b")") + 2 :].split(None, 20)[19])
     except (OSError, ValueError, IndexError):
         return -1
 
