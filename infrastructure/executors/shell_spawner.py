@@ -70,7 +70,7 @@ from _signal import (SIG_BLOCK, SIG_DFL, SIG_IGN, SIGCHLD, SIGHUP, SIGINT, SIGPI
                      SIGXFSZ, pthread_sigmask, set_wakeup_fd, signal)
 from _socket import (AF_UNIX, CMSG_SPACE, MSG_CMSG_CLOEXEC, MSG_NOSIGNAL, SCM_RIGHTS,
                      SOCK_SEQPACKET, SOL_SOCKET, socket, socketpair)
-from fcntl import LOCK_EX, flock
+from fcntl import LOCK_EX, LOCK_UN, flock
 from posix import (F_OK, O_CLOEXEC, O_CREAT, O_DIRECTORY, O_RDONLY, O_TRUNC, O_WRONLY, WNOHANG,
                    _exit, access, chdir, close, dup2, fork, getpid, getppid, pidfd_open, pipe,
                    posix_spawnp, putenv, read, rename, set_blocking, set_inheritable, setsid,
@@ -183,7 +183,8 @@ def received(ancdata):
 
 def warm():
     # Run what a wrapper runs once here (no command started), so that the lookups it
-    # caches and the symbols it binds are this process's before it forks any wrapper.
+    # caches and the symbols it binds lazily are this process's before it forks any
+    # wrapper (each call below fails or changes nothing).
     ours, theirs = socketpair(AF_UNIX, SOCK_SEQPACKET)
     try:
         say_held(theirs.fileno())
@@ -193,16 +194,36 @@ def warm():
             for fd in received(ours.recvmsg(64, CMSG_SPACE(4), MSG_CMSG_CLOEXEC)[1]):
                 close(fd)
         access("/", F_OK)
+        dup2(ours.fileno(), ours.fileno())
+        pthread_sigmask(SIG_BLOCK, ())
+        flock(ours.fileno(), LOCK_UN)
+        getppid()
+        waitstatus_to_exitcode(0)
+        reap()
+        putenv("ROTA_SPAWNER_WARM", "1")
+        unsetenv("ROTA_SPAWNER_WARM")
+        for call in (setsid, lambda: chdir(""), lambda: rename("", ""), spawn_nothing):
+            try:
+                call()
+            except (OSError, TypeError):
+                pass
     finally:
         ours.close()
         theirs.close()
+
+def spawn_nothing():
+    # posix_spawnp's attribute calls, refused (TypeError) before anything is started
+    posix_spawnp("true", ["true"], {}, setsigdef=DEFAULTS, setsigmask=(), scheduler=(0, None))
+
+def woke(*_):
+    pass  # SIGCHLD: the wakeup fd wakes the loop (kept here: a wrapper's reset frees nothing)
 
 def serve(sock):
     set_inheritable(sock.fileno(), False)
     woken, waker = pipe()
     set_blocking(waker, False)
     set_wakeup_fd(waker)
-    signal(SIGCHLD, lambda *_: None)
+    signal(SIGCHLD, woke)
     for number in (SIGHUP, SIGINT):
         signal(number, SIG_IGN)
     poller = poll()  # not select(): the scheduler may hand it an fd above 1023
@@ -212,13 +233,17 @@ def serve(sock):
     warm()
     while True:
         try:
-            ready = [fd for fd, _ in poller.poll()]
+            events = poller.poll()
         except InterruptedError:
             continue
-        if woken in ready:
-            read(woken, 4096)
-            reap()
-        if sock.fileno() not in ready:
+        asked = False
+        for fd, _ in events:  # no comprehension: it would be a new function object a run
+            if fd == woken:
+                read(woken, 4096)
+                reap()
+            else:
+                asked = True
+        if not asked:
             continue
         first, ancdata, _, _ = sock.recvmsg(8 + CHUNK, space, MSG_CMSG_CLOEXEC)
         fds = received(ancdata)
@@ -378,7 +403,9 @@ class Spawner:
         report channel itself (its pid, start time and a pidfd with b"h"), and a spawner
         that could not start it says b"e" and an errno there; nothing waits for the
         spawner, so launches from many threads never queue behind each other's round trip."""
-        body = marshal.dumps((run, float(hold), argv, env, cwd))
+        # version 0: no string marked interned, which the wrapper would intern (a write
+        # to the interpreter's interned table: pages copied in every wrapper)
+        body = marshal.dumps((run, float(hold), argv, env, cwd), 0)
         first = struct.pack("!Q", len(body)) + body[:CHUNK]  # with the fds: one message
         with self._lock:
             for attempt in (1, 2):
