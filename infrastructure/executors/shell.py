@@ -28,10 +28,10 @@ Run directory: nothing of a run depends on the daemon that launched it staying a
   defaults to `<tempdir>/rota-runs-<uid>`, created 0700; it must be ours and writable by no
   one else) holding `input.json`, `stdout` and `stderr` (files, not pipes: a dead daemon
   cannot SIGPIPE the command) and, once the command ended, `status`: its exit code, -N when
-  killed by signal N. A tiny wrapper leads the group (started by the executor's spawner, a
-  small helper process started on the first launch: no interpreter is started per run; a
-  small C program where a C compiler could build it, `shell_native`, else a forked Python
-  one; see `shell_spawner`): it holds an flock on the run directory, holds the command back
+  killed by signal N. A tiny wrapper leads the group (a fork of the executor's spawner, a
+  small long-lived Python process started on the first launch: no interpreter is started
+  per run, nothing is compiled and nothing runs from a temporary directory; see
+  `shell_spawner`): it holds an flock on the run directory, holds the command back
   until the launch is pinned (below), starts it with its argv, environment, cwd and
   standard streams unchanged (a start failure, such as no such program, still makes `launch`
   raise), waits, writes `status` (atomically, by absolute path) and exits. It blocks

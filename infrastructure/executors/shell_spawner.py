@@ -1,47 +1,55 @@
-"""The spawner: one small single-threaded helper process that starts every shell run's wrapper.
+"""The spawner: one small, long-lived, single-threaded process (a "zygote") that forks every
+shell run's wrapper. Nothing is compiled and nothing is executed from a temporary directory:
+the spawner is the Python interpreter running `SPAWNER` below, and each wrapper is a fork of
+it that runs `child` (Python) and posix_spawns only the job's own command.
 
-Starting an interpreter per job cost more than the job (`true`: ~10 ms of child CPU); a fork
-of the scheduler itself would be cheap but is unsafe (it is multi-threaded: a lock held by
+Optimisation: a fork of a small process per run instead of a new interpreter per run
+(bench.shell; bench/RESULTS.md, "2026-12-07, shell: nothing compiled at run time").
+Starting `python` per run costs ~7 ms of CPU, more than the job (`true`: ~0.8 ms); a fork of
+the scheduler itself would be cheap but is unsafe (it is multi-threaded: a lock held by
 another thread at the fork stays held in the child). So a ShellExecutor starts, on its first
-launch, one helper (`python -I -S -c SPAWNER`, stdlib only, one thread) in a session of its
-own, connected by a unix SOCK_SEQPACKET socket pair. Per launch it sends the request (run
-directory, hold seconds, argv, environment, cwd: JSON, in memory only; its size and first
-32 KiB in one message) with the run's stdin, stdout, stderr, the report channel's write end
-(a SOCK_SEQPACKET socket pair of the run's own) and the wake pipe's read end (SCM_RIGHTS);
-the spawner starts the wrapper in a new session and closes its copies. It answers nothing:
-the wrapper reports to the launcher itself, on the report channel, so no launch waits for
-a round trip through the spawner behind another's (one round trip at a time, each waiting
-for the GIL in a busy scheduler, was the limit of a daemon's shell launches: ~3.8 ms each).
-A spawner that cannot start the wrapper says b"e" and the errno on the run's report
-channel. The wrapper is the native one (`shell_native`: a tiny
-C program, posix_spawned with those five fds as 0-4 and SIGHUP, SIGINT and SIGTERM blocked;
-it ignores SIGPIPE and SIGXFSZ itself, as `child` does: no copy of the spawner's memory)
-when it could be built,
-else `child` below, forked (its copy-on-write page faults cost ~1.2 ms of CPU per run).
-It reaps its children (SIGCHLD through a wakeup pipe: no timer) and exits when the
-scheduler's end of the socket closes, so a wrapper holding its command back sees its parent
-change and gives up, as before. A spawner that died is started again on the next launch.
+launch, one spawner (`python -I -S -c SPAWNER`: no site, and only built-in or C modules, no
+`os`, `socket`, `json` or `signal` Python modules, so it stays a few MB and the fork copies
+little) in a session of its own, connected by a unix SOCK_SEQPACKET socket pair. Before it
+serves, it runs what a wrapper runs once on a socket pair of its own (`warm`), so that the
+attribute caches and lazily bound symbols a wrapper touches are already its own and each
+fork's child writes (copies) fewer pages. Per launch the scheduler sends the request (run
+directory, hold seconds, argv, environment, cwd: `marshal`, in memory only; its size and
+first 32 KiB in one message) with the run's stdin, stdout, stderr, the report channel's write
+end (a SOCK_SEQPACKET socket pair of the run's own) and the wake pipe's read end
+(SCM_RIGHTS, received close-on-exec); the spawner forks the wrapper and closes its copies.
+It answers nothing: the wrapper reports to the launcher itself, on the report channel, so no
+launch waits for a round trip through the spawner behind another's (one round trip at a
+time, each waiting for the GIL in a busy scheduler, was the limit of a daemon's shell
+launches: ~3.8 ms each). A spawner that cannot start the wrapper says b"e" and the errno on
+the run's report channel. It reaps its children (SIGCHLD through a wakeup pipe: no timer)
+and exits when the scheduler's end of the socket closes, so a wrapper holding its command
+back sees its parent change and gives up. A spawner that died is started again on the next
+launch.
 
-The wrapper (`child`, or the native program, which does the same) is the protocol of
-`shell_wrapper`: it takes an flock on the run directory (held while it lives: evidence any
-pid namespace can read), says b"h<pid> <start time>" on the report channel (the start time
-is field 22 of /proc/self/stat, -1 if unknown), with a pidfd of itself (SCM_RIGHTS; opened
-by the wrapper for itself, so it cannot name a reused pid; without one where the kernel has
-no pidfd_open or the channel is a pipe), and holds the command back until the
-file `go` appears (the launcher creates it once the launch is pinned, then writes to the
-wake pipe, which wakes the wrapper at once). If its parent changes (the scheduler and so
-the spawner died), the wake pipe reaches its end, or `hold` seconds pass, it creates
-`abandoned` and exits 125 having started nothing; it looks for `go` every 20 ms at most.
-Let go, it posix_spawns the command (argv, cwd, environment and standard streams as given;
-every signal at its default, none blocked), says b"ok" or the errno, waits, and writes the
-exit code (-N: signal N) to `status` atomically. It blocks SIGHUP, SIGINT and SIGTERM,
-which the command gets at their default, so that it outlives a command they stop.
+The wrapper (`child`) is the protocol of `shell_wrapper`: in a session of its own (setsid),
+with SIGHUP, SIGINT and SIGTERM blocked and SIGPIPE and SIGXFSZ ignored (a report to a
+launcher that died must not kill it before it writes `status`), it takes an flock on the run
+directory (held while it lives: evidence any pid namespace can read), says b"h<pid> <start
+time>" on the report channel (the start time is field 22 of /proc/self/stat, -1 if unknown),
+with a pidfd of itself (SCM_RIGHTS; opened by the wrapper for itself, so it cannot name a
+reused pid; without one where the kernel has no pidfd_open or the channel is a pipe), and
+holds the command back until the file `go` appears (the launcher creates it once the launch
+is pinned, then writes to the wake pipe, which wakes the wrapper at once). If its parent
+changes (the scheduler and so the spawner died), the wake pipe reaches its end, or `hold`
+seconds pass, it creates `abandoned` and exits 125 having started nothing; it looks for `go`
+every 20 ms at most. Let go, it posix_spawns the command (argv, cwd, environment and
+standard streams as given, PATH searched as the command's environment says; every signal at
+its default, none blocked), says b"ok" or the errno, waits, and writes the exit code (-N:
+signal N) to `status` atomically; it exits with that code (128 + N for signal N). It blocks
+SIGHUP, SIGINT and SIGTERM, which the command gets at their default, so that it outlives a
+command they stop.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import marshal
 import os
 import select
 import socket
@@ -51,194 +59,238 @@ import sys
 import threading
 import time
 
-import msgspec
-
 from rota.application.errors import ExecutorError
-from rota.infrastructure.executors.shell_native import native_wrapper
 
 CHUNK = 32 * 1024  # request bytes per message (SOCK_SEQPACKET keeps each whole); the first
 # message also holds the request's size and its file descriptors
 
 SPAWNER = r"""
-import fcntl, json, os, select, signal, socket, struct, sys, time
-HELD = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
-DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD) + HELD
-
-def readable(fd, timeout):
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(0, int(timeout * 1000) + 1)))
+import marshal, sys
+from _signal import (SIG_BLOCK, SIG_DFL, SIG_IGN, SIGCHLD, SIGHUP, SIGINT, SIGPIPE, SIGTERM,
+                     SIGXFSZ, pthread_sigmask, set_wakeup_fd, signal)
+from _socket import (AF_UNIX, CMSG_SPACE, MSG_CMSG_CLOEXEC, MSG_NOSIGNAL, SCM_RIGHTS,
+                     SOCK_SEQPACKET, SOL_SOCKET, socket, socketpair)
+from fcntl import LOCK_EX, LOCK_UN, flock
+from posix import (F_OK, O_CLOEXEC, O_CREAT, O_DIRECTORY, O_RDONLY, O_TRUNC, O_WRONLY, WNOHANG,
+                   _exit, access, chdir, close, dup2, fork, getpid, getppid, pidfd_open, pipe,
+                   posix_spawnp, putenv, read, rename, set_blocking, set_inheritable, setsid,
+                   unsetenv, waitpid, waitstatus_to_exitcode, write)
+from posix import open as open_fd
+from select import POLLIN, poll
+from time import monotonic
+HELD = (SIGHUP, SIGINT, SIGTERM)
+DEFAULTS = (SIGPIPE, SIGXFSZ, SIGCHLD) + HELD
+CREATE = O_WRONLY | O_CREAT | O_CLOEXEC
+ORDER = sys.byteorder
 
 def say(report, message):
     try:
-        os.write(report, message)
+        write(report, message)
     except OSError:
         pass
 
+def started(pid):
+    # Field 22 of /proc/PID/stat (-1: unknown).
+    try:
+        fd = open_fd("/proc/%d/stat" % pid, O_RDONLY | O_CLOEXEC)
+        try:
+            raw = read(fd, 1024)
+        finally:
+            close(fd)
+        return int(raw[raw.rindex(b")") + 2 :].split(None, 20)[19])
+    except (OSError, ValueError, IndexError):
+        return -1
+
 def say_held(report):
     # b"h<pid> <start time>", with a pidfd of itself where the channel is a socket
-    text = ("h%d %d" % (os.getpid(), started(os.getpid()))).encode()
+    pid = getpid()
+    text = b"h%d %d" % (pid, started(pid))
     try:
-        pidfd = os.pidfd_open(os.getpid())
-    except (AttributeError, OSError):
+        pidfd = pidfd_open(pid)
+    except OSError:
         return say(report, text)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=os.dup(report))
     try:
-        sock.sendmsg([text], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", pidfd))],
-                     socket.MSG_NOSIGNAL)
+        sock = socket(AF_UNIX, SOCK_SEQPACKET, 0, report)
     except OSError:  # not a socket (a pipe): the text alone
+        close(pidfd)
+        return say(report, text)
+    try:
+        sock.sendmsg([text], [(SOL_SOCKET, SCM_RIGHTS, pidfd.to_bytes(4, ORDER))], MSG_NOSIGNAL)
+    except OSError:
         say(report, text)
     finally:
-        sock.close()
-        os.close(pidfd)
+        sock.detach()
+        close(pidfd)
 
 def child(run, report, wake, launcher, hold, argv, env, cwd):
     try:
-        os.setsid()
-        os.set_inheritable(report, False)  # received fds are inheritable: not the command's
-        os.set_inheritable(wake, False)
-        signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
-        fcntl.flock(os.open(run, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), fcntl.LOCK_EX)
+        setsid()
+        pthread_sigmask(SIG_BLOCK, HELD)
+        flock(open_fd(run, O_RDONLY | O_DIRECTORY | O_CLOEXEC), LOCK_EX)
         if cwd is not None:
             try:
-                os.chdir(cwd)
+                chdir(cwd)
             except OSError as error:
-                say(report, b"e" + str(error.errno or 0).encode())
+                say(report, b"e%d" % (error.errno or 0))
                 return 127
         say_held(report)
-        go, waking, until = os.path.join(run, "go"), True, time.monotonic() + hold
-        while not os.path.exists(go):
-            if not waking or os.getppid() != launcher or time.monotonic() >= until:
-                os.close(os.open(os.path.join(run, "abandoned"), os.O_WRONLY | os.O_CREAT, 0o600))
+        go, waking, until = run + "/go", True, monotonic() + hold
+        poller = poll()
+        poller.register(wake, POLLIN)
+        while not access(go, F_OK):
+            if not waking or getppid() != launcher or monotonic() >= until:
+                close(open_fd(run + "/abandoned", CREATE, 0o600))
                 return 125
-            if readable(wake, 0.02) and not os.read(wake, 64):
+            if poller.poll(21) and not read(wake, 64):
                 waking = False
-        os.close(wake)
+        close(wake)
         if "PATH" in env:
-            os.environ["PATH"] = env["PATH"]  # posix_spawnp searches our own PATH
+            putenv("PATH", env["PATH"])  # posix_spawnp searches our own PATH
         else:
-            os.environ.pop("PATH", None)
+            unsetenv("PATH")
         try:
-            pid = os.posix_spawnp(argv[0], argv, env, setsigdef=DEFAULTS, setsigmask=())
+            pid = posix_spawnp(argv[0], argv, env, setsigdef=DEFAULTS, setsigmask=())
         except OSError as error:
-            say(report, str(error.errno or 0).encode())
+            say(report, b"%d" % (error.errno or 0))
             return 127
         say(report, b"ok")
-        os.close(report)
-        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        temporary = os.path.join(run, "status.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.write(fd, ("%d\n" % code).encode())
-        os.close(fd)
-        os.replace(temporary, os.path.join(run, "status"))
+        close(report)
+        code = waitstatus_to_exitcode(waitpid(pid, 0)[1])
+        fd = open_fd(run + "/status.tmp", CREATE | O_TRUNC, 0o600)
+        write(fd, b"%d\n" % code)
+        close(fd)
+        rename(run + "/status.tmp", run + "/status")
         return code if code >= 0 else 128 - code
     except BaseException:
         return 127
 
-def started(pid):
-    # Field 22 of /proc/PID/stat (-1: unknown), read here, off the scheduler's threads.
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as file:
-            raw = file.read()
-        return int(raw[raw.rindex(b")") + 2 :].split()[19])
-    except (OSError, ValueError, IndexError):
-        return -1
-
 def reap():
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, _ = waitpid(-1, WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
 
-def spawn(request, fds):
-    # The native wrapper, started without a fork (None: it could not be: fork instead).
-    copies = []  # a received fd numbered 0-4 could be overwritten by another's dup2
+def received(ancdata):
+    fds = []
+    for level, kind, data in ancdata:
+        if level == SOL_SOCKET and kind == SCM_RIGHTS:
+            for offset in range(0, len(data) - len(data) % 4, 4):
+                fds.append(int.from_bytes(data[offset : offset + 4], ORDER, signed=True))
+    return fds
+
+def warm():
+    # Run what a wrapper runs once here (no command started), so that the lookups it
+    # caches and the symbols it binds lazily are this process's before it forks any
+    # wrapper (each call below fails or changes nothing).
+    ours, theirs = socketpair(AF_UNIX, SOCK_SEQPACKET)
     try:
-        sources = []
-        for fd in fds:
-            if fd <= 4:
-                copies.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 5))
-                fd = copies[-1]
-            os.set_inheritable(fd, False)  # only their copies as 0-4 are the wrapper's
-            sources.append(fd)
-        hold = repr(float(request["hold"]))
-        argv = [NATIVE, request["run"], hold, request["cwd"] or ""] + request["argv"]
-        actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(sources)]
-        return os.posix_spawn(NATIVE, argv, request["env"], file_actions=actions, setsid=True,
-                              setsigmask=HELD, setsigdef=DEFAULTS)
-    except Exception:  # e.g. no POSIX_SPAWN_SETSID in this build: fork `child` instead
-        return None
+        say_held(theirs.fileno())
+        poller = poll()
+        poller.register(ours.fileno(), POLLIN)
+        if poller.poll(0):
+            for fd in received(ours.recvmsg(64, CMSG_SPACE(4), MSG_CMSG_CLOEXEC)[1]):
+                close(fd)
+        access("/", F_OK)
+        dup2(ours.fileno(), ours.fileno())
+        pthread_sigmask(SIG_BLOCK, ())
+        flock(ours.fileno(), LOCK_UN)
+        getppid()
+        waitstatus_to_exitcode(0)
+        reap()
+        putenv("ROTA_SPAWNER_WARM", "1")
+        unsetenv("ROTA_SPAWNER_WARM")
+        for call in (setsid, lambda: chdir(""), lambda: rename("", ""), spawn_nothing):
+            try:
+                call()
+            except (OSError, TypeError):
+                pass
     finally:
-        for fd in copies:
-            os.close(fd)
+        ours.close()
+        theirs.close()
+
+def spawn_nothing():
+    # posix_spawnp's attribute calls, refused (TypeError) before anything is started
+    posix_spawnp("true", ["true"], {}, setsigdef=DEFAULTS, setsigmask=(), scheduler=(0, None))
+
+def woke(*_):
+    pass  # SIGCHLD: the wakeup fd wakes the loop (kept here: a wrapper's reset frees nothing)
 
 def serve(sock):
-    sock.set_inheritable(False)
-    woken, waker = os.pipe()
-    os.set_blocking(waker, False)
-    signal.set_wakeup_fd(waker)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    for number in (signal.SIGHUP, signal.SIGINT):
-        signal.signal(number, signal.SIG_IGN)
-    poller = select.poll()  # not select(): the scheduler may hand it an fd above 1023
-    poller.register(sock, select.POLLIN)
-    poller.register(woken, select.POLLIN)
+    set_inheritable(sock.fileno(), False)
+    woken, waker = pipe()
+    set_blocking(waker, False)
+    set_wakeup_fd(waker)
+    signal(SIGCHLD, woke)
+    for number in (SIGHUP, SIGINT):
+        signal(number, SIG_IGN)
+    poller = poll()  # not select(): the scheduler may hand it an fd above 1023
+    poller.register(sock.fileno(), POLLIN)
+    poller.register(woken, POLLIN)
+    space = CMSG_SPACE(5 * 4)
+    warm()
     while True:
         try:
-            ready = [fd for fd, _ in poller.poll()]
+            events = poller.poll()
         except InterruptedError:
             continue
-        if woken in ready:
-            os.read(woken, 4096)
-            reap()
-        if sock.fileno() not in ready:
+        asked = False
+        for fd, _ in events:  # no comprehension: it would be a new function object a run
+            if fd == woken:
+                read(woken, 4096)
+                reap()
+            else:
+                asked = True
+        if not asked:
             continue
-        first, fds, _, _ = socket.recv_fds(sock, 8 + CHUNK, 5)
+        first, ancdata, _, _ = sock.recvmsg(8 + CHUNK, space, MSG_CMSG_CLOEXEC)
+        fds = received(ancdata)
         if len(first) < 8:
             return  # the scheduler is gone
-        (size,) = struct.unpack("!Q", first[:8])
+        size = int.from_bytes(first[:8], "big")
         body = first[8:]
         while len(body) < size:
             part = sock.recv(65536)
             if not part:
                 return
             body += part
-        try:
-            request = json.loads(body)
-            pid = spawn(request, fds) if NATIVE else None
-            if pid is None:
-                pid = os.fork()
-        except Exception as error:  # nothing started: say why on the run's report channel
-            if len(fds) == 5:
-                say(fds[3], b"e" + str(getattr(error, "errno", 0) or 0).encode())
-            pid = -1
+        pid = -1
+        if len(fds) == 5:
+            try:
+                pid = fork()
+            except OSError as error:  # nothing started: say why on the run's report channel
+                say(fds[3], b"e%d" % (error.errno or 0))
         if pid == 0:
             code = 127
             try:
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                set_wakeup_fd(-1)
+                signal(SIGCHLD, SIG_DFL)
                 sock.close()
-                os.close(woken)
-                os.close(waker)
+                close(woken)
+                close(waker)
                 stdin, stdout, stderr, report, wake = fds
-                for target, fd in enumerate((stdin, stdout, stderr)):
-                    os.dup2(fd, target)
+                try:  # decoded here: the spawner's own pages, shared with every live
+                    # wrapper, are written (copied) as little as possible per run
+                    run, hold, argv, env, cwd = marshal.loads(body)
+                except Exception:
+                    say(report, b"e0")
+                    raise
+                dup2(stdin, 0)
+                dup2(stdout, 1)
+                dup2(stderr, 2)
                 for fd in (stdin, stdout, stderr):
                     if fd > 2:
-                        os.close(fd)
-                code = child(request["run"], report, wake, os.getppid(), request["hold"],
-                             request["argv"], request["env"], request["cwd"])
+                        close(fd)
+                code = child(run, report, wake, getppid(), hold, argv, env, cwd)
             finally:
-                os._exit(code)
+                _exit(code)
         for fd in fds:  # the wrapper reports to the scheduler itself: no answer here
-            os.close(fd)
+            close(fd)
 
-NATIVE = sys.argv[2] if len(sys.argv) > 2 else ""
-CHUNK = int(sys.argv[3])
-serve(socket.socket(fileno=int(sys.argv[1])))
+CHUNK = int(sys.argv[2])
+serve(socket(AF_UNIX, SOCK_SEQPACKET, 0, int(sys.argv[1])))
 """
 
 
@@ -321,12 +373,10 @@ class Spawner:
     def _start(self) -> socket.socket:
         if not sys.executable:
             raise ExecutorError("no Python interpreter to run the shell spawner")
-        native = native_wrapper() or ""  # none: fork the Python wrapper
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno()), native,
-                 str(CHUNK)],
+                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno()), str(CHUNK)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
@@ -353,11 +403,9 @@ class Spawner:
         report channel itself (its pid, start time and a pidfd with b"h"), and a spawner
         that could not start it says b"e" and an errno there; nothing waits for the
         spawner, so launches from many threads never queue behind each other's round trip."""
-        request = {"run": run, "hold": hold, "argv": argv, "env": env, "cwd": cwd}
-        try:
-            body = msgspec.json.encode(request)
-        except UnicodeEncodeError:  # a lone surrogate (an undecodable byte of os.environ)
-            body = json.dumps(request).encode()  # escapes it; the spawner's json restores it
+        # version 0: no string marked interned, which the wrapper would intern (a write
+        # to the interpreter's interned table: pages copied in every wrapper)
+        body = marshal.dumps((run, float(hold), argv, env, cwd), 0)
         first = struct.pack("!Q", len(body)) + body[:CHUNK]  # with the fds: one message
         with self._lock:
             for attempt in (1, 2):

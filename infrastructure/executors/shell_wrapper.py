@@ -1,6 +1,7 @@
 """The wrapper that leads every shell run's process group: starting it in a run directory
-(started by the spawner, `shell_spawner`: no interpreter per run) and letting its command go
-once the launch is pinned. What the wrapper does is described in `shell_spawner`.
+(a fork of the spawner, `shell_spawner`: no interpreter per run, nothing compiled) and
+letting its command go once the launch is pinned. What the wrapper does is described in
+`shell_spawner`.
 """
 
 from __future__ import annotations

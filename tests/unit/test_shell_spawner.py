@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from rota.application.errors import ExecutorError
-from rota.infrastructure.executors import shell_native, shell_spawner
 from rota.infrastructure.executors.shell_processes import proc_stat
 from rota.infrastructure.executors.shell_runs import read_status
 from rota.infrastructure.executors.shell_spawner import Child, Spawner
@@ -25,12 +24,8 @@ from .test_shell_executor import WAIT, children
 ENV = {"PATH": os.environ.get("PATH", os.defpath)}
 
 
-@pytest.fixture(params=["native", "forked"])
-def spawner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Spawner]:
-    if request.param == "native" and shell_native.native_wrapper() is None:
-        pytest.skip("no native wrapper here")
-    if request.param == "forked":
-        monkeypatch.setattr(shell_spawner, "native_wrapper", lambda: None)
+@pytest.fixture
+def spawner() -> Iterator[Spawner]:
     spawner = Spawner()
     yield spawner
     spawner.close()
@@ -128,3 +123,23 @@ def test_a_spawner_that_could_not_start_the_wrapper_fails_the_launch_clearly(
     with pytest.raises(ExecutorError) as raised:
         start_wrapper(Refusing(), directory, ["true"], None, ENV, b"[]")
     assert str(raised.value) == f"could not start 'true': {os.strerror(11)}"
+
+
+def test_a_wrapper_whose_launcher_stopped_reading_still_records_the_status(
+    spawner: Spawner, tmp_path: Path
+) -> None:
+    """The launcher died after `go` (its report channel has no reader): saying b"ok" must
+    not kill the wrapper (SIGPIPE), or the command's outcome would be lost to recovery."""
+    directory = tmp_path / "w-1_2-e7-0123abcd"
+    directory.mkdir()
+    report, wake = send(spawner, directory)
+    try:
+        child = _held(report)
+        assert isinstance(child, Child)
+        report.close()  # nobody reads what it says next
+        (directory / "go").touch()
+        os.write(wake, b"g")
+        child.wait(WAIT)
+        assert read_status(directory) == 0
+    finally:
+        os.close(wake)

@@ -1,0 +1,80 @@
+"""Nothing compiled at run time: a shell run starts no C compiler (or any other program but
+the interpreter, for the spawner) from the scheduler, and neither the spawner nor a run's
+wrapper is a program in a temporary directory: both are this Python interpreter."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rota.infrastructure.executors.shell import ShellExecutor
+
+from .test_shell_executor import gated, start
+
+COMPILERS = {"cc", "c89", "c99", "gcc", "clang", "tcc", "ld", "as", "cpp", "cc1", "collect2"}
+
+_recorders: list[list[str]] = []  # the programs started while a test records them
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    """Every process this interpreter starts, by the program it runs (an audit hook cannot
+    be removed: it records only while a test holds a recorder)."""
+    if not _recorders:
+        return
+    program: Any = None
+    if event == "subprocess.Popen":  # (executable, args, cwd, env)
+        program = args[0] or (args[1][0] if isinstance(args[1], list | tuple) else args[1])
+    elif event in ("os.posix_spawn", "os.exec"):  # (path, argv, env)
+        program = args[0]
+    elif event == "os.spawn":  # (mode, path, args, env)
+        program = args[1]
+    elif event == "os.system":  # (command,)
+        program = shlex.split(os.fsdecode(args[0]))[0]
+    if program is not None:
+        for recorder in _recorders:
+            recorder.append(os.fsdecode(program))
+
+
+sys.addaudithook(_audit)
+
+
+def exe_of(pid: int) -> str:
+    return os.readlink(f"/proc/{pid}/exe")
+
+
+def in_temporary_directory(path: str) -> bool:
+    temporary = os.path.realpath(tempfile.gettempdir())
+    return os.path.commonpath([os.path.realpath(path), temporary]) == temporary
+
+
+def test_a_shell_run_compiles_nothing_and_runs_nothing_from_a_temporary_directory(
+    tmp_path: Path,
+) -> None:
+    interpreter = os.path.realpath(sys.executable)
+    started: list[str] = []
+    _recorders.append(started)
+    try:
+        executor = ShellExecutor(tmp_path / "runs", kill_grace_seconds=2.0)
+        try:
+            gate = tmp_path / "gate"
+            run = start(executor, gated(gate, "exit 3"))
+            spawner = executor._spawner._proc
+            assert spawner is not None
+            # the spawner and the wrapper leading the run's group: the interpreter itself
+            assert exe_of(spawner.pid) == interpreter
+            assert exe_of(run.pgid) == interpreter
+            gate.touch()
+            assert run.result().error_code == "exit_3"
+        finally:
+            executor.close()
+    finally:
+        _recorders.remove(started)
+    assert started, "the spawner's start was not seen: the audit hook saw nothing"
+    for program in started:
+        assert os.path.basename(program) not in COMPILERS, program
+        if os.path.realpath(program) != interpreter:
+            assert not in_temporary_directory(program), program
