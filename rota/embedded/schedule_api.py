@@ -23,16 +23,12 @@ from datetime import datetime
 from typing import Any, Required, TypedDict, Unpack
 
 from rota.application.commands.schedules import ScheduleCommands
-from rota.application.queries.schedule_reads import explain, history, next_times, rows, show
+from rota.application.queries.schedule_reads import ScheduleQueries
 from rota.application.queries.schedule_views import (
     BackfillResult,
-    HistoryEntry,
-    ScheduleExplanation,
     ScheduleView,
     TriggeredFire,
-    UpcomingTime,
 )
-from rota.application.service import SchedulerService
 
 
 class ScheduleDefinition(TypedDict, total=False):
@@ -56,11 +52,9 @@ class ScheduleDefinition(TypedDict, total=False):
     reason: str
 
 
-class Schedules:
-    """Define, change, trigger and look at schedules over one scheduler service."""
-
-    def __init__(self, service: SchedulerService) -> None:
-        self.service = service
+class Schedules(ScheduleQueries):
+    """Define, change, trigger and look at schedules over one scheduler service: the
+    schedule commands, and the schedule queries it is."""
 
     @property
     def commands(self) -> ScheduleCommands:
@@ -106,26 +100,9 @@ class Schedules:
         fired, already = self.commands.backfill(name, start, end)
         return BackfillResult(fired=fired, already_fired=already)
 
-    # -- looking (rota.application.queries.schedule_reads) -----------------------------
+    # -- looking: show, next, history and explain are the queries' own
+    # (rota.application.queries.schedule_reads.ScheduleQueries)
 
     def list(self) -> builtins.list[ScheduleView]:
-        return rows(self.service)
-
-    def show(self, name: str) -> ScheduleView:
-        return show(self.service, name)
-
-    def next(self, name: str, count: int = 10) -> builtins.list[UpcomingTime]:
-        return next_times(self.service, name, count)
-
-    def history(
-        self,
-        name: str,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int = 100,
-    ) -> builtins.list[HistoryEntry]:
-        return history(self.service, name, since=since, until=until, limit=limit)
-
-    def explain(self, name: str, at: datetime) -> ScheduleExplanation:
-        return explain(self.service, name, at)
+        """Every schedule's view, in name order."""
+        return self.rows()
