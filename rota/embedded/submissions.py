@@ -43,19 +43,12 @@ class SubmitOptions(TypedDict, total=False):
     safety: str
 
 
-class SubmissionFields(TypedDict, total=False):
+class SubmissionFields(SubmitOptions, total=False):
     """A `Submission` spelled as a mapping (an item of `Scheduler.submit_many`): the same
     fields, `work_id` and `binding` required."""
 
     work_id: Required[str]
     binding: Required[str]
-    input: Any
-    input_key: str | None
-    correlation_key: str | None
-    scope: str
-    kind: str
-    trigger: str
-    safety: str
 
 
 def as_submission(item: Submission | SubmissionFields) -> Submission:
