@@ -116,6 +116,11 @@ class EntryCode(ErrorCode):
     """An output file could not be created (a missing directory, no permission): fix the path."""
     OUTPUT_CLOSED = "output_closed"
     """The reader of the command's output went away (`rota doctor | head`); nothing is wrong."""
+    STORE_IN_MEMORY = "store_in_memory"
+    """A `rota` command other than `rota run` was given a `memory://` store, which lives only
+    as long as the process that opened it: anything it wrote would be gone when it exits,
+    and nothing another command wrote is there. Use `memory://` from Python (`rota.open`,
+    users' own tests) or with `rota run`; give other commands a file or PostgreSQL store."""
 
 
 class ConfigError(RotaError):

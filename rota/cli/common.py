@@ -18,6 +18,7 @@ from rota.domain.results import MAX_DATA_BYTES
 from rota.embedded.opening import open as open_scheduler
 from rota.infrastructure.config import Config, ConfigError, EntryCode
 from rota.infrastructure.executors import builtin_registrations
+from rota.infrastructure.store_url import backend, redact_url
 from rota.scheduler import Scheduler
 
 USAGE_CODES = frozenset({EntryCode.USAGE, ConfigError.code})
@@ -94,8 +95,28 @@ def load_config(args: argparse.Namespace) -> Config:
     return Config.load(config_path(args)[0])
 
 
+# The commands a store kept in memory (`memory://`) means something to: `rota run`, whose
+# process (the daemon) lives on, and `rota config`, which shows the URL and opens nothing.
+MEMORY_STORE_COMMANDS = frozenset({"run", "config"})
+
+
 def store_url(args: argparse.Namespace, config: Config) -> str:
-    return args.store or os.environ.get("ROTA_STORE") or config.store_url
+    """The store the arguments name (`--store`, `ROTA_STORE`, the config's `[store] url`).
+
+    A store that no other process can open (`memory://`) is refused for every command but
+    `rota run` (`store_in_memory`): a submit or an import into it would be gone when the
+    command exits, and a read would find a store nobody wrote."""
+    url = args.store or os.environ.get("ROTA_STORE") or config.store_url
+    command = getattr(args, "command", None)
+    if command not in MEMORY_STORE_COMMANDS and not backend(url).processes_share:
+        raise RotaError(
+            f"{redact_url(url)} keeps its store only inside the process that opens it, so "
+            f"'rota {command}' would see nothing another command wrote and keep nothing "
+            "it writes: use memory:// from Python (rota.open) or with 'rota run', and a file "
+            "or postgresql:// store for the other commands",
+            code=EntryCode.STORE_IN_MEMORY,
+        )
+    return url
 
 
 def open_log(args: argparse.Namespace) -> EventStore:

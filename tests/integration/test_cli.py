@@ -244,6 +244,26 @@ def test_run_and_submit_refuse_a_binding_on_an_executor_the_cli_does_not_have(
     assert not (home / "rota.db").exists()
 
 
+def test_a_store_in_memory_is_refused_by_every_command_but_run(home: Path) -> None:
+    """`memory://` lives only as long as the process that opens it: a submit would keep
+    nothing and a read would find nothing another command wrote."""
+    for args in (
+        ("--store", "memory://", "submit", "a", "--binding", "ok"),
+        ("--store", "memory://shared", "work", "list"),
+        ("--store", "memory://shared", "audit", "verify"),
+    ):
+        done = rota(home, *args)
+        assert done.returncode == 1
+        line = one_line_error(done, "store_in_memory")
+        assert "use memory:// from Python (rota.open) or with 'rota run'" in line
+    env = {**_env(), "ROTA_STORE": "memory://"}
+    one_line_error(rota(home, "submit", "b", "--binding", "ok", env=env), "store_in_memory")
+    ok(home, "--store", "memory://", "run", "--until-idle")  # the daemon's process lives on
+    shown = ok(home, "--store", "memory://x", "config", "show")  # shows it, opens nothing
+    assert "memory://x" in shown
+    assert not (home / "rota.db").exists()
+
+
 def test_store_selection(home: Path) -> None:
     ok(home, "--store", "other.db", "submit", "a", "--binding", "ok")
     assert (home / "other.db").exists() and not (home / "rota.db").exists()
