@@ -72,7 +72,7 @@ from rota.domain.state import PendingInput, WorkState
 from rota.embedded.handles import WorkHandle
 from rota.embedded.opening import open
 from rota.embedded.registering import TypedBinding
-from rota.embedded.submissions import Submission
+from rota.embedded.submission_values import Submission
 from rota.infrastructure.clock import ManualClock, SystemClock
 from rota.infrastructure.config import Config, ConfigError
 from rota.infrastructure.executors.inproc import Fail

@@ -43,7 +43,7 @@ from rota.domain.results import Result
 from rota.embedded.handles import RECHECK_SECONDS, WorkHandle, outcome_of
 from rota.embedded.opening import open as open_sync
 from rota.embedded.registering import RegisterOptions, TypedBinding
-from rota.embedded.submissions import Submission, SubmissionFields, SubmitOptions
+from rota.embedded.submission_values import Submission, SubmissionFields, SubmitOptions
 from rota.infrastructure.config import Config
 from rota.scheduler import Scheduler
 

@@ -53,7 +53,7 @@ from rota.embedded.handles import WorkHandle
 from rota.embedded.operations import SchedulerOperations
 from rota.embedded.registering import RegisterOptions, Registry, TypedBinding
 from rota.embedded.schedule_api import ScheduleDefinition, Schedules
-from rota.embedded.submissions import Submission, SubmissionFields, SubmitOptions
+from rota.embedded.submission_values import Submission, SubmissionFields, SubmitOptions
 from rota.embedded.submitting import Submits
 from rota.infrastructure.config import Config
 

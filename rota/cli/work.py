@@ -15,7 +15,7 @@ from rota.application.queries.work_views import WorkSummary, WorkView
 from rota.cli.common import UsageError, open_rota, print_json, read_input
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
-from rota.embedded.submissions import Submission
+from rota.embedded.submission_values import Submission
 from rota.projections.work_pages import MAX_LIMIT
 from rota.scheduler import Scheduler
 

@@ -15,7 +15,7 @@ from rota.application.service import SchedulerService
 from rota.domain.policy import ControlFallback, HandoffPolicy, RetryPolicy
 from rota.embedded.async_executors import AsyncCallables
 from rota.embedded.bindings import BindingPaths, check_timeout, define_binding
-from rota.embedded.registrations import executor_of, refuse_second
+from rota.embedded.registration_checks import executor_of, refuse_second
 from rota.infrastructure.config import check_binding, unknown_executor
 
 UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)

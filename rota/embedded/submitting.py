@@ -15,7 +15,7 @@ from rota.domain.errors import DomainCode, RotaError
 from rota.domain.submission import SubmitWork
 from rota.embedded.bindings import BindingPaths
 from rota.embedded.handles import WorkHandle
-from rota.embedded.submissions import (
+from rota.embedded.submission_values import (
     Submission,
     SubmissionFields,
     as_submission,

@@ -14,7 +14,7 @@ import pytest
 import rota
 import rota.aio
 from rota.domain.submission import SubmitWork, WorkInput
-from rota.embedded.submissions import Submission, submit_command
+from rota.embedded.submission_values import Submission, submit_command
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "tests" / "typing" / "typed_bindings.py"

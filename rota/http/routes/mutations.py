@@ -20,7 +20,7 @@ import msgspec
 from fastapi import APIRouter, Depends, Header, Path
 from pydantic import BaseModel
 
-from rota.embedded.submissions import Submission
+from rota.embedded.submission_values import Submission
 from rota.http.context import ApiContext, Idempotency
 from rota.http.deps import context, scope
 from rota.http.errors import ApiError, HttpCode
