@@ -4,11 +4,13 @@ the log from position 0 (the projection reads time only from events and never ap
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trial_scale import scale
 
+from rota.application.ports import EventStore
 from rota.application.service import SchedulerService
 from rota.application.timestamps import parse_timestamp
 from rota.domain.errors import RotaError
@@ -17,6 +19,7 @@ from rota.domain.policy import Binding, Registration, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.infrastructure.stores import open_store
 from rota.projections.history import HistoryProjection
 from rota.projections.scheduler import SchedulerProjection
@@ -60,8 +63,12 @@ command = st.one_of(
 )
 
 
-def _service(clock: ManualClock) -> SchedulerService:
-    store = open_store("memory://", clock=clock)
+def _service(path: Path, clock: ManualClock) -> SchedulerService:
+    """On an SQLite file (the tests of projection stores and rebuilds beside it)."""
+    return _service_on(SQLiteStore(path, clock=clock, synchronous="normal"))
+
+
+def _service_on(store: EventStore) -> SchedulerService:
     service = SchedulerService(
         store,
         settings=Settings(concurrency=2, lease_seconds=60, timeout_seconds=300),
@@ -174,7 +181,7 @@ def test_live_projection_equals_a_fold_from_position_zero(
     steps: list[tuple[object, ...]], page: int
 ) -> None:
     clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
-    service = _service(clock)
+    service = _service_on(open_store("memory://", clock=clock))
     try:
         for step in steps:
             _run(service, clock, step)
