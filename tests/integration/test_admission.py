@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -30,8 +29,8 @@ class Blocking(rota.Executor):
         threading.Thread(target=lambda: (self.release.wait(30), done(rota.Result()))).start()
 
 
-def open_with(tmp_path: Path, clock: ManualClock, **config: Any) -> rota.Scheduler:
-    return rota.open(tmp_path / "adm.db", clock=clock, config=config, owner="adm")
+def open_with(url: str, clock: ManualClock, **config: Any) -> rota.Scheduler:
+    return rota.open(url, clock=clock, config=config, owner="adm")
 
 
 def states(s: rota.Scheduler) -> dict[str, str]:
@@ -45,11 +44,9 @@ def types(s: rota.Scheduler) -> list[str]:
 # -- pools and scopes ------------------------------------------------------------------
 
 
-def test_jobs_and_agent_turns_never_take_each_others_slots(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_jobs_and_agent_turns_never_take_each_others_slots(clock: ManualClock) -> None:
     settings = {"concurrency": 1, "job_concurrency": 1}
-    with open_with(tmp_path, clock, settings=settings) as s:
+    with open_with("memory://", clock, settings=settings) as s:
         agent, job = Blocking("agent", "agents"), Blocking("job", "jobs")
         s.register("agent", executor=agent)
         s.register("job", executor=job)
@@ -71,11 +68,9 @@ def test_jobs_and_agent_turns_never_take_each_others_slots(
         assert set(states(s).values()) == {"completed"}
 
 
-def test_scope_limits_count_the_scope_and_its_ancestors_across_pools(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_scope_limits_count_the_scope_and_its_ancestors_across_pools(clock: ManualClock) -> None:
     scopes = [{"path": "root/team", "limits": {"concurrency": 1}}]
-    with open_with(tmp_path, clock, scopes=scopes) as s:
+    with open_with("memory://", clock, scopes=scopes) as s:
         agent, job = Blocking("agent", "agents"), Blocking("job", "jobs")
         s.register("agent", executor=agent)
         s.register("job", executor=job)
@@ -92,11 +87,9 @@ def test_scope_limits_count_the_scope_and_its_ancestors_across_pools(
         assert set(states(s).values()) == {"completed"}
 
 
-def test_a_declared_pool_counts_only_against_its_own_limit(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_a_declared_pool_counts_only_against_its_own_limit(clock: ManualClock) -> None:
     settings = {"concurrency": 1, "job_concurrency": 1, "pool_limits": {"gpu": 2}}
-    with open_with(tmp_path, clock, settings=settings) as s:
+    with open_with("memory://", clock, settings=settings) as s:
         executors = [Blocking("agent", "agents"), Blocking("job", "jobs"), Blocking("gpu", "gpu")]
         for executor in executors:
             s.register(executor.name, executor=executor)
@@ -123,9 +116,9 @@ def test_a_declared_pool_counts_only_against_its_own_limit(
 
 
 def test_a_declared_pool_without_a_limit_of_its_own_is_bounded_by_concurrency_apart(
-    tmp_path: Path, clock: ManualClock
+    clock: ManualClock,
 ) -> None:
-    with open_with(tmp_path, clock, settings={"concurrency": 1}) as s:
+    with open_with("memory://", clock, settings={"concurrency": 1}) as s:
         agent, gpu = Blocking("agent", "agents"), Blocking("gpu", "gpu")
         s.register("agent", executor=agent)
         s.register("gpu", executor=gpu)
@@ -140,9 +133,9 @@ def test_a_declared_pool_without_a_limit_of_its_own_is_bounded_by_concurrency_ap
         s.run_until_idle(timeout=10)
 
 
-def test_a_limit_of_zero_is_unbounded(tmp_path: Path, clock: ManualClock) -> None:
+def test_a_limit_of_zero_is_unbounded(clock: ManualClock) -> None:
     settings = {"concurrency": 0, "job_concurrency": 0, "pool_limits": {"gpu": 0}}
-    with open_with(tmp_path, clock, settings=settings) as s:
+    with open_with("memory://", clock, settings=settings) as s:
         executors = [Blocking("agent", "agents"), Blocking("job", "jobs"), Blocking("gpu", "gpu")]
         for executor in executors:
             s.register(executor.name, executor=executor)
@@ -159,10 +152,10 @@ def test_a_limit_of_zero_is_unbounded(tmp_path: Path, clock: ManualClock) -> Non
         s.run_until_idle(timeout=10)
 
 
-def test_scope_limits_count_named_pools_too(tmp_path: Path, clock: ManualClock) -> None:
+def test_scope_limits_count_named_pools_too(clock: ManualClock) -> None:
     scopes = [{"path": "root/team", "limits": {"concurrency": 2}}]
     settings = {"pool_limits": {"gpu": 0}}
-    with open_with(tmp_path, clock, scopes=scopes, settings=settings) as s:
+    with open_with("memory://", clock, scopes=scopes, settings=settings) as s:
         agent, gpu = Blocking("agent", "agents"), Blocking("gpu", "gpu")
         s.register("agent", executor=agent)
         s.register("gpu", executor=gpu)
@@ -180,8 +173,8 @@ def test_scope_limits_count_named_pools_too(tmp_path: Path, clock: ManualClock) 
 # -- budgets -------------------------------------------------------------------------------
 
 
-def test_budgets_are_off_by_default(tmp_path: Path, clock: ManualClock) -> None:
-    with open_with(tmp_path, clock) as s:
+def test_budgets_are_off_by_default(clock: ManualClock) -> None:
+    with open_with("memory://", clock) as s:
         s.register("job", lambda ctx: rota.Result(usage={"usd": 5.0}), inline=True)
         s.submit("w", binding="job")
         s.run_until_idle(timeout=10)
@@ -189,11 +182,9 @@ def test_budgets_are_off_by_default(tmp_path: Path, clock: ManualClock) -> None:
         assert s.service.projection.staged == {}
 
 
-def test_budget_warning_hold_reason_and_one_turn_release(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_budget_warning_hold_reason_and_one_turn_release(clock: ManualClock) -> None:
     budgets = [{"id": "two-turns", "unit": "turns", "max": 2, "per": "work", "warn_at": 0.5}]
-    with open_with(tmp_path, clock, budgets=budgets) as s:
+    with open_with("memory://", clock, budgets=budgets) as s:
         s.register("job", lambda ctx: None, inline=True)
         s.submit("w", binding="job", kind="standing", input=1, input_key="1")
         s.run_until_idle(timeout=10)
@@ -222,10 +213,10 @@ def test_budget_warning_hold_reason_and_one_turn_release(
 
 
 def test_usage_is_charged_once_and_a_reached_budget_holds_the_next_start(
-    tmp_path: Path, clock: ManualClock
+    clock: ManualClock,
 ) -> None:
     budgets = [{"id": "usd-day", "unit": "usd", "max": 5, "per": "all", "period": "day"}]
-    with open_with(tmp_path, clock, budgets=budgets) as s:
+    with open_with("memory://", clock, budgets=budgets) as s:
         s.register("job", lambda ctx: rota.Result(usage={"usd": 3.0}), inline=True)
         s.submit("a", binding="job")
         s.run_until_idle(timeout=10)
@@ -247,16 +238,14 @@ def test_usage_is_charged_once_and_a_reached_budget_holds_the_next_start(
 # -- start gates -------------------------------------------------------------------------
 
 
-def test_a_gate_holds_the_first_start_only_and_only_it_settles(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_a_gate_holds_the_first_start_only_and_only_it_settles(clock: ManualClock) -> None:
     asked: list[str] = []
 
     def approval(work: Any, binding: Any, first: Any) -> str:
         asked.append(work.work_id)
         return "needs a human"
 
-    with open_with(tmp_path, clock) as s:
+    with open_with("memory://", clock) as s:
         s.register("job", lambda ctx: rota.Fail("x") if ctx.attempt == 1 else None, inline=True)
         s.register_gate("approval", approval)
         s.submit("w", binding="job")
@@ -285,8 +274,8 @@ def test_a_gate_holds_the_first_start_only_and_only_it_settles(
         assert types(s).count("core.gate.released") == 1
 
 
-def test_a_refusing_gate_cancels_the_work(tmp_path: Path, clock: ManualClock) -> None:
-    with open_with(tmp_path, clock) as s:
+def test_a_refusing_gate_cancels_the_work(clock: ManualClock) -> None:
+    with open_with("memory://", clock) as s:
         s.register("job", lambda ctx: None, inline=True)
         s.register_gate("policy", lambda work, binding, first: "not today")
         s.submit("w", binding="job")
@@ -296,13 +285,11 @@ def test_a_refusing_gate_cancels_the_work(tmp_path: Path, clock: ManualClock) ->
         assert "core.gate.refused" in types(s)
 
 
-def test_an_undecided_gate_fails_closed_and_ungated_work_starts(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_an_undecided_gate_fails_closed_and_ungated_work_starts(clock: ManualClock) -> None:
     def broken(work: Any, binding: Any, first: Any) -> None:
         raise RuntimeError("gate backend down")
 
-    with open_with(tmp_path, clock) as s:
+    with open_with("memory://", clock) as s:
         s.register("job", lambda ctx: None, inline=True)
         s.register_gate("broken", broken)
         s.submit("w", binding="job")
@@ -310,16 +297,16 @@ def test_an_undecided_gate_fails_closed_and_ungated_work_starts(
         view = s.work("w")
         assert view is not None and view.state == "ready" and view.holds == ()
         assert view.waiting.code == "start_gate"
-    with rota.open(tmp_path / "control.db", clock=clock) as control:
+    with rota.open("memory://", clock=clock) as control:
         control.register("job", lambda ctx: None, inline=True)
         control.submit("w", binding="job")
         control.run_until_idle(timeout=10)
         assert control.work("w").state == "completed"
 
 
-def test_gates_wait_for_capacity(tmp_path: Path, clock: ManualClock) -> None:
+def test_gates_wait_for_capacity(clock: ManualClock) -> None:
     asked: list[str] = []
-    with open_with(tmp_path, clock, settings={"concurrency": 1}) as s:
+    with open_with("memory://", clock, settings={"concurrency": 1}) as s:
         blocker = Blocking("block", "agents")
         s.register("block", executor=blocker)
         s.register("job", lambda ctx: None, inline=True)
@@ -334,9 +321,9 @@ def test_gates_wait_for_capacity(tmp_path: Path, clock: ManualClock) -> None:
         assert asked == ["first", "second"]
 
 
-def test_the_gate_pass_survives_a_budget_hold(tmp_path: Path, clock: ManualClock) -> None:
+def test_the_gate_pass_survives_a_budget_hold(clock: ManualClock) -> None:
     budgets = [{"id": "one", "unit": "attempts", "max": 1, "per": "all"}]
-    with open_with(tmp_path, clock, budgets=budgets) as s:
+    with open_with("memory://", clock, budgets=budgets) as s:
         s.register("job", lambda ctx: None, inline=True)
         s.submit("spender", binding="job")
         s.run_until_idle(timeout=10)  # spends the only attempt
@@ -353,15 +340,13 @@ def test_the_gate_pass_survives_a_budget_hold(tmp_path: Path, clock: ManualClock
         assert s.work("w").state == "completed"
 
 
-def test_a_gate_is_shown_the_recorded_input_that_would_be_the_first(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_a_gate_is_shown_the_recorded_input_that_would_be_the_first(clock: ManualClock) -> None:
     shown: list[tuple[str, str, rota.PendingInput]] = []
 
     def gate(work: rota.WorkState, binding: rota.Binding, first: rota.PendingInput) -> None:
         shown.append((work.work_id, binding.name, first))
 
-    with open_with(tmp_path, clock) as s:
+    with open_with("memory://", clock) as s:
         s.register("job", lambda ctx: None, inline=True)
         s.register_gate("look", gate)
         s.submit("w", binding="job", input={"n": 1}, input_key="k1", correlation_key="thread-7")
@@ -375,10 +360,10 @@ def test_a_gate_is_shown_the_recorded_input_that_would_be_the_first(
 
 @pytest.mark.parametrize(("trigger", "expected"), [("all", "1"), ("first", "1"), ("last", "3")])
 def test_a_gate_is_shown_the_input_that_would_trigger_the_attempt(
-    tmp_path: Path, clock: ManualClock, trigger: str, expected: str
+    clock: ManualClock, trigger: str, expected: str
 ) -> None:
     shown: list[str] = []
-    with open_with(tmp_path, clock) as s:
+    with open_with("memory://", clock) as s:
         s.register("job", lambda ctx: None, inline=True)
         s.register_gate("look", lambda work, binding, first: shown.append(first.key))
         s.submit("w", binding="job", kind="standing", trigger=trigger, input=1, input_key="1")
@@ -396,9 +381,7 @@ def triggered_by(s: rota.Scheduler, work_id: str) -> str | None:
     return attempt.trigger.key if attempt.trigger is not None else None
 
 
-def test_gates_are_asked_in_name_order_and_the_first_hold_decides(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_gates_are_asked_in_name_order_and_the_first_hold_decides(clock: ManualClock) -> None:
     asked: list[tuple[str, str]] = []
 
     def gate(name: str, hold: str | None) -> rota.Gate:
@@ -408,7 +391,7 @@ def test_gates_are_asked_in_name_order_and_the_first_hold_decides(
 
         return ask
 
-    with open_with(tmp_path, clock) as s:
+    with open_with("memory://", clock) as s:
         s.register("job", lambda ctx: None, inline=True)
         for name, hold in (("zeta", "zeta says no"), ("alpha", None), ("mid", "mid says no")):
             s.register_gate(name, gate(name, hold))  # registered out of name order
@@ -425,7 +408,7 @@ def test_gates_are_asked_in_name_order_and_the_first_hold_decides(
         assert s.work("free").state == "completed"
 
 
-def test_the_first_gate_that_fails_to_decide_decides(tmp_path: Path, clock: ManualClock) -> None:
+def test_the_first_gate_that_fails_to_decide_decides(clock: ManualClock) -> None:
     asked: list[str] = []
 
     def broken(work: rota.WorkState, binding: rota.Binding, first: rota.PendingInput) -> None:
@@ -436,7 +419,7 @@ def test_the_first_gate_that_fails_to_decide_decides(tmp_path: Path, clock: Manu
         asked.append("b")
         return "b holds"
 
-    with open_with(tmp_path, clock) as s:
+    with open_with("memory://", clock) as s:
         s.register("job", lambda ctx: None, inline=True)
         s.register_gate("b", holding)
         s.register_gate("a", broken)
@@ -449,10 +432,10 @@ def test_the_first_gate_that_fails_to_decide_decides(tmp_path: Path, clock: Manu
 
 
 def test_a_gate_is_asked_again_when_the_trigger_changed_before_its_answer_was_used(
-    tmp_path: Path, clock: ManualClock
+    clock: ManualClock,
 ) -> None:
     shown: list[str] = []
-    with open_with(tmp_path, clock) as s:
+    with open_with("memory://", clock) as s:
 
         def gate(work: rota.WorkState, binding: rota.Binding, first: rota.PendingInput) -> None:
             shown.append(first.key)

@@ -28,7 +28,7 @@ def scheduler(
     tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[rota.Scheduler]:
     monkeypatch.chdir(tmp_path)  # no ./rota.toml: the defaults, as a first run has them
-    with rota.open(tmp_path / "rules.db", clock=clock, owner="host-a") as s:
+    with rota.open("memory://", clock=clock, owner="host-a") as s:
         yield s
 
 
@@ -83,10 +83,10 @@ def test_shell_jobs_are_four_at_a_time_by_default(scheduler: rota.Scheduler) -> 
 
 
 def test_a_binding_timeout_replaces_the_default_and_a_resume_keeps_what_is_left(
-    tmp_path: Path, clock: ManualClock
+    clock: ManualClock,
 ) -> None:
     config = {"settings": {"lease_seconds": 1000}}
-    with rota.open(tmp_path / "t.db", clock=clock, config=config) as scheduler:
+    with rota.open("memory://", clock=clock, config=config) as scheduler:
         scheduler.register("agent", lambda ctx: None, timeout_seconds=600)
         scheduler.register("plain", lambda ctx: None)
         scheduler.submit("a", binding="agent", kind="standing", input="first")
@@ -132,9 +132,9 @@ def test_a_binding_timeout_must_be_positive(scheduler: rota.Scheduler, timeout: 
 # -- capacity of a parked attempt -----------------------------------------------------------
 
 
-def test_a_parked_attempt_frees_its_capacity_slot(tmp_path: Path, clock: ManualClock) -> None:
+def test_a_parked_attempt_frees_its_capacity_slot(clock: ManualClock) -> None:
     config = {"settings": {"concurrency": 1}}
-    with rota.open(tmp_path / "c.db", clock=clock, config=config) as scheduler:
+    with rota.open("memory://", clock=clock, config=config) as scheduler:
         scheduler.register("agent", lambda ctx: None)
         scheduler.submit("a", binding="agent", kind="standing", input="first")
         scheduler.submit("b", binding="agent")

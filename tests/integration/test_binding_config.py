@@ -58,8 +58,8 @@ def types(s: rota.Scheduler) -> list[str]:
 # -- bind() and register() -----------------------------------------------------------------
 
 
-def test_bind_checks_the_config_with_the_bindings_executor(tmp_path: Path) -> None:
-    with rota.open(tmp_path / "b.db", config={}) as s:
+def test_bind_checks_the_config_with_the_bindings_executor() -> None:
+    with rota.open("memory://", config={}) as s:
         error = refusal(lambda: s.bind("nightly", executor="shell", config={"command": "x.sh"}))
         assert error.code == "invalid_config"
         assert error.message.startswith("bindings.nightly.command: must be a list of strings")
@@ -72,8 +72,8 @@ def test_bind_checks_the_config_with_the_bindings_executor(tmp_path: Path) -> No
         assert s.service.bindings["nightly"].config == {"command": ["true"]}
 
 
-def test_bind_refuses_an_executor_that_is_not_registered(tmp_path: Path) -> None:
-    with rota.open(tmp_path / "b.db", config={}) as s:
+def test_bind_refuses_an_executor_that_is_not_registered() -> None:
+    with rota.open("memory://", config={}) as s:
         error = refusal(lambda: s.bind("later", executor="nobody"))
         assert error.code == "unknown_executor"
         assert error.message == (
@@ -82,9 +82,9 @@ def test_bind_refuses_an_executor_that_is_not_registered(tmp_path: Path) -> None
         )
 
 
-def test_register_checks_the_bindings_already_defined_on_the_executor(tmp_path: Path) -> None:
+def test_register_checks_the_bindings_already_defined_on_the_executor() -> None:
     config = {"bindings": [{"name": "p", "executor": "picky", "mode": "warp"}]}
-    with rota.open(tmp_path / "b.db", config=config) as s:
+    with rota.open("memory://", config=config) as s:
         error = refusal(lambda: s.register("picky", executor=Picky(), binding=False))
         assert error.code == "invalid_config"
         assert error.message == '<config>: bindings[0].mode: must be "fast" or "slow"'
@@ -93,8 +93,8 @@ def test_register_checks_the_bindings_already_defined_on_the_executor(tmp_path: 
         assert error.message.startswith("<config>: bindings[0].mode")  # the file's one first
 
 
-def test_register_with_a_binding_checks_its_config(tmp_path: Path) -> None:
-    with rota.open(tmp_path / "b.db", config={}) as s:
+def test_register_with_a_binding_checks_its_config() -> None:
+    with rota.open("memory://", config={}) as s:
         error = refusal(lambda: s.register("picky", executor=Picky(), config={"speed": 1}))
         assert error.message == "bindings.picky.speed: unknown key; allowed: ['mode']"
         assert "picky" not in s.service.bindings
@@ -103,9 +103,9 @@ def test_register_with_a_binding_checks_its_config(tmp_path: Path) -> None:
 # -- submit ----------------------------------------------------------------------------------
 
 
-def test_submit_refuses_a_binding_whose_executor_is_not_registered_yet(tmp_path: Path) -> None:
+def test_submit_refuses_a_binding_whose_executor_is_not_registered_yet() -> None:
     config = {"bindings": [{"name": "p", "executor": "picky", "mode": "fast"}]}
-    with rota.open(tmp_path / "b.db", config=config) as s:
+    with rota.open("memory://", config=config) as s:
         error = refusal(lambda: s.submit("w", binding="p"))
         assert error.code == "unknown_executor"
         assert error.message.startswith("<config>: bindings[0].executor: no executor 'picky'")
@@ -114,9 +114,9 @@ def test_submit_refuses_a_binding_whose_executor_is_not_registered_yet(tmp_path:
         assert s.work("ghost").waiting.code == "unknown_binding"
 
 
-def test_the_embedded_flow_open_register_submit_still_runs(tmp_path: Path) -> None:
+def test_the_embedded_flow_open_register_submit_still_runs() -> None:
     config = {"bindings": [{"name": "p", "executor": "picky", "mode": "fast"}]}
-    with rota.open(tmp_path / "b.db", config=config) as s:
+    with rota.open("memory://", config=config) as s:
         s.register("picky", executor=Picky(), binding=False)
         s.check_bindings()
         s.submit("w", binding="p")
@@ -124,14 +124,14 @@ def test_the_embedded_flow_open_register_submit_still_runs(tmp_path: Path) -> No
         assert s.work("w").state == "completed"
 
 
-def test_check_bindings_names_the_first_binding_nothing_here_runs(tmp_path: Path) -> None:
+def test_check_bindings_names_the_first_binding_nothing_here_runs() -> None:
     config = {
         "bindings": [
             {"name": "ok", "executor": "shell", "command": ["true"]},
             {"name": "p", "executor": "picky", "mode": "fast"},
         ]
     }
-    with rota.open(tmp_path / "b.db", config=config) as s:
+    with rota.open("memory://", config=config) as s:
         error = refusal(s.check_bindings)
         assert error.code == "unknown_executor" and "bindings[1].executor" in error.message
 
@@ -145,7 +145,7 @@ def test_a_launch_refused_for_its_config_is_a_permanent_failure(
     workdir = tmp_path / "gone"
     workdir.mkdir()
     binding = {"name": "report", "executor": "shell", "command": ["true"], "cwd": str(workdir)}
-    with rota.open(tmp_path / "p.db", config={"bindings": [binding]}, clock=clock) as s:
+    with rota.open("memory://", config={"bindings": [binding]}, clock=clock) as s:
         workdir.rmdir()  # the directory went after the config was loaded
         s.submit("w", binding="report")
         s.run_until_idle(timeout=30)
@@ -159,9 +159,9 @@ def test_a_launch_refused_for_its_config_is_a_permanent_failure(
         assert "core.retry.armed" not in types(s)
 
 
-def test_an_unmarked_launch_error_is_still_retried(tmp_path: Path, clock: ManualClock) -> None:
+def test_an_unmarked_launch_error_is_still_retried(clock: ManualClock) -> None:
     """The negative control: an `ExecutorError` that is not a config error arms a retry."""
-    with rota.open(tmp_path / "p.db", config={}, clock=clock) as s:
+    with rota.open("memory://", config={}, clock=clock) as s:
         s.register("picky", executor=Picky(rota.ExecutorError("no slot")), config={"mode": "fast"})
         s.submit("w", binding="picky")
         s.run_until_idle(timeout=30)
@@ -172,10 +172,10 @@ def test_an_unmarked_launch_error_is_still_retried(tmp_path: Path, clock: Manual
 
 
 def test_a_custom_executor_refusing_its_config_at_launch_fails_permanently(
-    tmp_path: Path, clock: ManualClock
+    clock: ManualClock,
 ) -> None:
     failure = rota.InvalidExecutorConfig("mode", "the fast lane is closed on this host")
-    with rota.open(tmp_path / "p.db", config={}, clock=clock) as s:
+    with rota.open("memory://", config={}, clock=clock) as s:
         s.register("picky", executor=Picky(failure), config={"mode": "fast"})
         s.submit("w", binding="picky")
         s.run_until_idle(timeout=30)

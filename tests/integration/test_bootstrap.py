@@ -9,7 +9,7 @@ import pytest
 
 import rota
 from rota import bootstrap
-from rota.infrastructure.sqlite.store import SQLiteStore
+from rota.infrastructure.stores import open_store
 
 
 def test_an_unusable_projection_store_is_logged_and_the_log_is_folded_instead(
@@ -28,8 +28,8 @@ def test_an_unusable_projection_store_is_logged_and_the_log_is_folded_instead(
     assert any("folding the log from position 0 instead" in r.getMessage() for r in caplog.records)
 
 
-def test_the_root_wires_the_builtin_executors_and_their_registrations(tmp_path: Path) -> None:
-    with SQLiteStore(str(tmp_path / "b.db")) as store:
+def test_the_root_wires_the_builtin_executors_and_their_registrations() -> None:
+    with open_store("memory://") as store:
         executors = bootstrap.builtin_executors()
         service = bootstrap.build_service(
             store, owner="t", registrations=bootstrap.registrations_of(executors)

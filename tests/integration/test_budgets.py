@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ def clock() -> ManualClock:
     return ManualClock(SUNDAY)
 
 
-def open_with(path: Path, clock: ManualClock, budgets: list[dict[str, Any]]) -> rota.Scheduler:
+def open_with(path: str, clock: ManualClock, budgets: list[dict[str, Any]]) -> rota.Scheduler:
     s = rota.open(path, clock=clock, config={"budgets": budgets}, owner="budgets")
     s.register("job", lambda ctx: rota.Result(usage=ctx.trigger or {}), inline=True)
     return s
@@ -55,9 +54,9 @@ def configured(s: rota.Scheduler) -> list[list[dict[str, Any]]]:
 # -- windows and ledgers ---------------------------------------------------------------
 
 
-def test_a_weekly_ledger_turns_over_at_monday_00_00_utc(tmp_path: Path, clock: ManualClock) -> None:
+def test_a_weekly_ledger_turns_over_at_monday_00_00_utc(clock: ManualClock) -> None:
     budgets = [{"unit": "turns", "max": 2, "per": "all", "period": "week"}]
-    with open_with(tmp_path / "w.db", clock, budgets) as s:
+    with open_with("memory://", clock, budgets) as s:
         assert run(s, "a") == "completed"
         clock.advance(30 * 60)
         assert run(s, "b") == "completed"
@@ -71,9 +70,9 @@ def test_a_weekly_ledger_turns_over_at_monday_00_00_utc(tmp_path: Path, clock: M
         assert state(s, "c") == "held"  # a hold waits for its release, whatever the window
 
 
-def test_per_scope_ledgers_are_one_per_scope(tmp_path: Path, clock: ManualClock) -> None:
+def test_per_scope_ledgers_are_one_per_scope(clock: ManualClock) -> None:
     budgets = [{"unit": "attempts", "max": 1, "per": "scope"}]
-    with open_with(tmp_path / "s.db", clock, budgets) as s:
+    with open_with("memory://", clock, budgets) as s:
         assert run(s, "x1", "root/x") == "completed"
         assert run(s, "y1", "root/y") == "completed"  # another scope, another ledger
         assert run(s, "x2", "root/x") == "held"
@@ -83,11 +82,9 @@ def test_per_scope_ledgers_are_one_per_scope(tmp_path: Path, clock: ManualClock)
         assert [used("attempts-scope-lifetime", k, "lifetime") for k in ledgers] == [1, 1, 1]
 
 
-def test_a_narrowed_per_scope_ledger_is_shared_by_its_subtree_only(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_a_narrowed_per_scope_ledger_is_shared_by_its_subtree_only(clock: ManualClock) -> None:
     budgets = [{"unit": "attempts", "max": 2, "per": "scope", "scope": "root/team"}]
-    with open_with(tmp_path / "n.db", clock, budgets) as s:
+    with open_with("memory://", clock, budgets) as s:
         assert run(s, "p", "root/team/p") == "completed"
         assert run(s, "q", "root/team/q") == "completed"
         assert run(s, "r", "root/team") == "held"  # the subtree's one ledger is spent
@@ -96,11 +93,9 @@ def test_a_narrowed_per_scope_ledger_is_shared_by_its_subtree_only(
         assert used("attempts-scope-lifetime-root.team", "scope:root/team", "lifetime") == 2
 
 
-def test_a_per_all_budget_notifies_each_scope_in_its_own_scope(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_a_per_all_budget_notifies_each_scope_in_its_own_scope(clock: ManualClock) -> None:
     budgets = [{"unit": "turns", "max": 4, "per": "all", "warn_at": 0.5}]
-    with open_with(tmp_path / "a.db", clock, budgets) as s:
+    with open_with("memory://", clock, budgets) as s:
         for work, scope in (("a", "root/x"), ("b", "root/x"), ("c", "root/y"), ("d", "root/y")):
             assert run(s, work, scope) == "completed"
         assert run(s, "e", "root/x") == "held"
@@ -120,9 +115,9 @@ def test_a_per_all_budget_notifies_each_scope_in_its_own_scope(
 
 
 def test_a_limit_lowered_below_what_was_used_holds_the_next_start(
-    tmp_path: Path, clock: ManualClock
+    memory_url: str, clock: ManualClock
 ) -> None:
-    path = tmp_path / "l.db"
+    path = memory_url
     with open_with(path, clock, [{"unit": "turns", "max": 3, "per": "work"}]) as s:
         s.submit("w", binding="job", kind="standing", input={}, input_key="1")
         s.run_until_idle(timeout=10)
@@ -141,9 +136,9 @@ def test_a_limit_lowered_below_what_was_used_holds_the_next_start(
 
 
 def test_a_raised_limit_keeps_the_ledger_and_notifies_at_the_new_limit(
-    tmp_path: Path, clock: ManualClock
+    memory_url: str, clock: ManualClock
 ) -> None:
-    path = tmp_path / "r.db"
+    path = memory_url
     with open_with(path, clock, [{"unit": "turns", "max": 1, "per": "all"}]) as s:
         assert run(s, "a") == "completed"
         assert run(s, "b") == "held"
@@ -155,9 +150,9 @@ def test_a_raised_limit_keeps_the_ledger_and_notifies_at_the_new_limit(
 
 
 def test_a_log_whose_budget_id_an_earlier_release_derived_keeps_its_ledger(
-    tmp_path: Path, clock: ManualClock
+    memory_url: str, clock: ManualClock
 ) -> None:
-    path = tmp_path / "old.db"
+    path = memory_url
     with open_with(path, clock, []) as s:
         # What a release that put the max in derived ids recorded for this id-less budget.
         legacy = Budget(id="turns-work-lifetime-3", unit="turns", max=3, per="work")
@@ -182,8 +177,8 @@ def test_a_log_whose_budget_id_an_earlier_release_derived_keeps_its_ledger(
 # -- a ledger counts from the time its budget is first configured --------------------------
 
 
-def test_usage_before_any_budget_is_never_charged(tmp_path: Path, clock: ManualClock) -> None:
-    path = tmp_path / "first.db"
+def test_usage_before_any_budget_is_never_charged(memory_url: str, clock: ManualClock) -> None:
+    path = memory_url
     with open_with(path, clock, []) as s:
         assert run(s, "before", usage={"usd": 4.0}) == "completed"
     budgets = [{"unit": "usd", "max": 5, "per": "all"}]
@@ -197,9 +192,9 @@ def test_usage_before_any_budget_is_never_charged(tmp_path: Path, clock: ManualC
 
 
 def test_a_budget_added_later_is_not_charged_usage_that_finished_before_it(
-    tmp_path: Path, clock: ManualClock
+    memory_url: str, clock: ManualClock
 ) -> None:
-    path = tmp_path / "later.db"
+    path = memory_url
     tokens = {"unit": "tokens", "max": 1000, "per": "all"}
     with open_with(path, clock, [tokens]) as s:
         s.submit("w", binding="job", input={"usd": 3.0, "tokens": 10.0})
@@ -224,10 +219,10 @@ def test_a_budget_added_later_is_not_charged_usage_that_finished_before_it(
 # -- usage a shell script reports ------------------------------------------------------------
 
 
-def test_usage_a_shell_result_line_reports_is_charged(tmp_path: Path) -> None:
+def test_usage_a_shell_result_line_reports_is_charged() -> None:
     line = '{"rota.result": {"usage": {"usd": 2.5}}}'
     clock = ManualClock(datetime.now(UTC))  # the shell executor judges deadlines by real time
-    with open_with(tmp_path / "sh.db", clock, [{"unit": "usd", "max": 5, "per": "all"}]) as s:
+    with open_with("memory://", clock, [{"unit": "usd", "max": 5, "per": "all"}]) as s:
         s.bind("script", executor="shell", config={"command": ["sh", "-c", f"echo '{line}'"]})
         for work in ("one", "two", "three"):
             s.submit(work, binding="script")

@@ -4,7 +4,6 @@ once at the end) equals applying the log event by event, however the log is page
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,15 @@ from rota.application.service import SchedulerService
 from rota.domain.results import Result
 from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
+from rota.infrastructure.stores import open_store
 
-from .test_projection_property import _bulk_fold, _fold, _history_by_event, _same_indices, _service
+from .test_projection_property import (
+    _bulk_fold,
+    _fold,
+    _history_by_event,
+    _same_indices,
+    _service_on,
+)
 
 WORKS = ["a", "b", "c"]
 
@@ -37,11 +43,11 @@ def invoke_new(service: SchedulerService) -> None:
             service.lifecycle.invoke(execution, epoch)
 
 
-def renewal_heavy_log(path: Path) -> SchedulerService:
+def renewal_heavy_log() -> SchedulerService:
     """Runs of renewals of several attempts, broken by other events of the same Works
     (input, an outcome, a new attempt) and of others, across many recorded times."""
     clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
-    service = _service(path, clock)
+    service = _service_on(open_store("memory://", clock=clock))
     for work_id in WORKS[:2]:
         service.lifecycle.submit(
             SubmitWork(
@@ -76,8 +82,8 @@ def renewal_heavy_log(path: Path) -> SchedulerService:
 
 
 @pytest.mark.parametrize("page", [1, 2, 3, 5, 8, 1000])
-def test_the_bulk_fold_equals_the_fold_event_by_event(page: int, tmp_path: Path) -> None:
-    service = renewal_heavy_log(tmp_path / "log.db")
+def test_the_bulk_fold_equals_the_fold_event_by_event(page: int) -> None:
+    service = renewal_heavy_log()
     try:
         renewals = sum(
             1 for r in service.store.read(0, 10_000) if r.type == "core.execution.renewed"
@@ -93,9 +99,9 @@ def test_the_bulk_fold_equals_the_fold_event_by_event(page: int, tmp_path: Path)
         service.store.close()
 
 
-def test_a_scheduler_opening_with_nothing_stored_folds_in_bulk(tmp_path: Path) -> None:
+def test_a_scheduler_opening_with_nothing_stored_folds_in_bulk() -> None:
     """`catch_up` from position 0 folds as a rebuild does and ends with the live indices."""
-    service = renewal_heavy_log(tmp_path / "log.db")
+    service = renewal_heavy_log()
     try:
         fresh = SchedulerService(
             service.store,

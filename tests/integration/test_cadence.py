@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,8 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def scheduler(tmp_path: Path, clock: ManualClock) -> Iterator[rota.Scheduler]:
-    with rota.open(tmp_path / "cadence.db", clock=clock, owner="host-a") as s:
+def scheduler(clock: ManualClock) -> Iterator[rota.Scheduler]:
+    with rota.open("memory://", clock=clock, owner="host-a") as s:
         yield s
 
 
@@ -67,7 +66,7 @@ def test_one_pass_runs_recovery_then_lost_retry_then_starts(
     spy(monkeypatch, calls, service.lifecycle, "fire_due_timers", "lost retry")
     spy(monkeypatch, calls, service.admission, "settle_pass", "settle")
     spy(monkeypatch, calls, service.lifecycle, "start_pass", "start")
-    head = scheduler.store.head_position()
+    head = scheduler.store.head().position  # the port's head (memory has no head_position)
 
     report = scheduler.tick()
 
@@ -127,11 +126,9 @@ def test_when_lost_retry_fails_the_pass_starts_nothing(
     assert scheduler.tick().started == 1
 
 
-def test_lost_retry_fires_sixteen_timers_a_page_by_default(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_lost_retry_fires_sixteen_timers_a_page_by_default(clock: ManualClock) -> None:
     config = {"settings": {"concurrency": 20}}
-    with rota.open(tmp_path / "page.db", clock=clock, config=config) as scheduler:
+    with rota.open("memory://", clock=clock, config=config) as scheduler:
         scheduler.register("flaky", lambda ctx: None, retry=rota.RetryPolicy(delays=(5.0, 5.0)))
         ids = [f"w{i:02}" for i in range(20)]
         for work_id in ids:
@@ -155,9 +152,7 @@ def test_lost_retry_fires_sixteen_timers_a_page_by_default(
         assert refused_page.value.code == "invalid_page"
 
 
-def test_a_full_page_of_timers_wakes_the_loop_for_the_rest(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_a_full_page_of_timers_wakes_the_loop_for_the_rest(clock: ManualClock) -> None:
     running, release = threading.Event(), threading.Event()
 
     def hog(ctx: rota.LaunchContext) -> None:
@@ -165,7 +160,7 @@ def test_a_full_page_of_timers_wakes_the_loop_for_the_rest(
         release.wait(30)
 
     config = {"settings": {"concurrency": 1}}
-    with rota.open(tmp_path / "wake.db", clock=clock, config=config) as scheduler:
+    with rota.open("memory://", clock=clock, config=config) as scheduler:
         scheduler.host.timer_page = 2
         scheduler.register("flaky", lambda ctx: None, retry=rota.RetryPolicy(delays=(10.0, 10.0)))
         scheduler.register("hog", hog)

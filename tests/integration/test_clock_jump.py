@@ -99,8 +99,8 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def scheduler(tmp_path: Path, clock: ManualClock) -> Iterator[rota.Scheduler]:
-    with rota.open(tmp_path / "jump.db", clock=clock) as s:
+def scheduler(clock: ManualClock) -> Iterator[rota.Scheduler]:
+    with rota.open("memory://", clock=clock) as s:
         yield s
 
 
@@ -226,7 +226,7 @@ def shell(tmp_path: Path) -> Iterator[tuple[rota.Scheduler, ManualClock, Path]]:
             }
         ]
     }
-    with rota.open(tmp_path / "shell.db", clock=clock, config=config) as s:
+    with rota.open("memory://", clock=clock, config=config) as s:
         s.submit("w", binding="job")
         assert s.tick().started == 1
         for _ in range(int(WAIT / 0.02)):  # launched and pinned: from here it is adopted
@@ -287,13 +287,11 @@ JUMPS = st.lists(
 )
 @given(jumps=JUMPS, return_before_last_tick=st.booleans())
 def test_a_call_that_runs_to_completion_here_completes_exactly_once(
-    tmp_path_factory: pytest.TempPathFactory,
     jumps: list[tuple[str, int]],
     return_before_last_tick: bool,
 ) -> None:
     clock = ManualClock(datetime(2026, 10, 1, 9, tzinfo=UTC))
-    path = tmp_path_factory.mktemp("jumps") / "p.db"
-    with rota.open(path, clock=clock) as s:
+    with rota.open("memory://", clock=clock) as s:
         fn = Blocked()
         s.register("slow", fn)
         s.submit("w", binding="slow")

@@ -15,8 +15,10 @@ import rota
 
 
 @pytest.fixture
-def scheduler(tmp_path: Path) -> Iterator[rota.Scheduler]:
-    with rota.open(tmp_path / "ctl.db", owner="ctl") as s:
+def scheduler(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[rota.Scheduler]:
+    """In memory; a test that reads the log's file asks for "sqlite" (indirect)."""
+    on_file = getattr(request, "param", "memory") == "sqlite"
+    with rota.open(tmp_path / "ctl.db" if on_file else "memory://", owner="ctl") as s:
         yield s
 
 
@@ -108,6 +110,7 @@ class Refusing(rota.Executor):
         (rota.ExecutorError("provider said: secret-token-123"), "queued", True),
     ],
 )
+@pytest.mark.parametrize("scheduler", ["sqlite"], indirect=True)  # it reads the log's file
 def test_settlements_keep_or_queue_the_input(
     scheduler: rota.Scheduler, answer: Any, state: str, kept: bool
 ) -> None:

@@ -5,7 +5,6 @@ secret canaries of test_secrets reach no line."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,9 +23,9 @@ def _lines(caplog: pytest.LogCaptureFixture) -> list[tuple[str, dict[str, Any]]]
     ]
 
 
-def test_a_repeated_submit_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_repeated_submit_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger=DECISIONS)
-    with rota.open(tmp_path / "d.db") as scheduler:
+    with rota.open("memory://") as scheduler:
         scheduler.register("job", lambda ctx: "ok")
         for _ in range(3):
             scheduler.submit("w", binding="job", input={"n": 1}, input_key="k")
@@ -37,10 +36,10 @@ def test_a_repeated_submit_is_logged_once(tmp_path: Path, caplog: pytest.LogCapt
 
 
 def test_a_gate_hold_and_its_release_are_lines_with_the_gate_and_reason(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger=DECISIONS)
-    with rota.open(tmp_path / "g.db") as scheduler:
+    with rota.open("memory://") as scheduler:
         scheduler.register("job", lambda ctx: "ok")
         scheduler.register_gate("review", lambda work, binding, first: rota.StartHold("wait"))
         scheduler.submit("w", binding="job")
@@ -62,13 +61,13 @@ def test_a_gate_hold_and_its_release_are_lines_with_the_gate_and_reason(
 
 
 def test_a_failing_observer_is_logged_by_type_and_the_append_stands(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     def broken(recorded: object) -> None:
         raise RuntimeError(f"observer text {CANARY}")
 
     caplog.set_level(logging.DEBUG)
-    with rota.open(tmp_path / "o.db") as scheduler:
+    with rota.open("memory://") as scheduler:
         scheduler.service.observe(broken)
         scheduler.register("job", lambda ctx: "ok")
         scheduler.submit("w", binding="job")
@@ -83,7 +82,7 @@ def test_a_failing_observer_is_logged_by_type_and_the_append_stands(
 
 
 def test_an_environment_value_and_a_raised_secret_reach_no_line(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from rota.infrastructure.logging import JsonFormatter, TextFormatter
 
@@ -91,7 +90,7 @@ def test_an_environment_value_and_a_raised_secret_reach_no_line(
         raise RuntimeError(f"failing with {ctx.env['API_TOKEN']}")
 
     caplog.set_level(logging.DEBUG)
-    with rota.open(tmp_path / "s.db") as scheduler:
+    with rota.open("memory://") as scheduler:
         scheduler.register("job", job, config={"environment": {"API_TOKEN": CANARY}})
         scheduler.submit("w", binding="job", input={"token": CANARY})
         scheduler.run_until_idle(timeout=30)

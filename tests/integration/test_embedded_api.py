@@ -30,8 +30,8 @@ from .json_views import attempt_view, event_json, work_summary, work_view
 
 
 @pytest.fixture
-def scheduler(tmp_path: Path) -> Iterator[rota.Scheduler]:
-    with rota.open(tmp_path / "api.db", owner="host-a") as s:
+def scheduler() -> Iterator[rota.Scheduler]:
+    with rota.open("memory://", owner="host-a") as s:
         yield s
 
 
@@ -358,11 +358,9 @@ def test_a_second_registration_is_refused_unless_replace(scheduler: rota.Schedul
     assert handle.result(timeout=0) == "second"
 
 
-def test_registering_the_executor_a_config_binding_names_is_a_first_registration(
-    tmp_path: Path,
-) -> None:
+def test_registering_the_executor_a_config_binding_names_is_a_first_registration() -> None:
     config = {"bindings": [{"name": "nightly", "executor": "report"}]}
-    with rota.open(tmp_path / "cfg.db", config=config) as scheduler:
+    with rota.open("memory://", config=config) as scheduler:
         scheduler.register("report", lambda ctx: "ok", binding=False)
         handle = scheduler.submit("n", binding="nightly")
         scheduler.run_until_idle(timeout=30)
@@ -386,7 +384,7 @@ def test_executor_error_is_a_rota_error() -> None:
 # -- rota.aio -----------------------------------------------------------------------------------
 
 
-def test_aio_submits_waits_and_runs_async_executors(tmp_path: Path) -> None:
+def test_aio_submits_waits_and_runs_async_executors() -> None:
     loops: list[int] = []
 
     async def greet(ctx: rota.LaunchContext) -> dict[str, str]:
@@ -395,7 +393,7 @@ def test_aio_submits_waits_and_runs_async_executors(tmp_path: Path) -> None:
         return {"hello": ctx.trigger["name"]}
 
     async def main() -> tuple[Any, Any, str, int]:
-        async with await rota.aio.open(tmp_path / "aio.db") as scheduler:
+        async with await rota.aio.open("memory://") as scheduler:
             scheduler.register("greet", greet)
             scheduler.start()
             handles = [
@@ -424,12 +422,12 @@ def test_aio_submits_waits_and_runs_async_executors(tmp_path: Path) -> None:
     assert ticks > 0
 
 
-def test_aio_failures_and_timeouts_are_the_same_errors(tmp_path: Path) -> None:
+def test_aio_failures_and_timeouts_are_the_same_errors() -> None:
     async def charge(ctx: rota.LaunchContext) -> None:
         raise rota.Fail("declined", permanent=True)
 
     async def main() -> None:
-        scheduler = await rota.aio.open(tmp_path / "aio.db")
+        scheduler = await rota.aio.open("memory://")
         async with scheduler:
             scheduler.register("charge", charge)
             scheduler.register("idle", lambda ctx: None)
@@ -454,7 +452,7 @@ def test_aio_failures_and_timeouts_are_the_same_errors(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_an_async_job_is_cancelled_when_its_attempt_is(tmp_path: Path) -> None:
+def test_an_async_job_is_cancelled_when_its_attempt_is() -> None:
     clock = ManualClock(datetime(2026, 12, 1, 9, tzinfo=UTC))
     started = threading.Event()
     cancelled = threading.Event()
@@ -467,7 +465,7 @@ def test_an_async_job_is_cancelled_when_its_attempt_is(tmp_path: Path) -> None:
             cancelled.set()
             raise
 
-    with rota.open(tmp_path / "cancel.db", clock=clock) as scheduler:
+    with rota.open("memory://", clock=clock) as scheduler:
         scheduler.register("slow", slow)
         scheduler.submit("w", binding="slow")
         scheduler.tick()

@@ -3,12 +3,10 @@ runs its next attempt on its own handoff's data, with no outside input."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import rota
 
 
-def test_a_standing_work_continues_from_its_handoffs_until_it_completes(tmp_path: Path) -> None:
+def test_a_standing_work_continues_from_its_handoffs_until_it_completes() -> None:
     seen: list[object] = []
 
     def step(ctx: rota.LaunchContext) -> rota.Result:
@@ -18,7 +16,7 @@ def test_a_standing_work_continues_from_its_handoffs_until_it_completes(tmp_path
             return rota.Result(outcome="handoff", data={"step": n + 1})
         return rota.Result(data={"done_at": n})
 
-    with rota.open(tmp_path / "handoff.db") as scheduler:
+    with rota.open("memory://") as scheduler:
         scheduler.register("step", step, handoff="continue")
         scheduler.submit("w", binding="step", kind="standing", input={"step": 1})
         scheduler.run_until_idle(timeout=30)
@@ -30,8 +28,8 @@ def test_a_standing_work_continues_from_its_handoffs_until_it_completes(tmp_path
     assert types.count("core.execution.handoff") == 2
 
 
-def test_without_continue_a_handoff_waits_for_outside_input(tmp_path: Path) -> None:
-    with rota.open(tmp_path / "stop.db") as scheduler:
+def test_without_continue_a_handoff_waits_for_outside_input() -> None:
+    with rota.open("memory://") as scheduler:
         scheduler.register("step", lambda ctx: rota.Result(outcome="handoff", data={"n": 1}))
         scheduler.submit("w", binding="step", kind="standing", input={"step": 1})
         scheduler.run_until_idle(timeout=30)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +22,8 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def scheduler(tmp_path: Path, clock: ManualClock) -> Iterator[rota.Scheduler]:
-    with rota.open(tmp_path / "hist.db", clock=clock) as s:
+def scheduler(clock: ManualClock) -> Iterator[rota.Scheduler]:
+    with rota.open("memory://", clock=clock) as s:
         yield s
 
 
@@ -61,17 +60,17 @@ def test_a_second_register_keeps_the_old_implementation_for_its_attempts(
 
 
 def test_after_a_restart_a_missing_generation_is_an_explicit_unsupported_error(
-    tmp_path: Path, clock: ManualClock
+    memory_url: str, clock: ManualClock
 ) -> None:
     entered = threading.Event()
-    with rota.open(tmp_path / "r.db", clock=clock) as before:
+    with rota.open(memory_url, clock=clock) as before:
         before.register("job", _blocking(entered))
         before.submit("w", binding="job")
         before.tick()
         assert entered.wait(10)
         old = before.service.generation
     # The host stopped (its lease released); the next one runs another configuration.
-    with rota.open(tmp_path / "r.db", clock=clock) as after:
+    with rota.open(memory_url, clock=clock) as after:
         after.register("job", lambda ctx: "replacement", timeout_seconds=60)
         assert after.service.generation != old
         report = after.tick()
@@ -79,7 +78,7 @@ def test_after_a_restart_a_missing_generation_is_an_explicit_unsupported_error(
         work = after.work("w")
         assert work is not None and len(work.attempts) == 1  # never given to "replacement"
 
-    with rota.open(tmp_path / "r.db", clock=clock) as fixed:
+    with rota.open(memory_url, clock=clock) as fixed:
         fixed.register("job", lambda ctx: "replacement", timeout_seconds=60)
         fixed.register_historical(old, "job", lambda ctx: "the old implementation")
         report = fixed.run_until_idle(timeout=20)
@@ -89,24 +88,24 @@ def test_after_a_restart_a_missing_generation_is_an_explicit_unsupported_error(
 
 
 def test_the_config_can_name_generations_the_current_implementation_serves(
-    tmp_path: Path, clock: ManualClock
+    memory_url: str, clock: ManualClock
 ) -> None:
     entered = threading.Event()
-    with rota.open(tmp_path / "c.db", clock=clock) as before:
+    with rota.open(memory_url, clock=clock) as before:
         before.register("job", _blocking(entered))
         before.submit("w", binding="job")
         before.tick()
         assert entered.wait(10)
         old = before.service.generation
     config = {"historical": [{"generation": old, "executors": ["job"]}]}
-    with rota.open(tmp_path / "c.db", clock=clock, config=config) as after:
+    with rota.open(memory_url, clock=clock, config=config) as after:
         after.register("job", lambda ctx: "current", timeout_seconds=60)
         report = after.run_until_idle(timeout=20)
         assert not any(e.startswith("unsupported_generation") for e in report.errors)
 
 
-def test_a_historical_generation_in_the_config_is_validated(tmp_path: Path) -> None:
+def test_a_historical_generation_in_the_config_is_validated() -> None:
     with pytest.raises(rota.RotaError) as caught:
-        rota.open(tmp_path / "v.db", config={"historical": [{"generation": "not-a-hash"}]})
+        rota.open("memory://", config={"historical": [{"generation": "not-a-hash"}]})
     assert caught.value.code == "invalid_config"
     assert "historical[0].generation" in str(caught.value)

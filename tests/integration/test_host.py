@@ -21,8 +21,8 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def scheduler(tmp_path: Path, clock: ManualClock) -> Iterator[rota.Scheduler]:
-    with rota.open(tmp_path / "host.db", clock=clock, owner="host-a") as s:
+def scheduler(clock: ManualClock) -> Iterator[rota.Scheduler]:
+    with rota.open("memory://", clock=clock, owner="host-a") as s:
         yield s
 
 
@@ -120,15 +120,13 @@ def test_run_environment_reaches_the_executor_and_never_the_log(
         assert secret.encode() not in (tmp_path / "env.db").read_bytes()
 
 
-def test_unavailable_environment_fails_before_the_executor_is_called(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_unavailable_environment_fails_before_the_executor_is_called(clock: ManualClock) -> None:
     called: list[int] = []
 
     def environment(work: object, attempt: object) -> dict[str, str]:
         raise OSError("vault unreachable")
 
-    with rota.open(tmp_path / "env.db", clock=clock, environment=environment) as scheduler:
+    with rota.open("memory://", clock=clock, environment=environment) as scheduler:
         scheduler.register("job", lambda ctx: called.append(1))
         scheduler.submit("w", binding="job")
         scheduler.run_until_idle(timeout=10)
@@ -201,9 +199,9 @@ def test_negative_control_without_renewal_the_lease_is_lost(
     assert not any(e.type == "core.execution.completed" for e in scheduler.events())
 
 
-def test_hold_ends_with_lease_lost_when_a_renewal_is_refused(tmp_path: Path) -> None:
+def test_hold_ends_with_lease_lost_when_a_renewal_is_refused() -> None:
     config = {"settings": {"lease_seconds": 0.3}}
-    with rota.open(tmp_path / "hold.db", config=config) as scheduler:
+    with rota.open("memory://", config=config) as scheduler:
         scheduler.register("job", lambda ctx: None)
         scheduler.submit("w", binding="job")
         claimed = scheduler.service.lifecycle.start_pass().claimed[0]
@@ -215,9 +213,9 @@ def test_hold_ends_with_lease_lost_when_a_renewal_is_refused(tmp_path: Path) -> 
         hold.stop()
 
 
-def test_hold_keeps_a_short_lease_alive(tmp_path: Path) -> None:
+def test_hold_keeps_a_short_lease_alive() -> None:
     config = {"settings": {"lease_seconds": 0.3}}
-    with rota.open(tmp_path / "hold.db", config=config) as scheduler:
+    with rota.open("memory://", config=config) as scheduler:
         scheduler.register("job", lambda ctx: None)
         scheduler.submit("w", binding="job")
         claimed = scheduler.service.lifecycle.start_pass().claimed[0]
@@ -263,7 +261,7 @@ def test_the_daemon_writes_audit_checkpoints_as_it_runs(tmp_path: Path) -> None:
 
     notes = tmp_path / "checkpoints"
     config = {"audit": {"checkpoint_dir": str(notes), "every_events": 1}}
-    with rota.open(tmp_path / "cp.db", config=config) as scheduler:
+    with rota.open("memory://", config=config) as scheduler:
         scheduler.register("job", lambda ctx: "ok")
         scheduler.submit("w", binding="job")
         stop = threading.Event()

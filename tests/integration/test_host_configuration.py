@@ -6,15 +6,12 @@ directory or the service's lock (tests/unit/test_read_side.py): `Host.keep_gener
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import rota
 
 
-def test_a_kept_generation_and_a_historical_executor_serve_their_attempts(
-    tmp_path: Path,
-) -> None:
-    with rota.open(tmp_path / "conf.db") as scheduler:
+def test_a_kept_generation_and_a_historical_executor_serve_their_attempts() -> None:
+    with rota.open("memory://") as scheduler:
         scheduler.register("job", lambda ctx: "old")
         host, service = scheduler.host, scheduler.service
         before, old = service.generation, host.executors["job"]
@@ -29,8 +26,8 @@ def test_a_kept_generation_and_a_historical_executor_serve_their_attempts(
         assert host.directory.compatible["g-compatible"] == frozenset({"job"})
 
 
-def test_configuring_holds_off_every_other_holder_of_the_service_lock(tmp_path: Path) -> None:
-    with rota.open(tmp_path / "conf.db") as scheduler:
+def test_configuring_holds_off_every_other_holder_of_the_service_lock() -> None:
+    with rota.open("memory://") as scheduler:
         service = scheduler.service
         got: list[bool] = []
 
@@ -50,8 +47,8 @@ def test_configuring_holds_off_every_other_holder_of_the_service_lock(tmp_path: 
         assert got == [False, True]
 
 
-def test_a_gate_registered_through_the_host_is_asked(tmp_path: Path) -> None:
-    with rota.open(tmp_path / "conf.db") as scheduler:
+def test_a_gate_registered_through_the_host_is_asked() -> None:
+    with rota.open("memory://") as scheduler:
         asked: list[str] = []
 
         def gate(work: rota.WorkState, binding: rota.Binding, first: object) -> None:

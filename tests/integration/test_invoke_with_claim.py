@@ -6,7 +6,6 @@ host has no executor for) the marker is its own later append, as before."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import rota
@@ -18,9 +17,9 @@ def clock() -> ManualClock:
     return ManualClock(datetime(2026, 8, 1, 9, tzinfo=UTC))
 
 
-def test_the_invoke_markers_share_the_claims_append(tmp_path: Path) -> None:
+def test_the_invoke_markers_share_the_claims_append() -> None:
     config: dict[str, Any] = {"settings": {"concurrency": 2}}
-    with rota.open(tmp_path / "a.db", clock=clock(), config=config) as scheduler:
+    with rota.open("memory://", clock=clock(), config=config) as scheduler:
         scheduler.register("job", lambda ctx: None, inline=True)
         for k in range(2):
             scheduler.submit(f"w-{k}", binding="job", input={"k": k})
@@ -41,7 +40,7 @@ def test_the_invoke_markers_share_the_claims_append(tmp_path: Path) -> None:
             assert segment.invoke == "called" and segment.isolated is False
 
 
-def test_a_run_environment_hook_keeps_the_marker_after_it(tmp_path: Path) -> None:
+def test_a_run_environment_hook_keeps_the_marker_after_it() -> None:
     seen: list[str] = []
 
     def environment(work: WorkState, attempt: AttemptState) -> dict[str, str]:
@@ -50,7 +49,7 @@ def test_a_run_environment_hook_keeps_the_marker_after_it(tmp_path: Path) -> Non
         seen.append(str(found.segments[-1].invoke))
         return {}
 
-    with rota.open(tmp_path / "b.db", clock=clock(), environment=environment) as scheduler:
+    with rota.open("memory://", clock=clock(), environment=environment) as scheduler:
         scheduler.register("job", lambda ctx: None, inline=True)
         scheduler.submit("w", binding="job", input={})
         scheduler.run_until_idle()
@@ -58,8 +57,8 @@ def test_a_run_environment_hook_keeps_the_marker_after_it(tmp_path: Path) -> Non
         assert scheduler.work("w").state == "completed"
 
 
-def test_without_its_executor_the_claim_writes_no_marker(tmp_path: Path) -> None:
-    with rota.open(tmp_path / "c.db", clock=clock()) as scheduler:
+def test_without_its_executor_the_claim_writes_no_marker() -> None:
+    with rota.open("memory://", clock=clock()) as scheduler:
         scheduler.register("job", lambda ctx: None, inline=True)
         scheduler.submit("here", binding="job", input={})
         lifecycle, launches = scheduler.service.lifecycle, scheduler.host.launches
@@ -73,11 +72,9 @@ def test_without_its_executor_the_claim_writes_no_marker(tmp_path: Path) -> None
         assert [c.attempt.segments[-1].invoke for c in claimed] == ["pending"]
 
 
-def test_results_reported_during_a_launch_batch_wake_the_loop_once_it_is_through(
-    tmp_path: Path,
-) -> None:
+def test_results_reported_during_a_launch_batch_wake_the_loop_once_it_is_through() -> None:
     config: dict[str, Any] = {"settings": {"concurrency": 3}}
-    with rota.open(tmp_path / "c.db", clock=clock(), config=config) as scheduler:
+    with rota.open("memory://", clock=clock(), config=config) as scheduler:
         seen: list[bool] = []
         wake = scheduler.host.wake
 

@@ -72,8 +72,8 @@ def _returns_a_set(ctx: rota.LaunchContext) -> Any:
     return {"seen", "twice"}
 
 
-def test_a_callable_returning_a_set_fails_with_invalid_result(tmp_path: Path) -> None:
-    with rota.open(tmp_path / "rota.db", config={}) as scheduler:
+def test_a_callable_returning_a_set_fails_with_invalid_result() -> None:
+    with rota.open("memory://", config={}) as scheduler:
         scheduler.register("sets", _returns_a_set)
         scheduler.submit("w", binding="sets", input={"n": 1})
         scheduler.run_until_idle(timeout=TIMEOUT)
@@ -84,8 +84,8 @@ def test_a_callable_returning_a_set_fails_with_invalid_result(tmp_path: Path) ->
     assert "a set is not a JSON value" in last.error.message
 
 
-def test_the_api_refuses_a_datetime_in_the_input_and_stores_nothing(tmp_path: Path) -> None:
-    with rota.open(tmp_path / "rota.db", config={}) as scheduler:
+def test_the_api_refuses_a_datetime_in_the_input_and_stores_nothing() -> None:
+    with rota.open("memory://", config={}) as scheduler:
         scheduler.register("sets", _returns_a_set)
         with pytest.raises(RotaError) as refused:
             scheduler.submit("w", binding="sets", input=[0, 1, 2, {"when": datetime.now(UTC)}])

@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,10 +46,10 @@ class Forgetful(rota.Executor):
 
 
 @pytest.fixture
-def scheduler(tmp_path: Path) -> Iterator[rota.Scheduler]:
+def scheduler() -> Iterator[rota.Scheduler]:
     clock = ManualClock(datetime(2026, 8, 1, 9, tzinfo=UTC))
     config = {"settings": {"concurrency": 1}}
-    with rota.open(tmp_path / "ack.db", clock=clock, config=config) as s:
+    with rota.open("memory://", clock=clock, config=config) as s:
         yield s
 
 

@@ -4,7 +4,6 @@ append; a refused write is refused to its caller alone; the log holds every othe
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import rota
 from rota.domain import lifecycle
@@ -13,10 +12,8 @@ from rota.domain.errors import LeaseLost, Refusal
 WORKS = 4
 
 
-def test_queued_phase_writes_share_one_append_and_a_stale_one_is_refused_alone(
-    tmp_path: Path,
-) -> None:
-    scheduler = rota.open(tmp_path / "log.db", config={"settings": {"concurrency": 8}})
+def test_queued_phase_writes_share_one_append_and_a_stale_one_is_refused_alone() -> None:
+    scheduler = rota.open("memory://", config={"settings": {"concurrency": 8}})
     try:
         scheduler.register("job", lambda ctx: None)
         for k in range(WORKS):
@@ -64,12 +61,10 @@ def test_queued_phase_writes_share_one_append_and_a_stale_one_is_refused_alone(
         scheduler.close()
 
 
-def test_a_phase_start_not_waited_for_shares_the_launchs_next_append_in_order(
-    tmp_path: Path,
-) -> None:
+def test_a_phase_start_not_waited_for_shares_the_launchs_next_append_in_order() -> None:
     """A phase start queued with wait=False is appended with the same Work's next write,
     which is decided on the state the start leaves (one append, both events, in order)."""
-    scheduler = rota.open(tmp_path / "log.db", config={"settings": {"concurrency": 8}})
+    scheduler = rota.open("memory://", config={"settings": {"concurrency": 8}})
     try:
         scheduler.register("job", lambda ctx: None)
         scheduler.submit("w", binding="job", input={})

@@ -38,10 +38,10 @@ class StuckLaunch(rota.Executor):
 
 
 @pytest.fixture
-def scheduler(tmp_path: Path) -> Iterator[rota.Scheduler]:
+def scheduler() -> Iterator[rota.Scheduler]:
     clock = ManualClock(datetime(2026, 8, 1, 9, tzinfo=UTC))
     config = {"settings": {"concurrency": STUCK + 4}}
-    with rota.open(tmp_path / "off.db", clock=clock, config=config) as s:
+    with rota.open("memory://", clock=clock, config=config) as s:
         yield s
 
 
@@ -70,7 +70,7 @@ def test_stuck_launches_delay_neither_another_launch_nor_the_cadence(
     assert set(states.values()) == {"completed"}, states
 
 
-def test_a_stuck_run_environment_hook_does_not_hold_up_other_launches(tmp_path: Path) -> None:
+def test_a_stuck_run_environment_hook_does_not_hold_up_other_launches() -> None:
     release = threading.Event()
     entered = threading.Semaphore(0)
 
@@ -82,7 +82,7 @@ def test_a_stuck_run_environment_hook_does_not_hold_up_other_launches(tmp_path: 
 
     ran = threading.Event()
     config = {"settings": {"concurrency": STUCK + 4}}
-    with rota.open(tmp_path / "env.db", config=config, environment=environment) as scheduler:
+    with rota.open("memory://", config=config, environment=environment) as scheduler:
         scheduler.register("job", lambda ctx: ran.set() if ctx.work_id == "quick" else None)
         for n in range(STUCK):
             scheduler.submit(f"stuck-{n}", binding="job")

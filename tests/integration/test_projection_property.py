@@ -3,7 +3,6 @@ the log from position 0 (the projection reads time only from events and never ap
 
 from __future__ import annotations
 
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trial_scale import scale
 
+from rota.application.ports import EventStore
 from rota.application.service import SchedulerService
 from rota.application.timestamps import parse_timestamp
 from rota.domain.errors import RotaError
@@ -20,6 +20,7 @@ from rota.domain.results import Result
 from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.store import SQLiteStore
+from rota.infrastructure.stores import open_store
 from rota.projections.history import HistoryProjection
 from rota.projections.scheduler import SchedulerProjection
 
@@ -63,7 +64,11 @@ command = st.one_of(
 
 
 def _service(path: Path, clock: ManualClock) -> SchedulerService:
-    store = SQLiteStore(path, clock=clock, synchronous="normal")
+    """On an SQLite file (the tests of projection stores and rebuilds beside it)."""
+    return _service_on(SQLiteStore(path, clock=clock, synchronous="normal"))
+
+
+def _service_on(store: EventStore) -> SchedulerService:
     service = SchedulerService(
         store,
         settings=Settings(concurrency=2, lease_seconds=60, timeout_seconds=300),
@@ -175,25 +180,24 @@ def _same_indices(left: SchedulerProjection, right: SchedulerProjection) -> None
 def test_live_projection_equals_a_fold_from_position_zero(
     steps: list[tuple[object, ...]], page: int
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
-        service = _service(Path(tmp) / "log.db", clock)
-        try:
-            for step in steps:
-                _run(service, clock, step)
-            fresh = _fold(service)
-            assert fresh.digest() == service.projection.digest()
-            # A rebuild's bulk fold (pages, runs of renewals folded as one, indices derived
-            # at the end) gives the same projections as applying event by event.
-            bulk, history = _bulk_fold(service, page)
-            assert bulk.digest() == fresh.digest()
-            _same_indices(bulk, service.projection)
-            assert history == _history_by_event(service)
-            assert fresh.startable == service.projection.startable
-            for pool in set(fresh.slots) | set(service.projection.slots):
-                assert fresh.slots.get(pool, set()) == service.projection.slots.get(pool, set())
-            for pool, holders in service.projection.slots.items():
-                assert len(holders) <= 2, f"pool {pool} over its limit: {holders}"
-            assert fresh.ledgers == service.projection.ledgers
-        finally:
-            service.store.close()
+    clock = ManualClock(datetime(2026, 7, 1, tzinfo=UTC))
+    service = _service_on(open_store("memory://", clock=clock))
+    try:
+        for step in steps:
+            _run(service, clock, step)
+        fresh = _fold(service)
+        assert fresh.digest() == service.projection.digest()
+        # A rebuild's bulk fold (pages, runs of renewals folded as one, indices derived
+        # at the end) gives the same projections as applying event by event.
+        bulk, history = _bulk_fold(service, page)
+        assert bulk.digest() == fresh.digest()
+        _same_indices(bulk, service.projection)
+        assert history == _history_by_event(service)
+        assert fresh.startable == service.projection.startable
+        for pool in set(fresh.slots) | set(service.projection.slots):
+            assert fresh.slots.get(pool, set()) == service.projection.slots.get(pool, set())
+        for pool, holders in service.projection.slots.items():
+            assert len(holders) <= 2, f"pool {pool} over its limit: {holders}"
+        assert fresh.ledgers == service.projection.ledgers
+    finally:
+        service.store.close()

@@ -6,7 +6,6 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +20,8 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def scheduler(tmp_path: Path, clock: ManualClock) -> Iterator[rota.Scheduler]:
-    with rota.open(tmp_path / "rec.db", clock=clock, owner="host-a") as s:
+def scheduler(memory_url: str, clock: ManualClock) -> Iterator[rota.Scheduler]:
+    with rota.open(memory_url, clock=clock, owner="host-a") as s:
         yield s
 
 
@@ -87,10 +86,10 @@ def test_a_claim_whose_executor_was_never_called_is_relaunched(
 
 
 def test_an_attempt_of_a_dead_process_is_lost_and_fails_closed(
-    scheduler: rota.Scheduler, clock: ManualClock, tmp_path: Path
+    scheduler: rota.Scheduler, clock: ManualClock, memory_url: str
 ) -> None:
     dead_owner = f"{socket.gethostname()}:999999999:gone"
-    with rota.open(tmp_path / "rec.db", clock=clock, owner=dead_owner) as crashed:
+    with rota.open(memory_url, clock=clock, owner=dead_owner) as crashed:
         crashed.register("job", lambda ctx: None)
         crashed.submit("w", binding="job")
         claimed = crashed.service.lifecycle.start_pass().claimed[0]
@@ -112,9 +111,9 @@ def test_an_attempt_of_a_dead_process_is_lost_and_fails_closed(
 
 
 def test_an_attempt_of_a_live_unknown_owner_is_left_alone(
-    scheduler: rota.Scheduler, clock: ManualClock, tmp_path: Path
+    scheduler: rota.Scheduler, clock: ManualClock, memory_url: str
 ) -> None:
-    with rota.open(tmp_path / "rec.db", clock=clock, owner="elsewhere:1:x") as other:
+    with rota.open(memory_url, clock=clock, owner="elsewhere:1:x") as other:
         other.register("job", lambda ctx: None)
         other.submit("w", binding="job")
         claimed = other.service.lifecycle.start_pass().claimed[0]
@@ -132,7 +131,7 @@ def test_an_attempt_of_a_live_unknown_owner_is_left_alone(
 
 
 def test_a_missing_generation_is_unsupported_never_replaced(
-    scheduler: rota.Scheduler, clock: ManualClock, tmp_path: Path
+    scheduler: rota.Scheduler, clock: ManualClock, memory_url: str
 ) -> None:
     scheduler.register("job", lambda ctx: None)
     scheduler.submit("w", binding="job")
@@ -142,7 +141,7 @@ def test_a_missing_generation_is_unsupported_never_replaced(
     # it does not have the implementation the attempt was pinned to (in this process a
     # replaced registration would keep serving it: test_historical_executors.py).
     scheduler.close()
-    with rota.open(tmp_path / "rec.db", clock=clock, owner="host-b") as later:
+    with rota.open(memory_url, clock=clock, owner="host-b") as later:
         # Registered in this order, the process never has the attempt's generation.
         later.register("another", lambda ctx: None)
         later.register("job", lambda ctx: None)
@@ -171,12 +170,10 @@ def test_when_recovery_fails_the_pass_starts_nothing(
     assert scheduler.tick().started == 1
 
 
-def test_a_timed_out_attempt_keeps_its_slot_until_its_stop_is_confirmed(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def test_a_timed_out_attempt_keeps_its_slot_until_its_stop_is_confirmed(clock: ManualClock) -> None:
     config = {"settings": {"concurrency": 1}}
     release = threading.Event()
-    with rota.open(tmp_path / "t.db", clock=clock, config=config) as scheduler:
+    with rota.open("memory://", clock=clock, config=config) as scheduler:
         scheduler.register("slow", lambda ctx: release.wait(30), timeout_seconds=100)
         scheduler.register("next", lambda ctx: "ran")
         scheduler.submit("a", binding="slow")

@@ -14,6 +14,7 @@ from typing import Any
 import apsw
 import pytest
 
+from rota.application.ports import EventStore
 from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp
 from rota.domain.admission import GateDecision
@@ -24,6 +25,7 @@ from rota.domain.submission import SubmitWork, WorkInput
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
 from rota.infrastructure.sqlite.store import SQLiteStore
+from rota.infrastructure.stores import open_store
 from rota.replay import state_at
 from rota.replay.explain import Explanation, explain
 from rota.replay.rebuild import rebuild, verify
@@ -41,13 +43,19 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def log(tmp_path: Path, clock: ManualClock) -> Iterator[SQLiteStore]:
-    store = SQLiteStore(tmp_path / "rota.db", clock=clock, synchronous="normal")
+def log(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[EventStore]:
+    """In memory; a test that reads the log's files or runs the CLI on them asks for
+    "sqlite" (indirect)."""
+    store: EventStore
+    if getattr(request, "param", "memory") == "sqlite":
+        store = SQLiteStore(tmp_path / "rota.db", clock=clock, synchronous="normal")
+    else:
+        store = open_store("memory://", clock=clock)
     yield store
     store.close()
 
 
-def service_on(log: SQLiteStore, **settings: Any) -> SchedulerService:
+def service_on(log: EventStore, **settings: Any) -> SchedulerService:
     base: dict[str, Any] = {"lease_seconds": 60, "timeout_seconds": 300, **settings}
     service = SchedulerService(
         log,
@@ -66,7 +74,7 @@ def claimed(service: SchedulerService, work_id: str) -> tuple[str, int]:
     return work.current.execution_id, work.current.epoch
 
 
-def type_at(log: SQLiteStore, position: int) -> str:
+def type_at(log: EventStore, position: int) -> str:
     return log.read(position - 1, 1)[0].type
 
 
@@ -85,6 +93,7 @@ def two_works(service: SchedulerService) -> None:
 # -- verify and rebuild -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("log", ["sqlite"], indirect=True)  # the projections file
 def test_verify_is_ok_on_a_rebuilt_store_and_names_a_tampered_row(log: SQLiteStore) -> None:
     service = service_on(log, concurrency=1)
     two_works(service)
@@ -121,6 +130,7 @@ def tamper(path: Path, projection: str, key: str, old: str, new: str) -> None:
         conn.close()
 
 
+@pytest.mark.parametrize("log", ["sqlite"], indirect=True)  # the projections file
 def test_verify_names_the_history_row_and_an_undecodable_row(log: SQLiteStore) -> None:
     service = service_on(log, concurrency=1)
     two_works(service)
@@ -145,7 +155,7 @@ def test_verify_names_the_history_row_and_an_undecodable_row(log: SQLiteStore) -
 
 
 def test_state_at_a_position_and_a_time_before_and_after_a_claim(
-    log: SQLiteStore, clock: ManualClock
+    log: EventStore, clock: ManualClock
 ) -> None:
     service = service_on(log)
     service.lifecycle.submit(SubmitWork(work_id="a", binding="b", inputs=(WorkInput(None, "s"),)))
@@ -168,7 +178,7 @@ def test_state_at_a_position_and_a_time_before_and_after_a_claim(
     assert state_at(log, time=T0 - timedelta(days=1))["scheduler"]["works"] == {}
 
 
-def test_state_at_shows_holds(log: SQLiteStore) -> None:
+def test_state_at_shows_holds(log: EventStore) -> None:
     service = service_on(log)
     service.lifecycle.submit(SubmitWork(work_id="g", binding="b", inputs=(WorkInput(None, "s"),)))
     service.lifecycle.start_pass(
@@ -189,7 +199,7 @@ def test_state_at_shows_holds(log: SQLiteStore) -> None:
 # -- explain ----------------------------------------------------------------------------
 
 
-def test_explain_waiting_for_capacity_cites_the_slot_holders_claims(log: SQLiteStore) -> None:
+def test_explain_waiting_for_capacity_cites_the_slot_holders_claims(log: EventStore) -> None:
     service = service_on(log, concurrency=1)
     two_works(service)
     found = explain(log, "b", service=service)
@@ -202,7 +212,7 @@ def test_explain_waiting_for_capacity_cites_the_slot_holders_claims(log: SQLiteS
     ]
 
 
-def test_explain_held_by_budget_gate_and_crash_loop(log: SQLiteStore, clock: ManualClock) -> None:
+def test_explain_held_by_budget_gate_and_crash_loop(log: EventStore, clock: ManualClock) -> None:
     service = service_on(log, crash_loop_limit=1)
     service.admission.configure_budgets([Budget(id="one-turn", unit="turns", max=1, per="work")])
     service.lifecycle.submit(
@@ -243,7 +253,7 @@ def test_explain_held_by_budget_gate_and_crash_loop(log: SQLiteStore, clock: Man
     ]
 
 
-def test_explain_retrying_failed_and_completed(log: SQLiteStore) -> None:
+def test_explain_retrying_failed_and_completed(log: EventStore) -> None:
     service = service_on(log)
     results = {
         "r": ("b", Result(outcome="failed", error_code="boom")),
@@ -286,7 +296,7 @@ def test_explain_retrying_failed_and_completed(log: SQLiteStore) -> None:
         assert type_at(log, attempt[0]) == "core.execution.claimed"
 
 
-def test_explain_running_and_unknown_work(log: SQLiteStore) -> None:
+def test_explain_running_and_unknown_work(log: EventStore) -> None:
     service = service_on(log)
     service.lifecycle.submit(SubmitWork(work_id="a", binding="b", inputs=(WorkInput(None, "s"),)))
     service.lifecycle.start_pass()
@@ -316,6 +326,7 @@ def rota(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.parametrize("log", ["sqlite"], indirect=True)  # the CLI on its files
 def test_cli_rebuild_verify_drift_at_and_explain(
     tmp_path: Path, log: SQLiteStore, clock: ManualClock
 ) -> None:
@@ -364,7 +375,7 @@ def test_cli_rebuild_verify_drift_at_and_explain(
     assert unknown.returncode == 1 and unknown.stderr.startswith("rota: unknown_work: ")
 
 
-def test_explain_a_ready_work_whose_interrupted_attempt_keeps_its_slot(log: SQLiteStore) -> None:
+def test_explain_a_ready_work_whose_interrupted_attempt_keeps_its_slot(log: EventStore) -> None:
     service = service_on(log)
     service.lifecycle.submit(SubmitWork(work_id="a", binding="b", inputs=(WorkInput(None, "s"),)))
     service.lifecycle.start_pass()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -31,8 +30,8 @@ def tick_twice(scheduler: rota.Scheduler) -> None:
     scheduler.tick()  # observe
 
 
-def test_failures_wait_five_then_ten_minutes_then_exhaust(tmp_path: Path, frozen: object) -> None:
-    with rota.open(tmp_path / "r.db") as scheduler:
+def test_failures_wait_five_then_ten_minutes_then_exhaust(frozen: object) -> None:
+    with rota.open("memory://") as scheduler:
         scheduler.register("job", always_fails, inline=True)
         scheduler.submit("w", binding="job")
         tick_twice(scheduler)
@@ -63,10 +62,8 @@ def test_failures_wait_five_then_ten_minutes_then_exhaust(tmp_path: Path, frozen
         assert len(scheduler.work("w").attempts) == 4
 
 
-def test_rebuilding_from_the_log_reproduces_every_armed_timer(
-    tmp_path: Path, frozen: object
-) -> None:
-    with rota.open(tmp_path / "r.db") as scheduler:
+def test_rebuilding_from_the_log_reproduces_every_armed_timer(frozen: object) -> None:
+    with rota.open("memory://") as scheduler:
         scheduler.register("job", always_fails, inline=True)
         for i in range(5):
             scheduler.submit(f"w{i}", binding="job")
@@ -82,9 +79,9 @@ def test_rebuilding_from_the_log_reproduces_every_armed_timer(
 
 
 def test_manual_retry_racing_a_due_timer_gives_exactly_one_attempt(
-    tmp_path: Path, frozen: object
+    memory_url: str, frozen: object
 ) -> None:
-    path = tmp_path / "race.db"
+    path = memory_url
     with rota.open(path, owner="a") as scheduler:
         scheduler.register("job", always_fails, inline=True)
         scheduler.submit("w", binding="job")

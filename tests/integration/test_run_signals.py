@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +28,7 @@ class Said:
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="main")
-def test_a_sigterm_taken_by_another_thread_stops_the_daemon(tmp_path: Path) -> None:
+def test_a_sigterm_taken_by_another_thread_stops_the_daemon() -> None:
     said, returned, rescued = Said(), threading.Event(), threading.Event()
     main = threading.main_thread().ident
     assert main is not None
@@ -46,7 +45,7 @@ def test_a_sigterm_taken_by_another_thread_stops_the_daemon(tmp_path: Path) -> N
             rescued.set()
             signal.pthread_kill(main, signal.SIGTERM)
 
-    with rota.open(tmp_path / "rota.db") as scheduler:
+    with rota.open("memory://") as scheduler:
         tick = scheduler.host.tick
 
         def first_tick() -> Any:

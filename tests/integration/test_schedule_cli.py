@@ -120,9 +120,9 @@ def test_config_refuses_bad_schedules(table: dict[str, Any], field: str) -> None
 
 
 @pytest.fixture
-def scheduler(tmp_path: Path) -> Iterator[tuple[rota.Scheduler, ManualClock]]:
+def scheduler() -> Iterator[tuple[rota.Scheduler, ManualClock]]:
     clock = ManualClock(datetime(2026, 3, 7, 12, tzinfo=UTC))
-    with rota.open(tmp_path / "views.db", clock=clock, owner="host-a") as s:
+    with rota.open("memory://", clock=clock, owner="host-a") as s:
         s.register("job", lambda ctx: None)
         yield s, clock
 

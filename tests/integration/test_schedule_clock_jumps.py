@@ -4,9 +4,7 @@ schedule's boundary is accounted for (fired, or recorded skipped with its reason
 
 from __future__ import annotations
 
-import tempfile
 from datetime import UTC, datetime
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,10 +23,7 @@ JUMP = st.integers(min_value=-48 * 3600, max_value=48 * 3600)
 @given(jumps=st.lists(st.one_of(JUMP, st.integers(1, 300)), min_size=1, max_size=8))
 def test_clock_jumps_never_fire_twice_and_account_for_every_time(jumps: list[int]) -> None:
     clock = ManualClock(START)
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        rota.open(Path(tmp) / "jumps.db", clock=clock, owner="host-a") as s,
-    ):
+    with rota.open("memory://", clock=clock, owner="host-a") as s:
         s.register("job", lambda ctx: None)
         schedules = s.service.schedules
         schedules.define("minutely", binding="job", every="1m")

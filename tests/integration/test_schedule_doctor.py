@@ -126,12 +126,12 @@ def test_doctor_checks_schedules_on_postgresql() -> None:
         assert report.check("schedule_drift").status == "ok"
 
 
-def test_the_daemon_notices_a_new_schedule_on_its_commit(tmp_path: Path) -> None:
+def test_the_daemon_notices_a_new_schedule_on_its_commit() -> None:
     import threading
     import time
 
     clock = ManualClock(T0)
-    with rota.open(tmp_path / "wake.db", clock=clock, owner="host-a") as s:
+    with rota.open("memory://", clock=clock, owner="host-a") as s:
         s.register("job", lambda ctx: None)
         # Without a commit to wake it, this loop would sleep an hour between passes.
         s.host.next_wake = lambda default=5.0: 3600.0  # type: ignore[method-assign]

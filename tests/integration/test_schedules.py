@@ -40,8 +40,8 @@ def path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def scheduler(path: Path, clock: ManualClock) -> Iterator[rota.Scheduler]:
-    with rota.open(path, clock=clock, owner="host-a") as s:
+def scheduler(memory_url: str, clock: ManualClock) -> Iterator[rota.Scheduler]:
+    with rota.open(memory_url, clock=clock, owner="host-a") as s:
         s.register("job", lambda ctx: None)
         yield s
 
@@ -145,7 +145,7 @@ def test_a_forged_definition_is_quarantined_and_the_others_fire(
     row = schedules.row("bad")
     assert row.quarantined is not None and row.boundary >= clock.now()
     assert any("bad" in r.getMessage() and "quarantined" in r.getMessage() for r in caplog.records)
-    head = scheduler.store.head_position()
+    head = scheduler.store.head().position  # the port's head (memory has no head_position)
     clock.advance(60)
     scheduler.tick()  # no spin: nothing more for the bad row, the good one fires again
     later = [r for r in scheduler.store.read(head, 100) if r.stream.startswith("schedule/")]
@@ -256,8 +256,9 @@ def test_the_runner_gives_up_after_three_retries_naming_schedule_and_phase(
 
 
 def test_the_retry_checks_the_lease_first_and_never_masks_a_lost_one(
-    path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+    memory_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    path = memory_url
     with rota.open(path, clock=clock, owner="a") as a, rota.open(path, clock=clock, owner="b") as b:
         for s in (a, b):
             s.register("job", lambda ctx: None)

@@ -150,10 +150,8 @@ def test_a_canary_in_the_api_hook_and_binding_reaches_the_executor_only(
         assert all(value not in record.getMessage() for record in caplog.records)
 
 
-def test_the_pinned_binding_keeps_only_a_digest_and_it_changes_with_the_values(
-    tmp_path: Path,
-) -> None:
-    with rota.open(tmp_path / "pin.db") as scheduler:
+def test_the_pinned_binding_keeps_only_a_digest_and_it_changes_with_the_values() -> None:
+    with rota.open("memory://") as scheduler:
         scheduler.register("job", lambda ctx: "ok", config={"environment": {"K": CANARY}})
         scheduler.submit("w1", binding="job")
         scheduler.run_until_idle(timeout=30)

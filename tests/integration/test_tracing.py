@@ -51,14 +51,14 @@ def _ns(text: str) -> int:
 
 
 def test_each_attempt_is_a_span_from_its_claim_to_its_outcome(
-    tmp_path: Path, exporter: InMemorySpanExporter
+    exporter: InMemorySpanExporter,
 ) -> None:
     def flaky(ctx: rota.LaunchContext) -> str:
         if ctx.work_id == "bad":
             raise rota.Fail("upstream_down", "the upstream is down", permanent=True)
         return "ok"
 
-    with rota.open(tmp_path / "t.db") as scheduler:
+    with rota.open("memory://") as scheduler:
         scheduler.register("job", flaky)
         scheduler.submit("good", binding="job")
         scheduler.submit("bad", binding="job")
@@ -118,7 +118,7 @@ def test_without_opentelemetry_nothing_is_traced_and_jobs_run_as_before(
         "name": "sh", "executor": "shell",
         "command": ["sh", "-c", f'printf %s "${{TRACEPARENT-unset}}" > {seen}'],
     }]}  # fmt: skip
-    with rota.open(tmp_path / "n.db", config=config) as scheduler:
+    with rota.open("memory://", config=config) as scheduler:
         assert scheduler.host.launches.trace_context is None
         scheduler.submit("w", binding="sh")
         scheduler.run_until_idle(timeout=60)
@@ -208,11 +208,9 @@ def test_an_instant_span_hook_traces_a_fire(monkeypatch: pytest.MonkeyPatch) -> 
     assert span.name == "rota.retry.fire" and span.start_time == span.end_time
 
 
-def test_a_schedule_s_fire_is_a_span_of_no_duration(
-    tmp_path: Path, exporter: InMemorySpanExporter
-) -> None:
+def test_a_schedule_s_fire_is_a_span_of_no_duration(exporter: InMemorySpanExporter) -> None:
     clock = rota.ManualClock(datetime(2026, 11, 2, 9, 0, tzinfo=UTC))
-    with rota.open(tmp_path / "s.db", clock=clock) as scheduler:
+    with rota.open("memory://", clock=clock) as scheduler:
         scheduler.register("job", lambda ctx: None)
         scheduler.schedule("tick", binding="job", every="1m")
         clock.advance(61)

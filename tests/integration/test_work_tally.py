@@ -119,9 +119,9 @@ def _echo(ctx: rota.LaunchContext) -> dict[str, Any]:
 
 
 def test_a_first_count_in_pages_while_works_change(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    memory_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    target = str(tmp_path / "rota.db")
+    target = memory_url
     config = {"settings": {"concurrency": 4}}
     with rota.open(target, config=config) as scheduler:
         scheduler.register("echo", _echo)

@@ -60,8 +60,8 @@ def test_mypy_refuses_what_the_types_forbid_and_nothing_else(mypy_output: list[s
         assert code in errors[number], (number, errors[number])
 
 
-def test_register_returns_a_typed_binding_that_submit_takes(tmp_path: Path) -> None:
-    with rota.open(tmp_path / "typed.db", owner="host-a") as scheduler:
+def test_register_returns_a_typed_binding_that_submit_takes() -> None:
+    with rota.open("memory://", owner="host-a") as scheduler:
         greet = scheduler.register("greet", lambda ctx: {"hello": ctx.trigger["name"]})
         assert isinstance(greet, rota.TypedBinding)
         assert greet == rota.TypedBinding("greet") and str(greet) == "greet"
@@ -73,12 +73,12 @@ def test_register_returns_a_typed_binding_that_submit_takes(tmp_path: Path) -> N
         assert scheduler.work("g").binding == "greet"  # type: ignore[union-attr]
 
 
-def test_the_async_facade_takes_a_typed_binding(tmp_path: Path) -> None:
+def test_the_async_facade_takes_a_typed_binding() -> None:
     async def count(ctx: rota.LaunchContext) -> int:
         return len(ctx.trigger["items"])
 
     async def main() -> int:
-        async with await rota.aio.open(tmp_path / "aio.db") as scheduler:
+        async with await rota.aio.open("memory://") as scheduler:
             counting = scheduler.register("count", count)
             handle = await scheduler.submit("c", binding=counting, input={"items": [1, 2, 3]})
             await scheduler.run_until_idle()
