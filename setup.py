@@ -118,7 +118,10 @@ class BuildWrapper(Command):
         raise RuntimeError(f"linking failed: {error}")
 
 
-build.sub_commands.append(("build_wrapper", None))
+class Build(build):
+    """`build` with the wrapper's step after the others (a copy: setuptools' list unchanged)."""
+
+    sub_commands = [*build.sub_commands, ("build_wrapper", None)]
 
 
 class PlatformDistribution(Distribution):
@@ -130,7 +133,7 @@ class PlatformDistribution(Distribution):
 
 setup(
     distclass=PlatformDistribution,
-    cmdclass={"build_wrapper": BuildWrapper},
+    cmdclass={"build": Build, "build_wrapper": BuildWrapper},
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
     # The PostgreSQL log's DDL is a .sql file beside the store that runs it.
