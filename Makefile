@@ -6,7 +6,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 LAYERS := rota domain projections application infrastructure replay
-# Re-link the strict editable install whenever a package folder gains or loses a file.
+# Re-link the strict editable install whenever a package folder gains or loses a file (and
+# rebuild the shell wrapper when its C source changes).
 LAYER_DIRS := $(shell find $(LAYERS) -type d -not -name __pycache__ 2>/dev/null)
 
 .PHONY: demo test soak lint typecheck pytest bench clean
@@ -19,7 +20,7 @@ $(BIN)/.deps: requirements.lock
 
 # Strict editable mode links every module into the package layout (rota/domain -> domain/),
 # so mypy and the interpreter both see `rota.domain` and nothing installs `domain`.
-$(BIN)/.installed: $(BIN)/.deps pyproject.toml setup.py $(LAYER_DIRS)
+$(BIN)/.installed: $(BIN)/.deps pyproject.toml setup.py infrastructure/executors/wrapper.c $(LAYER_DIRS)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation \
 		-e . --config-settings editable_mode=strict
 	@touch $@

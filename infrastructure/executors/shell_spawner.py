@@ -1,7 +1,9 @@
-"""The spawner: one small, long-lived, single-threaded process (a "zygote") that forks every
-shell run's wrapper. Nothing is compiled and nothing is executed from a temporary directory:
-the spawner is the Python interpreter running `SPAWNER` below, and each wrapper is a fork of
-it that runs `child` (Python) and posix_spawns only the job's own command.
+"""The spawner: one small, long-lived, single-threaded process (a "zygote") that starts every
+shell run's wrapper. Nothing is compiled at run time and nothing is executed from a temporary
+directory: the spawner is the Python interpreter running `SPAWNER` below, and each wrapper is
+the C program installed with the package (`shell_binary`: posix_spawned, where the install
+could build it) or else a fork of the spawner that runs `child` (Python); either posix_spawns
+only the job's own command.
 
 Optimisation: a fork of a small process per run instead of a new interpreter per run
 (bench.shell; bench/RESULTS.md, "2026-12-07, shell: nothing compiled at run time").
@@ -17,7 +19,8 @@ fork's child writes (copies) fewer pages. Per launch the scheduler sends the req
 directory, hold seconds, argv, environment, cwd: `marshal`, in memory only; its size and
 first 32 KiB in one message) with the run's stdin, stdout, stderr, the report channel's write
 end (a SOCK_SEQPACKET socket pair of the run's own) and the wake pipe's read end
-(SCM_RIGHTS, received close-on-exec); the spawner forks the wrapper and closes its copies.
+(SCM_RIGHTS, received close-on-exec); the spawner starts the wrapper (posix_spawns the
+installed one, else forks) and closes its copies.
 It answers nothing: the wrapper reports to the launcher itself, on the report channel, so no
 launch waits for a round trip through the spawner behind another's (one round trip at a
 time, each waiting for the GIL in a busy scheduler, was the limit of a daemon's shell
@@ -60,6 +63,7 @@ import threading
 import time
 
 from rota.application.errors import ExecutorError
+from rota.infrastructure.executors.shell_binary import SPAWN_NATIVE, installed_wrapper
 
 CHUNK = 32 * 1024  # request bytes per message (SOCK_SEQPACKET keeps each whole); the first
 # message also holds the request's size and its file descriptors
@@ -70,11 +74,12 @@ from _signal import (SIG_BLOCK, SIG_DFL, SIG_IGN, SIGCHLD, SIGHUP, SIGINT, SIGPI
                      SIGXFSZ, pthread_sigmask, set_wakeup_fd, signal)
 from _socket import (AF_UNIX, CMSG_SPACE, MSG_CMSG_CLOEXEC, MSG_NOSIGNAL, SCM_RIGHTS,
                      SOCK_SEQPACKET, SOL_SOCKET, socket, socketpair)
-from fcntl import LOCK_EX, LOCK_UN, flock
-from posix import (F_OK, O_CLOEXEC, O_CREAT, O_DIRECTORY, O_RDONLY, O_TRUNC, O_WRONLY, WNOHANG,
-                   _exit, access, chdir, close, dup2, fork, getpid, getppid, pidfd_open, pipe,
-                   posix_spawnp, putenv, read, rename, set_blocking, set_inheritable, setsid,
-                   unsetenv, waitpid, waitstatus_to_exitcode, write)
+from fcntl import F_DUPFD_CLOEXEC, LOCK_EX, LOCK_UN, fcntl, flock
+from posix import (F_OK, O_CLOEXEC, O_CREAT, O_DIRECTORY, O_RDONLY, O_TRUNC, O_WRONLY,
+                   POSIX_SPAWN_DUP2, WNOHANG, _exit, access, chdir, close, dup2, fork, getpid,
+                   getppid, pidfd_open, pipe, posix_spawn, posix_spawnp, putenv, read, rename,
+                   set_blocking, set_inheritable, setsid, unsetenv, waitpid,
+                   waitstatus_to_exitcode, write)
 from posix import open as open_fd
 from select import POLLIN, poll
 from time import monotonic
@@ -211,6 +216,7 @@ def warm():
         ours.close()
         theirs.close()
 
+# SPAWN_NATIVE
 def spawn_nothing():
     # posix_spawnp's attribute calls, refused (TypeError) before anything is started
     posix_spawnp("true", ["true"], {}, setsigdef=DEFAULTS, setsigmask=(), scheduler=(0, None))
@@ -259,7 +265,7 @@ def serve(sock):
         pid = -1
         if len(fds) == 5:
             try:
-                pid = fork()
+                pid = (spawn_native(body, fds) if NATIVE else None) or fork()
             except OSError as error:  # nothing started: say why on the run's report channel
                 say(fds[3], b"e%d" % (error.errno or 0))
         if pid == 0:
@@ -290,8 +296,9 @@ def serve(sock):
             close(fd)
 
 CHUNK = int(sys.argv[2])
+NATIVE = sys.argv[3] if len(sys.argv) > 3 else ""  # the installed wrapper ("": none)
 serve(socket(AF_UNIX, SOCK_SEQPACKET, 0, int(sys.argv[1])))
-"""
+""".replace("\n# SPAWN_NATIVE\n", SPAWN_NATIVE)
 
 
 class Child:
@@ -376,7 +383,8 @@ class Spawner:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno()), str(CHUNK)],
+                [sys.executable, "-I", "-S", "-c", SPAWNER, str(theirs.fileno()), str(CHUNK),
+                 installed_wrapper() or ""],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip

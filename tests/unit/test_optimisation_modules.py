@@ -23,6 +23,7 @@ OPTIMISATIONS = [
     "application/ports/cancel_event.py",
     "application/tallies.py",
     "infrastructure/canonical.py",
+    "infrastructure/executors/shell_binary.py",
     "infrastructure/spill.py",
     "infrastructure/sqlite/projection_swap.py",
     "infrastructure/stored_works.py",

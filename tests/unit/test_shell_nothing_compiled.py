@@ -1,6 +1,8 @@
 """Nothing compiled at run time: a shell run starts no C compiler (or any other program but
 the interpreter, for the spawner) from the scheduler, and neither the spawner nor a run's
-wrapper is a program in a temporary directory: both are this Python interpreter."""
+wrapper is a program in a temporary directory: the spawner is this Python interpreter, and
+the wrapper is either the program the install built beside the spawner's module or, without
+one, this interpreter too (a fork of the spawner). Both ways are checked."""
 
 from __future__ import annotations
 
@@ -11,8 +13,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from rota.infrastructure.executors import shell_spawner
 from rota.infrastructure.executors.shell import ShellExecutor
 
+from .test_shell_binary import KINDS, use_wrapper
 from .test_shell_executor import gated, start
 
 COMPILERS = {"cc", "c89", "c99", "gcc", "clang", "tcc", "ld", "as", "cpp", "cc1", "collect2"}
@@ -51,10 +57,13 @@ def in_temporary_directory(path: str) -> bool:
     return os.path.commonpath([os.path.realpath(path), temporary]) == temporary
 
 
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_shell_run_compiles_nothing_and_runs_nothing_from_a_temporary_directory(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     interpreter = os.path.realpath(sys.executable)
+    native = use_wrapper(kind, monkeypatch)
+    module = os.path.dirname(os.path.realpath(shell_spawner.__file__))
     started: list[str] = []
     _recorders.append(started)
     try:
@@ -64,9 +73,19 @@ def test_a_shell_run_compiles_nothing_and_runs_nothing_from_a_temporary_director
             run = start(executor, gated(gate, "exit 3"))
             spawner = executor._spawner._proc
             assert spawner is not None
-            # the spawner and the wrapper leading the run's group: the interpreter itself
+            # the spawner: the interpreter itself; the wrapper leading the run's group: the
+            # program installed beside the spawner's module, or the interpreter
             assert exe_of(spawner.pid) == interpreter
-            assert exe_of(run.pgid) == interpreter
+            wrapper = exe_of(run.pgid)
+            if native is None:
+                assert wrapper == interpreter
+            else:
+                assert wrapper == os.path.realpath(native)
+                assert os.path.dirname(os.path.realpath(native)) in (
+                    module,
+                    os.path.dirname(os.path.abspath(shell_spawner.__file__)),
+                )
+            assert not in_temporary_directory(wrapper), wrapper
             gate.touch()
             assert run.result().error_code == "exit_3"
         finally:

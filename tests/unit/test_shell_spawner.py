@@ -1,6 +1,7 @@
 """The spawner's protocol: a launch sends its request and waits for nothing from the spawner;
 the wrapper reports its own pid, start time and a pidfd of itself on the run's report
-channel, and a spawner that could not start it says why there."""
+channel, and a spawner that could not start it says why there. Each test that runs a spawner
+runs twice: with the installed C wrapper (posix_spawned) and with the forked Python one."""
 
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ from rota.infrastructure.executors.shell_runs import read_status
 from rota.infrastructure.executors.shell_spawner import Child, Spawner
 from rota.infrastructure.executors.shell_wrapper import _held, start_wrapper
 
+from .test_shell_binary import KINDS, use_wrapper
 from .test_shell_executor import WAIT, children
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath)}
 
 
-@pytest.fixture
-def spawner() -> Iterator[Spawner]:
+@pytest.fixture(params=KINDS)
+def spawner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Spawner]:
+    use_wrapper(request.param, monkeypatch)
     spawner = Spawner()
     yield spawner
     spawner.close()
