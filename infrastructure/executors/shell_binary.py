@@ -12,8 +12,9 @@ faults ~85 pages and copies none of the spawner's memory.
 
 `installed_wrapper` answers its path only if it is an executable regular file (not a
 symbolic link) owned by root or by this user and writable by no one else, in a directory
-owned by root or this user and writable by no one else, and not under the temporary
-directory; otherwise None, and the spawner forks `child` as it does on a machine where
+owned by root or this user and writable by no one else (the package's own, wherever the
+environment lives: a program the install put there, never one built at run time);
+otherwise None, and the spawner forks `child` as it does on a machine where
 no compiler was there at install time. Every guarantee is the same either way; only the
 cost differs. `SPAWN_NATIVE` is the spawner's code (part of its `SPAWNER` text) that starts
 it: the run's five descriptors as 0-4, in a session of its own (setsid), SIGHUP, SIGINT and
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 NAME = "rota-wrapper"
@@ -53,15 +53,10 @@ def trusted(program: Path) -> bool:
     )
 
 
-def in_temporary_directory(path: Path) -> bool:
-    temporary = os.path.realpath(tempfile.gettempdir())
-    return os.path.commonpath([os.path.realpath(path), temporary]) == temporary
-
-
 def installed_wrapper() -> str | None:
     """The installed wrapper's path, or None if there is none fit to run (fork instead)."""
     program = HERE / NAME
-    if not trusted(program) or in_temporary_directory(program):
+    if not trusted(program):
         return None
     return str(program)
 

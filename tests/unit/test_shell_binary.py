@@ -102,19 +102,9 @@ def test_a_program_of_another_user_is_not(tmp_path: Path) -> None:
     assert not trusted(program)
 
 
-def test_an_installed_wrapper_under_the_temporary_directory_is_never_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    directory = tmp_path / "pkg"  # pytest's tmp_path lies under the temporary directory
-    assert trusted(installed_copy(directory))
-    monkeypatch.setattr(shell_binary, "HERE", directory)
-    assert installed_wrapper() is None
-
-
 def test_the_installed_wrapper_is_found_beside_the_module(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(shell_binary, "in_temporary_directory", lambda _: False)
     directory = tmp_path / "pkg"
     monkeypatch.setattr(shell_binary, "HERE", directory)
     assert installed_wrapper() is None  # none there
