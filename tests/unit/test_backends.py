@@ -243,3 +243,19 @@ def test_each_backend_isolates_its_projections_or_refuses(kept: str) -> None:
         with pytest.raises(IsolationRefused) as refused:
             found.isolate_projections(None, "b3")
         assert refused.value.code == PortCode.NO_PROJECTION_STORE
+
+
+def test_replay_moves_no_projection_and_runs_no_integrity_check_itself() -> None:
+    """The file moves, the recovery SQL and the integrity pragma are the backends' (replay
+    keeps the guards and the reports, `isolate_projections`, `check_integrity`)."""
+    adapter = re.compile(
+        r"os\.(rename|mkdir|unlink)\(|INSERT INTO|DELETE FROM|PRAGMA integrity_check\"|"
+        r"isinstance\([^)]*PostgresProjectionStore"
+    )
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in (ROOT / "replay").rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if adapter.search(line)
+    ]
+    assert not found, found
