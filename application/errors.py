@@ -84,6 +84,12 @@ class PortCode(ErrorCode):
     """A write to a store that was opened read-only."""
     BACKUP_EXISTS = "backup_exists"
     """A recovery backup of that name exists already: choose a new `--backup-name`."""
+    UNSAFE_PATH = "unsafe_path"
+    """A path to isolate or create is a symlink or not a regular file or directory."""
+    COPY_FAILED = "copy_failed"
+    """An isolated copy differs from its source, so the source was kept: check the disk."""
+    NOT_SQLITE = "not_sqlite"
+    """`--projections FILE` with a PostgreSQL log: its projections live in the log's schema."""
 
     # -- executors, bindings and executions
     EXECUTOR_ERROR = "executor_error"

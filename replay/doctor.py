@@ -4,7 +4,8 @@ Every check is a function returning a `Check(name, status, detail, advice)`; `st
 `ok`, `warn` or `fail`, and `advice` says exactly what to run. The report is `ok` unless a
 check fails (a warning needs a look, not a restore). The checks, in order:
 
-`log_integrity` (full `PRAGMA integrity_check` of the log file), `hash_chain`
+`log_integrity` (the backend's `check_integrity`: on SQLite a full `PRAGMA
+integrity_check` of the log file), `hash_chain`
 (`verify_chain`), `checkpoint` (the log must extend this store's newest checkpoint in `[audit]
 checkpoint_dir`; behind it, its tail was lost; another store's, as after an import, are
 told apart: `log_checks.check_checkpoint`), `projection_integrity` (the projection
@@ -220,30 +221,20 @@ def examine(
     log: EventStore,
     projections: Path | ProjectionStore | None,
     *,
-    log_file: Path | None,
+    store: Backend,
     immutable: bool,
     checkpoint_dir: str | os.PathLike[str] | None,
     settings: Settings,
     bindings: Mapping[str, Binding],
     lag_threshold: int = LAG_WARN,
 ) -> DoctorReport:
-    """Every check on an opened (read-only) log; see the module docstring."""
+    """Every check on an opened (read-only) log of the store `store` opens (whose
+    `check_integrity` is `log_integrity`); see the module docstring."""
     from rota.application.configuration import Configuration
     from rota.application.queries.capacity import capacity_view
     from rota.infrastructure.executors import builtin_registrations
 
-    checks: list[Check] = []
-    if log_file is not None:
-        checks.append(guarded("log_integrity", lambda: check_log_integrity(log_file, immutable)))
-    else:
-        checks.append(
-            Check(
-                "log_integrity",
-                "ok",
-                "not applicable on PostgreSQL or in memory: no log file to check (the server "
-                "checks its own pages; hash_chain reads every event)",
-            )
-        )
+    checks = [guarded("log_integrity", lambda: check_log_integrity(store, immutable))]
     checks.append(guarded("hash_chain", lambda: check_chain(log)))
     checks.append(guarded("checkpoint", lambda: check_checkpoint(log, checkpoint_dir)))
     checks.append(
@@ -313,7 +304,7 @@ def doctor(
         before = [fingerprint(p) for p in files]
         calm = attempt == 0 and all(quiescent(p) for p in files)
         with ReadOnlyLog(path, immutable=calm, clock=clock) as log:
-            report = examine(log, proj, log_file=path, immutable=calm, **options)
+            report = examine(log, proj, store=found, immutable=calm, **options)
         if not calm or before == [fingerprint(p) for p in files]:
             return report
         # A writer opened a file while it was read as immutable: read again, shared.
@@ -329,13 +320,13 @@ def _doctor_opened(
     """The report on a log that is not one file (PostgreSQL, memory), opened through its
     backend; its projections are the backend's (a PostgreSQL schema's tables, read in a
     read-only session) unless `--projections` names a file."""
-    with found.open_log(clock=clock) as store:
+    with found.open_log(clock=clock) as log:
         named = backend(projections).log_file if projections is not None else None
         if named is not None:
-            return examine(store, named, log_file=None, immutable=False, **options)
-        tables = open_projection_store(store, projections, read_only=True)
+            return examine(log, named, store=found, immutable=False, **options)
+        tables = open_projection_store(log, projections, read_only=True)
         try:
-            return examine(store, tables, log_file=None, immutable=False, **options)
+            return examine(log, tables, store=found, immutable=False, **options)
         finally:
             if tables is not None:
                 tables.close()

@@ -44,12 +44,6 @@ class ReplayCode(ErrorCode):
     """The log itself fails verification: recover-corrupt cannot help, restore from backup."""
     INVALID_BACKUP_NAME = "invalid_backup_name"
     """`--backup-name` is not a plain name (1-128 letters, digits, `.`, `_`, `-`)."""
-    UNSAFE_PATH = "unsafe_path"
-    """A path to isolate or create is a symlink or not a regular file or directory."""
-    COPY_FAILED = "copy_failed"
-    """An isolated copy differs from its source, so the source was kept: check the disk."""
-    NOT_SQLITE = "not_sqlite"
-    """`--projections FILE` with a PostgreSQL log: its projections live in the log's schema."""
 
     # -- export and import
     INVALID_EXPORT = "invalid_export"

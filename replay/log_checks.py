@@ -8,23 +8,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from rota.application.ports import EventStore
+from rota.infrastructure.backend import Backend
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.replay import checkpoint as checkpoints
 from rota.replay.audit import check_extends, verify_chain
 from rota.replay.checkpoint import Checkpoint
 from rota.replay.doctor_report import FULL_RESTORE, Check
-from rota.replay.read_only import integrity
 
 
-def check_log_integrity(path: Path, immutable: bool) -> Check:
-    lines = integrity(path, immutable=immutable)
-    if lines == ["ok"]:
-        return Check("log_integrity", "ok", f"PRAGMA integrity_check of {path}: ok")
-    shown = "; ".join(lines[:3]) + (f" (and {len(lines) - 3} more)" if len(lines) > 3 else "")
-    return Check("log_integrity", "fail", f"{path}: {shown}", FULL_RESTORE)
+def check_log_integrity(store: Backend, immutable: bool) -> Check:
+    """The store's own integrity check of the log (`Backend.check_integrity`)."""
+    found = store.check_integrity(immutable=immutable)
+    if found.sound:
+        return Check("log_integrity", "ok", found.detail)
+    return Check("log_integrity", "fail", found.detail, FULL_RESTORE)
 
 
 def check_chain(log: EventStore) -> Check:

@@ -1,10 +1,9 @@
 """Opening a SQLite log or projection file for doctor so that nothing can write it.
 
-Files are opened with `SQLITE_OPEN_READONLY`, never through a writer. A file with no
-`-wal`/`-shm` beside it is open nowhere (a WAL connection always keeps its `-shm`), so it
-is read with `immutable=1`, which creates no companion file; `fingerprint` shows whether a
-writer opened it meanwhile (then the caller reads again with ordinary read-only
-connections, which, like any WAL reader, share the writer's `-wal`/`-shm`).
+The log (`ReadOnlyLog`) and a projection file (`ReadOnlyProjections`) through the read-only
+connections of `rota.infrastructure.sqlite.read_only` (`SQLITE_OPEN_READONLY`, and
+`immutable=1` for a file no connection has open: `quiescent`, `fingerprint`), which also
+holds SQLite's `PRAGMA integrity_check` (`integrity`, the backend's `check_integrity`).
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import apsw
 
@@ -24,50 +22,17 @@ from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.codec import DEFAULT_CODEC
 from rota.infrastructure.sqlite.appends import LogAppends
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
+from rota.infrastructure.sqlite.read_only import (
+    COMPANIONS,
+    connect_readonly,
+    fingerprint,
+    integrity,
+    quiescent,
+)
 from rota.infrastructure.sqlite.reads import LogReads
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.infrastructure.store_url import sqlite_url
 from rota.replay.errors import ReplayCode
-
-COMPANIONS = ("-wal", "-shm", "-journal")
-
-
-def quiescent(path: Path) -> bool:
-    """No `-wal`, `-shm` or `-journal` beside the file: no connection has it open now."""
-    return not any(os.path.lexists(f"{path}{suffix}") for suffix in COMPANIONS)
-
-
-def fingerprint(path: Path) -> tuple[Any, ...]:
-    """What changes when anyone writes the file or opens it in WAL mode."""
-    found: list[Any] = []
-    for suffix in ("", *COMPANIONS):
-        try:
-            st = os.lstat(f"{path}{suffix}")
-        except FileNotFoundError:
-            found.append(None)
-        else:
-            found.append((st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(found)
-
-
-def connect_readonly(path: Path, *, immutable: bool) -> apsw.Connection:
-    """A connection that cannot write the file (`immutable`: nor create its companions)."""
-    uri = f"file://{quote(os.path.abspath(path))}?mode=ro" + ("&immutable=1" if immutable else "")
-    conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-    conn.setbusytimeout(30_000)
-    return conn
-
-
-def integrity(path: Path, *, immutable: bool) -> list[str]:
-    """SQLite's full `PRAGMA integrity_check` (`["ok"]` when sound)."""
-    try:
-        conn = connect_readonly(path, immutable=immutable)
-        try:
-            return [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
-        finally:
-            conn.close()
-    except apsw.Error as exc:
-        return [f"cannot be read as a database: {exc}"]
 
 
 class ReadOnlyLog(SQLiteStore):
@@ -114,3 +79,14 @@ class ReadOnlyProjections(SQLiteProjectionStore):
     def tables(self) -> set[str]:
         found = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         return {str(row[0]) for row in found}
+
+
+__all__ = [
+    "COMPANIONS",
+    "ReadOnlyLog",
+    "ReadOnlyProjections",
+    "connect_readonly",
+    "fingerprint",
+    "integrity",
+    "quiescent",
+]

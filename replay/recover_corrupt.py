@@ -6,17 +6,21 @@ The projection file is derived: everything in it is a fold of the log. When it i
 1. validate `--backup-name` (the raw value, before any path is built from it) against
    `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`;
 2. resolve the store: an SQLite log file (a PostgreSQL store keeps its projections in its
-   own schema: `recover_corrupt_postgres` isolates their rows instead of a file);
+   own schema: `recover_corrupt_postgres` isolates their rows instead of a file), and ask
+   its backend for the isolation (`isolate_projections`: it refuses an existing NAME, a
+   symlink on the way, a companion that is not a regular file, a missing projection file);
 3. refuse while a daemon holds the store: `<log>.lock` (`rota run` holds it shared for its
    lifetime, see `daemon_lock`) or `<projections>.lock` (the scheduler that keeps the file);
-4. verify the log read-only (`PRAGMA integrity_check`, the hash chain, the newest
-   checkpoint): a damaged log is refused, the advice is a full restore from backup;
-5. create `diagnostics/scheduler-recovery/` beside the log and `NAME` in it exclusively
-   (`mkdir`, never following a symlink: an existing name or a planted link is refused);
+4. verify the log read-only (the backend's `check_integrity`, `PRAGMA integrity_check`;
+   the hash chain, the newest checkpoint): a damaged log is refused, the advice is a full
+   restore from backup;
+5. (the isolation's `run`, `infrastructure/sqlite/isolation.py`) create
+   `diagnostics/scheduler-recovery/` beside the log and `NAME` in it exclusively (`mkdir`,
+   never following a symlink: an existing name or a planted link is refused);
 6. move the projection file and its `-wal`/`-shm`/`-journal` there (companions first, so
    no stale WAL is ever left beside a new file) with `rename`, or copy, fsync, compare and
    unlink across file systems, then write `manifest.json` (SHA-256 and size of every moved
-   file, computed on the moved files) and fsync (`file_isolation`);
+   file, computed on the moved files) and fsync;
 7. rebuild every projection from the log into a fresh file and verify its digests against
    a replay.
 
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
@@ -39,25 +42,19 @@ import msgspec
 from rota.application.errors import PortCode
 from rota.application.ports import Clock
 from rota.application.timestamps import format_timestamp
+from rota.infrastructure.backend import Backend
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
-from rota.infrastructure.store_url import backend
+from rota.infrastructure.store_url import backend, sqlite_url
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import DaemonLock, StoreBusy, held_by_another
 from rota.replay.doctor_report import FULL_RESTORE, guarded
 from rota.replay.errors import ReplayCode
-from rota.replay.file_isolation import (
-    RECOVERY_DIR,
-    make_target,
-    move_file,
-    planned_files,
-    sha256_at,
-    write_manifest,
-)
 from rota.replay.log_checks import check_chain, check_checkpoint, check_log_integrity
 from rota.replay.read_only import ReadOnlyLog, fingerprint, integrity, quiescent
 from rota.replay.rebuild import RebuildReport, rebuild, verify
-from rota.replay.recovery_report import IsolatedFile, RecoveryRefused, RecoveryReport
+from rota.replay.recover_corrupt_postgres import isolated, refusals
+from rota.replay.recovery_report import RecoveryRefused, RecoveryReport
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -74,33 +71,15 @@ def validate_name(raw: object) -> str:
     )
 
 
-def _precheck_target(base: Path, name: str) -> Path:
-    """Refuse a backup directory that exists or a path through a symlink (touches nothing)."""
-    path = base
-    for part in (*RECOVERY_DIR, name):
-        path = path / part
-        try:
-            mode = os.lstat(path).st_mode
-        except FileNotFoundError:
-            return base.joinpath(*RECOVERY_DIR, name)
-        if part == name:
-            raise RecoveryRefused(
-                f"{path} already exists: choose a new name", code=PortCode.BACKUP_EXISTS
-            )
-        if not stat.S_ISDIR(mode):
-            raise RecoveryRefused(
-                f"{path} is a symlink or not a directory", code=ReplayCode.UNSAFE_PATH
-            )
-    return path
-
-
-def _verify_log(log: Path, checkpoint_dir: str | os.PathLike[str] | None) -> tuple[list[str], int]:
+def _verify_log(
+    store: Backend, log: Path, checkpoint_dir: str | os.PathLike[str] | None
+) -> tuple[list[str], int]:
     for attempt in range(2):
         before = fingerprint(log)
         calm = attempt == 0 and quiescent(log)
         with ReadOnlyLog(log, immutable=calm) as ro:
             checks = [
-                guarded("log_integrity", partial(check_log_integrity, log, calm)),
+                guarded("log_integrity", partial(check_log_integrity, store, calm)),
                 guarded("hash_chain", partial(check_chain, ro)),
                 guarded("checkpoint", partial(check_checkpoint, ro, checkpoint_dir)),
             ]
@@ -153,7 +132,7 @@ def recover_corrupt(
                 "--projections names a file, but the log is not one: recover-corrupt "
                 "isolates the projections in the log's own store; rebuild a file with "
                 "'rota replay rebuild --projections FILE'",
-                code=ReplayCode.NOT_SQLITE,
+                code=PortCode.NOT_SQLITE,
             )
         from rota.replay.recover_corrupt_postgres import recover_corrupt_postgres
 
@@ -165,57 +144,40 @@ def recover_corrupt(
         raise RecoveryRefused(f"no log file at {log}", code=ReplayCode.NO_STORE)
     proj = Path(projections).absolute() if projections else default_path(log)
     assert proj is not None
-    target = _precheck_target(log.parent, backup_name)
-    files = planned_files(proj)
-    if proj not in files:
-        raise RecoveryRefused(
-            f"no projection file at {proj}: nothing to isolate ('rota replay rebuild' creates one)",
-            code=PortCode.NO_PROJECTION_STORE,
-        )
+    store = backend(sqlite_url(log))  # (the same file, named by its absolute path)
+    with refusals():
+        isolation = store.isolate_projections(proj, backup_name)
     for lock in (f"{log}.lock", f"{proj}.lock"):
         if held_by_another(lock):
             raise StoreBusy(
                 f"a scheduler holds {lock} ('rota run', or rota.open in a program): stop it first"
             )
-    log_checks, head = _verify_log(log, checkpoint_dir)
+    log_checks, head = _verify_log(store, log, checkpoint_dir)
     found = integrity(proj, immutable=quiescent(proj))
-    planned = [IsolatedFile(p.name, str(p), *sha256_at(str(p), -1)) for p in files]
+    planned = isolated(isolation.planned())
     report = RecoveryReport(
-        dry_run, str(log), str(proj), str(target), planned, log_checks, found, head
+        dry_run, str(log), str(proj), isolation.backup, planned, log_checks, found, head
     )
     if dry_run:
         return report
     with ExitStack() as stack:
         stack.enter_context(DaemonLock(f"{log}.lock", exclusive=True))
         stack.enter_context(DaemonLock(f"{proj}.lock", exclusive=True))
-        dst_fd = make_target(stack, log.parent, backup_name)
-        src_fd = os.open(proj.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        stack.callback(os.close, src_fd)
-        for path in files:
-            move_file(path.name, src_fd, dst_fd)
-        os.fsync(dst_fd)
-        os.fsync(src_fd)
-        moved = []
-        for path in files:
-            size, digest = sha256_at(path.name, dst_fd)
-            moved.append(IsolatedFile(path.name, str(path), size, digest))
-        # (the manifest is computed on the moved files, in their new directory)
-        write_manifest(
-            dst_fd,
-            {
-                "tool": "rota recover-corrupt",
-                "created_at": format_timestamp((clock or SystemClock()).now()),
-                "store": str(log),
-                "log_head": head,
-                "projection_integrity": found,
-                "files": msgspec.to_builtins(moved),
-            },
-        )
+        with refusals():  # (the manifest is computed on the moved files, in their new place)
+            moved = isolation.run(
+                {
+                    "tool": "rota recover-corrupt",
+                    "created_at": format_timestamp((clock or SystemClock()).now()),
+                    "store": str(log),
+                    "log_head": head,
+                    "projection_integrity": found,
+                }
+            )
         rebuilt, verified, after = _rebuild(log, proj)
     return msgspec.structs.replace(
         report,
-        files=moved,
-        manifest=str(target / "manifest.json"),
+        files=isolated(moved),
+        manifest=isolation.manifest,
         rebuilt=rebuilt,
         verified=verified,
         log_head_after=after,

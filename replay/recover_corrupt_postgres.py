@@ -1,19 +1,20 @@
 """`rota recover-corrupt` on PostgreSQL: isolate the projection rows, rebuild from the log.
 
 The same guarded recovery as on SQLite (`recover_corrupt`), for projections kept in the
-log's schema:
+log's own store (the backend's `isolate_projections` does the store's part and refuses a
+store that keeps none to isolate: in memory, `not_sqlite`):
 
 1. `--backup-name` is validated on the raw value (by the caller);
 2. the projection tables must exist (else `no_projection_store`) and the backup name must
-   be new (`backup_exists`);
+   be new (`backup_exists`): the backend's `isolate_projections` refuses;
 3. the projections' writer lock (the advisory lock the scheduler keeping them holds) is
    taken for the whole recovery: refused (`store_busy`) while a scheduler keeps them, and
    no scheduler starts keeping them meanwhile;
 4. the log is verified (hash chain, newest checkpoint): a damaged log is refused
    (`log_corrupt`), the advice is a full restore;
 5. every projection row moves, in one transaction, into `rota_projection_recovery` under
-   the backup name, with a manifest row (rows, bytes and SHA-256 per table;
-   `infrastructure.postgres.projection_recovery`);
+   the backup name, with a manifest row (rows, bytes and SHA-256 per table; the
+   isolation's `run`, `infrastructure.postgres.projection_recovery`);
 6. every projection is rebuilt from the log and verified against a replay.
 
 Every refusal comes before anything is written; `dry_run` runs every check and returns the
@@ -23,23 +24,16 @@ plan. The log's tables are only read: nothing is appended, so no delivery is fab
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import msgspec
 
 from rota.application.errors import PortCode, ProjectionStoreError
-from rota.application.ports import Clock, EventStore
+from rota.application.ports import Clock, EventStore, ProjectionStore
 from rota.application.timestamps import format_timestamp
-from rota.infrastructure.backend import Backend
+from rota.infrastructure.backend import Backend, IsolatedCopy, Isolation, IsolationRefused
 from rota.infrastructure.clock import SystemClock
-from rota.infrastructure.postgres.projection_recovery import (
-    MANIFEST_TABLE,
-    RECOVERY_TABLE,
-    backup_exists,
-    fingerprints,
-    isolate,
-)
-from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
-from rota.infrastructure.store_url import redact_url
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import StoreBusy
 from rota.replay.doctor_report import FULL_RESTORE, guarded
@@ -47,6 +41,21 @@ from rota.replay.errors import ReplayCode
 from rota.replay.log_checks import check_chain, check_checkpoint
 from rota.replay.rebuild import rebuild, verify
 from rota.replay.recovery_report import IsolatedFile, RecoveryRefused, RecoveryReport
+
+
+@contextmanager
+def refusals() -> Iterator[None]:
+    """A backend's `IsolationRefused` as recover-corrupt's `RecoveryRefused` (same code
+    and message: nothing was changed)."""
+    try:
+        yield
+    except IsolationRefused as exc:
+        raise RecoveryRefused(exc.message, code=exc.code) from None
+
+
+def isolated(copies: list[IsolatedCopy]) -> list[IsolatedFile]:
+    """The report's lines of what an isolation moves (or moved)."""
+    return [IsolatedFile(c.name, c.original, c.size, c.sha256) for c in copies]
 
 
 def _verify_log(log: EventStore, checkpoint_dir: str | os.PathLike[str] | None) -> list[str]:
@@ -64,10 +73,6 @@ def _verify_log(log: EventStore, checkpoint_dir: str | os.PathLike[str] | None) 
     return [f"{c.name} {c.status}: {c.detail}" for c in checks]
 
 
-def _isolated(found: list[tuple[str, int, str, int]], schema: str) -> list[IsolatedFile]:
-    return [IsolatedFile(t, f'"{schema}".{t} ({n} rows)', b, h) for t, b, h, n in found]
-
-
 def recover_corrupt_postgres(
     found: Backend,
     backup_name: str,
@@ -79,7 +84,7 @@ def recover_corrupt_postgres(
     """Isolate the projection rows of the store `found` opens (its projections kept in
     the log's own store) under `backup_name` and rebuild them from the log (see the module
     docstring). Only PostgreSQL keeps such rows to isolate: an in-memory store's
-    projections die with the process, and are refused (`not_sqlite`)."""
+    projections die with the process, and its backend refuses them (`not_sqlite`)."""
     with found.open_log() as log:
         try:
             tables = found.projections_beside(log, must_exist=True)
@@ -90,13 +95,10 @@ def recover_corrupt_postgres(
                 f"{exc}: nothing to isolate", code=PortCode.NO_PROJECTION_STORE
             ) from None
         try:
-            if not isinstance(tables, PostgresProjectionStore):
-                raise RecoveryRefused(
-                    f"the projections of {redact_url(found.url)} are not kept in a file or a "
-                    "PostgreSQL schema: nothing to isolate ('rota replay rebuild' rebuilds them)",
-                    code=ReplayCode.NOT_SQLITE,
-                )
-            return _recover(log, tables, backup_name, checkpoint_dir, dry_run, clock)
+            with refusals():
+                isolation = found.isolate_projections(tables, backup_name)
+            assert tables is not None  # (a store with none has nothing to isolate)
+            return _recover(log, tables, isolation, checkpoint_dir, dry_run, clock)
         finally:
             if tables is not None:
                 tables.close()  # (releases the writer lock with the session)
@@ -104,24 +106,12 @@ def recover_corrupt_postgres(
 
 def _recover(
     log: EventStore,
-    tables: PostgresProjectionStore,
-    name: str,
+    tables: ProjectionStore,
+    isolation: Isolation,
     checkpoint_dir: str | os.PathLike[str] | None,
     dry_run: bool,
     clock: Clock | None,
 ) -> RecoveryReport:
-    s = tables.schema
-    if not tables.exists():
-        raise RecoveryRefused(
-            f"no projection tables in {tables.where}: nothing to isolate "
-            "('rota replay rebuild' creates them)",
-            code=PortCode.NO_PROJECTION_STORE,
-        )
-    if backup_exists(tables, name):
-        raise RecoveryRefused(
-            f'a backup named {name!r} exists in "{s}".{MANIFEST_TABLE}: choose a new name',
-            code=PortCode.BACKUP_EXISTS,
-        )
     if not tables.writer_lock().acquire():
         raise StoreBusy(
             f"a scheduler keeps the projections in {tables.where} (it holds their writer "
@@ -129,26 +119,27 @@ def _recover(
         )
     log_checks = _verify_log(log, checkpoint_dir)
     head = log.head().position
-    planned = fingerprints(tables)
+    planned = isolation.planned()
     report = RecoveryReport(
         dry_run=dry_run,
         store=tables.where,
         projections=f"{tables.where}: rota_projection_* tables",
-        backup=f'"{s}".{RECOVERY_TABLE} backup {name!r}',
-        files=_isolated(planned, s),
+        backup=isolation.backup,
+        files=isolated(planned),
         log_checks=log_checks,
-        projection_integrity=[f"{t}: {n} rows read" for t, _, _, n in planned],
+        projection_integrity=[f"{c.name}: {c.rows} rows read" for c in planned],
         log_head_before=head,
     )
     if dry_run:
         return report
-    manifest = {
+    manifest: dict[str, object] = {
         "tool": "rota recover-corrupt",
         "created_at": format_timestamp((clock or SystemClock()).now()),
         "store": tables.where,
         "log_head": head,
     }
-    moved = isolate(tables, name, manifest)
+    with refusals():
+        moved = isolation.run(manifest)
     rebuilt = rebuild(log, tables)
     checked = verify(log, tables)
     stored = {v.name: v for v in checked.projections}
@@ -158,12 +149,12 @@ def _recover(
     )
     return msgspec.structs.replace(
         report,
-        files=_isolated(moved, s),
-        manifest=f'"{s}".{MANIFEST_TABLE} backup {name!r}',
+        files=isolated(moved),
+        manifest=isolation.manifest,
         rebuilt=rebuilt,
         verified=verified,
         log_head_after=log.head().position,
     )
 
 
-__all__ = ["recover_corrupt_postgres"]
+__all__ = ["isolated", "recover_corrupt_postgres", "refusals"]

@@ -74,7 +74,8 @@ def forget(name: str) -> None:
 
 class MemoryBackend(Backend):
     """`memory://name` (shared in this process) or `memory://` (private); see the module
-    docstring."""
+    docstring. `check_integrity` is not applicable and `isolate_projections` refused
+    (`not_sqlite`: the projections die with the process): the base class's answers."""
 
     processes_share = False
 

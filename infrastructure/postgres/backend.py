@@ -7,14 +7,16 @@ before connecting). See `rota.infrastructure.backend`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rota.application.errors import PortCode, ProjectionStoreError
 from rota.application.ports import Clock, EventStore
-from rota.infrastructure.backend import Backend, StoreLock
+from rota.infrastructure.backend import Backend, Isolation, StoreLock
 from rota.infrastructure.postgres.names import split_schema
 from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
 from rota.infrastructure.postgres.store import PostgresStore
+from rota.infrastructure.stored_projections import StoredProjections
 
 POSTGRES_FOLLOW_MODULE = "rota.infrastructure.eventsourcing.postgres"
 
@@ -55,6 +57,21 @@ class PostgresBackend(Backend):
         """None: daemons on PostgreSQL are fenced by their leases, and recover-corrupt by
         the projections' writer lock (an advisory lock)."""
         return None
+
+    # check_integrity: not applicable (the server checks its own pages; the hash chain,
+    # checked apart, reads every event): the base class's answer.
+
+    def isolate_projections(
+        self, projections: Path | StoredProjections | None, name: str
+    ) -> Isolation:
+        """The projection rows of the schema's tables (`projections`, the store
+        `projections_beside` opened), to move into `rota_projection_recovery` in one
+        transaction (`postgres.projection_recovery`)."""
+        from rota.infrastructure.postgres.projection_recovery import RowIsolation
+
+        if not isinstance(projections, PostgresProjectionStore):
+            return super().isolate_projections(projections, name)
+        return RowIsolation(projections, name)
 
     def follow_env(self) -> dict[str, str]:
         return {"PERSISTENCE_MODULE": POSTGRES_FOLLOW_MODULE, "POSTGRES_URL": self.url}

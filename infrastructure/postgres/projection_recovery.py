@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 from rota.application.errors import PortCode, ProjectionStoreError
+from rota.infrastructure.backend import IsolatedCopy, Isolation, IsolationRefused
 from rota.infrastructure.postgres.projection_store import PostgresProjectionStore
 from rota.infrastructure.postgres.projection_tables import META_TABLE, PG_ROW_TABLES
 
@@ -68,7 +69,7 @@ def backup_exists(store: PostgresProjectionStore, name: str) -> bool:
 
 
 def isolate(
-    store: PostgresProjectionStore, name: str, manifest: dict[str, Any]
+    store: PostgresProjectionStore, name: str, manifest: dict[str, object]
 ) -> list[Fingerprint]:
     """Move every projection row into the backup `name` with its manifest, in one
     transaction (see the module docstring); returns the fingerprints of what moved."""
@@ -114,4 +115,43 @@ def isolate(
     return result
 
 
-__all__ = ["MANIFEST_TABLE", "RECOVERY_TABLE", "backup_exists", "fingerprints", "isolate"]
+class RowIsolation(Isolation):
+    """The projection rows of `store` (its schema's tables), to move under the backup
+    `name` (`PostgresBackend.isolate_projections`); refused at once when the tables are
+    not there or the backup name is taken."""
+
+    def __init__(self, store: PostgresProjectionStore, name: str) -> None:
+        self.store, self.name, s = store, name, store.schema
+        if not store.exists():
+            raise IsolationRefused(
+                f"no projection tables in {store.where}: nothing to isolate "
+                "('rota replay rebuild' creates them)",
+                code=PortCode.NO_PROJECTION_STORE,
+            )
+        if backup_exists(store, name):
+            raise IsolationRefused(
+                f'a backup named {name!r} exists in "{s}".{MANIFEST_TABLE}: choose a new name',
+                code=PortCode.BACKUP_EXISTS,
+            )
+        self.backup = f'"{s}".{RECOVERY_TABLE} backup {name!r}'
+        self.manifest = f'"{s}".{MANIFEST_TABLE} backup {name!r}'
+
+    def _copies(self, found: list[Fingerprint]) -> list[IsolatedCopy]:
+        s = self.store.schema
+        return [IsolatedCopy(t, f'"{s}".{t} ({n} rows)', b, h, n) for t, b, h, n in found]
+
+    def planned(self) -> list[IsolatedCopy]:
+        return self._copies(fingerprints(self.store))
+
+    def run(self, manifest: dict[str, object]) -> list[IsolatedCopy]:
+        return self._copies(isolate(self.store, self.name, manifest))
+
+
+__all__ = [
+    "MANIFEST_TABLE",
+    "RECOVERY_TABLE",
+    "RowIsolation",
+    "backup_exists",
+    "fingerprints",
+    "isolate",
+]

@@ -12,10 +12,13 @@ from typing import Any
 
 from rota.application.errors import PortCode, ProjectionStoreError
 from rota.application.ports import Clock, EventStore
-from rota.infrastructure.backend import Backend, StoreLock
+from rota.infrastructure.backend import Backend, Integrity, Isolation, StoreLock
+from rota.infrastructure.sqlite.isolation import FileIsolation
 from rota.infrastructure.sqlite.locks import FileDaemonLock
 from rota.infrastructure.sqlite.log_file import sqlite_path
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
+from rota.infrastructure.sqlite.read_only import integrity
+from rota.infrastructure.stored_projections import StoredProjections
 
 SQLITE_FOLLOW_MODULE = "rota.infrastructure.eventsourcing.sqlite"
 
@@ -75,6 +78,31 @@ class SQLiteBackend(Backend):
 
     def daemon_lock(self, *, exclusive: bool = False) -> StoreLock:
         return FileDaemonLock(f"{self.log_file}.lock", exclusive=exclusive)
+
+    def check_integrity(self, *, immutable: bool = False) -> Integrity:
+        """SQLite's full `PRAGMA integrity_check` of the log file, through a read-only
+        connection (`immutable`: one that creates no `-wal`/`-shm` either)."""
+        path = self.log_file
+        lines = integrity(path, immutable=immutable)
+        if lines == ["ok"]:
+            return Integrity(True, f"PRAGMA integrity_check of {path}: ok")
+        more = f" (and {len(lines) - 3} more)" if len(lines) > 3 else ""
+        return Integrity(False, f"{path}: {'; '.join(lines[:3])}{more}")
+
+    def isolate_projections(
+        self, projections: Path | StoredProjections | None, name: str
+    ) -> Isolation:
+        """The projection file (`projections`, or `<log>.projections`) and its companions,
+        to move into `diagnostics/scheduler-recovery/NAME` beside the log
+        (`sqlite.isolation`)."""
+        log = self.log_file.absolute()
+        if isinstance(projections, SQLiteProjectionStore):
+            proj = projections.path.absolute()
+        elif isinstance(projections, Path):
+            proj = projections.absolute()
+        else:
+            proj = projections_path(log)
+        return FileIsolation(log.parent, proj, name)
 
     def follow_env(self) -> dict[str, str]:
         return {"PERSISTENCE_MODULE": SQLITE_FOLLOW_MODULE, "APSW_DBNAME": str(self.log_file)}

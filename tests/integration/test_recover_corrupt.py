@@ -202,7 +202,9 @@ def test_the_target_directory_is_created_exclusively(store: Path, tmp_path: Path
     """A name planted between the checks and the mkdir is still refused (mkdir is the
     authority), and nothing is moved."""
     projections = Path(f"{store}.projections").read_bytes()
-    real = rc._precheck_target
+    from rota.infrastructure.sqlite import isolation
+
+    real = isolation.precheck_target
 
     def racing(base: Path, name: str) -> Path:
         found = real(base, name)
@@ -210,12 +212,12 @@ def test_the_target_directory_is_created_exclusively(store: Path, tmp_path: Path
         found.symlink_to(tmp_path, target_is_directory=True)
         return found
 
-    rc._precheck_target = racing  # type: ignore[assignment]
+    isolation.precheck_target = racing  # type: ignore[assignment]
     try:
         with pytest.raises(RecoveryRefused) as refused:
             recover_corrupt(str(store), "raced")
     finally:
-        rc._precheck_target = real  # type: ignore[assignment]
+        isolation.precheck_target = real  # type: ignore[assignment]
     assert refused.value.code == "backup_exists"
     assert Path(f"{store}.projections").read_bytes() == projections
 

@@ -7,15 +7,18 @@ process, `memory://` is private; both are usable from `rota.open`.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 import rota
 from rota.application.errors import PortCode, StoreError
+from rota.infrastructure.backend import NOT_APPLICABLE, Backend, Isolation, IsolationRefused
 from rota.infrastructure.memory.backend import MemoryBackend, forget
 from rota.infrastructure.postgres.backend import PostgresBackend
 from rota.infrastructure.sqlite.backend import SQLiteBackend
@@ -23,6 +26,7 @@ from rota.infrastructure.store_url import MemoryURL, backend, parse
 from rota.infrastructure.stores import open_store
 from rota.replay.daemon_lock import DaemonLock, StoreBusy
 from rota.replay.doctor import doctor
+from rota.replay.rebuild import rebuild
 from rota.replay.recover_corrupt import recover_corrupt
 from rota.replay.recovery_report import RecoveryRefused
 
@@ -151,3 +155,107 @@ def test_eventsourcing_cannot_follow_a_memory_store() -> None:
     with pytest.raises(StoreError):
         RotaLog.env_for("memory://x")
     assert RotaLog.env_for("postgresql://u@h/db")["POSTGRES_URL"] == "postgresql://u@h/db"
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+def kept(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> Iterator[str]:
+    """A store of each kind with one Work in its log and its projections rebuilt."""
+    with ExitStack() as stack:
+        if request.param == "postgres":
+            from postgres import schema_url, temporary_schema
+
+            url = schema_url(stack.enter_context(temporary_schema()))
+        else:
+            url = str(tmp_path / "rota.db") if request.param == "sqlite" else f"memory://{name}"
+        with rota.open(url) as scheduler:
+            scheduler.register("job", lambda ctx: None)
+            scheduler.submit("w", binding="job")
+        found = backend(url)
+        with found.open_log() as log:
+            tables = found.projections_beside(log)
+            assert tables is not None
+            try:
+                rebuild(log, tables)
+            finally:
+                tables.close()
+        yield url
+
+
+def test_each_backend_checks_its_log_or_says_it_is_not_applicable(kept: str) -> None:
+    found = backend(kept)
+    if found.log_file is None:  # the server checks its own pages
+        assert found.check_integrity() == (True, NOT_APPLICABLE)
+        return
+    path = found.log_file
+    assert found.check_integrity() == (True, f"PRAGMA integrity_check of {path}: ok")
+    assert found.check_integrity(immutable=True).sound
+    path.write_bytes(path.read_bytes()[:100] + b"\0" * 4096)
+    damaged = found.check_integrity(immutable=True)
+    assert not damaged.sound and damaged.detail.startswith(f"{path}: ")
+
+
+def _isolation(found: Backend, name: str, stack: ExitStack) -> Isolation:
+    """A file is isolated unopened (`<log>.projections`); tables through their store."""
+    if found.log_file is not None:
+        return found.isolate_projections(None, name)
+    log = stack.enter_context(found.open_log())
+    tables = found.projections_beside(log, must_exist=True)
+    assert tables is not None
+    stack.callback(tables.close)
+    return found.isolate_projections(tables, name)
+
+
+def test_each_backend_isolates_its_projections_or_refuses(kept: str) -> None:
+    found = backend(kept)
+    if kept.startswith("memory://"):  # its projections die with the process
+        with ExitStack() as stack, pytest.raises(IsolationRefused) as refused:
+            _isolation(found, "b1", stack)
+        assert refused.value.code == PortCode.NOT_SQLITE
+        assert "nothing to isolate" in refused.value.message
+        return
+    with ExitStack() as stack:
+        isolation = _isolation(found, "b1", stack)
+        planned = isolation.planned()
+        assert planned and all(len(c.sha256) == 64 for c in planned)
+        moved = isolation.run({"tool": "test", "created_at": "now"})
+        assert [(c.name, c.size, c.sha256) for c in moved] == [
+            (c.name, c.size, c.sha256) for c in planned
+        ]
+    path = found.log_file
+    if path is not None:  # the file moved aside, with its manifest
+        target = path.parent / "diagnostics" / "scheduler-recovery" / "b1"
+        assert not Path(f"{path}.projections").exists()
+        assert (target / f"{path.name}.projections").is_file()
+        manifest = json.loads((target / "manifest.json").read_text())
+        assert manifest["tool"] == "test" and [f["name"] for f in manifest["files"]] == [
+            c.name for c in moved
+        ]
+        assert isolation.backup == str(target)
+    else:  # the rows moved aside: the tables are empty
+        assert any(c.rows for c in moved)
+        with ExitStack() as stack:
+            again = _isolation(found, "b2", stack)
+            assert all(c.rows == 0 for c in again.planned())
+    with ExitStack() as stack, pytest.raises(IsolationRefused) as refused:
+        _isolation(found, "b1", stack)
+    assert refused.value.code == PortCode.BACKUP_EXISTS
+    if path is not None:  # nothing left to isolate
+        with pytest.raises(IsolationRefused) as refused:
+            found.isolate_projections(None, "b3")
+        assert refused.value.code == PortCode.NO_PROJECTION_STORE
+
+
+def test_replay_moves_no_projection_and_runs_no_integrity_check_itself() -> None:
+    """The file moves, the recovery SQL and the integrity pragma are the backends' (replay
+    keeps the guards and the reports, `isolate_projections`, `check_integrity`)."""
+    adapter = re.compile(
+        r"os\.(rename|mkdir|unlink)\(|INSERT INTO|DELETE FROM|PRAGMA integrity_check\"|"
+        r"isinstance\([^)]*PostgresProjectionStore"
+    )
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in (ROOT / "replay").rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if adapter.search(line)
+    ]
+    assert not found, found
