@@ -37,6 +37,7 @@ from typing import Any, Generic, TypeVar, Unpack, overload
 from rota.api_errors import WaitTimeout
 from rota.application.host import TickReport
 from rota.application.ports import Clock, Environment, EventStore, Gate, LaunchContext
+from rota.application.queries.capacity import CapacityDict
 from rota.application.queries.work_views import AttemptView, EventView, WorkSummary, WorkView
 from rota.domain.policy import ControlFallback, HandoffPolicy, RetryPolicy
 from rota.domain.results import Result
@@ -320,7 +321,7 @@ class AsyncScheduler:
     async def events(self, after: int = 0, limit: int = 1000) -> list[EventView]:
         return await asyncio.to_thread(self.sync.events, after, limit)
 
-    async def capacity(self) -> dict[str, Any]:
+    async def capacity(self) -> CapacityDict:
         return await asyncio.to_thread(self.sync.capacity)
 
     # -- the cadence ------------------------------------------------------------------------

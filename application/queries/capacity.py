@@ -8,6 +8,7 @@ waits why. `Work explain` (`rota.replay.explain`) asks it too.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TypedDict
 
 import msgspec
 
@@ -54,6 +55,34 @@ class CapacityView(msgspec.Struct, frozen=True, kw_only=True):
     pools: dict[str, PoolUse]
     scopes: dict[str, ScopeUse]
     waiting: list[WaitingWork]
+
+
+# The same view as the plain dict `Scheduler.capacity()` returns (`to_builtins`), typed.
+
+
+class PoolUseDict(TypedDict):
+    limit: int
+    in_use: int
+    waiting: int
+
+
+class ScopeUseDict(TypedDict):
+    limit: int
+    in_use: int
+
+
+class WaitingWorkDict(TypedDict):
+    work: str
+    code: str
+    detail: str
+
+
+class CapacityDict(TypedDict):
+    """`Scheduler.capacity()`: a `CapacityView` as the JSON of `rota capacity --json`."""
+
+    pools: dict[str, PoolUseDict]
+    scopes: dict[str, ScopeUseDict]
+    waiting: list[WaitingWorkDict]
 
 
 def dry_run_starts(
@@ -169,6 +198,7 @@ class CapacityQueries:
 
 __all__ = [
     "CAPACITY_CODES",
+    "CapacityDict",
     "CapacityQueries",
     "CapacityView",
     "PoolUse",

@@ -191,8 +191,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     for pool, numbers in view["pools"].items():
         limit = numbers["limit"] or "unbounded"  # a limit of 0 is unbounded
         print(f"{pool:<8} {numbers['in_use']}/{limit} in use, {numbers['waiting']} waiting")
-    for scope, numbers in view["scopes"].items():
-        print(f"scope {scope}: {numbers['in_use']}/{numbers['limit']} in use")
+    for scope, use in view["scopes"].items():
+        print(f"scope {scope}: {use['in_use']}/{use['limit']} in use")
     for item in view["waiting"]:
         print(f"  {item['work']}: {item['code']}: {item['detail']}")
     return 0

@@ -9,11 +9,11 @@ read model, the HTTP API's and the web view's too.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import msgspec
 
 from rota.application.queries import Queries
+from rota.application.queries.capacity import CapacityDict
 from rota.application.queries.work_views import AttemptView, EventView, WorkSummary, WorkView
 
 
@@ -64,11 +64,12 @@ class SchedulerReads:
         """Every event of the log after position `after`, read in pages."""
         return self.queries.works.iter_events(after)
 
-    def capacity(self) -> dict[str, Any]:
+    def capacity(self) -> CapacityDict:
         """Each pool's limit, slots in use and Work waiting, and why each waits (the JSON
-        of `rota capacity --json`; `queries.capacity.current()` is the typed view)."""
-        builtins: dict[str, Any] = msgspec.to_builtins(self.queries.capacity.current())
-        return builtins
+        of `rota capacity --json`, typed; `queries.capacity.current()` is the same as a
+        frozen view)."""
+        shown: CapacityDict = msgspec.to_builtins(self.queries.capacity.current())
+        return shown
 
 
 __all__ = ["SchedulerReads"]

@@ -42,6 +42,8 @@ def embedded(scheduler: rota.Scheduler) -> None:
     _: int = handle.result()  # error: assignment
     scheduler.submit("w", binding=typed, inputs=1)  # error: call-overload
     scheduler.register("greet", greet, pool=3)  # error: call-overload
+    reveal_type(scheduler.capacity()["pools"]["agents"]["in_use"])  # revealed: int
+    scheduler.capacity()["pool"]  # error: typeddict-item
 
 
 async def asynchronous(scheduler: rota.aio.AsyncScheduler) -> None:
