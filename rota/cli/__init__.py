@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
 import os
 import sys
@@ -48,6 +49,9 @@ __all__ = ["UsageError", "build_parser", "run"]
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="rota", description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
+        "--version", action="version", version=f"rota {version()}", help="print rota's version"
+    )
+    parser.add_argument(
         "--config",
         metavar="FILE",
         help=f"the config file (default: $ROTA_CONFIG, else ./{DEFAULT_CONFIG})",
@@ -59,6 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.register(commands)
     return parser
+
+
+def version() -> str:
+    """The installed package's version (what `pip show rota` says)."""
+    try:
+        return importlib.metadata.version("rota")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        from rota import __version__
+
+        return __version__
 
 
 def run(argv: Sequence[str]) -> int:

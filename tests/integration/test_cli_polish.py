@@ -1,0 +1,80 @@
+"""Operator polish of the `rota` command line (issue 28, item 8). Real subprocesses, as in
+test_cli.py and test_cli_refusals.py: what a user types, bytes and pipes included."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CONFIG = """\
+[[bindings]]
+name = "ok"
+executor = "shell"
+command = ["sh", "-c", "echo done"]
+
+[[bindings]]
+name = "boom"
+executor = "shell"
+command = ["sh", "-c", "echo broken >&2; exit 3"]
+"""
+TIMEOUT = 60
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("ROTA_STORE", "ROTA_CONFIG"):
+        env.pop(name, None)
+    return env
+
+
+def rota(cwd: Path, *args: str | bytes) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "rota", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def ok(cwd: Path, *args: str) -> str:
+    done = rota(cwd, *args)
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr, done.stderr
+    return done.stdout.decode()
+
+
+def as_json(cwd: Path, *args: str) -> Any:
+    return json.loads(ok(cwd, *args, "--json"))
+
+
+def one_line_error(done: subprocess.CompletedProcess[bytes], code: str, exit_code: int) -> str:
+    """The one stderr line of a refusal with `code` and `exit_code`; no traceback."""
+    err = done.stderr.decode("utf-8", "backslashreplace")
+    assert "Traceback" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"rota: {code}: "), lines[0]
+    assert done.returncode == exit_code, (done.returncode, err)
+    return lines[0]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    (tmp_path / "rota.toml").write_text(CONFIG)
+    return tmp_path
+
+
+def test_version_prints_the_installed_version(home: Path) -> None:
+    done = rota(home, "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == f"rota {importlib.metadata.version('rota')}\n"
+    assert done.stderr == b""
