@@ -78,3 +78,14 @@ def test_version_prints_the_installed_version(home: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode() == f"rota {importlib.metadata.version('rota')}\n"
     assert done.stderr == b""
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "-0.5", "nan", "NaN", "inf", "-inf", "soon"])
+def test_timeout_must_be_positive_and_finite(home: Path, value: str) -> None:
+    line = one_line_error(rota(home, "run", "--until-idle", f"--timeout={value}"), "usage", 2)
+    assert "--timeout" in line
+    assert not (home / "rota.db").exists()  # refused before any store is opened
+
+
+def test_a_positive_timeout_is_taken(home: Path) -> None:
+    assert as_json(home, "run", "--until-idle", "--timeout", "0.5")["states"] == {}
