@@ -13,7 +13,7 @@ Each command prints its result on stdout (JSON with `--json`) and exits 0 on suc
 failure it prints one line on stderr, `rota: <code>: <what was wrong>` (with `--json`, one
 JSON object instead: `{"error": {"code": ..., "message": ...}}`), and exits 2 for a usage
 error or an invalid config, 1 otherwise (130 when interrupted). A reader that closes stdout
-early (`rota doctor | head`) is `output_closed`, exit 1.
+early (`rota events | head -1`) ends the command silently (no line on stderr), exit 1.
 
 `rota run --http ADDR` also serves the HTTP API from the daemon, `rota serve` serves it
 read-only over a store, and `rota token add NAME --scope ...` makes its bearer tokens
@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from rota.cli import config, log, ops, replay, run_command, schedule, serve, work
 from rota.cli.common import USAGE_CODES, Parser, UsageError
 from rota.domain.errors import RotaError
-from rota.infrastructure.config import DEFAULT_CONFIG, EntryCode
+from rota.infrastructure.config import DEFAULT_CONFIG
 
 Command = Callable[[argparse.Namespace], int]
 # Each module adds its commands to the parser; a new command group is a new module here.
@@ -88,14 +88,22 @@ def run(argv: Sequence[str]) -> int:
         report(exc.code, str(exc), json_errors=json_errors)
         return 2 if exc.code in USAGE_CODES else 1
     except BrokenPipeError:
-        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        report(EntryCode.OUTPUT_CLOSED, "the reader of stdout went away", json_errors=json_errors)
+        # The reader went away (`rota events | head -1`): nothing is wrong, so nothing is
+        # said (as `cat` or `git log` do). Point stdout at /dev/null so the interpreter's
+        # final flush of what is still buffered cannot fail again.
+        output_closed()
         return 1
     except KeyboardInterrupt:
         print("rota: interrupted", file=sys.stderr)
         return 130
+
+
+def output_closed() -> None:
+    """Make stdout a sink (/dev/null), so nothing written or flushed later fails."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def report(code: str, message: str, *, json_errors: bool = False) -> None:

@@ -89,3 +89,36 @@ def test_timeout_must_be_positive_and_finite(home: Path, value: str) -> None:
 
 def test_a_positive_timeout_is_taken(home: Path) -> None:
     assert as_json(home, "run", "--until-idle", "--timeout", "0.5")["states"] == {}
+
+
+def _closed_after_one_line(home: Path, *args: str) -> tuple[int, bytes]:
+    """`rota ARGS | head -1`: the reader takes one line and closes its end of the pipe."""
+    process = subprocess.Popen(
+        [sys.executable, "-P", "-m", "rota", *args],
+        cwd=home,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        assert process.stdout.readline()
+        process.stdout.close()
+        err = process.stderr.read()
+        return process.wait(timeout=TIMEOUT), err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("args", [("events",), ("events", "--json"), ("export",)])
+def test_a_reader_that_goes_away_is_silent(home: Path, args: tuple[str, ...]) -> None:
+    # Over 64 KiB of output (a pipe's buffer), so rota is still writing when head leaves.
+    (home / "big.json").write_text(json.dumps({"x": "a" * 200_000}))
+    ok(home, "submit", "big", "--binding", "ok", "--input", "@big.json")
+    for n in range(3):
+        ok(home, "submit", f"w{n}", "--binding", "ok")
+    status, err = _closed_after_one_line(home, *args)
+    assert err == b"", err  # no traceback, no `rota: output_closed` line
+    assert status in (0, 1)  # 1 when rota saw the pipe close, 0 if it had written it all
