@@ -158,11 +158,24 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    return _act(
-        args,
-        lambda s: s.cancel(args.work, reason=args.reason or "", by=args.by),
-        lambda view: f"{args.work}: cancelled",
-    )
+    """Cancel a Work. One that is already cancelled is what was asked for: exit 0 with
+    "already cancelled" (nothing recorded); a completed or failed one stays `work_terminal`."""
+    with open_rota(args) as scheduler:
+        try:
+            scheduler.cancel(args.work, reason=args.reason or "", by=args.by)
+            line = f"{args.work}: cancelled"
+        except RotaError as exc:
+            if exc.code != DomainCode.WORK_TERMINAL:
+                raise
+            if work_view(scheduler, args.work).state != "cancelled":
+                raise
+            line = f"{args.work}: already cancelled (nothing recorded)"
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json(view)
+    else:
+        print(line)
+    return 0
 
 
 def cmd_inject(args: argparse.Namespace) -> int:

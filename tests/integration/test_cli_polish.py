@@ -23,6 +23,11 @@ command = ["sh", "-c", "echo done"]
 name = "boom"
 executor = "shell"
 command = ["sh", "-c", "echo broken >&2; exit 3"]
+
+[[bindings]]
+name = "perm"
+executor = "shell"
+command = ["sh", "-c", "echo misconfigured >&2; exit 78"]
 """
 TIMEOUT = 60
 
@@ -122,3 +127,31 @@ def test_a_reader_that_goes_away_is_silent(home: Path, args: tuple[str, ...]) ->
     status, err = _closed_after_one_line(home, *args)
     assert err == b"", err  # no traceback, no `rota: output_closed` line
     assert status in (0, 1)  # 1 when rota saw the pipe close, 0 if it had written it all
+
+
+def _events(home: Path) -> int:
+    return len(as_json(home, "events"))
+
+
+def test_cancelling_a_cancelled_work_says_so_and_succeeds(home: Path) -> None:
+    ok(home, "submit", "w", "--binding", "ok")
+    assert ok(home, "cancel", "w", "--reason", "not needed") == "w: cancelled\n"
+    before = _events(home)
+    done = rota(home, "cancel", "w")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == b""
+    assert "already cancelled" in done.stdout.decode()
+    assert as_json(home, "cancel", "w")["state"] == "cancelled"
+    assert _events(home) == before  # nothing recorded
+
+
+def test_cancelling_a_completed_work_stays_an_error(home: Path) -> None:
+    ok(home, "submit", "good", "--binding", "ok")
+    ok(home, "run", "--until-idle")
+    line = one_line_error(rota(home, "cancel", "good"), "work_terminal", 1)
+    assert "already completed" in line
+    # A failed Work (permanently, retries left to an operator) is cancellable, as before.
+    ok(home, "submit", "bad", "--binding", "perm")  # exit 78: failed, permanent
+    ok(home, "run", "--until-idle")
+    assert as_json(home, "work", "show", "bad")["state"] == "failed"
+    assert ok(home, "cancel", "bad") == "bad: cancelled\n"
