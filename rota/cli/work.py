@@ -13,7 +13,9 @@ import msgspec
 
 from rota.application.queries.work_views import WorkSummary, WorkView
 from rota.cli.common import UsageError, open_rota, print_json, read_input
+from rota.domain.emit import work_stream
 from rota.domain.errors import DomainCode, RotaError
+from rota.domain.events.admission import GateRefused, WorkCancelled
 from rota.domain.state import WorkStateName
 from rota.embedded.submission_values import Submission
 from rota.projections.work_pages import MAX_LIMIT
@@ -211,13 +213,31 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cancelled_line(scheduler: Scheduler, work_id: str) -> str | None:
+    """`cancelled by WHO at TIME: REASON`, from the Work's last cancelling event (an
+    operator's `core.work.cancelled` or a gate's `core.gate.refused`): the views do not keep
+    the reason, the log does."""
+    for recorded in reversed(scheduler.store.read_stream(work_stream(work_id))):
+        event = recorded.event
+        if isinstance(event, WorkCancelled):
+            who = event.by
+        elif isinstance(event, GateRefused):
+            who = f"gate {event.registration}"
+        else:
+            continue
+        reason = " ".join(event.reason.split()) or "(no reason given)"
+        return f"  cancelled by {who} at {recorded.recorded_at}: {reason}"
+    return None
+
+
 def cmd_work_show(args: argparse.Namespace) -> int:
     with open_rota(args) as scheduler:
         view = work_view(scheduler, args.work)
+        cancelled = _cancelled_line(scheduler, args.work) if view.state == "cancelled" else None
     if args.json:
         print_json(view)
     else:
-        print("\n".join(_describe(view)))
+        print("\n".join([*_describe(view), *([cancelled] if cancelled else [])]))
     return 0
 
 

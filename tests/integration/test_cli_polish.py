@@ -155,3 +155,15 @@ def test_cancelling_a_completed_work_stays_an_error(home: Path) -> None:
     ok(home, "run", "--until-idle")
     assert as_json(home, "work", "show", "bad")["state"] == "failed"
     assert ok(home, "cancel", "bad") == "bad: cancelled\n"
+
+
+def test_work_show_gives_a_cancelled_works_reason(home: Path) -> None:
+    ok(home, "submit", "w", "--binding", "ok")
+    ok(home, "cancel", "w", "--reason", "superseded by\nw2", "--by", "ana")
+    shown = ok(home, "work", "show", "w")
+    assert "cancelled by ana at " in shown
+    assert shown.rstrip().endswith(": superseded by w2")  # one line, whatever it holds
+    ok(home, "submit", "quiet", "--binding", "ok")
+    ok(home, "cancel", "quiet")
+    assert "(no reason given)" in ok(home, "work", "show", "quiet")
+    assert "cancelled by" not in ok(home, "work", "show", "w", "--json")  # JSON as before
