@@ -69,7 +69,12 @@ def _describe(view: WorkView) -> list[str]:
         if attempt.data is not None:
             lines.append(f"    data: {msgspec.json.encode(attempt.data).decode()}")
     retry = view.retry
-    if retry.failures:
+    if retry.blocked_reason == "permanent_failure":
+        # The domain counts a permanent failure as the whole budget spent (no retry is
+        # left), but the line reads as attempts made of attempts allowed: all it got.
+        made = len(view.attempts)
+        lines.append(f"  failures: {made} of {made} (permanent: not retried)")
+    elif retry.failures:
         budget = f" of {retry.budget}" if retry.budget else ""
         lines.append(f"  failures: {retry.failures}{budget}")
     if retry.next_due:

@@ -167,3 +167,13 @@ def test_work_show_gives_a_cancelled_works_reason(home: Path) -> None:
     ok(home, "cancel", "quiet")
     assert "(no reason given)" in ok(home, "work", "show", "quiet")
     assert "cancelled by" not in ok(home, "work", "show", "w", "--json")  # JSON as before
+
+
+def test_a_permanent_failure_reads_one_of_one(home: Path) -> None:
+    ok(home, "submit", "bad", "--binding", "perm")  # exit 78: failed, permanent
+    ok(home, "submit", "flaky", "--binding", "boom")  # exit 3: retried, 3 attempts allowed
+    ok(home, "run", "--until-idle")
+    shown = ok(home, "work", "show", "bad")
+    assert "  failures: 1 of 1 (permanent: not retried)\n" in shown
+    assert "3 of 3" not in shown
+    assert "  failures: 1 of 3\n" in ok(home, "work", "show", "flaky")
