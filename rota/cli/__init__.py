@@ -36,7 +36,8 @@ from collections.abc import Callable, Sequence
 
 from rota.cli import config, log, ops, replay, run_command, schedule, serve, work
 from rota.cli.common import USAGE_CODES, Parser, UsageError
-from rota.domain.errors import RotaError
+from rota.domain.errors import DomainCode, RotaError
+from rota.domain.submission import WORK_ID
 from rota.infrastructure.config import DEFAULT_CONFIG
 
 Command = Callable[[argparse.Namespace], int]
@@ -44,6 +45,9 @@ Command = Callable[[argparse.Namespace], int]
 COMMAND_MODULES = (work, run_command, log, replay, ops, config, serve, schedule)
 
 __all__ = ["UsageError", "build_parser", "run"]
+
+# Positional arguments, named as `rota <command> --help` shows them (upper case).
+POSITIONALS = frozenset({"work", "name", "export", "start", "end"})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,6 +84,7 @@ def run(argv: Sequence[str]) -> int:
     json_errors = "--json" in argv
     try:
         args = build_parser().parse_args(argv)
+        _check_utf8(args)
         handler: Command = args.handler
         status = handler(args)
         sys.stdout.flush()  # a closed stdout fails here, not in the interpreter's exit
@@ -96,6 +101,37 @@ def run(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         print("rota: interrupted", file=sys.stderr)
         return 130
+
+
+def _check_utf8(args: argparse.Namespace) -> None:
+    """Refuse an argument whose bytes are not UTF-8 (Python hands them over as lone
+    surrogates, `'\\udcff'`) before the store's encoder fails on it: a Work id is what any
+    bad Work id is (`invalid_work_id` to submit, `unknown_work` to the rest: no store can
+    hold one), anything else a `usage` error naming the option."""
+    for name, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if not isinstance(text, str) or _is_utf8(text):
+                continue
+            shown = ascii(text[:40])
+            if name == "work" and args.command == "submit":
+                raise RotaError(
+                    f"Work id {shown} must match {WORK_ID.pattern} (and be UTF-8)",
+                    code=DomainCode.INVALID_WORK_ID,
+                )
+            if name == "work":
+                raise RotaError(f"no Work {shown} in this store", code=DomainCode.UNKNOWN_WORK)
+            option = (
+                name.upper() if name in POSITIONALS else "--" + name.rstrip("_").replace("_", "-")
+            )
+            raise UsageError(f"{option} {shown} is not valid UTF-8: rota takes text in UTF-8")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def output_closed() -> None:

@@ -177,3 +177,26 @@ def test_a_permanent_failure_reads_one_of_one(home: Path) -> None:
     assert "  failures: 1 of 1 (permanent: not retried)\n" in shown
     assert "3 of 3" not in shown
     assert "  failures: 1 of 3\n" in ok(home, "work", "show", "flaky")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "exit_code"),
+    [
+        ((b"submit", b"\xff", b"--binding", b"ok"), "invalid_work_id", 1),
+        ((b"work", b"show", b"\xff"), "unknown_work", 1),
+        ((b"cancel", b"\xff"), "unknown_work", 1),
+        ((b"submit", b"w2", b"--binding", b"\xffok"), "usage", 2),
+        ((b"cancel", b"w", b"--reason", b"why \xff"), "usage", 2),
+        ((b"events", b"--after", b"\xff"), "usage", 2),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_one_line(
+    home: Path, args: tuple[bytes, ...], code: str, exit_code: int
+) -> None:
+    ok(home, "submit", "w", "--binding", "ok")
+    line = one_line_error(rota(home, *args), code, exit_code)
+    assert "\\udcff" in line  # the bad bytes, shown escaped
+    if code == "usage" and b"--after" not in args:
+        assert "is not valid UTF-8" in line and ("--binding" in line or "--reason" in line)
+    assert [work["id"] for work in as_json(home, "work", "list")] == ["w"]
+    assert as_json(home, "work", "show", "w")["state"] == "ready"
