@@ -13,7 +13,7 @@ Each command prints its result on stdout (JSON with `--json`) and exits 0 on suc
 failure it prints one line on stderr, `rota: <code>: <what was wrong>` (with `--json`, one
 JSON object instead: `{"error": {"code": ..., "message": ...}}`), and exits 2 for a usage
 error or an invalid config, 1 otherwise (130 when interrupted). A reader that closes stdout
-early (`rota doctor | head`) is `output_closed`, exit 1.
+early (`rota events | head -1`) ends the command silently (no line on stderr), exit 1.
 
 `rota run --http ADDR` also serves the HTTP API from the daemon, `rota serve` serves it
 read-only over a store, and `rota token add NAME --scope ...` makes its bearer tokens
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
 import os
 import sys
@@ -35,8 +36,9 @@ from collections.abc import Callable, Sequence
 
 from rota.cli import config, log, ops, replay, run_command, schedule, serve, work
 from rota.cli.common import USAGE_CODES, Parser, UsageError
-from rota.domain.errors import RotaError
-from rota.infrastructure.config import DEFAULT_CONFIG, EntryCode
+from rota.domain.errors import DomainCode, RotaError
+from rota.domain.submission import WORK_ID
+from rota.infrastructure.config import DEFAULT_CONFIG
 
 Command = Callable[[argparse.Namespace], int]
 # Each module adds its commands to the parser; a new command group is a new module here.
@@ -44,9 +46,15 @@ COMMAND_MODULES = (work, run_command, log, replay, ops, config, serve, schedule)
 
 __all__ = ["UsageError", "build_parser", "run"]
 
+# Positional arguments, named as `rota <command> --help` shows them (upper case).
+POSITIONALS = frozenset({"work", "name", "export", "start", "end"})
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="rota", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--version", action="version", version=f"rota {version()}", help="print rota's version"
+    )
     parser.add_argument(
         "--config",
         metavar="FILE",
@@ -61,11 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def version() -> str:
+    """The installed package's version (what `pip show rota` says)."""
+    try:
+        return importlib.metadata.version("rota")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        from rota import __version__
+
+        return __version__
+
+
 def run(argv: Sequence[str]) -> int:
     argv = list(argv)
     json_errors = "--json" in argv
     try:
         args = build_parser().parse_args(argv)
+        _check_utf8(args)
         handler: Command = args.handler
         status = handler(args)
         sys.stdout.flush()  # a closed stdout fails here, not in the interpreter's exit
@@ -74,14 +93,53 @@ def run(argv: Sequence[str]) -> int:
         report(exc.code, str(exc), json_errors=json_errors)
         return 2 if exc.code in USAGE_CODES else 1
     except BrokenPipeError:
-        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        report(EntryCode.OUTPUT_CLOSED, "the reader of stdout went away", json_errors=json_errors)
+        # The reader went away (`rota events | head -1`): nothing is wrong, so nothing is
+        # said (as `cat` or `git log` do). Point stdout at /dev/null so the interpreter's
+        # final flush of what is still buffered cannot fail again.
+        output_closed()
         return 1
     except KeyboardInterrupt:
         print("rota: interrupted", file=sys.stderr)
         return 130
+
+
+def _check_utf8(args: argparse.Namespace) -> None:
+    """Refuse an argument whose bytes are not UTF-8 (Python hands them over as lone
+    surrogates, `'\\udcff'`) before the store's encoder fails on it: a Work id is what any
+    bad Work id is (`invalid_work_id` to submit, `unknown_work` to the rest: no store can
+    hold one), anything else a `usage` error naming the option."""
+    for name, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if not isinstance(text, str) or _is_utf8(text):
+                continue
+            shown = ascii(text[:40])
+            if name == "work" and args.command == "submit":
+                raise RotaError(
+                    f"Work id {shown} must match {WORK_ID.pattern} (and be UTF-8)",
+                    code=DomainCode.INVALID_WORK_ID,
+                )
+            if name == "work":
+                raise RotaError(f"no Work {shown} in this store", code=DomainCode.UNKNOWN_WORK)
+            option = (
+                name.upper() if name in POSITIONALS else "--" + name.rstrip("_").replace("_", "-")
+            )
+            raise UsageError(f"{option} {shown} is not valid UTF-8: rota takes text in UTF-8")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def output_closed() -> None:
+    """Make stdout a sink (/dev/null), so nothing written or flushed later fails."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def report(code: str, message: str, *, json_errors: bool = False) -> None:

@@ -61,6 +61,20 @@ def _bounded(text: str, what: str) -> int:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds over 0 and finite (`--timeout`); argparse
+    names the option in the usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"a number of seconds over 0 (and finite), not {text[:40]!a}"
+        )
+    return value
+
+
 def cannot_write(path: str, exc: OSError) -> RotaError:
     """An output file that could not be created (`cannot_write`), naming the path."""
     return RotaError(f"cannot write {path}: {exc.strerror}", code=EntryCode.CANNOT_WRITE)

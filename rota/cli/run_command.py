@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from rota.cli.common import UsageError, open_rota
+from rota.cli.common import UsageError, open_rota, positive_seconds
 from rota.cli.ops import daemon_lock
 from rota.cli.run_logs import Status, log_options, run_logging
 from rota.cli.work import state_line, states
@@ -166,7 +166,12 @@ def register(commands: Any) -> None:
         action="store_true",
         help="return once nothing is ready or running and no retry timer is due now",
     )
-    run.add_argument("--timeout", type=float, metavar="SECONDS", help="with --until-idle")
+    run.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="with --until-idle: give up (exit 1, timeout) after this many seconds (> 0)",
+    )
     run.add_argument(
         "--drain",
         type=float,

@@ -13,7 +13,9 @@ import msgspec
 
 from rota.application.queries.work_views import WorkSummary, WorkView
 from rota.cli.common import UsageError, open_rota, print_json, read_input
+from rota.domain.emit import work_stream
 from rota.domain.errors import DomainCode, RotaError
+from rota.domain.events.admission import GateRefused, WorkCancelled
 from rota.domain.state import WorkStateName
 from rota.embedded.submission_values import Submission
 from rota.projections.work_pages import MAX_LIMIT
@@ -67,7 +69,12 @@ def _describe(view: WorkView) -> list[str]:
         if attempt.data is not None:
             lines.append(f"    data: {msgspec.json.encode(attempt.data).decode()}")
     retry = view.retry
-    if retry.failures:
+    if retry.blocked_reason == "permanent_failure":
+        # The domain counts a permanent failure as the whole budget spent (no retry is
+        # left), but the line reads as attempts made of attempts allowed: all it got.
+        made = len(view.attempts)
+        lines.append(f"  failures: {made} of {made} (permanent: not retried)")
+    elif retry.failures:
         budget = f" of {retry.budget}" if retry.budget else ""
         lines.append(f"  failures: {retry.failures}{budget}")
     if retry.next_due:
@@ -158,11 +165,24 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    return _act(
-        args,
-        lambda s: s.cancel(args.work, reason=args.reason or "", by=args.by),
-        lambda view: f"{args.work}: cancelled",
-    )
+    """Cancel a Work. One that is already cancelled is what was asked for: exit 0 with
+    "already cancelled" (nothing recorded); a completed or failed one stays `work_terminal`."""
+    with open_rota(args) as scheduler:
+        try:
+            scheduler.cancel(args.work, reason=args.reason or "", by=args.by)
+            line = f"{args.work}: cancelled"
+        except RotaError as exc:
+            if exc.code != DomainCode.WORK_TERMINAL:
+                raise
+            if work_view(scheduler, args.work).state != "cancelled":
+                raise
+            line = f"{args.work}: already cancelled (nothing recorded)"
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json(view)
+    else:
+        print(line)
+    return 0
 
 
 def cmd_inject(args: argparse.Namespace) -> int:
@@ -198,13 +218,31 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cancelled_line(scheduler: Scheduler, work_id: str) -> str | None:
+    """`cancelled by WHO at TIME: REASON`, from the Work's last cancelling event (an
+    operator's `core.work.cancelled` or a gate's `core.gate.refused`): the views do not keep
+    the reason, the log does."""
+    for recorded in reversed(scheduler.store.read_stream(work_stream(work_id))):
+        event = recorded.event
+        if isinstance(event, WorkCancelled):
+            who = event.by
+        elif isinstance(event, GateRefused):
+            who = f"gate {event.registration}"
+        else:
+            continue
+        reason = " ".join(event.reason.split()) or "(no reason given)"
+        return f"  cancelled by {who} at {recorded.recorded_at}: {reason}"
+    return None
+
+
 def cmd_work_show(args: argparse.Namespace) -> int:
     with open_rota(args) as scheduler:
         view = work_view(scheduler, args.work)
+        cancelled = _cancelled_line(scheduler, args.work) if view.state == "cancelled" else None
     if args.json:
         print_json(view)
     else:
-        print("\n".join(_describe(view)))
+        print("\n".join([*_describe(view), *([cancelled] if cancelled else [])]))
     return 0
 
 

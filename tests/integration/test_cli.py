@@ -392,7 +392,10 @@ def test_capacity_json_and_cancel(home: Path) -> None:
     assert view["pools"]["agents"]["limit"] == 4
     cancelled = as_json(home, "cancel", "later", "--reason", "not needed")
     assert cancelled["state"] == "cancelled"
-    one_line_error(rota(home, "cancel", "later"), "work_terminal")
+    # Cancelling it again is what was asked for (issue 28, item 8): exit 0, no error.
+    again = rota(home, "cancel", "later")
+    assert again.returncode == 0 and again.stderr == ""
+    assert again.stdout == "later: already cancelled (nothing recorded)\n"
 
 
 def test_inject_and_interrupt_need_a_running_attempt(home: Path) -> None:
