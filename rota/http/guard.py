@@ -6,6 +6,7 @@ sent, so a browser page of another origin cannot read an answer."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,12 +18,26 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+# host[:port]: a bracketed IPv6 literal, or a DNS name / IPv4 address (letters, digits,
+# dots and hyphens), then an optional port of digits; nothing else (no userinfo, no path).
+_HOST = re.compile(
+    r"(?:\[(?P<ip6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?))"
+    r"(?::(?P<port>[0-9]{1,5}))?",
+    re.ASCII,
+)
+
+
 def host_name(header: str) -> str:
-    """The host of a Host header, without its port: `[::1]:80` -> `::1`."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:].partition("]")[0]
-    return header.rpartition(":")[0] if header.count(":") == 1 else header
+    """The host of a Host header, without its port: `[::1]:80` -> `::1`; `""` when the
+    whole header is not `host[:port]` (`[::1].evil.com`, `localhost:1@evil.com`, a port
+    over 65535), which no allow-list holds."""
+    found = _HOST.fullmatch(header.strip().lower())
+    if found is None:
+        return ""
+    port = found["port"]
+    if port is not None and int(port) > 65535:
+        return ""
+    return found["ip6"] or found["name"]
 
 
 def error_message(status: int, code: str, message: str) -> tuple[int, bytes]:

@@ -87,7 +87,22 @@ def test_missing_scopes_are_403(
     assert answer.json()["error"]["code"] == "missing_scope"
 
 
-FORGED_HOSTS = ["evil.example", "evil.example:8470", "127.0.0.1.evil.example", "[::2]:80", ""]
+FORGED_HOSTS = [
+    "evil.example",
+    "evil.example:8470",
+    "127.0.0.1.evil.example",
+    "[::2]:80",
+    "",
+    # the whole host[:port] is compared, with a strict grammar
+    "[::1].evil.com",
+    "localhost:1@evil.com",
+    "localhost.evil.com",
+    "localhost:99999",
+    "localhost:80x",
+    "localhost:",
+    "[::1]x",
+    "localhost/evil",
+]
 
 
 @pytest.mark.parametrize("host", FORGED_HOSTS)
