@@ -16,6 +16,7 @@ from rota.http.errors import HttpCode
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+NOSNIFF = (b"x-content-type-options", b"nosniff")
 
 
 # host[:port]: a bracketed IPv6 literal, or a DNS name / IPv4 address (letters, digits,
@@ -71,6 +72,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = _nosniff(send)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         refusal = self._refusal(scope, headers)
         if refusal is not None:
@@ -147,3 +149,16 @@ def _replay(body: bytes, upstream: Receive) -> Receive:
         return await upstream()
 
     return receive
+
+
+def _nosniff(send: Send) -> Send:
+    """`send` adding `X-Content-Type-Options: nosniff` to every response it starts (so a
+    browser never sniffs a JSON answer, an error included, into HTML)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [h for h in message.get("headers", []) if h[0].lower() != NOSNIFF[0]]
+            message = {**message, "headers": [*headers, NOSNIFF]}
+        await send(message)
+
+    return sending

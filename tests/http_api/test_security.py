@@ -307,3 +307,29 @@ def test_every_route_needs_a_token_or_a_session(api: Api, unchanged: None) -> No
         else:
             assert answer.status_code in (401, 403), (method, path, answer.status_code)
             assert b"sign_in_required" in answer.content or b"csrf_invalid" in answer.content
+
+
+NOSNIFF_CASES = [
+    ("GET", "/v1/works", "read", None, 200),
+    ("GET", "/v1/works/nope", "read", None, 404),
+    ("GET", "/v1/nowhere", "read", None, 404),
+    ("GET", "/v1/works", None, None, 401),
+    ("POST", "/v1/works", "operate", None, 200),
+    ("GET", "/v1/works", "read", "evil.example", 400),
+    ("GET", "/healthz", "read", None, 200),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "scope", "host", "status"), NOSNIFF_CASES)
+def test_every_answer_carries_nosniff(
+    api: Api, method: str, path: str, scope: str | None, host: str | None, status: int
+) -> None:
+    headers = dict(KEY)
+    if scope is not None:
+        headers["Authorization"] = f"Bearer {api.tokens[scope]}"
+    if host is not None:
+        headers["Host"] = host
+    body = SUBMIT if method == "POST" else None
+    answer = raw(api, method, path, headers=headers, json=body)
+    assert answer.status_code == status, answer.text
+    assert answer.headers["x-content-type-options"] == "nosniff"
