@@ -12,12 +12,17 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rota.http.errors import HttpCode
+from rota.domain.errors import RotaError
+from rota.domain.results import check_unicode
+from rota.http.errors import HttpCode, status_of
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 NOSNIFF = (b"x-content-type-options", b"nosniff")
 
+
+# A JSON escape of a UTF-16 surrogate: only a body holding one is parsed here.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 # host[:port]: a bracketed IPv6 literal, or a DNS name / IPv4 address (letters, digits,
 # dots and hyphens), then an optional port of digits; nothing else (no userinfo, no path).
@@ -92,6 +97,10 @@ class Guard:
                 ),
             )
             return
+        refusal = _lone_surrogate(body)
+        if refusal is not None:
+            await answer(send, *refusal)
+            return
         await self.app(scope, _replay(body, receive), send)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, bytes] | None:
@@ -134,6 +143,23 @@ class Guard:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _lone_surrogate(body: bytes) -> tuple[int, bytes] | None:
+    """The refusal (`not_json`) of a JSON body holding a lone surrogate anywhere (`"\\ud800"`,
+    valid JSON that no UTF-8 store can hold); None for any other body (the route parses
+    it, and refuses one that is not JSON)."""
+    if _SURROGATE_ESCAPE.search(body) is None:
+        return None
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    try:
+        check_unicode(value, "the request body")
+    except RotaError as exc:
+        return error_message(status_of(exc), exc.code, str(exc))
+    return None
 
 
 def _replay(body: bytes, upstream: Receive) -> Receive:

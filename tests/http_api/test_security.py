@@ -333,3 +333,30 @@ def test_every_answer_carries_nosniff(
     answer = raw(api, method, path, headers=headers, json=body)
     assert answer.status_code == status, answer.text
     assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+SURROGATE_BODIES = [
+    ("/v1/works", b'{"work": "s1", "binding": "echo", "input": {"n": "\\ud800"}}'),
+    ("/v1/works", b'{"work": "s1", "binding": "echo", "input": ["a", {"\\uDFFF": 1}]}'),
+    ("/v1/works", b'{"work": "s\\ud800", "binding": "echo"}'),
+    ("/v1/works", b'{"work": "s1", "binding": "echo\\udc00"}'),
+    ("/v1/work/corpus/cancel", b'{"reason": "x\\ud800"}'),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), SURROGATE_BODIES)
+def test_a_lone_surrogate_anywhere_in_a_body_is_422_not_json(
+    api: Api, unchanged: None, path: str, body: bytes
+) -> None:
+    headers = {**bearer(api.tokens["operate"]), "Content-Type": "application/json"}
+    answer = raw(api, "POST", path, headers=headers, content=body)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "not_json"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_surrogate_pair_escaped_is_one_character_and_accepted(api: Api) -> None:
+    headers = {**bearer(api.tokens["operate"]), "Content-Type": "application/json"}
+    body = b'{"work": "s2", "binding": "echo", "input": {"n": "\\ud83d\\ude00"}}'
+    answer = raw(api, "POST", "/v1/works", headers=headers, content=body)
+    assert answer.status_code == 200, answer.text
