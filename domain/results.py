@@ -53,7 +53,7 @@ class Turn(msgspec.Struct, frozen=True):
 def validate_result(result: Result) -> Result:
     """Refuse what must never reach the log; return the result unchanged when it is sound."""
     for unit, amount in result.usage.items():
-        if not isinstance(unit, str) or not UNIT_PATTERN.match(unit):
+        if not isinstance(unit, str) or not UNIT_PATTERN.fullmatch(unit):
             raise InvalidCommand(
                 f"usage unit {unit!r} must match {UNIT_PATTERN.pattern}",
                 code=DomainCode.INVALID_USAGE,
@@ -70,7 +70,7 @@ def validate_result(result: Result) -> Result:
                 f"usage {unit!r} must be finite and non-negative, not {amount!r}",
                 code=DomainCode.INVALID_USAGE,
             )
-    if result.error_code is not None and not CODE_PATTERN.match(result.error_code):
+    if result.error_code is not None and not CODE_PATTERN.fullmatch(result.error_code):
         raise InvalidCommand(
             f"error code {result.error_code!r} must match {CODE_PATTERN.pattern}",
             code=DomainCode.INVALID_RESULT,
@@ -239,7 +239,7 @@ def turn_of(data: Any) -> Turn | None:
             f"{TURN_KEY} must be an object with a string status", code=DomainCode.INVALID_TURN
         )
     status = raw["status"]
-    if not TURN_STATUS.match(status):
+    if not TURN_STATUS.fullmatch(status):
         raise InvalidCommand(
             f"turn status {status!r} must match {TURN_STATUS.pattern}", code=DomainCode.INVALID_TURN
         )

@@ -360,3 +360,21 @@ def test_a_surrogate_pair_escaped_is_one_character_and_accepted(api: Api) -> Non
     body = b'{"work": "s2", "binding": "echo", "input": {"n": "\\ud83d\\ude00"}}'
     answer = raw(api, "POST", "/v1/works", headers=headers, content=body)
     assert answer.status_code == 200, answer.text
+
+
+NEWLINE_BODIES = [
+    ("POST", "/v1/works", {"work": "nl\n", "binding": "echo"}),
+    ("POST", "/v1/works", {"work": "nl", "binding": "echo\n"}),
+    ("POST", "/v1/works", {"work": "nl", "binding": "echo", "scope": "root\n"}),
+    ("POST", "/v1/schedules/tick%0A/pause", {}),
+    ("POST", "/v1/work/corpus%0A/cancel", {}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), NEWLINE_BODIES)
+def test_a_trailing_newline_in_an_id_or_name_is_422(
+    api: Api, unchanged: None, method: str, path: str, body: object
+) -> None:
+    answer = raw(api, method, path, headers=bearer(api.tokens["admin"]), json=body)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] in ("invalid_request", "invalid_work", "invalid_scope")
