@@ -209,7 +209,7 @@ class InvalidExecutorConfig(ExecutorError):
     def failure(self, executor: str) -> Result:
         """The permanent failure a launch refused so records. It names the field only: the
         problem is the executor's text, which the host logs and never stores."""
-        field = self.field if _FIELD.match(self.field) else ""
+        field = self.field if _FIELD.fullmatch(self.field) else ""
         where = f"config.{field}" if field else "config"
         return Result(
             outcome="failed",

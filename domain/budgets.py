@@ -38,7 +38,7 @@ def validate(budgets: Iterable[Budget], where: str = "budgets") -> None:
     seen: set[str] = set()
     for index, budget in enumerate(budgets):
         field = f"{where}[{index}]"
-        if not BUDGET_ID.match(budget.id):
+        if not BUDGET_ID.fullmatch(budget.id):
             raise InvalidCommand(
                 f"{field}.id {budget.id!r} is not a valid id", code=DomainCode.INVALID_CONFIG
             )
@@ -47,7 +47,7 @@ def validate(budgets: Iterable[Budget], where: str = "budgets") -> None:
                 f"{field}.id {budget.id!r} is used twice", code=DomainCode.INVALID_CONFIG
             )
         seen.add(budget.id)
-        if budget.unit not in CORE_UNITS and not UNIT_PATTERN.match(budget.unit):
+        if budget.unit not in CORE_UNITS and not UNIT_PATTERN.fullmatch(budget.unit):
             raise InvalidCommand(
                 f"{field}.unit {budget.unit!r} must match {UNIT_PATTERN.pattern}",
                 code=DomainCode.INVALID_CONFIG,

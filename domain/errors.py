@@ -90,7 +90,7 @@ class DomainCode(ErrorCode):
     PAYLOAD_TOO_DEEP = "payload_too_deep"
     """Input or result data is nested deeper than allowed: flatten it."""
     NOT_JSON = "not_json"
-    """Input or result data holds a value JSON cannot hold exactly (NaN, a set, bytes ...)."""
+    """Input or result data holds a value JSON cannot hold exactly (NaN, a set, lone surrogates)."""
 
     # -- configuration values the domain validates
     INVALID_CONFIG = "invalid_config"

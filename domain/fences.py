@@ -81,7 +81,7 @@ def invoke_with_claim(claim: AttemptClaimed, isolated: bool) -> Emit:
 
 def begin_phase(work: WorkState, attempt: int, epoch: int, now: datetime, phase: str) -> Emit:
     current = fence(work, attempt, epoch, now)
-    if not PHASE.match(phase):
+    if not PHASE.fullmatch(phase):
         raise InvalidCommand(
             f"phase name {phase!r} must match {PHASE.pattern}", code=DomainCode.INVALID_PHASE
         )

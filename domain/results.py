@@ -53,7 +53,7 @@ class Turn(msgspec.Struct, frozen=True):
 def validate_result(result: Result) -> Result:
     """Refuse what must never reach the log; return the result unchanged when it is sound."""
     for unit, amount in result.usage.items():
-        if not isinstance(unit, str) or not UNIT_PATTERN.match(unit):
+        if not isinstance(unit, str) or not UNIT_PATTERN.fullmatch(unit):
             raise InvalidCommand(
                 f"usage unit {unit!r} must match {UNIT_PATTERN.pattern}",
                 code=DomainCode.INVALID_USAGE,
@@ -70,7 +70,7 @@ def validate_result(result: Result) -> Result:
                 f"usage {unit!r} must be finite and non-negative, not {amount!r}",
                 code=DomainCode.INVALID_USAGE,
             )
-    if result.error_code is not None and not CODE_PATTERN.match(result.error_code):
+    if result.error_code is not None and not CODE_PATTERN.fullmatch(result.error_code):
         raise InvalidCommand(
             f"error code {result.error_code!r} must match {CODE_PATTERN.pattern}",
             code=DomainCode.INVALID_RESULT,
@@ -105,7 +105,11 @@ def check_payload(value: Any, what: str, *, sorted_keys: bool = False) -> bytes 
         return None  # the commonest data (none): a JSON value of at most 5 bytes
     if not _is_json(value, 0):
         _check(value, what, "", 0)  # the refusal, with the path of the first bad value
-    encoded = msgspec.json.encode(value, order="sorted" if sorted_keys else None)
+    try:
+        encoded = msgspec.json.encode(value, order="sorted" if sorted_keys else None)
+    except UnicodeEncodeError:
+        check_unicode(value, what)
+        raise  # (check_unicode refuses what UTF-8 cannot encode)
     if len(encoded) > MAX_DATA_BYTES:  # (sorting keys leaves the length as it is)
         raise InvalidCommand(
             f"{what} is {len(encoded)} bytes encoded; at most {MAX_DATA_BYTES}",
@@ -119,7 +123,7 @@ SCALARS = (type(None), bool, int, str)
 # counts the sign too), so neither the encoder nor a replay could read a longer one; below
 # 2**14280 an integer has at most 4299 digits.
 MAX_INT_BITS = 14_280
-KEY_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+KEY_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _is_json(value: Any, level: int) -> bool:
@@ -172,7 +176,9 @@ def _check(value: Any, what: str, path: str, level: int) -> None:
         for key, item in value.items():
             if type(key) is not str:
                 _not_json(what, path, f"the key {key!r} is not a string (JSON keys are strings)")
-            step = f".{key}" if KEY_PATH.match(key) else f"[{msgspec.json.encode(key).decode()}]"
+            step = (
+                f".{key}" if KEY_PATH.fullmatch(key) else f"[{msgspec.json.encode(key).decode()}]"
+            )
             _check(item, what, path + step, level + 1)
         return
     _not_json(
@@ -181,6 +187,34 @@ def _check(value: Any, what: str, path: str, level: int) -> None:
         f"{_named(kind.__name__)} is not a JSON value (use null, true/false, a finite number, a "
         "string, a list or an object with string keys)",
     )
+
+
+def check_unicode(value: Any, what: str) -> None:
+    """Refuse (`not_json`) a lone surrogate (`"\\ud800"`, which JSON can escape but UTF-8
+    cannot encode) in any string or object key of the JSON value `value`, naming its path;
+    iterative, so any depth of a parsed document is walked. The one check for a payload,
+    an HTTP body and a CLI argument."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            _refuse_surrogate(item, what, path)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str):
+                    _refuse_surrogate(key, what, path)
+                    step = f".{key}" if KEY_PATH.fullmatch(key) else f"[{key!a}]"
+                    stack.append((child, path + step))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
+
+
+def _refuse_surrogate(text: str, what: str, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start : exc.start + 1]
+        _not_json(what, path, f"holds a lone surrogate ({bad!a}): not valid Unicode")
 
 
 def _named(type_name: str) -> str:
@@ -205,7 +239,7 @@ def turn_of(data: Any) -> Turn | None:
             f"{TURN_KEY} must be an object with a string status", code=DomainCode.INVALID_TURN
         )
     status = raw["status"]
-    if not TURN_STATUS.match(status):
+    if not TURN_STATUS.fullmatch(status):
         raise InvalidCommand(
             f"turn status {status!r} must match {TURN_STATUS.pattern}", code=DomainCode.INVALID_TURN
         )

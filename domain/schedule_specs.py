@@ -71,7 +71,7 @@ class Spec(msgspec.Struct, frozen=True):
 def parse_duration(text: str, what: str = "duration") -> int:
     """`90s`, `15m`, `1h30m`, `2d` -> whole seconds."""
     value = text.strip().lower().replace(" ", "")
-    if not _DURATION.match(value):
+    if not _DURATION.fullmatch(value):
         raise SpecError(
             f"{what} {text!r} is not a duration like 90s, 15m, 1h30m or 1d",
             code=DomainCode.INVALID_SCHEDULE,
@@ -101,7 +101,7 @@ def zone(name: str) -> ZoneInfo:
 
 
 def check_name(name: str) -> str:
-    if not NAME.match(name):
+    if not NAME.fullmatch(name):
         raise SpecError(
             f"schedule name {name!r} must match {NAME.pattern}", code=DomainCode.INVALID_SCHEDULE
         )
@@ -159,7 +159,7 @@ def parse_cron(text: str, timezone: str = "UTC") -> Spec:
             code=DomainCode.INVALID_SCHEDULE,
         )
     for field in fields:
-        if not _CRON_CHARS.match(field) or "?" in field:
+        if not _CRON_CHARS.fullmatch(field) or "?" in field:
             raise SpecError(
                 f"cron field {field!r} of {text!r} is not supported (no ?, W or H)",
                 code=DomainCode.INVALID_SCHEDULE,

@@ -19,6 +19,8 @@ from rota.domain.state import WorkState
 WORK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 SCOPE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 INPUT_KEY = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
+# A binding's name, as a config file's `[[bindings]] name` takes it.
+BINDING = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class WorkInput(msgspec.Struct, frozen=True, gc=False):
@@ -66,13 +68,17 @@ def submit(existing: WorkState | None, command: SubmitWork) -> list[Emit]:
     """Define a Work. The same definition again is a no-op; another one is refused."""
     work_id, scope, binding = command.work_id, command.scope, command.binding
     kind, trigger, safety = command.kind, command.trigger, command.safety
-    if not WORK_ID.match(work_id):
+    if not WORK_ID.fullmatch(work_id):
         raise InvalidCommand(
             f"Work id {work_id!r} must match {WORK_ID.pattern}", code=DomainCode.INVALID_WORK_ID
         )
-    if not SCOPE.match(scope):
+    if not SCOPE.fullmatch(scope):
         raise InvalidCommand(
             f"scope {scope!r} must be a path like root/team/project", code=DomainCode.INVALID_SCOPE
+        )
+    if not BINDING.fullmatch(binding):
+        raise InvalidCommand(
+            f"binding {binding[:80]!a} must match {BINDING.pattern}", code=DomainCode.INVALID_WORK
         )
     event = _submitted(work_id, scope, binding, kind, trigger, safety)
     if existing is not None:
@@ -135,7 +141,7 @@ def accept_input(
         )
     encoded = check_payload(payload, "input payload", sorted_keys=key is None)
     key = key if key is not None else derived_input_key(payload, encoded)
-    if not INPUT_KEY.match(key):
+    if not INPUT_KEY.fullmatch(key):
         raise InvalidCommand(
             f"input key {key!r} must match {INPUT_KEY.pattern}", code=DomainCode.INVALID_KEY
         )

@@ -78,6 +78,7 @@ from rota.application.secrets import SECRET_KEYS, split_secrets
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
 from rota.domain.policy import POOL_AGENTS, POOL_JOBS, Binding, Settings
+from rota.domain.submission import BINDING
 from rota.infrastructure.config_models import (
     AuditModel,
     BindingModel,
@@ -148,7 +149,7 @@ class Config:
                     f"{source}: settings.pool_limits.{pool}: the {pool} pool is bounded by "
                     f"settings.{RESERVED_POOLS[pool]}; set that instead"
                 )
-            if not POOL_NAME.match(pool):
+            if not POOL_NAME.fullmatch(pool):
                 raise ConfigError(
                     f"{source}: settings.pool_limits: pool name {pool!r} must match "
                     f"{POOL_NAME.pattern}"
@@ -258,6 +259,16 @@ def shown(model: BaseModel, prefix: str = "") -> list[tuple[str, Any, str]]:
 def _inherit(rows: list[tuple[str, Any, str]], from_file: bool) -> list[tuple[str, Any, str]]:
     """A table the file did not write at all is the defaults, whatever its model says."""
     return rows if from_file else [(key, value, "default") for key, value, _ in rows]
+
+
+def check_binding_name(name: str) -> None:
+    """Refuse (`invalid_config`) a binding name the config file would refuse: one to 64
+    letters, digits, dots, underscores and hyphens (a whole match: no trailing newline)."""
+    if not isinstance(name, str) or not BINDING.fullmatch(name):
+        raise ConfigError(
+            f"binding name {str(name)[:80]!a}: one to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
 
 
 def check_binding(

@@ -8,7 +8,7 @@ from typing import Any, get_args
 from rota.application.ports import Executor
 from rota.domain.errors import DomainCode, InvalidCommand
 from rota.domain.policy import Binding, ControlFallback, HandoffPolicy, RetryPolicy
-from rota.infrastructure.config import Config, check_binding, unknown_executor
+from rota.infrastructure.config import Config, check_binding, check_binding_name, unknown_executor
 
 
 def check_timeout(binding: str, timeout_seconds: float | None) -> None:
@@ -33,6 +33,7 @@ def define_binding(
 ) -> Binding:
     """The binding `Scheduler.bind` defines, each field checked (`invalid_config`, naming
     the field's path `bindings.<name>.<field>`)."""
+    check_binding_name(name)
     where = f"bindings.{name}"
     check_timeout(name, timeout_seconds)
     policy = retry or RetryPolicy()

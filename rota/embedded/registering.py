@@ -16,7 +16,7 @@ from rota.domain.policy import ControlFallback, HandoffPolicy, RetryPolicy
 from rota.embedded.async_executors import AsyncCallables
 from rota.embedded.bindings import BindingPaths, check_timeout, define_binding
 from rota.embedded.registration_checks import executor_of, refuse_second
-from rota.infrastructure.config import check_binding, unknown_executor
+from rota.infrastructure.config import check_binding, check_binding_name, unknown_executor
 
 UNBOUNDED_POOL_THREADS = 64  # a callable's threads when its pool's limit is 0 (unbounded)
 
@@ -99,7 +99,8 @@ class Registry:
         )
         refuse_second(name, self.executors, replace)
         if binding:
-            check_timeout(name, timeout_seconds)  # before anything is registered
+            check_binding_name(name)  # before anything is registered
+            check_timeout(name, timeout_seconds)
         with self.service.configuring():
             before, executors = self.service.generation, dict(self.executors)
             # The bindings already defined on this executor (in the config file, say) meet

@@ -30,7 +30,12 @@ OPENAPI_URL = "/v1/openapi.json"
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:
     message = " ".join(message.split())
-    return JSONResponse({"error": {"code": str(code), "message": message}}, status_code=status)
+    # the 500 handler answers from outside the Guard: it names nosniff itself
+    return JSONResponse(
+        {"error": {"code": str(code), "message": message}},
+        status_code=status,
+        headers={"X-Content-Type-Options": "nosniff"},
+    )
 
 
 def create_app(context: ApiContext) -> FastAPI:

@@ -53,7 +53,10 @@ class HttpCode(ErrorCode):
     UNKNOWN_TOKEN = "unknown_token"
     """`rota token remove`: no token of that name in the token file."""
     INVALID_ADDRESS = "invalid_address"
-    """`--http ADDR`: not HOST:PORT (a port from 0 to 65535)."""
+    """`--http ADDR`: not HOST:PORT (a port from 0 to 65535), or a host it cannot listen on."""
+    ADDRESS_IN_USE = "address_in_use"
+    """`--http ADDR` / `[http] listen`: another process listens on that port: stop it or
+    choose another port."""
     INTERNAL_ERROR = "internal_error"
     """The server failed unexpectedly (500); the daemon's log has the details."""
 

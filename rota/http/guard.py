@@ -6,23 +6,44 @@ sent, so a browser page of another origin cannot read an answer."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rota.http.errors import HttpCode
+from rota.domain.errors import RotaError
+from rota.domain.results import check_unicode
+from rota.http.errors import HttpCode, status_of
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+NOSNIFF = (b"x-content-type-options", b"nosniff")
+
+
+# A JSON escape of a UTF-16 surrogate: only a body holding one is parsed here.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+# host[:port]: a bracketed IPv6 literal, or a DNS name / IPv4 address (letters, digits,
+# dots and hyphens), then an optional port of digits; nothing else (no userinfo, no path).
+_HOST = re.compile(
+    r"(?:\[(?P<ip6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?))"
+    r"(?::(?P<port>[0-9]{1,5}))?",
+    re.ASCII,
+)
 
 
 def host_name(header: str) -> str:
-    """The host of a Host header, without its port: `[::1]:80` -> `::1`."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:].partition("]")[0]
-    return header.rpartition(":")[0] if header.count(":") == 1 else header
+    """The host of a Host header, without its port: `[::1]:80` -> `::1`; `""` when the
+    whole header is not `host[:port]` (`[::1].evil.com`, `localhost:1@evil.com`, a port
+    over 65535), which no allow-list holds."""
+    found = _HOST.fullmatch(header.strip().lower())
+    if found is None:
+        return ""
+    port = found["port"]
+    if port is not None and int(port) > 65535:
+        return ""
+    return found["ip6"] or found["name"]
 
 
 def error_message(status: int, code: str, message: str) -> tuple[int, bytes]:
@@ -56,6 +77,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = _nosniff(send)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         refusal = self._refusal(scope, headers)
         if refusal is not None:
@@ -74,6 +96,10 @@ class Guard:
                     f"the request body is over {self.max_body} bytes",
                 ),
             )
+            return
+        refusal = _lone_surrogate(body)
+        if refusal is not None:
+            await answer(send, *refusal)
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -119,6 +145,23 @@ class Guard:
         return b"".join(chunks)
 
 
+def _lone_surrogate(body: bytes) -> tuple[int, bytes] | None:
+    """The refusal (`not_json`) of a JSON body holding a lone surrogate anywhere (`"\\ud800"`,
+    valid JSON that no UTF-8 store can hold); None for any other body (the route parses
+    it, and refuses one that is not JSON)."""
+    if _SURROGATE_ESCAPE.search(body) is None:
+        return None
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    try:
+        check_unicode(value, "the request body")
+    except RotaError as exc:
+        return error_message(status_of(exc), exc.code, str(exc))
+    return None
+
+
 def _replay(body: bytes, upstream: Receive) -> Receive:
     """The buffered body as one message, then the client's own messages (its disconnect)."""
     sent = False
@@ -132,3 +175,16 @@ def _replay(body: bytes, upstream: Receive) -> Receive:
         return await upstream()
 
     return receive
+
+
+def _nosniff(send: Send) -> Send:
+    """`send` adding `X-Content-Type-Options: nosniff` to every response it starts (so a
+    browser never sniffs a JSON answer, an error included, into HTML)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [h for h in message.get("headers", []) if h[0].lower() != NOSNIFF[0]]
+            message = {**message, "headers": [*headers, NOSNIFF]}
+        await send(message)
+
+    return sending

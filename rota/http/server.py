@@ -10,6 +10,7 @@ may ask for port 0).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import threading
@@ -99,16 +100,40 @@ class HttpServer:
         self.server = _Server(config)
         self.thread = threading.Thread(target=self._run, name="rota-http", daemon=True)
         self.failure: BaseException | None = None
+        self.socket: socket.socket | None = None
+
+    def _bind(self) -> socket.socket:
+        """The listening socket, bound here rather than by uvicorn (which logs a failure and
+        exits): a port in use is `address_in_use`, any other failure `invalid_address`."""
+        config = self.server.config
+        sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((config.host, config.port))
+        except OSError as exc:
+            sock.close()
+            if exc.errno == errno.EADDRINUSE:
+                raise RotaError(
+                    f"{self.address} is in use by another process: stop it or choose another "
+                    "port (--http ADDR, [http] listen)",
+                    code=HttpCode.ADDRESS_IN_USE,
+                ) from None
+            raise RotaError(
+                f"the HTTP API could not listen on {self.address}: {exc.strerror or exc}",
+                code=HttpCode.INVALID_ADDRESS,
+            ) from None
+        return sock
 
     def _run(self) -> None:
         try:
-            self.server.run()
+            self.server.run(sockets=[self.socket] if self.socket is not None else None)
         except BaseException as exc:  # reported by start()
             self.failure = exc
         finally:
             self.server.listening.set()
 
     def start(self, timeout: float = START_TIMEOUT) -> HttpServer:
+        self.socket = self._bind()
         self.thread.start()
         self.server.listening.wait(timeout)
         if self.failure is not None or not self.server.started:

@@ -101,7 +101,7 @@ class TokenFile:
 
     def add(self, name: str, scopes: frozenset[Scope]) -> str:
         """Add a token named `name` and save the file (0600); returns the token, once."""
-        if not TOKEN_NAME.match(name):
+        if not TOKEN_NAME.fullmatch(name):
             raise TokenFileError(f"token name {name!r} must match {TOKEN_NAME.pattern}")
         if any(t.name == name for t in self.tokens):
             raise RotaError(f"a token named {name!r} exists", code=HttpCode.TOKEN_EXISTS)
@@ -149,7 +149,7 @@ def _parse(data: object, file: Path) -> tuple[Token, ...]:
         if not isinstance(entry, dict):
             raise TokenFileError(f"{where} is not an object")
         name, scopes, sha = entry.get("name"), entry.get("scopes"), entry.get("sha256")
-        if not isinstance(name, str) or not TOKEN_NAME.match(name):
+        if not isinstance(name, str) or not TOKEN_NAME.fullmatch(name):
             raise TokenFileError(f"{where}.name must match {TOKEN_NAME.pattern}")
         if not isinstance(scopes, list) or not scopes or any(s not in SCOPES for s in scopes):
             raise TokenFileError(f"{where}.scopes must be a non-empty list of {list(SCOPES)}")

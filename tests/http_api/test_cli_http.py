@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -219,3 +220,20 @@ def test_serve_help_names_the_web_view_and_read_only(home: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
     assert "/ui" in text and "read-only" in text and "appends nothing" in text
+
+
+@pytest.mark.parametrize("command", [["run", "--http"], ["serve", "--listen"]])
+def test_a_port_in_use_is_one_line_address_in_use(home: Path, command: list[str]) -> None:
+    token(home, "ops", "operate")
+    assert rota(home, "submit", "w", "--binding", "ok").returncode == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = rota(home, *command, f"127.0.0.1:{port}")
+    assert done.returncode == 1, done.stderr
+    # the daemon's own log records aside (`run` logs as it starts), one line and no traceback
+    lines = [line for line in done.stderr.splitlines() if line.startswith("rota: ")]
+    assert lines == [lines[0]] and lines[0].startswith("rota: address_in_use: "), done.stderr
+    assert f"127.0.0.1:{port}" in lines[0]
+    assert "Traceback" not in done.stderr and "Errno" not in done.stderr, done.stderr

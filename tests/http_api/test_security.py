@@ -87,7 +87,22 @@ def test_missing_scopes_are_403(
     assert answer.json()["error"]["code"] == "missing_scope"
 
 
-FORGED_HOSTS = ["evil.example", "evil.example:8470", "127.0.0.1.evil.example", "[::2]:80", ""]
+FORGED_HOSTS = [
+    "evil.example",
+    "evil.example:8470",
+    "127.0.0.1.evil.example",
+    "[::2]:80",
+    "",
+    # the whole host[:port] is compared, with a strict grammar
+    "[::1].evil.com",
+    "localhost:1@evil.com",
+    "localhost.evil.com",
+    "localhost:99999",
+    "localhost:80x",
+    "localhost:",
+    "[::1]x",
+    "localhost/evil",
+]
 
 
 @pytest.mark.parametrize("host", FORGED_HOSTS)
@@ -292,3 +307,74 @@ def test_every_route_needs_a_token_or_a_session(api: Api, unchanged: None) -> No
         else:
             assert answer.status_code in (401, 403), (method, path, answer.status_code)
             assert b"sign_in_required" in answer.content or b"csrf_invalid" in answer.content
+
+
+NOSNIFF_CASES = [
+    ("GET", "/v1/works", "read", None, 200),
+    ("GET", "/v1/works/nope", "read", None, 404),
+    ("GET", "/v1/nowhere", "read", None, 404),
+    ("GET", "/v1/works", None, None, 401),
+    ("POST", "/v1/works", "operate", None, 200),
+    ("GET", "/v1/works", "read", "evil.example", 400),
+    ("GET", "/healthz", "read", None, 200),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "scope", "host", "status"), NOSNIFF_CASES)
+def test_every_answer_carries_nosniff(
+    api: Api, method: str, path: str, scope: str | None, host: str | None, status: int
+) -> None:
+    headers = dict(KEY)
+    if scope is not None:
+        headers["Authorization"] = f"Bearer {api.tokens[scope]}"
+    if host is not None:
+        headers["Host"] = host
+    body = SUBMIT if method == "POST" else None
+    answer = raw(api, method, path, headers=headers, json=body)
+    assert answer.status_code == status, answer.text
+    assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+SURROGATE_BODIES = [
+    ("/v1/works", b'{"work": "s1", "binding": "echo", "input": {"n": "\\ud800"}}'),
+    ("/v1/works", b'{"work": "s1", "binding": "echo", "input": ["a", {"\\uDFFF": 1}]}'),
+    ("/v1/works", b'{"work": "s\\ud800", "binding": "echo"}'),
+    ("/v1/works", b'{"work": "s1", "binding": "echo\\udc00"}'),
+    ("/v1/work/corpus/cancel", b'{"reason": "x\\ud800"}'),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), SURROGATE_BODIES)
+def test_a_lone_surrogate_anywhere_in_a_body_is_422_not_json(
+    api: Api, unchanged: None, path: str, body: bytes
+) -> None:
+    headers = {**bearer(api.tokens["operate"]), "Content-Type": "application/json"}
+    answer = raw(api, "POST", path, headers=headers, content=body)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "not_json"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_surrogate_pair_escaped_is_one_character_and_accepted(api: Api) -> None:
+    headers = {**bearer(api.tokens["operate"]), "Content-Type": "application/json"}
+    body = b'{"work": "s2", "binding": "echo", "input": {"n": "\\ud83d\\ude00"}}'
+    answer = raw(api, "POST", "/v1/works", headers=headers, content=body)
+    assert answer.status_code == 200, answer.text
+
+
+NEWLINE_BODIES = [
+    ("POST", "/v1/works", {"work": "nl\n", "binding": "echo"}),
+    ("POST", "/v1/works", {"work": "nl", "binding": "echo\n"}),
+    ("POST", "/v1/works", {"work": "nl", "binding": "echo", "scope": "root\n"}),
+    ("POST", "/v1/schedules/tick%0A/pause", {}),
+    ("POST", "/v1/work/corpus%0A/cancel", {}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), NEWLINE_BODIES)
+def test_a_trailing_newline_in_an_id_or_name_is_422(
+    api: Api, unchanged: None, method: str, path: str, body: object
+) -> None:
+    answer = raw(api, method, path, headers=bearer(api.tokens["admin"]), json=body)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] in ("invalid_request", "invalid_work", "invalid_scope")

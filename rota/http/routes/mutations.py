@@ -79,7 +79,7 @@ def once(
             code=HttpCode.IDEMPOTENCY_KEY_REQUIRED,
             status=400,
         )
-    if not KEY.match(key):
+    if not KEY.fullmatch(key):
         raise ApiError(
             f"Idempotency-Key must match {IDEMPOTENCY_KEY}",
             code=HttpCode.INVALID_REQUEST,
