@@ -115,8 +115,6 @@ class EntryCode(ErrorCode):
     """A file the command was given could not be read (missing, no permission): fix the path."""
     CANNOT_WRITE = "cannot_write"
     """An output file could not be created (a missing directory, no permission): fix the path."""
-    OUTPUT_CLOSED = "output_closed"
-    """The reader of the command's output went away (`rota doctor | head`); nothing is wrong."""
     STORE_IN_MEMORY = "store_in_memory"
     """A `rota` command other than `rota run` was given a `memory://` store, which lives only
     as long as the process that opened it: anything it wrote would be gone when it exits,

@@ -141,7 +141,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise cannot_write(args.out, exc) from None
         else:
-            # A reader that goes away (`rota export | head`) is rota.cli.run's output_closed.
+            # A reader that goes away (`rota export | head`) ends it silently (rota.cli.run).
             export(store, sys.stdout.buffer, after=args.from_, progress=progress)
             sys.stdout.buffer.flush()
             return 0
