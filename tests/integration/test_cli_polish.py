@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from .cli_process import TIMEOUT, cli_env, refused, rota
 
 CONFIG = """\
 [[bindings]]
@@ -29,25 +30,6 @@ name = "perm"
 executor = "shell"
 command = ["sh", "-c", "echo misconfigured >&2; exit 78"]
 """
-TIMEOUT = 60
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("ROTA_STORE", "ROTA_CONFIG"):
-        env.pop(name, None)
-    return env
-
-
-def rota(cwd: Path, *args: str | bytes) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-P", "-m", "rota", *args],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
 
 
 def ok(cwd: Path, *args: str) -> str:
@@ -59,17 +41,6 @@ def ok(cwd: Path, *args: str) -> str:
 
 def as_json(cwd: Path, *args: str) -> Any:
     return json.loads(ok(cwd, *args, "--json"))
-
-
-def one_line_error(done: subprocess.CompletedProcess[bytes], code: str, exit_code: int) -> str:
-    """The one stderr line of a refusal with `code` and `exit_code`; no traceback."""
-    err = done.stderr.decode("utf-8", "backslashreplace")
-    assert "Traceback" not in err, err
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"rota: {code}: "), lines[0]
-    assert done.returncode == exit_code, (done.returncode, err)
-    return lines[0]
 
 
 @pytest.fixture
@@ -87,7 +58,7 @@ def test_version_prints_the_installed_version(home: Path) -> None:
 
 @pytest.mark.parametrize("value", ["0", "-1", "-0.5", "nan", "NaN", "inf", "-inf", "soon"])
 def test_timeout_must_be_positive_and_finite(home: Path, value: str) -> None:
-    line = one_line_error(rota(home, "run", "--until-idle", f"--timeout={value}"), "usage", 2)
+    line = refused(rota(home, "run", "--until-idle", f"--timeout={value}"), "usage", 2)
     assert "--timeout" in line
     assert not (home / "rota.db").exists()  # refused before any store is opened
 
@@ -101,7 +72,7 @@ def _closed_after_one_line(home: Path, *args: str) -> tuple[int, bytes]:
     process = subprocess.Popen(
         [sys.executable, "-P", "-m", "rota", *args],
         cwd=home,
-        env=_env(),
+        env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -148,7 +119,7 @@ def test_cancelling_a_cancelled_work_says_so_and_succeeds(home: Path) -> None:
 def test_cancelling_a_completed_work_stays_an_error(home: Path) -> None:
     ok(home, "submit", "good", "--binding", "ok")
     ok(home, "run", "--until-idle")
-    line = one_line_error(rota(home, "cancel", "good"), "work_terminal", 1)
+    line = refused(rota(home, "cancel", "good"), "work_terminal", 1)
     assert "already completed" in line
     # A failed Work (permanently, retries left to an operator) is cancellable, as before.
     ok(home, "submit", "bad", "--binding", "perm")  # exit 78: failed, permanent
@@ -194,7 +165,7 @@ def test_an_argument_that_is_not_utf8_is_one_line(
     home: Path, args: tuple[bytes, ...], code: str, exit_code: int
 ) -> None:
     ok(home, "submit", "w", "--binding", "ok")
-    line = one_line_error(rota(home, *args), code, exit_code)
+    line = refused(rota(home, *args), code, exit_code)
     assert "\\udcff" in line  # the bad bytes, shown escaped
     if code == "usage" and b"--after" not in args:
         assert "is not valid UTF-8" in line and ("--binding" in line or "--reason" in line)

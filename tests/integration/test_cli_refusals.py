@@ -14,45 +14,14 @@ import pytest
 
 from rota.domain.results import MAX_DATA_BYTES
 
+from .cli_process import TIMEOUT, cli_env, refused, rota
+
 CONFIG = """\
 [[bindings]]
 name = "ok"
 executor = "shell"
 command = ["sh", "-c", "echo done"]
 """
-TIMEOUT = 60
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("ROTA_STORE", "ROTA_CONFIG"):
-        env.pop(name, None)
-    return env
-
-
-def rota(
-    cwd: Path, *args: str | bytes, stdin: bytes | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-P", "-m", "rota", *args],
-        cwd=cwd,
-        env=_env(),
-        input=stdin,
-        capture_output=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-
-
-def refused(done: subprocess.CompletedProcess[bytes], code: str, exit_code: int) -> str:
-    """The one stderr line of a refusal with `code` and `exit_code`; no traceback."""
-    err = done.stderr.decode("utf-8", "backslashreplace")
-    assert "Traceback" not in err, err
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"rota: {code}: "), lines[0]
-    assert done.returncode == exit_code, (done.returncode, err)
-    return lines[0]
 
 
 @pytest.fixture
@@ -123,7 +92,7 @@ def test_doctor_into_a_closed_pipe(home: Path) -> None:
         done = subprocess.run(
             [sys.executable, "-P", "-m", "rota", "doctor"],
             cwd=home,
-            env=_env(),
+            env=cli_env(),
             stdout=write_end,
             stderr=subprocess.PIPE,
             timeout=TIMEOUT,
