@@ -26,7 +26,9 @@ from rota.application.queries.work_views import (
 )
 from rota.application.service import SchedulerService
 from rota.domain.admission import Waiting
+from rota.domain.emit import work_stream
 from rota.domain.errors import NotEligible
+from rota.domain.events.admission import GateRefused, WorkCancelled
 from rota.domain.state import WorkState, WorkStateName
 from rota.projections.scheduler import OnDemandWorks
 from rota.projections.work_pages import MAX_LIMIT, WorkFilter, bounded, page_in_memory
@@ -41,6 +43,15 @@ class HeldWork(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
     holder: str | None
     position: int
+
+
+class Cancellation(msgspec.Struct, frozen=True, kw_only=True):
+    """Who cancelled a Work, when and why: an operator's `core.work.cancelled` (`by`) or a
+    start gate's refusal (`core.gate.refused`: `by` is `gate <registration>`)."""
+
+    by: str
+    at: str
+    reason: str
 
 
 class WorkCounts(msgspec.Struct, frozen=True, kw_only=True):
@@ -122,6 +133,20 @@ class WorkQueries:
             self.service.catch_up()
             work = self.service.projection.works.get(work_id)
             return [] if work is None else [attempt_view(a) for a in work.attempts]
+
+    def cancellation(self, work_id: str) -> Cancellation | None:
+        """The Work's last cancellation, read from its stream (the views keep its state, not
+        its reason); None if nothing cancelled it."""
+        for recorded in reversed(self.service.store.read_stream(work_stream(work_id))):
+            event = recorded.event
+            if isinstance(event, WorkCancelled):
+                by = event.by
+            elif isinstance(event, GateRefused):
+                by = f"gate {event.registration}"
+            else:
+                continue
+            return Cancellation(by=by, at=recorded.recorded_at, reason=event.reason)
+        return None
 
     def events(self, after: int = 0, limit: int = 1000) -> list[EventView]:
         """Up to `limit` events of the log after position `after`."""

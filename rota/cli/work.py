@@ -13,9 +13,7 @@ import msgspec
 
 from rota.application.queries.work_views import WorkSummary, WorkView
 from rota.cli.common import UsageError, open_rota, print_json, read_input
-from rota.domain.emit import work_stream
 from rota.domain.errors import DomainCode, RotaError
-from rota.domain.events.admission import GateRefused, WorkCancelled
 from rota.domain.state import WorkStateName
 from rota.embedded.submission_values import Submission
 from rota.projections.work_pages import MAX_LIMIT
@@ -219,20 +217,12 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 
 
 def _cancelled_line(scheduler: Scheduler, work_id: str) -> str | None:
-    """`cancelled by WHO at TIME: REASON`, from the Work's last cancelling event (an
-    operator's `core.work.cancelled` or a gate's `core.gate.refused`): the views do not keep
-    the reason, the log does."""
-    for recorded in reversed(scheduler.store.read_stream(work_stream(work_id))):
-        event = recorded.event
-        if isinstance(event, WorkCancelled):
-            who = event.by
-        elif isinstance(event, GateRefused):
-            who = f"gate {event.registration}"
-        else:
-            continue
-        reason = " ".join(event.reason.split()) or "(no reason given)"
-        return f"  cancelled by {who} at {recorded.recorded_at}: {reason}"
-    return None
+    """`cancelled by WHO at TIME: REASON`, the Work's last cancellation."""
+    found = scheduler.queries.works.cancellation(work_id)
+    if found is None:
+        return None
+    reason = " ".join(found.reason.split()) or "(no reason given)"
+    return f"  cancelled by {found.by} at {found.at}: {reason}"
 
 
 def cmd_work_show(args: argparse.Namespace) -> int:
