@@ -209,11 +209,19 @@ def check_unicode(value: Any, what: str) -> None:
             stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
 
 
-def _refuse_surrogate(text: str, what: str, path: str) -> None:
+def lone_surrogate(text: str) -> str | None:
+    """The first lone surrogate in `text` (what UTF-8 cannot encode: a JSON `"\\ud800"`, or
+    an argument's undecodable byte as Python hands it over), or None."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        bad = text[exc.start : exc.start + 1]
+        return text[exc.start : exc.start + 1]
+    return None
+
+
+def _refuse_surrogate(text: str, what: str, path: str) -> None:
+    bad = lone_surrogate(text)
+    if bad is not None:
         _not_json(what, path, f"holds a lone surrogate ({bad!a}): not valid Unicode")
 
 

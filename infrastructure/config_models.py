@@ -10,9 +10,10 @@ from typing import Annotated, Literal
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rota.domain.budgets import derived_id
+from rota.domain.budgets import BUDGET_ID, derived_id
 from rota.domain.events.admission import Budget
 from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy
+from rota.domain.submission import BINDING
 from rota.infrastructure.schedule_config import ScheduleModel
 
 
@@ -53,7 +54,7 @@ class RetryModel(BaseModel):
 
 class BindingModel(BaseModel):
     model_config = ConfigDict(extra="allow")
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    name: str = Field(pattern=BINDING.pattern)
     executor: str = Field(min_length=1)
     timeout_seconds: float | None = Field(None, gt=0)
     retry: RetryModel = RetryModel()
@@ -92,7 +93,7 @@ class ScopeModel(BaseModel):
 
 class BudgetModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    id: str | None = Field(None, pattern=BUDGET_ID.pattern)
     unit: str = Field(min_length=1)
     max: float = Field(gt=0)
     per: Literal["work", "scope", "all"] = "work"

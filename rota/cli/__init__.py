@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from rota.cli import config, log, ops, replay, run_command, schedule, serve, work
 from rota.cli.common import USAGE_CODES, Parser, UsageError
 from rota.domain.errors import DomainCode, RotaError
+from rota.domain.results import lone_surrogate
 from rota.domain.submission import WORK_ID
 from rota.infrastructure.config import DEFAULT_CONFIG
 
@@ -110,7 +111,7 @@ def _check_utf8(args: argparse.Namespace) -> None:
     hold one), anything else a `usage` error naming the option."""
     for name, value in vars(args).items():
         for text in value if isinstance(value, list) else [value]:
-            if not isinstance(text, str) or _is_utf8(text):
+            if not isinstance(text, str) or lone_surrogate(text) is None:
                 continue
             shown = ascii(text[:40])
             if name == "work" and args.command == "submit":
@@ -124,14 +125,6 @@ def _check_utf8(args: argparse.Namespace) -> None:
                 name.upper() if name in POSITIONALS else "--" + name.rstrip("_").replace("_", "-")
             )
             raise UsageError(f"{option} {shown} is not valid UTF-8: rota takes text in UTF-8")
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def output_closed() -> None:

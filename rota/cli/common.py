@@ -14,7 +14,7 @@ import msgspec
 from rota import bootstrap
 from rota.application.ports import EventStore
 from rota.domain.errors import DomainCode, RotaError
-from rota.domain.results import MAX_DATA_BYTES
+from rota.domain.results import MAX_DATA_BYTES, lone_surrogate
 from rota.embedded.opening import open as open_scheduler
 from rota.infrastructure.config import Config, ConfigError, EntryCode
 from rota.infrastructure.executors import builtin_registrations
@@ -183,12 +183,8 @@ def _check_strings(value: Any, option: str) -> None:
                 raise UsageError(f"{option}: {item!r} is not a finite JSON number")
             continue
         for text in texts:
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise UsageError(
-                    f"{option} holds a lone surrogate ({text!a}): not valid Unicode"
-                ) from None
+            if lone_surrogate(text) is not None:
+                raise UsageError(f"{option} holds a lone surrogate ({text!a}): not valid Unicode")
 
 
 def parse_json(text: str, option: str) -> Any:
