@@ -63,11 +63,7 @@ class Status:
         line = f"rota: {text}"
         if self.settings.format == "json":
             # Shown whatever the level, as the text lines are: an operator waits for them.
-            record = logging.makeLogRecord(
-                {"name": "rota.daemon", "levelname": "INFO", "levelno": logging.INFO,
-                 "msg": message, FIELDS_ATTRIBUTE: {"kind": "daemon", **fields}}
-            )  # fmt: skip
-            line = JsonFormatter().format(record)
+            line = json_record("rota.daemon", "INFO", message, kind="daemon", **fields)
         handler = self.handler
         if handler is not None:
             handler.acquire()
@@ -80,6 +76,16 @@ class Status:
                 handler.release()
 
 
+def json_record(logger: str, level: str, message: str, **fields: Any) -> str:
+    """One JSON log line (as `JsonFormatter` writes them) for a line the command writes
+    itself: its status lines, and its refusal under `--log-format json`."""
+    record = logging.makeLogRecord(
+        {"name": logger, "levelname": level, "levelno": logging.getLevelName(level),
+         "msg": message, FIELDS_ATTRIBUTE: fields}
+    )  # fmt: skip
+    return JsonFormatter().format(record)
+
+
 @contextlib.contextmanager
 def run_logging(args: argparse.Namespace) -> Iterator[Status]:
     """Log to stderr as the run's settings say, for the run; yields its status lines."""
@@ -88,4 +94,4 @@ def run_logging(args: argparse.Namespace) -> Iterator[Status]:
         yield Status(settings, handler)
 
 
-__all__ = ["Status", "log_options", "run_logging", "settings_of"]
+__all__ = ["Status", "json_record", "log_options", "run_logging", "settings_of"]
