@@ -182,7 +182,7 @@ def read_header(src: BinaryIO) -> ExportHeader:
                 f"(this rota reads format {EXPORT_VERSION})",
                 line=1,
             )
-        if not (HASH_RE.match(header.previous_hash) and HASH_RE.match(header.head_hash)):
+        if not (HASH_RE.fullmatch(header.previous_hash) and HASH_RE.fullmatch(header.head_hash)):
             raise ExportError("line 1: previous_hash and head_hash must be 64 hex digits", line=1)
         if not 0 <= header.from_ <= header.head_position:
             raise ExportError("line 1: from and head_position are out of order", line=1)

@@ -78,7 +78,7 @@ def _other_stores(directory: str | os.PathLike[str], store_id: str) -> list[str]
     return sorted(
         m.group(2)
         for p in checkpoints.paths(directory)
-        if (m := checkpoints.FILE_RE.match(p.name)) and m.group(2) and m.group(2) != store_id
+        if (m := checkpoints.FILE_RE.fullmatch(p.name)) and m.group(2) and m.group(2) != store_id
     )
 
 
