@@ -28,16 +28,19 @@ SECRET_KEYS = ("environment",)
 _SALT = b"rota.binding.secrets/v1"
 
 
-def split_secrets(binding: Binding) -> tuple[Binding, dict[str, str]]:
+def split_secrets(binding: Binding, where: str | None = None) -> tuple[Binding, dict[str, str]]:
     """The binding as it may be pinned (secrets replaced by their digest), and the secrets.
 
     Raises `InvalidCommand` (`invalid_config`) when `environment` is not a table of
-    variable names to strings; the message never quotes a value.
+    variable names to strings, naming the field under `where` (the binding's path in its
+    config file, `bindings[0]`; default `bindings.<name>`); the message never quotes a
+    value.
     """
     if not any(key in binding.config for key in SECRET_KEYS):
         return binding, {}
     config = dict(binding.config)
-    secrets = _variables(binding.name, config.pop("environment"))
+    path = f"{where or 'bindings.' + binding.name}.environment"
+    secrets = _variables(path, config.pop("environment"))
     digest = secrets_digest(secrets) if secrets else None
     return msgspec.structs.replace(binding, config=config, secrets_digest=digest), secrets
 
@@ -52,8 +55,7 @@ def _digest(canonical: bytes) -> str:
     return "scrypt1:" + hashlib.scrypt(canonical, salt=_SALT, n=2**14, r=8, p=1).hex()[:32]
 
 
-def _variables(binding: str, value: Any) -> dict[str, str]:
-    where = f"bindings.{binding}.environment"
+def _variables(where: str, value: Any) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):

@@ -145,6 +145,14 @@ def accept_input(
         raise InvalidCommand(
             f"input key {key!r} must match {INPUT_KEY.pattern}", code=DomainCode.INVALID_KEY
         )
+    if correlation_key is not None and not (
+        isinstance(correlation_key, str) and INPUT_KEY.fullmatch(correlation_key)
+    ):
+        shown = repr(correlation_key)[:60]
+        raise InvalidCommand(
+            f"correlation key {shown} must match {INPUT_KEY.pattern} (as an input key)",
+            code=DomainCode.INVALID_KEY,
+        )
     event = InputAccepted(
         work_id=work_id, key=key, payload=payload, correlation_key=correlation_key
     )

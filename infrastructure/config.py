@@ -63,6 +63,7 @@ only their digest (rota.application.secrets).
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -131,9 +132,13 @@ class Config:
 
     def __init__(self, model: ConfigModel, source: str = "<defaults>") -> None:
         names = [b.name for b in model.bindings]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ConfigError(f"{source}: bindings: duplicate binding name {duplicates[0]!r}")
+        again = next((i for i, n in enumerate(names) if n in names[:i]), None)
+        if again is not None:
+            first = names.index(names[again])
+            raise ConfigError(
+                f"{source}: bindings[{again}].name: duplicate binding name {names[again]!r} "
+                f"(bindings[{first}] has it too)"
+            )
         self.source = source
         self.model = model
         self.store_url = model.store.url
@@ -168,11 +173,12 @@ class Config:
         )
         self.budgets: tuple[Budget, ...] = tuple(b.to_budget() for b in model.budgets)
         ids = [b.id for b in self.budgets]
-        duplicate = next((i for i in ids if ids.count(i) > 1), None)
-        if duplicate is not None:
+        again = next((i for i, b in enumerate(ids) if b in ids[:i]), None)
+        if again is not None:
             raise ConfigError(
-                f"{source}: budgets: two budgets are both {duplicate!r} (a budget without an "
-                "id is named by its unit, per, period and scope); give them ids"
+                f"{source}: budgets[{again}]: budgets[{ids.index(ids[again])}] is "
+                f"{ids[again]!r} too (a budget without an id is named by its unit, per, period "
+                "and scope); give them ids"
             )
         # generation -> the registrations whose current implementation serves it (None: all)
         self.historical: dict[str, frozenset[str] | None] = {
@@ -276,7 +282,7 @@ def check_binding(
     known) refuses, naming the field under `where` (`bindings[0].command: ...`)."""
     prefix = f"{source}: " if source else ""
     try:
-        pinnable, _ = split_secrets(binding)  # a malformed environment now, not at launch
+        pinnable, _ = split_secrets(binding, where)  # a malformed environment now
     except InvalidCommand as exc:
         raise ConfigError(f"{prefix}{exc}") from None
     if executor is None:
@@ -284,7 +290,18 @@ def check_binding(
     try:
         executor.validate_config(pinnable.config)
     except InvalidExecutorConfig as exc:
-        raise ConfigError(f"{prefix}{exc.at(where)}") from None
+        raise ConfigError(f"{prefix}{exc.at(where)}{_own_key_hint(exc, binding)}") from None
+
+
+def _own_key_hint(exc: InvalidExecutorConfig, binding: Binding) -> str:
+    """For a key the executor does not know: a binding's own keys are allowed beside it
+    too, and the one it was probably meant to be (`timeout` -> `timeout_seconds`)."""
+    if not exc.field or exc.field not in binding.config or "unknown key" not in exc.problem:
+        return ""
+    own = sorted(BindingModel.model_fields)
+    hint = f" (the {binding.executor} executor's), or a binding's own: {', '.join(own)}"
+    near = difflib.get_close_matches(exc.field, own, n=1, cutoff=0.6)
+    return hint + (f"; did you mean {near[0]!r}?" if near else "")
 
 
 def unknown_executor(

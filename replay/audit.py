@@ -22,6 +22,7 @@ from rota.application.ports import EventStore, RawRecord
 from rota.infrastructure.chain import GENESIS_HEX, link_row
 from rota.replay.checkpoint import Checkpoint
 from rota.replay.errors import ReplayCode
+from rota.replay.progress import ProgressFactory, silent
 
 Checkpoints = Checkpoint | Iterable[Checkpoint] | None
 
@@ -273,12 +274,27 @@ def _bad(checked: int, head: int, previous: bytes, position: int, reason: str) -
     return ChainReport(False, checked, head, previous.hex(), position, reason)
 
 
+def verify_chain_with(
+    store: EventStore, progress: ProgressFactory = silent, *, checkpoint: Checkpoints = None
+) -> ChainReport:
+    """`verify_chain` (with the checkpoints, if given) and a progress bar over the log."""
+    with progress(store.head().position, "verify") as bar:
+        report = verify_chain(
+            store,
+            progress=lambda checked: bar.advance(checked - bar.done),
+            checkpoint=checkpoint,
+        )
+        bar.advance(report.checked - bar.done)  # (the chain reports every 10,000 events)
+        return report
+
+
 __all__ = [
     "ChainReport",
     "check_extends",
     "iter_raw",
     "judge",
     "verify_chain",
+    "verify_chain_with",
     "verify_extends",
     "verify_records",
 ]

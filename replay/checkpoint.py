@@ -78,7 +78,7 @@ class Checkpoint(msgspec.Struct, frozen=True):
 def file_name(position: int, store_id: str | None = None) -> str:
     """The file a checkpoint of `store_id` at `position` is written to (without a store:
     the name an earlier rota wrote)."""
-    if store_id is None or not STORE_IN_NAME.match(store_id):
+    if store_id is None or not STORE_IN_NAME.fullmatch(store_id):
         return f"checkpoint-{position:012d}.json"
     return f"checkpoint-{position:012d}-{store_id}.json"
 
@@ -113,7 +113,7 @@ def load(path: str | os.PathLike[str]) -> Checkpoint:
     problem = _problem(checkpoint)
     if problem:
         raise CheckpointError(f"checkpoint {file}: {problem}")
-    named = FILE_RE.match(file.name)
+    named = FILE_RE.fullmatch(file.name)
     if named and int(named.group(1)) != checkpoint.position:
         raise CheckpointError(
             f"checkpoint {file} names position {int(named.group(1))} but holds position "
@@ -132,7 +132,7 @@ def _problem(checkpoint: Checkpoint) -> str | None:
         return "store_id is empty"
     if checkpoint.position < 0:
         return f"position {checkpoint.position} is negative"
-    if not HASH_RE.match(checkpoint.head_hash):
+    if not HASH_RE.fullmatch(checkpoint.head_hash):
         return "head_hash is not 64 lowercase hex digits"
     try:
         parse_timestamp(checkpoint.written_at)
@@ -148,7 +148,7 @@ def paths(directory: str | os.PathLike[str]) -> list[Path]:
     folder = Path(directory)
     if not folder.is_dir():
         raise CheckpointError(f"checkpoint directory {folder} does not exist")
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := FILE_RE.match(p.name))]
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := FILE_RE.fullmatch(p.name))]
     return [p for _, p in sorted(found)]
 
 
@@ -167,7 +167,7 @@ def newest_first(
         return
     found = []
     for path in Path(directory).iterdir():
-        if m := FILE_RE.match(path.name):
+        if m := FILE_RE.fullmatch(path.name):
             found.append((int(m.group(1)), m.group(2) or "", path))
     for _, named, path in sorted(found, reverse=True):
         if store_id is not None and named and named != store_id:

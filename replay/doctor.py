@@ -63,6 +63,7 @@ from rota.infrastructure.store_url import backend
 from rota.projections import PERSISTED, SchedulerProjection
 from rota.replay.doctor_report import FULL_RESTORE, Check, DoctorReport, guarded, recover_advice
 from rota.replay.log_checks import check_chain, check_checkpoint, check_log_integrity
+from rota.replay.progress import ProgressFactory, silent
 from rota.replay.projection_checks import (
     check_drift,
     check_lag,
@@ -124,7 +125,11 @@ READ_ERRORS = (apsw.Error, StoreError, msgspec.MsgspecError, KeyError, ValueErro
 
 
 def _projection_checks(
-    log: EventStore, path: Path | ProjectionStore | None, immutable: bool, lag_threshold: int
+    log: EventStore,
+    path: Path | ProjectionStore | None,
+    immutable: bool,
+    lag_threshold: int,
+    progress: ProgressFactory = silent,
 ) -> tuple[list[Check], SchedulerReading]:
     """Drift and lag of the projection file, and the scheduler state at the head: the log
     is folded once, each fresh projection up to its stored copy's position.
@@ -161,7 +166,7 @@ def _projection_checks(
         if state is None:  # the state at the head is a fold of its own
             kinds.append(SchedulerProjection)
             upto.append(None)
-        folded = _fold_spilling(log, kinds, upto, scratch)
+        folded = _fold_spilling(log, kinds, upto, scratch, progress)
         for spilled in folded:
             stack.callback(spilled.spill.close)
         rows = {kind.name: spilled for kind, spilled in zip(compared, folded, strict=False)}
@@ -180,7 +185,11 @@ def _projection_checks(
 
 
 def _fold_spilling(
-    log: EventStore, kinds: list[Any], upto: list[int | None], scratch: Path
+    log: EventStore,
+    kinds: list[Any],
+    upto: list[int | None],
+    scratch: Path,
+    progress: ProgressFactory = silent,
 ) -> list[Any]:
     """Fresh projections of `kinds`, each folded to its `upto` and spilled under `scratch`
     (`SpilledRows`), side by side when the machine allows (`fold_side_by_side`: forked
@@ -194,7 +203,9 @@ def _fold_spilling(
         return SpillFile(scratch / f"{os.getpid()}-{next(serial)}-{name}.spill")
 
     try:
-        folded, _ = fold_side_by_side(log, kinds, upto, spill=spill_to)
+        folded, _ = fold_side_by_side(
+            log, kinds, upto, spill=spill_to, progress=progress, label="doctor: replay"
+        )
     except ChildFoldError:
         spillers = [Spiller(kind(), spill_to(kind.name)) for kind in kinds]
 
@@ -203,7 +214,14 @@ def _fold_spilling(
                 spiller.page_done()
 
         try:
-            fold(log, [s.projection for s in spillers], upto=upto, after_page=page_done)
+            fold(
+                log,
+                [s.projection for s in spillers],
+                upto=upto,
+                after_page=page_done,
+                progress=progress,
+                label="doctor: replay",
+            )
         except BaseException:
             for spiller in spillers:
                 spiller.spill.close()
@@ -227,6 +245,7 @@ def examine(
     settings: Settings,
     bindings: Mapping[str, Binding],
     lag_threshold: int = LAG_WARN,
+    progress: ProgressFactory = silent,
 ) -> DoctorReport:
     """Every check on an opened (read-only) log of the store `store` opens (whose
     `check_integrity` is `log_integrity`); see the module docstring."""
@@ -235,13 +254,13 @@ def examine(
     from rota.infrastructure.executors import builtin_registrations
 
     checks = [guarded("log_integrity", lambda: check_log_integrity(store, immutable))]
-    checks.append(guarded("hash_chain", lambda: check_chain(log)))
+    checks.append(guarded("hash_chain", lambda: check_chain(log, progress)))
     checks.append(guarded("checkpoint", lambda: check_checkpoint(log, checkpoint_dir)))
     checks.append(
         guarded("projection_integrity", lambda: check_projection_integrity(projections, immutable))
     )
     try:
-        found, reading = _projection_checks(log, projections, immutable, lag_threshold)
+        found, reading = _projection_checks(log, projections, immutable, lag_threshold, progress)
     except READ_ERRORS as exc:  # the log itself cannot be folded
         why = f"the log cannot be folded: {type(exc).__name__}: {exc}"
         checks.extend(Check(name, "fail", why, FULL_RESTORE) for name in STATE_CHECKS)
@@ -283,13 +302,16 @@ def doctor(
     bindings: Mapping[str, Binding] | None = None,
     clock: Clock | None = None,
     lag_threshold: int = LAG_WARN,
+    progress: ProgressFactory = silent,
 ) -> DoctorReport:
-    """The doctor's report on the store `url` names (read-only; see the module docstring)."""
+    """The doctor's report on the store `url` names (read-only; see the module docstring);
+    `progress` makes the bars of its long steps (the hash chain, the replay)."""
     options: dict[str, Any] = {
         "checkpoint_dir": checkpoint_dir,
         "settings": settings or Settings(),
         "bindings": bindings or {},
         "lag_threshold": lag_threshold,
+        "progress": progress,
     }
     found = backend(url)
     path = found.log_file

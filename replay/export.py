@@ -38,7 +38,13 @@ from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.config import EntryCode
 from rota.infrastructure.stores import redact_url
-from rota.replay.audit import ChainReport, Checkpoints, iter_raw, verify_chain, verify_records
+from rota.replay.audit import (
+    ChainReport,
+    Checkpoints,
+    iter_raw,
+    verify_chain_with,
+    verify_records,
+)
 from rota.replay.checkpoint import HASH_RE
 from rota.replay.errors import ReplayCode
 from rota.replay.progress import ProgressFactory, silent
@@ -176,7 +182,7 @@ def read_header(src: BinaryIO) -> ExportHeader:
                 f"(this rota reads format {EXPORT_VERSION})",
                 line=1,
             )
-        if not (HASH_RE.match(header.previous_hash) and HASH_RE.match(header.head_hash)):
+        if not (HASH_RE.fullmatch(header.previous_hash) and HASH_RE.fullmatch(header.head_hash)):
             raise ExportError("line 1: previous_hash and head_hash must be 64 hex digits", line=1)
         if not 0 <= header.from_ <= header.head_position:
             raise ExportError("line 1: from and head_position are out of order", line=1)
@@ -353,15 +359,3 @@ def _write(store: EventStore, batch: list[RawRecord], *, first: bool) -> None:
             f"the store {redact_url(store.url)} cannot import yet: {exc}",
             code=ReplayCode.IMPORT_UNSUPPORTED,
         ) from None
-
-
-def verify_chain_with(
-    store: EventStore, progress: ProgressFactory = silent, *, checkpoint: Checkpoints = None
-) -> ChainReport:
-    """`verify_chain` (with the checkpoints, if given) and a progress bar over the log."""
-    with progress(store.head().position, "verify") as bar:
-        return verify_chain(
-            store,
-            progress=lambda checked: bar.advance(checked - bar.done),
-            checkpoint=checkpoint,
-        )

@@ -13,9 +13,10 @@ from rota.application.ports import EventStore
 from rota.infrastructure.backend import Backend
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.replay import checkpoint as checkpoints
-from rota.replay.audit import check_extends, verify_chain
+from rota.replay.audit import check_extends, verify_chain_with
 from rota.replay.checkpoint import Checkpoint
 from rota.replay.doctor_report import FULL_RESTORE, Check
+from rota.replay.progress import ProgressFactory, silent
 
 
 def check_log_integrity(store: Backend, immutable: bool) -> Check:
@@ -26,8 +27,8 @@ def check_log_integrity(store: Backend, immutable: bool) -> Check:
     return Check("log_integrity", "fail", found.detail, FULL_RESTORE)
 
 
-def check_chain(log: EventStore) -> Check:
-    report = verify_chain(log)
+def check_chain(log: EventStore, progress: ProgressFactory = silent) -> Check:
+    report = verify_chain_with(log, progress)
     if report.ok:
         detail = f"{report.checked} events chained, head {report.head_position} "
         return Check("hash_chain", "ok", detail + report.head_hash[:16])
@@ -77,7 +78,7 @@ def _other_stores(directory: str | os.PathLike[str], store_id: str) -> list[str]
     return sorted(
         m.group(2)
         for p in checkpoints.paths(directory)
-        if (m := checkpoints.FILE_RE.match(p.name)) and m.group(2) and m.group(2) != store_id
+        if (m := checkpoints.FILE_RE.fullmatch(p.name)) and m.group(2) and m.group(2) != store_id
     )
 
 

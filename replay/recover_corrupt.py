@@ -51,6 +51,7 @@ from rota.replay.daemon_lock import DaemonLock, StoreBusy, held_by_another
 from rota.replay.doctor_report import FULL_RESTORE, guarded
 from rota.replay.errors import ReplayCode
 from rota.replay.log_checks import check_chain, check_checkpoint, check_log_integrity
+from rota.replay.progress import ProgressFactory, silent
 from rota.replay.read_only import ReadOnlyLog, fingerprint, integrity, quiescent
 from rota.replay.rebuild import RebuildReport, rebuild, verify
 from rota.replay.recover_corrupt_postgres import isolated, refusals
@@ -72,7 +73,10 @@ def validate_name(raw: object) -> str:
 
 
 def _verify_log(
-    store: Backend, log: Path, checkpoint_dir: str | os.PathLike[str] | None
+    store: Backend,
+    log: Path,
+    checkpoint_dir: str | os.PathLike[str] | None,
+    progress: ProgressFactory = silent,
 ) -> tuple[list[str], int]:
     for attempt in range(2):
         before = fingerprint(log)
@@ -80,7 +84,7 @@ def _verify_log(
         with ReadOnlyLog(log, immutable=calm) as ro:
             checks = [
                 guarded("log_integrity", partial(check_log_integrity, store, calm)),
-                guarded("hash_chain", partial(check_chain, ro)),
+                guarded("hash_chain", partial(check_chain, ro, progress)),
                 guarded("checkpoint", partial(check_checkpoint, ro, checkpoint_dir)),
             ]
             bad = [c for c in checks if c.status == "fail"]
@@ -94,14 +98,16 @@ def _verify_log(
     return [f"{c.name} {c.status}: {c.detail}" for c in checks], head
 
 
-def _rebuild(log: Path, proj: Path) -> tuple[RebuildReport, bool, int]:
+def _rebuild(
+    log: Path, proj: Path, progress: ProgressFactory = silent
+) -> tuple[RebuildReport, bool, int]:
     """Rebuild into a fresh file from the read-only log; whether it equals a replay."""
     for attempt in range(2):
         before = fingerprint(log)
         calm = attempt == 0 and quiescent(log)
         with ReadOnlyLog(log, immutable=calm) as ro, SQLiteProjectionStore(proj) as store:
-            report = rebuild(ro, store)
-            checked = verify(ro, store)
+            report = rebuild(ro, store, progress=progress)
+            checked = verify(ro, store, progress=progress)
             head = ro.head().position
         stored = {v.name: v for v in checked.projections}
         verified = checked.ok and all(
@@ -121,9 +127,11 @@ def recover_corrupt(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
     clock: Clock | None = None,
+    progress: ProgressFactory = silent,
 ) -> RecoveryReport:
     """Isolate the projection file under `diagnostics/scheduler-recovery/NAME` and rebuild
-    it from the log (see the module docstring); raises `RecoveryRefused` or `StoreBusy`."""
+    it from the log (see the module docstring); raises `RecoveryRefused` or `StoreBusy`.
+    `progress` makes the bars of its long steps (the hash chain, the rebuild, the verify)."""
     backup_name = validate_name(name)
     chosen = backend(url)
     if chosen.log_file is None:
@@ -137,7 +145,12 @@ def recover_corrupt(
         from rota.replay.recover_corrupt_postgres import recover_corrupt_postgres
 
         return recover_corrupt_postgres(
-            chosen, backup_name, checkpoint_dir=checkpoint_dir, dry_run=dry_run, clock=clock
+            chosen,
+            backup_name,
+            checkpoint_dir=checkpoint_dir,
+            dry_run=dry_run,
+            clock=clock,
+            progress=progress,
         )
     log = chosen.log_file.absolute()
     if not log.is_file():
@@ -152,7 +165,7 @@ def recover_corrupt(
             raise StoreBusy(
                 f"a scheduler holds {lock} ('rota run', or rota.open in a program): stop it first"
             )
-    log_checks, head = _verify_log(store, log, checkpoint_dir)
+    log_checks, head = _verify_log(store, log, checkpoint_dir, progress)
     found = integrity(proj, immutable=quiescent(proj))
     planned = isolated(isolation.planned())
     report = RecoveryReport(
@@ -173,7 +186,7 @@ def recover_corrupt(
                     "projection_integrity": found,
                 }
             )
-        rebuilt, verified, after = _rebuild(log, proj)
+        rebuilt, verified, after = _rebuild(log, proj, progress)
     return msgspec.structs.replace(
         report,
         files=isolated(moved),

@@ -39,6 +39,7 @@ from rota.replay.daemon_lock import StoreBusy
 from rota.replay.doctor_report import FULL_RESTORE, guarded
 from rota.replay.errors import ReplayCode
 from rota.replay.log_checks import check_chain, check_checkpoint
+from rota.replay.progress import ProgressFactory, silent
 from rota.replay.rebuild import rebuild, verify
 from rota.replay.recovery_report import IsolatedFile, RecoveryRefused, RecoveryReport
 
@@ -58,9 +59,13 @@ def isolated(copies: list[IsolatedCopy]) -> list[IsolatedFile]:
     return [IsolatedFile(c.name, c.original, c.size, c.sha256) for c in copies]
 
 
-def _verify_log(log: EventStore, checkpoint_dir: str | os.PathLike[str] | None) -> list[str]:
+def _verify_log(
+    log: EventStore,
+    checkpoint_dir: str | os.PathLike[str] | None,
+    progress: ProgressFactory = silent,
+) -> list[str]:
     checks = [
-        guarded("hash_chain", lambda: check_chain(log)),
+        guarded("hash_chain", lambda: check_chain(log, progress)),
         guarded("checkpoint", lambda: check_checkpoint(log, checkpoint_dir)),
     ]
     bad = [c for c in checks if c.status == "fail"]
@@ -80,6 +85,7 @@ def recover_corrupt_postgres(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
     clock: Clock | None = None,
+    progress: ProgressFactory = silent,
 ) -> RecoveryReport:
     """Isolate the projection rows of the store `found` opens (its projections kept in
     the log's own store) under `backup_name` and rebuild them from the log (see the module
@@ -98,7 +104,7 @@ def recover_corrupt_postgres(
             with refusals():
                 isolation = found.isolate_projections(tables, backup_name)
             assert tables is not None  # (a store with none has nothing to isolate)
-            return _recover(log, tables, isolation, checkpoint_dir, dry_run, clock)
+            return _recover(log, tables, isolation, checkpoint_dir, dry_run, clock, progress)
         finally:
             if tables is not None:
                 tables.close()  # (releases the writer lock with the session)
@@ -111,13 +117,14 @@ def _recover(
     checkpoint_dir: str | os.PathLike[str] | None,
     dry_run: bool,
     clock: Clock | None,
+    progress: ProgressFactory = silent,
 ) -> RecoveryReport:
     if not tables.writer_lock().acquire():
         raise StoreBusy(
             f"a scheduler keeps the projections in {tables.where} (it holds their writer "
             "lock: 'rota run', or rota.open in a program): stop it first"
         )
-    log_checks = _verify_log(log, checkpoint_dir)
+    log_checks = _verify_log(log, checkpoint_dir, progress)
     head = log.head().position
     planned = isolation.planned()
     report = RecoveryReport(
@@ -140,8 +147,8 @@ def _recover(
     }
     with refusals():
         moved = isolation.run(manifest)
-    rebuilt = rebuild(log, tables)
-    checked = verify(log, tables)
+    rebuilt = rebuild(log, tables, progress=progress)
+    checked = verify(log, tables, progress=progress)
     stored = {v.name: v for v in checked.projections}
     verified = checked.ok and all(
         stored[k.name].status == "ok" and stored[k.name].stored_digest == rebuilt.digests[k.name]

@@ -68,6 +68,7 @@ class LogConnections:
         """Open the pool and run `then` (the schema's creation); on any failure close the
         pool again, and report a pool that timed out with the server's own reason."""
         try:
+            self._probe()
             self._pool.open(wait=True, timeout=self.connect_timeout)
             then()
         except BaseException as exc:
@@ -82,6 +83,18 @@ class LogConnections:
             raise StoreUnavailable(
                 f"cannot connect to PostgreSQL (schema {self.schema!r}): {reason}"
             ) from exc
+
+    def _probe(self) -> None:
+        """One direct connection first: a server that refuses, a host that does not resolve
+        or a role or database that does not exist is one `StoreUnavailable` line at once,
+        not the pool's retries (a warning each) until its timeout."""
+        try:
+            psycopg.connect(self._conninfo, connect_timeout=self._timeout).close()
+        except psycopg.Error as error:
+            reason = " ".join(str(error).split())
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL (schema {self.schema!r}): {reason}"
+            ) from None
 
     @property
     def forked(self) -> bool:

@@ -28,7 +28,7 @@ def split_schema(url: str) -> tuple[str, str | None]:
 
 def identifier(name: str, what: str = "schema") -> str:
     """`name` if it is a safe SQL identifier (lower-case letters, digits, `_`), else an error."""
-    if not IDENTIFIER.match(name):
+    if not IDENTIFIER.fullmatch(name):
         raise StoreError(
             f"{what} name {name!r} is not allowed: use ^[a-z_][a-z0-9_]{{0,62}}$",
             code=PortCode.INVALID_IDENTIFIER,

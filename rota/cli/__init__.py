@@ -83,15 +83,17 @@ def version() -> str:
 def run(argv: Sequence[str]) -> int:
     argv = list(argv)
     json_errors = "--json" in argv
+    log_json = False
     try:
         args = build_parser().parse_args(argv)
+        log_json = _logs_json(args)
         _check_utf8(args)
         handler: Command = args.handler
         status = handler(args)
         sys.stdout.flush()  # a closed stdout fails here, not in the interpreter's exit
         return status
     except RotaError as exc:
-        report(exc.code, str(exc), json_errors=json_errors)
+        report(exc.code, str(exc), json_errors=json_errors, log_json=log_json)
         return 2 if exc.code in USAGE_CODES else 1
     except BrokenPipeError:
         # The reader went away (`rota events | head -1`): nothing is wrong, so nothing is
@@ -135,11 +137,29 @@ def output_closed() -> None:
         os.close(devnull)
 
 
-def report(code: str, message: str, *, json_errors: bool = False) -> None:
+def _logs_json(args: argparse.Namespace) -> bool:
+    """Whether the command logs JSON lines (`rota run`/`serve` with `--log-format json`, or
+    `$ROTA_LOG_FORMAT=json`): then its refusal is a JSON record too."""
+    if not hasattr(args, "log_format"):
+        return False
+    from rota.cli.run_logs import settings_of
+
+    try:
+        return settings_of(args).format == "json"
+    except RotaError:  # a bad $ROTA_LOG_FORMAT: the command refuses it, in text
+        return False
+
+
+def report(code: str, message: str, *, json_errors: bool = False, log_json: bool = False) -> None:
     """The one line on stderr that a failure prints: `rota: <code>: <message>`, or with
-    `--json` the object `{"error": {"code": ..., "message": ...}}`."""
+    `--json` the object `{"error": {"code": ..., "message": ...}}`, or under `--log-format
+    json` a log record (`level` `error`, logger `rota.cli`, the `code` as a field)."""
     message = " ".join(message.split())  # one line, whatever the message holds
-    if json_errors:
+    if log_json:
+        from rota.cli.run_logs import json_record
+
+        line = json_record("rota.cli", "ERROR", message, code=str(code))
+    elif json_errors:
         error = {"error": {"code": str(code), "message": message}}
         line = json.dumps(error, ensure_ascii=True)
     else:

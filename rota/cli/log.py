@@ -21,6 +21,7 @@ from rota.cli.common import (
     position,
     print_json,
 )
+from rota.cli.run_logs import log_options, progress_logging
 from rota.infrastructure.stores import redact_url
 
 
@@ -67,16 +68,16 @@ def _checkpoints(args: argparse.Namespace) -> tuple[list[Any], str | None]:
 
 
 def cmd_audit_verify(args: argparse.Namespace) -> int:
-    from rota.replay.export import verify_chain_with, verify_export
-    from rota.replay.progress import factory
+    from rota.replay.audit import verify_chain_with
+    from rota.replay.export import verify_export
 
     checkpoints, signatures = _checkpoints(args)
-    progress = factory(json=args.json)
-    if args.file:
-        report = verify_export(args.file, checkpoint=checkpoints, progress=progress)
-    else:
-        with open_log(args) as store:
-            report = verify_chain_with(store, progress, checkpoint=checkpoints)
+    with progress_logging(args) as progress:
+        if args.file:
+            report = verify_export(args.file, checkpoint=checkpoints, progress=progress)
+        else:
+            with open_log(args) as store:
+                report = verify_chain_with(store, progress, checkpoint=checkpoints)
     if args.json:
         print_json({**msgspec.to_builtins(report), "signatures": signatures})
     elif report.ok:
@@ -131,10 +132,8 @@ def cmd_audit_keygen(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from rota.replay.export import export, export_to_file
-    from rota.replay.progress import factory
 
-    progress = factory(json=args.json)
-    with open_log(args) as store:
+    with progress_logging(args) as progress, open_log(args) as store:
         if args.out:
             try:
                 header = export_to_file(store, args.out, after=args.from_, progress=progress)
@@ -164,14 +163,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from rota.replay.export import import_export
-    from rota.replay.progress import factory
 
     target = args.to or args.store
     if not target:
         raise UsageError("import needs the target store: rota import EXPORT --to URL")
     config = load_config(args)
-    with bootstrap.open_log(target, config) as store:
-        report = import_export(args.export, store, progress=factory(json=args.json))
+    with progress_logging(args) as progress, bootstrap.open_log(target, config) as store:
+        report = import_export(args.export, store, progress=progress)
         url = redact_url(store.url)
     if args.json:
         print_json({**msgspec.to_builtins(report), "store": url})
@@ -218,6 +216,7 @@ def register(commands: Any) -> None:
         "--file", metavar="EXPORT", help="verify an export file offline instead of the store"
     )
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    log_options(verify)
     verify.set_defaults(handler=cmd_audit_verify)
 
     checkpoint = audit_commands.add_parser(
@@ -255,6 +254,7 @@ def register(commands: Any) -> None:
     export.add_argument(
         "--json", action="store_true", help="with --out, print the summary as JSON; no bar"
     )
+    log_options(export)
     export.set_defaults(handler=cmd_export)
 
     imp = commands.add_parser(
@@ -271,4 +271,5 @@ def register(commands: Any) -> None:
         "--to", "--store", dest="to", metavar="URL", help="the target store (must be empty)"
     )
     imp.add_argument("--json", action="store_true", help="print the verified report as JSON")
+    log_options(imp)
     imp.set_defaults(handler=cmd_import)

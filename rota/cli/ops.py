@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from rota.cli.common import load_config, print_json, projections_option, store_url
+from rota.cli.run_logs import log_options, progress_logging
 
 if TYPE_CHECKING:
     from rota.replay.daemon_lock import DaemonLock
@@ -34,13 +35,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from rota.replay.doctor import doctor
 
     config = load_config(args)
-    report = doctor(
-        store_url(args, config),
-        projections=args.projections,
-        checkpoint_dir=config.audit.checkpoint_dir,
-        settings=config.settings,
-        bindings=config.bindings,
-    )
+    with progress_logging(args) as progress:
+        report = doctor(
+            store_url(args, config),
+            projections=args.projections,
+            checkpoint_dir=config.audit.checkpoint_dir,
+            settings=config.settings,
+            bindings=config.bindings,
+            progress=progress,
+        )
     if args.json:
         print_json(report)
     else:
@@ -56,13 +59,15 @@ def cmd_recover_corrupt(args: argparse.Namespace) -> int:
     from rota.replay.recover_corrupt import recover_corrupt
 
     config = load_config(args)
-    report = recover_corrupt(
-        store_url(args, config),
-        args.backup_name,
-        projections=args.projections,
-        checkpoint_dir=config.audit.checkpoint_dir,
-        dry_run=args.dry_run,
-    )
+    with progress_logging(args) as progress:
+        report = recover_corrupt(
+            store_url(args, config),
+            args.backup_name,
+            projections=args.projections,
+            checkpoint_dir=config.audit.checkpoint_dir,
+            dry_run=args.dry_run,
+            progress=progress,
+        )
     if args.json:
         print_json(msgspec.to_builtins(report))
     else:
@@ -81,6 +86,7 @@ def register(commands: Any) -> None:
     )
     projections_option(doctor)
     doctor.add_argument("--json", action="store_true", help='{"ok": ..., "checks": [...]}')
+    log_options(doctor)
     doctor.set_defaults(handler=cmd_doctor)
 
     recover = commands.add_parser(
@@ -102,4 +108,5 @@ def register(commands: Any) -> None:
     projections_option(recover)
     recover.add_argument("--dry-run", action="store_true", help="check and print the plan only")
     recover.add_argument("--json", action="store_true", help="print the report as JSON")
+    log_options(recover)
     recover.set_defaults(handler=cmd_recover_corrupt)

@@ -23,6 +23,7 @@ from rota.cli.common import (
     print_json,
     projections_option,
 )
+from rota.cli.run_logs import log_options, progress_logging
 from rota.domain.errors import RotaError
 
 
@@ -42,11 +43,14 @@ def _service(args: argparse.Namespace, store: EventStore) -> SchedulerService:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from rota.replay.progress import factory
     from rota.replay.rebuild import verify
 
-    with open_log(args) as store, _projections(args, store, must_exist=True) as projections:
-        report = verify(store, projections, progress=factory(json=args.json))
+    with (
+        progress_logging(args) as progress,
+        open_log(args) as store,
+        _projections(args, store, must_exist=True) as projections,
+    ):
+        report = verify(store, projections, progress=progress)
         where = projections.where
     if args.json:
         print_json({**msgspec.to_builtins(report), "path": where})
@@ -66,12 +70,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    from rota.replay.progress import factory
     from rota.replay.rebuild import rebuild
 
-    with open_log(args) as store, _projections(args, store, must_exist=False) as projections:
+    with (
+        progress_logging(args) as progress,
+        open_log(args) as store,
+        _projections(args, store, must_exist=False) as projections,
+    ):
         try:
-            report = rebuild(store, projections, args.projection, progress=factory(json=args.json))
+            report = rebuild(store, projections, args.projection, progress=progress)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         where = projections.where
@@ -161,6 +168,7 @@ def register(commands: Any) -> None:
     )
     projections_option(verify)
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    log_options(verify)
     verify.set_defaults(handler=cmd_verify)
 
     rebuild = sub.add_parser(
@@ -169,6 +177,7 @@ def register(commands: Any) -> None:
     rebuild.add_argument("--projection", metavar="NAME", help="only this projection")
     projections_option(rebuild)
     rebuild.add_argument("--json", action="store_true", help="print the report as JSON")
+    log_options(rebuild)
     rebuild.set_defaults(handler=cmd_rebuild)
 
     at = sub.add_parser(

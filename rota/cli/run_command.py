@@ -38,7 +38,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.http is not None:
             from rota.cli.serve import start_http
 
-            server = start_http(scheduler, args, args.http, read_only=False)
+            server = start_http(scheduler, args, args.http, status, read_only=False)
         try:
             if args.until_idle:
                 with stop_on_signals(scheduler.stop):

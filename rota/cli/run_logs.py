@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rota.infrastructure.decision_lines import FIELDS_ATTRIBUTE
 from rota.infrastructure.logging import (
@@ -26,6 +27,9 @@ from rota.infrastructure.logging import (
     configured,
     log_settings,
 )
+
+if TYPE_CHECKING:
+    from rota.replay.progress import ProgressFactory
 
 
 def log_options(parser: argparse.ArgumentParser) -> None:
@@ -63,11 +67,7 @@ class Status:
         line = f"rota: {text}"
         if self.settings.format == "json":
             # Shown whatever the level, as the text lines are: an operator waits for them.
-            record = logging.makeLogRecord(
-                {"name": "rota.daemon", "levelname": "INFO", "levelno": logging.INFO,
-                 "msg": message, FIELDS_ATTRIBUTE: {"kind": "daemon", **fields}}
-            )  # fmt: skip
-            line = JsonFormatter().format(record)
+            line = json_record("rota.daemon", "INFO", message, kind="daemon", **fields)
         handler = self.handler
         if handler is not None:
             handler.acquire()
@@ -81,6 +81,39 @@ class Status:
 
 
 @contextlib.contextmanager
+def progress_logging(args: argparse.Namespace) -> Iterator[ProgressFactory]:
+    """For a long command (verify, rebuild, export, import, doctor, recover-corrupt): its
+    progress factory, with the command's log records on stderr in its log format meanwhile.
+
+    Off a terminal (or with `--json`) progress is a `rota.progress` record every few
+    seconds (`rota.replay.progress`); the other loggers show warnings and errors unless
+    `--log-level` (or `$ROTA_LOG_LEVEL`) asks for more, so a short command still writes
+    nothing but its result."""
+    from rota.replay.progress import LOGGER, factory
+
+    settings = settings_of(args)
+    if settings.level_source == "default":
+        settings = dataclasses.replace(settings, level="warning")
+    previous = LOGGER.level
+    with configured(settings):
+        LOGGER.setLevel(logging.INFO)
+        try:
+            yield factory(json=bool(getattr(args, "json", False)))
+        finally:
+            LOGGER.setLevel(previous)
+
+
+def json_record(logger: str, level: str, message: str, **fields: Any) -> str:
+    """One JSON log line (as `JsonFormatter` writes them) for a line the command writes
+    itself: its status lines, and its refusal under `--log-format json`."""
+    record = logging.makeLogRecord(
+        {"name": logger, "levelname": level, "levelno": logging.getLevelName(level),
+         "msg": message, FIELDS_ATTRIBUTE: fields}
+    )  # fmt: skip
+    return JsonFormatter().format(record)
+
+
+@contextlib.contextmanager
 def run_logging(args: argparse.Namespace) -> Iterator[Status]:
     """Log to stderr as the run's settings say, for the run; yields its status lines."""
     settings = settings_of(args)
@@ -88,4 +121,11 @@ def run_logging(args: argparse.Namespace) -> Iterator[Status]:
         yield Status(settings, handler)
 
 
-__all__ = ["Status", "log_options", "run_logging", "settings_of"]
+__all__ = [
+    "Status",
+    "json_record",
+    "log_options",
+    "progress_logging",
+    "run_logging",
+    "settings_of",
+]

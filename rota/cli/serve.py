@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from rota.cli.common import load_config, open_rota, print_json
+from rota.cli.run_logs import Status, log_options, run_logging
 
 SCOPE_CHOICES = ("read", "operate", "admin")
 
@@ -19,13 +20,15 @@ def _tokens_path(args: argparse.Namespace) -> str:
     return path
 
 
-def start_http(scheduler: Any, args: argparse.Namespace, listen: str, *, read_only: bool) -> Any:
-    """Start the API for a command and say where it listens (stderr)."""
+def start_http(
+    scheduler: Any, args: argparse.Namespace, listen: str, status: Status, *, read_only: bool
+) -> Any:
+    """Start the API for a command and say where it listens (a status line on stderr)."""
     from rota.http import serve
 
     server = serve(scheduler, listen=listen, tokens=args.tokens, read_only=read_only)
     mode = "read-only" if read_only else "read-write"
-    print(f"rota: http on {server.url} ({mode})", file=sys.stderr, flush=True)
+    status.say(f"http on {server.url} ({mode})", "http listening", url=server.url, mode=mode)
     return server
 
 
@@ -50,15 +53,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     listen = check_http(args, args.listen)
     stop = threading.Event()
-    with open_rota(args, read_only=True) as scheduler:
-        server = start_http(scheduler, args, listen, read_only=True)
-        try:
-            with stop_on_signals(stop.set):
-                while not stop.wait(3600):
-                    pass
-        finally:
-            server.stop()
-    print("rota: stopped", file=sys.stderr, flush=True)
+    with run_logging(args) as status:
+        with open_rota(args, read_only=True) as scheduler:
+            server = start_http(scheduler, args, listen, status, read_only=True)
+            try:
+                with stop_on_signals(stop.set):
+                    while not stop.wait(3600):
+                        pass
+            finally:
+                server.stop()
+        status.say("stopped", "stopped")
     return 0
 
 
@@ -121,6 +125,7 @@ def register(commands: Any) -> None:
         "--listen", metavar="ADDR", help="HOST:PORT (default: the config's [http] listen)"
     )
     tokens_option(serve)
+    log_options(serve)
     serve.set_defaults(handler=cmd_serve)
 
     token = commands.add_parser("token", help="the HTTP API's bearer tokens")

@@ -90,6 +90,9 @@ class HttpServer:
             host=host,
             port=port,
             log_level="warning",
+            # uvicorn's records go to the root logger, so a command's handler writes them in
+            # its format (JSON under `--log-format json`), not uvicorn's own handlers.
+            log_config=None,
             access_log=False,
             lifespan="off",
             date_header=False,

@@ -435,7 +435,8 @@ def test_progress_draws_only_on_a_terminal_without_json() -> None:
     bar.close()
     frames = terminal.getvalue().split("\r")[1:]
     assert 5 <= len(frames) <= 12  # throttled to about ten a second
-    assert frames[-1] == "verify [" + "#" * 30 + "] 100%  100/100\n"
+    assert frames[-1] == "verify [" + "#" * 30 + "] 100%  100/100  100/s\n"  # 100 in 1 s
+    assert frames[0].endswith("/s  ETA 0:01")  # ~10 of 100 after 0.1 s: a second left
     for quiet in (Progress(100, "x", stream=_Terminal(), json=True), Progress(100, "x")):
         quiet.advance(50)
         quiet.close()

@@ -178,7 +178,7 @@ def test_a_malformed_environment_is_refused_without_showing_its_value(tmp_path: 
     done = _rota(tmp_path, "submit", "w", "--binding", "b")
     assert done.returncode == 2, done.stderr
     assert "rota: invalid_config:" in done.stderr
-    assert "bindings.b.environment.TOKEN" in done.stderr
+    assert "bindings[0].environment.TOKEN" in done.stderr  # its path in the file
     assert CANARY not in done.stderr + done.stdout
     assert not (tmp_path / "rota.db").exists() or CANARY.encode() not in _everything_written(
         tmp_path

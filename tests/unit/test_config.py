@@ -106,3 +106,45 @@ def test_an_executor_registered_later_is_not_refused_at_load_but_by_check_execut
         "<config>: bindings[1].executor: no executor 'mine' is registered in this process "
         "(registered: shell)"
     )
+
+
+# -- field paths of what is refused (issue 28, item 8) ------------------------------------
+
+RUNS = {"executor": "shell", "command": ["true"]}
+
+
+def test_a_duplicate_binding_names_the_second_entry() -> None:
+    message = refused({"bindings": [{"name": "a", **RUNS}, {"name": "b", **RUNS},
+                                    {"name": "a", **RUNS}]})  # fmt: skip
+    assert message.removeprefix("<config>: ").startswith(
+        "bindings[2].name: duplicate binding name 'a'"
+    )
+    assert "(bindings[0] has it too)" in message
+
+
+def test_a_duplicate_budget_names_the_second_entry() -> None:
+    budget = {"unit": "usd", "max": 10, "per": "work", "period": "day"}
+    message = refused({"budgets": [budget, dict(budget)]})
+    assert message.removeprefix("<config>: ").startswith("budgets[1]: budgets[0] is "), message
+
+
+def test_a_malformed_environment_names_the_bindings_path_in_the_file() -> None:
+    message = refused({"bindings": [{"name": "ok", **RUNS},
+                                    {"name": "b", **RUNS, "environment": {"K": 5}}]})  # fmt: skip
+    assert message.removeprefix("<config>: ").startswith(
+        "bindings[1].environment.K must be a string"
+    ), message
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"), [("timeout", "timeout_seconds"), ("retries", "retry"), ("zzz", None)]
+)
+def test_an_unknown_key_lists_a_bindings_own_keys_and_the_nearest(
+    key: str, meant: str | None
+) -> None:
+    message = refused({"bindings": [{"name": "b", **RUNS, key: 5}]})
+    assert message.removeprefix("<config>: ").startswith(
+        f"bindings[0].{key}: unknown key; allowed: ['command'"
+    ), message
+    assert "or a binding's own: control_fallback, executor, handoff, name, retry," in message
+    assert message.endswith(f"did you mean {meant!r}?") == (meant is not None), message
