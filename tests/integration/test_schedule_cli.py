@@ -105,9 +105,12 @@ def test_errors_are_one_line(home: Path) -> None:
 @pytest.mark.parametrize(
     ("table", "field"),
     [
-        ({"every": "1m", "timezone": "Nowhere/Else"}, "every"),
+        ({"every": "1m", "timezone": "Nowhere/Else"}, "timezone"),
         ({"cron": "0 0 ? * *"}, "cron"),
-        ({"every": "1m", "jitter": "soon"}, "every"),
+        ({"every": "1m", "jitter": "soon"}, "jitter"),
+        ({"every": "1m", "offset": "5m"}, "offset"),
+        ({"every": "1m", "catchup_window": -1}, "catchup_window"),
+        ({"every": "1m", "input": {"x": float("nan")}}, "input"),
         ({}, "every"),
     ],
 )
