@@ -2,8 +2,8 @@
 
 `validate` also refuses a `[[schedules]]` table whose binding no `[[bindings]]` table
 defines (`schedules[N].binding`), and compares the config's schedules with the store's
-when the store exists: a schedule a config defined that this one no longer has is noted
-(`rota schedule apply --prune` removes it). It writes nothing."""
+when the store exists (not with `--no-store`): a schedule a config defined that this one no
+longer has is noted (`rota schedule apply --prune` removes it). It writes nothing."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise ConfigError(f"{config.source}: " + "; ".join(problems))
     builtin = builtin_registrations()
     elsewhere = sorted(n for n, b in config.bindings.items() if b.executor not in builtin)
-    stale, unread = _not_in_config(args, config)
+    stale, unread = ([], None) if args.no_store else _not_in_config(args, config)
     result: dict[str, Any] = {
         "ok": True,
         "config": config.source,
@@ -71,7 +71,7 @@ def _not_in_config(args: argparse.Namespace, config: Config) -> tuple[list[str],
     except RotaError as exc:
         if exc.code == PortCode.STORE_NOT_FOUND:
             return [], None
-        return [], f"{exc.code}: {exc}"
+        return [], " ".join(f"{exc.code}: {exc}".split())  # one line
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -108,6 +108,11 @@ def register(commands: Any) -> None:
         "validate", help="check the config file (exit 2 and the field path when invalid)"
     )
     validate.add_argument("--json", action="store_true")
+    validate.add_argument(
+        "--no-store",
+        action="store_true",
+        help="check the file only: do not read the store to compare its schedules",
+    )
     validate.set_defaults(handler=cmd_validate)
     show = config_commands.add_parser(
         "show",
