@@ -121,6 +121,10 @@ class EntryCode(ErrorCode):
     as long as the process that opened it: anything it wrote would be gone when it exits,
     and nothing another command wrote is there. Use `memory://` from Python (`rota.open`,
     users' own tests) or with `rota run`; give other commands a file or PostgreSQL store."""
+    NO_CONFIG_FILE = "no_config_file"
+    """`rota schedule apply --prune` read no config file (no `--config`, no `$ROTA_CONFIG`
+    and no ./rota.toml), so it would remove every schedule a config defined: name the file
+    (`--config FILE`)."""
 
 
 class ConfigError(RotaError):

@@ -150,7 +150,14 @@ LINES: dict[str, Line] = {
         "schedule",
         "schedule defined",
         fields=_shown(
-            "schedule_version", "spec", "timezone", "binding", "actor", "reason", schedule="name"
+            "schedule_version",
+            "spec",
+            "timezone",
+            "binding",
+            "actor",
+            "reason",
+            "source",
+            schedule="name",
         ),
     ),
     "core.schedule.paused": Line(

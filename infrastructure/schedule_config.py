@@ -21,12 +21,14 @@ an event per change: `rota schedule apply` (and `rota run` at start) applies the
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rota.domain.errors import RotaError
-from rota.domain.schedule_specs import check_name, define, parse_duration
+from rota.domain.results import check_payload
+from rota.domain.schedule_specs import check_name, define, parse_duration, zone
 
 
 class ScheduleModel(BaseModel):
@@ -51,25 +53,68 @@ class ScheduleModel(BaseModel):
 
 
 def check_schedules(models: list[ScheduleModel], source: str) -> dict[str, dict[str, Any]]:
-    """Validate every table (spec, zone, durations, unique names); name -> definition."""
+    """Validate every table (spec, zone, durations, unique names); name -> definition.
+
+    Every bad table is named, with the field that is wrong (`schedules[1].timezone: unknown
+    time zone ...`), in one `invalid_config` message, the first one first."""
     from rota.infrastructure.config import ConfigError
 
     found: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
     for index, model in enumerate(models):
-        where = f"{source}: schedules[{index}]"
-        field = "cron" if model.cron is not None else "every"
-        try:
-            check_name(model.name)
-            define(every=model.every, cron=model.cron, offset=model.offset, timezone=model.timezone)
-            for key in ("catchup_window", "jitter"):
-                value = getattr(model, key)
-                if isinstance(value, str):
-                    parse_duration(value, key)
-                elif value < 0:
-                    raise ConfigError(f"{key} must be >= 0")
-        except RotaError as exc:
-            raise ConfigError(f"{where}.{field}: {exc}") from None
-        if model.name in found:
-            raise ConfigError(f"{where}.name: duplicate schedule name {model.name!r}")
-        found[model.name] = model.definition()
+        where = f"schedules[{index}]"
+        problem = _problem(model)
+        if problem is not None:
+            problems.append(f"{where}.{problem[0]}: {problem[1]}")
+        elif model.name in found:
+            problems.append(f"{where}.name: duplicate schedule name {model.name!r}")
+        else:
+            found[model.name] = model.definition()
+    if problems:
+        raise ConfigError(f"{source}: " + "; ".join(problems))
     return found
+
+
+def _problem(model: ScheduleModel) -> tuple[str, str] | None:
+    """The first wrong field of one table and what is wrong with it, or None."""
+    try:
+        check_name(model.name)
+    except RotaError as exc:
+        return "name", str(exc)
+    try:
+        zone(model.timezone)
+    except RotaError as exc:
+        return "timezone", str(exc)
+    spec_field = "cron" if model.cron is not None else "every"
+    try:
+        define(every=model.every, cron=model.cron, offset=model.offset, timezone=model.timezone)
+    except RotaError as exc:
+        field = "offset" if model.offset is not None and "offset" in str(exc) else spec_field
+        return field, str(exc)
+    for key in ("catchup_window", "jitter"):
+        value = getattr(model, key)
+        try:
+            if isinstance(value, str):
+                parse_duration(value, key)
+            elif value < 0:
+                return key, f"{key} must be >= 0"
+        except RotaError as exc:
+            return key, str(exc)
+    try:
+        check_payload(model.input, "schedule input")
+    except RotaError as exc:
+        return "input", str(exc)
+    return None
+
+
+def unknown_bindings(models: list[ScheduleModel], bindings: Collection[str]) -> list[str]:
+    """The tables whose binding is not in `bindings` (those a `rota run` of this config
+    has): `schedules[1].binding: ...` each. `rota config validate` refuses them; a schedule
+    whose binding its runner does not know is quarantined when it is due."""
+    known = ", ".join(sorted(bindings)) or "none"
+    return [
+        f"schedules[{index}].binding: no [[bindings]] table defines {model.binding!r} "
+        f"(defined: {known}); its fires would be quarantined"
+        for index, model in enumerate(models)
+        if model.binding not in bindings
+    ]

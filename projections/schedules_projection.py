@@ -36,6 +36,18 @@ def schedule_stream(name: str) -> str:
     return f"schedule/{name}"
 
 
+CONFIG_SOURCE = "config"
+
+
+def source_of(definition: ScheduleDefined) -> str:
+    """Where a definition came from: `config` or `api`. A definition written before the
+    source was recorded came from a config when its actor is `config` (what `rota
+    schedule apply` and `rota run` recorded for a `[[schedules]]` table)."""
+    if definition.source:
+        return definition.source
+    return CONFIG_SOURCE if definition.actor == CONFIG_SOURCE else "api"
+
+
 class ScheduleRow(msgspec.Struct, kw_only=True):
     """One schedule as the fold sees it."""
 
@@ -55,6 +67,11 @@ class ScheduleRow(msgspec.Struct, kw_only=True):
     @property
     def active(self) -> bool:
         return not self.removed and self.quarantined is None
+
+    @property
+    def source(self) -> str:
+        """Where its current definition came from: `config` or `api` (`source_of`)."""
+        return source_of(self.definition)
 
 
 class Leader(msgspec.Struct, kw_only=True):

@@ -14,7 +14,7 @@ remove), the nominal times due under the old one are accounted for in the same a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,7 +48,12 @@ from rota.domain.schedule_specs import (
     rfc3339,
     times_between,
 )
-from rota.projections.schedules_projection import ScheduleRow, SchedulesProjection, schedule_stream
+from rota.projections.schedules_projection import (
+    CONFIG_SOURCE,
+    ScheduleRow,
+    SchedulesProjection,
+    schedule_stream,
+)
 
 CATCHUPS = ("none", "latest", "all")
 OVERLAPS = ("skip", "buffer_one", "buffer_all", "cancel_other", "allow_all")
@@ -110,66 +115,33 @@ class ScheduleCommands:
         self,
         name: str,
         *,
-        binding: str,
-        every: str | None = None,
-        cron: str | None = None,
-        offset: str | None = None,
-        timezone: str = "UTC",
-        input: Any = None,
-        scope: str = "root",
-        catchup: str = "latest",
-        catchup_window: str | int = "1h",
-        max_catchup: int = 100,
-        overlap: str = "skip",
-        jitter: str | int = 0,
-        anchor: datetime | None = None,
         actor: str = "api",
         reason: str = "",
+        source: str = "api",
+        **definition: Any,
     ) -> int:
-        """Define or redefine a schedule (validated here); returns its version. The same
-        definition again is a no-op."""
-        check_name(name)
-        spec = define(every=every, cron=cron, offset=offset, timezone=timezone)
-        if catchup not in CATCHUPS:
-            raise SpecError(
-                f"catchup must be one of {', '.join(CATCHUPS)}", code=DomainCode.INVALID_SCHEDULE
-            )
-        if overlap not in OVERLAPS:
-            raise SpecError(
-                f"overlap must be one of {', '.join(OVERLAPS)}", code=DomainCode.INVALID_SCHEDULE
-            )
-        if not 1 <= max_catchup <= 10_000:
-            raise SpecError("max_catchup must be 1..10000", code=DomainCode.INVALID_SCHEDULE)
-        window = _seconds(catchup_window, "catchup_window")
-        spread = _seconds(jitter, "jitter")
-        check_payload(input, "schedule input")
+        """Define or redefine a schedule (validated here: `definition_fields` takes the
+        keywords); returns its version. The same definition from the same `source`
+        (`config` or `api`) again is a no-op."""
+        fields = definition_fields(name, **definition)
         version: list[int] = [0]
 
         def decide() -> Decided:
             now = self.tx.now()
             row = self.projection.get(name)
-            fields: dict[str, Any] = {
-                "name": name,
-                "spec": spec.text,
-                "timezone": spec.timezone,
-                "binding": binding,
-                "scope": scope,
-                "input": input,
-                "catchup": catchup,
-                "catchup_window_seconds": window,
-                "max_catchup": max_catchup,
-                "overlap": overlap,
-                "jitter_seconds": spread,
-                "anchor": anchor or (row.definition.anchor if row is not None else EPOCH),
-                "spec_format": SPEC_FORMAT,
-            }
-            if row is not None and _same(row.definition, fields) and row.active:
+            resolved = with_anchor(fields, row)
+            if row is not None and unchanged(row, resolved, source):
                 version[0] = row.definition.schedule_version
                 return [], {}
             emits = self._settle(row, now) if row is not None else []
             version[0] = row.definition.schedule_version + 1 if row is not None else 1
             event = ScheduleDefined(
-                schedule_version=version[0], since=now, actor=actor, reason=reason, **fields
+                schedule_version=version[0],
+                since=now,
+                actor=actor,
+                reason=reason,
+                source=source,
+                **resolved,
             )
             emits.append(Emit(schedule_stream(name), event))
             fences = work_fences(emits, self.tx.projection.works)
@@ -177,6 +149,38 @@ class ScheduleCommands:
 
         self.tx.transact(decide)
         return version[0]
+
+    def prune(self, keep: Collection[str], *, actor: str = CONFIG_SOURCE, reason: str) -> list[str]:
+        """Remove, in one append, every schedule a config defined (`source` `config`) whose
+        name is not in `keep` (the config's `[[schedules]]`): `core.schedule.removed` each,
+        after settling what was due. Schedules defined through the API are never pruned.
+        Returns the names removed, sorted."""
+        removed: list[str] = []
+
+        def decide() -> Decided:
+            now = self.tx.now()
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            removed.clear()
+            for row in sorted(self.projection.active(), key=lambda r: r.name):
+                if row.source != CONFIG_SOURCE or row.name in keep:
+                    continue
+                removed.append(row.name)
+                emits.extend(self._settle(row, now))
+                event = ScheduleRemoved(
+                    name=row.name,
+                    schedule_version=row.definition.schedule_version,
+                    actor=actor,
+                    reason=reason,
+                )
+                emits.append(Emit(schedule_stream(row.name), event))
+                expected[schedule_stream(row.name)] = row.stream_version
+            if not emits:
+                return [], {}
+            return emits, {**expected, **work_fences(emits, self.tx.projection.works)}
+
+        self.tx.transact(decide)
+        return list(removed)
 
     def _stream_version(self, name: str, row: ScheduleRow | None) -> int:
         if row is not None:
@@ -322,6 +326,71 @@ class ScheduleCommands:
 
         self.tx.transact(decide)
         return counts[0], counts[1]
+
+
+def definition_fields(
+    name: str,
+    *,
+    binding: str,
+    every: str | None = None,
+    cron: str | None = None,
+    offset: str | None = None,
+    timezone: str = "UTC",
+    input: Any = None,
+    scope: str = "root",
+    catchup: str = "latest",
+    catchup_window: str | int = "1h",
+    max_catchup: int = 100,
+    overlap: str = "skip",
+    jitter: str | int = 0,
+    anchor: datetime | None = None,
+) -> dict[str, Any]:
+    """Validate a definition (`invalid_schedule`, `unknown_timezone`); the fields of its
+    `core.schedule.defined` but the version, times, actor and source (`anchor` None: the
+    current definition's, else the Unix epoch: `with_anchor`)."""
+    check_name(name)
+    spec = define(every=every, cron=cron, offset=offset, timezone=timezone)
+    if catchup not in CATCHUPS:
+        raise SpecError(
+            f"catchup must be one of {', '.join(CATCHUPS)}", code=DomainCode.INVALID_SCHEDULE
+        )
+    if overlap not in OVERLAPS:
+        raise SpecError(
+            f"overlap must be one of {', '.join(OVERLAPS)}", code=DomainCode.INVALID_SCHEDULE
+        )
+    if not 1 <= max_catchup <= 10_000:
+        raise SpecError("max_catchup must be 1..10000", code=DomainCode.INVALID_SCHEDULE)
+    window = _seconds(catchup_window, "catchup_window")
+    spread = _seconds(jitter, "jitter")
+    check_payload(input, "schedule input")
+    return {
+        "name": name,
+        "spec": spec.text,
+        "timezone": spec.timezone,
+        "binding": binding,
+        "scope": scope,
+        "input": input,
+        "catchup": catchup,
+        "catchup_window_seconds": window,
+        "max_catchup": max_catchup,
+        "overlap": overlap,
+        "jitter_seconds": spread,
+        "anchor": anchor,
+        "spec_format": SPEC_FORMAT,
+    }
+
+
+def with_anchor(fields: dict[str, Any], row: ScheduleRow | None) -> dict[str, Any]:
+    """`fields` with an anchor: the given one, else the current definition's, else EPOCH."""
+    if fields["anchor"] is not None:
+        return fields
+    return {**fields, "anchor": row.definition.anchor if row is not None else EPOCH}
+
+
+def unchanged(row: ScheduleRow, fields: dict[str, Any], source: str) -> bool:
+    """Whether defining `fields` (anchored) from `source` would change nothing: the same
+    definition, from the same source, of a schedule that is not removed or quarantined."""
+    return row.active and row.source == source and _same(row.definition, fields)
 
 
 def _same(d: ScheduleDefined, fields: dict[str, Any]) -> bool:

@@ -10,14 +10,18 @@ nominal time did or did not fire. Each takes the service's lock itself.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 
 from rota.application.ports import RecordedEvent
+from rota.application.queries.schedule_config_reads import apply_plan as config_plan
+from rota.application.queries.schedule_config_reads import not_in_config as config_lacks
 from rota.application.queries.schedule_views import (
     HistoryEntry,
+    ScheduleApplyPlan,
     ScheduleExplanation,
     ScheduleVersion,
     ScheduleView,
@@ -41,7 +45,7 @@ from rota.domain.schedule_specs import (
     times_after,
     times_between,
 )
-from rota.projections.schedules_projection import ScheduleRow, schedule_stream
+from rota.projections.schedules_projection import ScheduleRow, schedule_stream, source_of
 
 REASONS = {
     "outside_catchup_window": "it was older than the catch-up window when the runner came to "
@@ -72,6 +76,7 @@ def schedule_view(row: ScheduleRow) -> ScheduleView:
         timezone=d.timezone,
         binding=d.binding,
         scope=d.scope,
+        source=row.source,
         input=d.input,
         catchup=d.catchup,
         catchup_window_seconds=d.catchup_window_seconds,
@@ -113,6 +118,7 @@ def show(service: SchedulerService, name: str) -> ScheduleView:
                 since=rfc3339(d.since),
                 actor=d.actor,
                 reason=d.reason,
+                source=source_of(d),
             )
             for d in row.versions
         ]
@@ -392,3 +398,9 @@ class ScheduleQueries:
 
     def metrics(self) -> ScheduleMetricsRead:
         return metrics_read(self.service)
+
+    def not_in_config(self, names: Collection[str]) -> list[str]:
+        return config_lacks(self.service, names)
+
+    def apply_plan(self, definitions: Mapping[str, Mapping[str, Any]]) -> ScheduleApplyPlan:
+        return config_plan(self.service, definitions)

@@ -23,6 +23,7 @@ class ScheduleVersion(msgspec.Struct, frozen=True, kw_only=True):
     since: str
     actor: str
     reason: str
+    source: str
 
 
 class ScheduleView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -35,6 +36,7 @@ class ScheduleView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     timezone: str
     binding: str
     scope: str
+    source: str
     input: Any
     catchup: str
     catchup_window_seconds: int
@@ -47,6 +49,18 @@ class ScheduleView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     last_fired: str | None
     quarantined: str | None
     versions: list[ScheduleVersion] | UnsetType = UNSET
+
+
+class ScheduleApplyPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What applying a config's `[[schedules]]` would do (`apply_plan`, `rota schedule
+    apply --dry-run`): the names it would define (`new`), redefine (`changed`) or leave
+    as they are (`unchanged`), and the schedules a config defined that this config does not
+    have (`not_in_config`: what `--prune` removes; never one defined through the API)."""
+
+    new: list[str]
+    changed: list[str]
+    unchanged: list[str]
+    not_in_config: list[str]
 
 
 class UpcomingTime(msgspec.Struct, frozen=True, kw_only=True):

@@ -24,6 +24,10 @@ class ScheduleDefined(Event, tag="core.schedule.defined", frozen=True, kw_only=T
     by a newer rota: `spec_format` above this one's) is quarantined, never fatal. `anchor`
     is the time `every` schedules count their periods from; `since` the definition time:
     no nominal time before it is due. Fires already made keep the version they pinned.
+    `source` is where the definition came from: `config` (a `[[schedules]]` table, applied
+    by `rota schedule apply` or `rota run`: the config may prune it) or `api` (Python, the
+    HTTP API); empty in events written before it was recorded, whose `actor` then tells
+    (`config` is what applying a config recorded).
     """
 
     stream_pattern: ClassVar[str] = "schedule/<name>"
@@ -45,6 +49,7 @@ class ScheduleDefined(Event, tag="core.schedule.defined", frozen=True, kw_only=T
     spec_format: int = 1
     actor: str = ""
     reason: str = ""
+    source: str = ""
 
 
 class SchedulePaused(Event, tag="core.schedule.paused", frozen=True, kw_only=True):

@@ -21,7 +21,7 @@ from rota.infrastructure.executors import builtin_registrations
 from rota.infrastructure.store_url import backend, redact_url
 from rota.scheduler import Scheduler
 
-USAGE_CODES = frozenset({EntryCode.USAGE, ConfigError.code})
+USAGE_CODES = frozenset({EntryCode.USAGE, EntryCode.NO_CONFIG_FILE, ConfigError.code})
 
 
 class UsageError(RotaError):

@@ -1,4 +1,9 @@
-"""`rota config validate` and `rota config show`: the configuration a command would use."""
+"""`rota config validate` and `rota config show`: the configuration a command would use.
+
+`validate` also refuses a `[[schedules]]` table whose binding no `[[bindings]]` table
+defines (`schedules[N].binding`), and compares the config's schedules with the store's
+when the store exists (not with `--no-store`): a schedule a config defined that this one no
+longer has is noted (`rota schedule apply --prune` removes it). It writes nothing."""
 
 from __future__ import annotations
 
@@ -8,33 +13,65 @@ from typing import Any
 
 import msgspec
 
-from rota.cli.common import config_path, load_config, print_json, store_url
+from rota.application.errors import PortCode
+from rota.cli.common import config_path, load_config, open_rota, print_json, store_url
 from rota.cli.run_logs import settings_of
-from rota.infrastructure.config import DEFAULT_CONFIG, shown
+from rota.cli.schedule import not_in_config_line
+from rota.domain.errors import RotaError
+from rota.infrastructure.config import DEFAULT_CONFIG, Config, ConfigError, shown
 from rota.infrastructure.executors import builtin_registrations
+from rota.infrastructure.schedule_config import unknown_bindings
 from rota.infrastructure.stores import redact_url
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     config = load_config(args)  # an invalid file is invalid_config (exit 2), naming the field
+    problems = unknown_bindings(config.model.schedules, config.bindings)
+    if problems:
+        raise ConfigError(f"{config.source}: " + "; ".join(problems))
     builtin = builtin_registrations()
     elsewhere = sorted(n for n, b in config.bindings.items() if b.executor not in builtin)
-    result = {
+    stale, unread = ([], None) if args.no_store else _not_in_config(args, config)
+    result: dict[str, Any] = {
         "ok": True,
         "config": config.source,
         "bindings": sorted(config.bindings),
+        "schedules": sorted(config.schedules),
         "not_run_by_cli": elsewhere,
+        "not_in_config": stale,
     }
+    if unread is not None:
+        result["store_not_read"] = unread
     if args.json:
         print_json(result)
         return 0
-    print(f"ok: {config.source}: {len(config.bindings)} bindings, {len(config.budgets)} budgets")
+    print(
+        f"ok: {config.source}: {len(config.bindings)} bindings, {len(config.budgets)} budgets, "
+        f"{len(config.schedules)} schedules"
+    )
     if elsewhere:
         print(
             f"note: rota run and rota submit refuse this file: bindings {', '.join(elsewhere)} "
             "name an executor only an embedding process registers"
         )
+    for name in stale:
+        print(f"note: {not_in_config_line(name)}")
+    if unread is not None:
+        print(f"note: the store was not read, so its schedules were not compared: {unread}")
     return 0
+
+
+def _not_in_config(args: argparse.Namespace, config: Config) -> tuple[list[str], str | None]:
+    """The schedules the store has from a config that this config does not define, read
+    without writing (a store that does not exist yet has none); and, when the store could
+    not be read, why (`code: message`)."""
+    try:
+        with open_rota(args, read_only=True) as scheduler:
+            return scheduler.schedules.not_in_config(config.schedules), None
+    except RotaError as exc:
+        if exc.code == PortCode.STORE_NOT_FOUND:
+            return [], None
+        return [], " ".join(f"{exc.code}: {exc}".split())  # one line
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -71,6 +108,11 @@ def register(commands: Any) -> None:
         "validate", help="check the config file (exit 2 and the field path when invalid)"
     )
     validate.add_argument("--json", action="store_true")
+    validate.add_argument(
+        "--no-store",
+        action="store_true",
+        help="check the file only: do not read the store to compare its schedules",
+    )
     validate.set_defaults(handler=cmd_validate)
     show = config_commands.add_parser(
         "show",

@@ -19,6 +19,7 @@ import msgspec
 from rota.cli.common import UsageError, open_rota, positive_seconds
 from rota.cli.ops import daemon_lock
 from rota.cli.run_logs import Status, log_options, run_logging
+from rota.cli.schedule import warn_not_in_config
 from rota.cli.work import state_line, states
 from rota.scheduler import Scheduler
 
@@ -34,6 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_http(args, args.http)  # before the store is opened
     with run_logging(args) as status, daemon_lock(args), open_rota(args, runs=True) as scheduler:
         scheduler.schedules.apply(scheduler.config.schedules)  # [[schedules]]: no-op if same
+        warn_not_in_config(scheduler)  # those the config defined and no longer has
         server = None
         if args.http is not None:
             from rota.cli.serve import start_http

@@ -2,21 +2,31 @@
 backfill`, and `rota explain schedule NAME --at TIME`.
 
 `apply` defines every `[[schedules]]` table of the config (an event per change; unchanged
-ones write nothing). The others name one schedule. Times are ISO 8601 (`2026-03-08T07:00Z`;
-without an offset, UTC). Every command prints JSON with `--json`.
+ones write nothing), names the schedules a config defined that this one no longer has, and
+with `--prune` removes them (`--dry-run`: what it would do). The others name one
+schedule. Times are ISO 8601 (`2026-03-08T07:00Z`; without an offset, UTC). Every command
+prints JSON with `--json`.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
 from msgspec import UnsetType
 
-from rota.application.queries.schedule_views import ScheduleView
-from rota.cli.common import UsageError, count, load_config, open_rota, print_json
+from rota.application.errors import PortCode
+from rota.application.queries.schedule_views import ScheduleApplyPlan, ScheduleView
+from rota.cli.common import UsageError, config_path, count, load_config, open_rota, print_json
+from rota.domain.errors import RotaError
 from rota.domain.schedule_specs import rfc3339
+from rota.infrastructure.config import DEFAULT_CONFIG, Config, EntryCode
+from rota.infrastructure.decision_lines import FIELDS_ATTRIBUTE
+from rota.scheduler import Scheduler
+
+log = logging.getLogger("rota.schedules")
 
 
 def parse_time(text: str) -> datetime:
@@ -46,13 +56,64 @@ def _line(view: ScheduleView) -> str:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     config = load_config(args)
+    if args.prune and config_path(args)[0] is None and not DEFAULT_CONFIG.exists():
+        raise RotaError(
+            f"--prune reads no config file here (no --config, no $ROTA_CONFIG, no "
+            f"./{DEFAULT_CONFIG}), so it would remove every schedule a config defined: "
+            "name the file with --config FILE",
+            code=EntryCode.NO_CONFIG_FILE,
+        )
+    if args.dry_run:
+        plan = _plan(args, config)
+        lines = [f"{name}: new" for name in plan.new]
+        lines += [f"{name}: changed" for name in plan.changed]
+        lines += [f"{name}: unchanged" for name in plan.unchanged]
+        verb = "would be removed" if args.prune else "would stay (add --prune to remove it)"
+        lines += [f"{name}: not in the config: {verb}" for name in plan.not_in_config]
+        lines.append("dry run: nothing written")
+        return _print(plan, args.json, lines)
     with open_rota(args, runs=True) as scheduler:
         before = scheduler.store.head().position
         versions = scheduler.schedules.apply(config.schedules, actor=args.actor)
+        pruned = (
+            scheduler.schedules.prune(
+                config.schedules,
+                actor=args.actor,
+                reason=f"not in {config.source}'s [[schedules]] (rota schedule apply --prune)",
+            )
+            if args.prune
+            else []
+        )
+        stale = scheduler.schedules.not_in_config(config.schedules)
         written = scheduler.store.head().position - before
     lines = [f"{name}: version {v}" for name, v in versions.items()]
+    lines += [f"{name}: removed (not in the config)" for name in pruned]
+    lines += [not_in_config_line(name) for name in stale]
     lines.append(f"{len(versions)} schedule(s) applied, {written} event(s) written")
-    return _print({"versions": versions, "written": written}, args.json, lines)
+    result = {"versions": versions, "written": written, "pruned": pruned, "not_in_config": stale}
+    return _print(result, args.json, lines)
+
+
+def _plan(args: argparse.Namespace, config: Config) -> ScheduleApplyPlan:
+    """What applying `config` would do; a store that does not exist yet has nothing."""
+    try:
+        with open_rota(args, read_only=True) as scheduler:
+            return scheduler.schedules.apply_plan(config.schedules)
+    except RotaError as exc:
+        if exc.code != PortCode.STORE_NOT_FOUND:
+            raise
+    return ScheduleApplyPlan(
+        new=sorted(config.schedules), changed=[], unchanged=[], not_in_config=[]
+    )
+
+
+def not_in_config_line(name: str) -> str:
+    """What `rota schedule apply`, `rota config validate` and `rota run` say of a schedule
+    a config defined that the config no longer has."""
+    return (
+        f"schedule {name} is in the store but not in the config; run `rota schedule apply "
+        "--prune` to remove it"
+    )
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -144,6 +205,14 @@ def cmd_explain_schedule(args: argparse.Namespace) -> int:
     return _print(found, args.json, lines)
 
 
+def warn_not_in_config(scheduler: Scheduler) -> None:
+    """`rota run` at start: a warning line for each schedule a config defined that this
+    config no longer has (it keeps firing until `rota schedule apply --prune`)."""
+    for name in scheduler.schedules.not_in_config(scheduler.config.schedules):
+        fields = {"kind": "schedule", "schedule": name}
+        log.warning(not_in_config_line(name), extra={FIELDS_ATTRIBUTE: fields})
+
+
 def register(commands: Any) -> None:
     schedule = commands.add_parser("schedule", help="define, pause, trigger and look at schedules")
     sub = schedule.add_subparsers(dest="schedule_command", required=True, metavar="COMMAND")
@@ -158,6 +227,17 @@ def register(commands: Any) -> None:
 
     apply = add("apply", cmd_apply, "define every [[schedules]] table of the config", named=False)
     apply.add_argument("--actor", default="config", help="recorded as who applied them")
+    apply.add_argument(
+        "--prune",
+        action="store_true",
+        help="also remove the schedules a config defined that this config no longer has "
+        "(never those defined through the API)",
+    )
+    apply.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be defined, changed and removed; write nothing",
+    )
     add("list", cmd_list, "every schedule with its state and boundary", named=False)
     add("show", cmd_show, "one schedule and its versions")
     nxt = add("next", cmd_next, "the next nominal times, with DST and jitter flags")

@@ -9,6 +9,9 @@ scheduler.schedules.backfill("nightly", start, end)
 scheduler.schedules.next("nightly", 10)     # the next nominal times, DST and jitter flags
 scheduler.schedules.history("nightly")      # every nominal time: fired (Work, outcome) or skipped
 scheduler.schedules.explain("nightly", at)  # why a fire did or did not happen
+scheduler.schedules.apply(config.schedules)  # a config's [[schedules]] (source `config`)
+scheduler.schedules.not_in_config(config.schedules)  # the config's, no longer in it
+scheduler.schedules.prune(config.schedules)  # remove those
 ```
 
 Every change is an event with its actor and reason (docs/schedules.md); the fires are made
@@ -18,7 +21,7 @@ by the host's cadence (`tick()`, `run()`), in its schedules slot.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any, Required, TypedDict, Unpack
 
@@ -29,6 +32,9 @@ from rota.application.queries.schedule_views import (
     ScheduleView,
     TriggeredFire,
 )
+from rota.projections.schedules_projection import CONFIG_SOURCE
+
+PRUNE_REASON = "not in the config's [[schedules]] (pruned)"
 
 
 class ScheduleDefinition(TypedDict, total=False):
@@ -69,12 +75,26 @@ class Schedules(ScheduleQueries):
     def apply(
         self, definitions: Mapping[str, Mapping[str, Any]], *, actor: str = "config"
     ) -> dict[str, int]:
-        """Define every schedule of a configuration (`[[schedules]]`); name -> version.
-        Unchanged ones append nothing."""
+        """Define every schedule of a configuration (`[[schedules]]`), recorded with source
+        `config`; name -> version. Unchanged ones append nothing. Schedules the config
+        defined before and `definitions` lacks stay: `not_in_config` names them, `prune`
+        removes them."""
         return {
-            name: self.commands.define(name, actor=actor, **dict(d))
+            name: self.commands.define(name, actor=actor, source=CONFIG_SOURCE, **dict(d))
             for name, d in sorted(definitions.items())
         }
+
+    def prune(
+        self,
+        definitions: Collection[str],
+        *,
+        actor: str = "config",
+        reason: str = PRUNE_REASON,
+    ) -> builtins.list[str]:
+        """Remove (`core.schedule.removed`, in one append) every schedule a configuration
+        defined that `definitions` (its `[[schedules]]`, or their names) lacks; schedules
+        defined through the API stay. Returns the names removed."""
+        return self.commands.prune(definitions, actor=actor, reason=reason)
 
     def pause(self, name: str, *, actor: str = "api", reason: str = "") -> None:
         self.commands.pause(name, actor=actor, reason=reason)

@@ -105,9 +105,12 @@ def test_errors_are_one_line(home: Path) -> None:
 @pytest.mark.parametrize(
     ("table", "field"),
     [
-        ({"every": "1m", "timezone": "Nowhere/Else"}, "every"),
+        ({"every": "1m", "timezone": "Nowhere/Else"}, "timezone"),
         ({"cron": "0 0 ? * *"}, "cron"),
-        ({"every": "1m", "jitter": "soon"}, "every"),
+        ({"every": "1m", "jitter": "soon"}, "jitter"),
+        ({"every": "1m", "offset": "5m"}, "offset"),
+        ({"every": "1m", "catchup_window": -1}, "catchup_window"),
+        ({"every": "1m", "input": {"x": float("nan")}}, "input"),
         ({}, "every"),
     ],
 )
@@ -117,6 +120,12 @@ def test_config_refuses_bad_schedules(table: dict[str, Any], field: str) -> None
     assert f"schedules[0].{field}" in str(refused.value)
     with pytest.raises(ConfigError, match="duplicate schedule name"):
         Config.parse({"schedules": [{"name": "x", "binding": "b", "every": "1m"}] * 2})
+    # Every bad table is named in the one message, not only the first.
+    good = {"name": "y", "binding": "b", "every": "1m"}
+    with pytest.raises(ConfigError) as both:
+        Config.parse({"schedules": [{"name": "x", "binding": "b", **table}, good, good]})
+    assert f"schedules[0].{field}" in str(both.value)
+    assert "schedules[2].name: duplicate schedule name 'y'" in str(both.value)
 
 
 @pytest.fixture
