@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from rota.application.configuration import Configuration
@@ -32,6 +32,13 @@ from rota.domain.schedule_specs import (
 from rota.domain.schedule_specs import work_id as schedule_work
 from rota.domain.state import WorkState
 from rota.projections.schedules_projection import ScheduleRow, schedule_stream
+
+# How far past the decision's `now` a quarantine puts the schedule's boundary: the store
+# stamps the event after the decision (its clock read comes later, under the write lock),
+# so a boundary of `now` itself lies before the event's own recorded time. The schedules
+# projection also folds the boundary as the later of this and the recorded time, so it is
+# never before it even when an append waits longer than this for the write lock.
+QUARANTINE_AHEAD = timedelta(seconds=1)
 
 
 class Fires:
@@ -89,7 +96,10 @@ class Fires:
     def quarantine_emit(self, row: ScheduleRow, reason: str, now: datetime) -> Emit:
         d = row.definition
         event = ScheduleQuarantined(
-            name=d.name, schedule_version=d.schedule_version, reason=reason[:300], boundary=now
+            name=d.name,
+            schedule_version=d.schedule_version,
+            reason=reason[:300],
+            boundary=now + QUARANTINE_AHEAD,
         )
         return Emit(schedule_stream(d.name), event)
 

@@ -36,6 +36,13 @@ def schedule_stream(name: str) -> str:
     return f"schedule/{name}"
 
 
+def quarantine_boundary(event: ScheduleQuarantined, at: datetime | None) -> datetime:
+    """The boundary a quarantine accounts up to: its own `boundary`, or the event's recorded
+    time `at` when that is later (the store stamps an event after its decision), so a
+    quarantine never leaves a boundary before the time it was recorded."""
+    return event.boundary if at is None else max(event.boundary, at)
+
+
 class ScheduleRow(msgspec.Struct, kw_only=True):
     """One schedule as the fold sees it."""
 
@@ -82,8 +89,9 @@ class SchedulesProjection:
     def apply(
         self, position: int, stream: str, version: int, at: datetime | None, event: Event
     ) -> None:
-        """Fold one recorded event (`at`, its recorded time, is not needed: the schedule
-        events carry their own times)."""
+        """Fold one recorded event. The schedule events carry their own times; `at`, its
+        recorded time, is read only for a quarantine (`quarantine_boundary`): callers pass
+        it for those (`rota.application.timestamps.schedule_fold_time`) and may pass None for every other event."""
         if position <= self.position:
             return
         self.position = position
@@ -127,7 +135,7 @@ class SchedulesProjection:
             row.skipped += event.count
         elif isinstance(event, ScheduleQuarantined):
             row.quarantined = event.reason
-            row.boundary = max(row.boundary, event.boundary)
+            row.boundary = max(row.boundary, quarantine_boundary(event, at))
         elif isinstance(event, SchedulePaused):
             row.paused = True
         elif isinstance(event, ScheduleResumed):

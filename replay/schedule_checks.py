@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 import msgspec
 
 from rota.application.ports import EventStore, RecordedEvent
+from rota.application.timestamps import schedule_fold_time
 from rota.domain.events.schedule import (
     ScheduleDefined,
     ScheduleFired,
@@ -27,7 +28,7 @@ from rota.domain.events.schedule import (
     ScheduleSkipped,
 )
 from rota.domain.schedule_specs import Spec, SpecError, parse_stored, rfc3339, times_between
-from rota.projections.schedules_projection import SchedulesProjection
+from rota.projections.schedules_projection import SchedulesProjection, quarantine_boundary
 from rota.replay.doctor_report import Check
 
 CHECK_LIMIT = 200_000  # nominal times one stretch is enumerated to at most
@@ -101,7 +102,8 @@ class _Walk:
         elif isinstance(e, ScheduleQuarantined):
             self.close_stretch()
             self.quarantined = True
-            self.boundary = max(self.boundary or e.boundary, e.boundary)
+            until = quarantine_boundary(e, schedule_fold_time(r))
+            self.boundary = max(self.boundary or until, until)
             self.out.quarantined[self.name] = e.reason
         elif isinstance(e, ScheduleResumed):
             if self.quarantined:
@@ -209,7 +211,7 @@ def schedule_checks(store: EventStore) -> list[Check]:
 
     def teed() -> Iterable[RecordedEvent]:
         for r in _all(store):
-            projection.apply(r.position, r.stream, r.version, None, r.event)
+            projection.apply(r.position, r.stream, r.version, schedule_fold_time(r), r.event)
             yield r
 
     found = account(store, teed())
