@@ -61,8 +61,16 @@ class Fires:
             raise SpecError(f"unknown binding {d.binding!r}", code=DomainCode.SCHEDULE_QUARANTINED)
         return spec
 
+    def run_work(self, d: ScheduleDefined, nominal: datetime | None = None) -> str:
+        """The Work a fire of `d` at `nominal` feeds: the standing Work, or, once a run of it
+        has ended for good (cancelled, or failed with its retries exhausted), a fresh run
+        (`<standing>:run<N>`, the first N whose Work is new or not ended). So cancelling a
+        schedule's Work ends that run only, as Temporal's terminate does; the next fire
+        starts the next run."""
+        return current_run(d, self.tx.projection.works, nominal)
+
     def busy(self, definition: ScheduleDefined) -> Busy:
-        work = self.tx.projection.works.get(_work_for(definition))
+        work = self.tx.projection.works.get(self.run_work(definition))
         if work is None:
             return Busy()
         current = work.current
@@ -116,7 +124,7 @@ class Fires:
     ) -> list[Emit]:
         """The fire, the Work (when new) and its input, for one append."""
         created = set() if created is None else created
-        target = _work_for(d, fire.nominal)
+        target = self.run_work(d, fire.nominal)
         emits = [
             Emit(
                 schedule_stream(d.name),
@@ -170,6 +178,20 @@ def work_fences(
             if work is not None:
                 fences[e.stream] = work.version
     return fences
+
+
+def current_run(
+    d: ScheduleDefined, works: Mapping[str, WorkState], nominal: datetime | None = None
+) -> str:
+    """The Work that is the schedule's current run (see `Fires.run_work`)."""
+    standing = _work_for(d, nominal)
+    if d.overlap == "allow_all":
+        return standing  # each fire is a run of its own already
+    target, run = standing, 1
+    while (work := works.get(target)) is not None and work.terminal is not None:
+        run += 1
+        target = f"{standing}:run{run}"
+    return target
 
 
 def _work_for(d: ScheduleDefined, nominal: datetime | None = None) -> str:

@@ -43,6 +43,21 @@ def quarantine_boundary(event: ScheduleQuarantined, at: datetime | None) -> date
     return event.boundary if at is None else max(event.boundary, at)
 
 
+RECENT = 10  # the newest accounted entries a row keeps (for the health read)
+
+
+class Recent(msgspec.Struct, frozen=True, kw_only=True):
+    """One of a schedule's newest accounted nominal times (a skipped range: its last, with
+    its count), as `rota.application.queries.schedule_health` reads them."""
+
+    nominal: datetime
+    status: str  # fired | skipped | quarantined
+    count: int = 1
+    reason: str = ""  # why skipped or quarantined
+    work: str = ""  # fired: the Work it fed
+    key: str = ""  # fired: its input's key
+
+
 class ScheduleRow(msgspec.Struct, kw_only=True):
     """One schedule as the fold sees it."""
 
@@ -58,6 +73,12 @@ class ScheduleRow(msgspec.Struct, kw_only=True):
     skipped: int = 0
     last_fired: datetime | None = None
     ahead: list[datetime] = msgspec.field(default_factory=list)  # backfilled past boundary
+    recent: list[Recent] = msgspec.field(default_factory=list)  # the newest RECENT, oldest first
+
+    def remember(self, entry: Recent) -> None:
+        self.recent.append(entry)
+        if len(self.recent) > RECENT:
+            del self.recent[0]
 
     @property
     def active(self) -> bool:
@@ -128,14 +149,24 @@ class SchedulesProjection:
                     row.ahead.append(event.nominal)
             elif not event.manual:
                 row.boundary = max(row.boundary, event.nominal)
+                row.remember(
+                    Recent(
+                        nominal=event.nominal, status="fired", work=event.work_id,
+                        key=event.input_key,
+                    )
+                )  # fmt: skip
             row.fired += 1
             row.last_fired = event.nominal
         elif isinstance(event, ScheduleSkipped):
             row.boundary = max(row.boundary, event.last)
             row.skipped += event.count
+            row.remember(
+                Recent(nominal=event.last, status="skipped", count=event.count, reason=event.reason)
+            )
         elif isinstance(event, ScheduleQuarantined):
             row.quarantined = event.reason
             row.boundary = max(row.boundary, quarantine_boundary(event, at))
+            row.remember(Recent(nominal=row.boundary, status="quarantined", reason=event.reason))
         elif isinstance(event, SchedulePaused):
             row.paused = True
         elif isinstance(event, ScheduleResumed):

@@ -16,6 +16,8 @@ from typing import Any
 import msgspec
 
 from rota.application.ports import RecordedEvent
+from rota.application.queries import schedule_health
+from rota.application.queries.schedule_health import ScheduleHealth
 from rota.application.queries.schedule_views import (
     HistoryEntry,
     ScheduleExplanation,
@@ -392,3 +394,7 @@ class ScheduleQueries:
 
     def metrics(self) -> ScheduleMetricsRead:
         return metrics_read(self.service)
+
+    def health(self) -> list[ScheduleHealth]:
+        """Every schedule's health (`schedule_health`: ok, stuck or quarantined)."""
+        return schedule_health.health(self.service)
