@@ -1,5 +1,6 @@
 """The schedules projection: each schedule's definition, versions, boundary, pause and
-quarantine, and the schedule runner's leader lease.
+quarantine, its newest accounted times (`recent`), and the schedule runner's leader
+lease (held until it lapses, is found lost, or is released on a graceful stop).
 
 A deterministic fold of the schedule events (`core.schedule.*`); every other event is
 passed over. The boundary of a schedule is the last nominal time accounted for (by a fire,
@@ -18,6 +19,7 @@ from rota.domain.events import Event
 from rota.domain.events.schedule import (
     LeaderAcquired,
     LeaderLost,
+    LeaderReleased,
     LeaderRenewed,
     ScheduleDefined,
     ScheduleFired,
@@ -184,8 +186,8 @@ class SchedulesProjection:
         if isinstance(event, LeaderAcquired | LeaderRenewed):
             lease.owner, lease.term, lease.expires_at = event.owner, event.term, event.expires_at
             lease.lost = False
-        elif isinstance(event, LeaderLost) and event.term == lease.term:
-            lease.lost = True
+        elif isinstance(event, LeaderLost | LeaderReleased) and event.term == lease.term:
+            lease.lost = True  # nobody holds it: the next runner takes it at once
 
     def active(self) -> list[ScheduleRow]:
         return [row for row in self.schedules.values() if not row.removed]

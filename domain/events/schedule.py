@@ -171,6 +171,18 @@ class LeaderLost(Event, tag="core.schedule.leader_lost", frozen=True, kw_only=Tr
     reason: str = ""
 
 
+class LeaderReleased(Event, tag="core.schedule.leader_released", frozen=True, kw_only=True):
+    """The leader handed its lease back on a graceful stop: another runner takes it at
+    once, without waiting for the TTL to lapse (one release per term)."""
+
+    stream_pattern: ClassVar[str] = "schedules/leader"
+    delivery_pattern: ClassVar[str | None] = "schedules/leader/<term>/released"
+
+    owner: str
+    term: int
+    reason: str = ""
+
+
 SCHEDULE_EVENTS: tuple[type[Event], ...] = (
     ScheduleDefined,
     SchedulePaused,
@@ -182,4 +194,5 @@ SCHEDULE_EVENTS: tuple[type[Event], ...] = (
     LeaderAcquired,
     LeaderRenewed,
     LeaderLost,
+    LeaderReleased,
 )
