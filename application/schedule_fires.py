@@ -3,7 +3,9 @@
 `Fires.tick_emits` re-parses a schedule's stored definition (`read_spec`: a SpecError means
 quarantine), plans it (`rota.domain.schedule_plans.plan`) against how busy its Work is, and
 returns the skipped ranges and the fires, each fire with the standing Work when new (fenced
-at stream version 0: `work_fences`) and the input whose key is the fire's identity.
+at stream version 0: `work_fences`) and the input whose key is the fire's identity. The
+Work a fire feeds is the schedule's current run (`current_run`): once a run's Work has
+ended (cancelled, or failed for good), the next fire starts `<standing>:run<N>`.
 """
 
 from __future__ import annotations

@@ -114,7 +114,8 @@ class SchedulesProjection:
     ) -> None:
         """Fold one recorded event. The schedule events carry their own times; `at`, its
         recorded time, is read only for a quarantine (`quarantine_boundary`): callers pass
-        it for those (`rota.application.timestamps.schedule_fold_time`) and may pass None for every other event."""
+        it for those (`rota.application.timestamps.schedule_fold_time`) and may pass None
+        for every other event."""
         if position <= self.position:
             return
         self.position = position

@@ -28,8 +28,8 @@ from rota.domain.events.schedule import (
     ScheduleResumed,
     ScheduleSkipped,
 )
-from rota.domain.state import WorkState
 from rota.domain.schedule_specs import Spec, SpecError, parse_stored, rfc3339, times_between
+from rota.domain.state import WorkState
 from rota.projections.schedules_projection import SchedulesProjection, quarantine_boundary
 from rota.replay.doctor_report import Check
 
@@ -212,9 +212,7 @@ def check_quarantine(found: Accounting) -> Check:
     return Check("schedule_quarantine", "ok", "no schedule is quarantined")
 
 
-def check_health(
-    projection: SchedulesProjection, works: Mapping[str, WorkState] | None
-) -> Check:
+def check_health(projection: SchedulesProjection, works: Mapping[str, WorkState] | None) -> Check:
     """`schedule_health`: no schedule stuck or quarantined (the read the Schedules page,
     `/readyz` and `/metrics` show: `rota.application.queries.schedule_health`)."""
     if works is None:
@@ -230,9 +228,7 @@ def check_health(
     )
 
 
-def schedule_checks(
-    store: EventStore, works: Mapping[str, WorkState] | None = None
-) -> list[Check]:
+def schedule_checks(store: EventStore, works: Mapping[str, WorkState] | None = None) -> list[Check]:
     """The four checks, from one read of the log (`works`: the folded scheduler state's
     Works, which `schedule_health` reads the runs from)."""
     projection = SchedulesProjection()

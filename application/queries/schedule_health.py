@@ -6,8 +6,9 @@ did not run: each was skipped `overlap` (the previous run still pending or runni
 fired and its input still waits in its Work (`pending`). The streak is counted from the
 newest accounted time back and ends at the first fire that does not wait (an attempt took
 its input, whatever its outcome) or a time skipped for another reason (`paused`,
-`coalesced`, `outside_catchup_window`: a decision, not a pile-up). A schedule is **quarantined** while its stored definition cannot
-be read. Either is unhealthy, with a reason; every other schedule is `ok`. The newest
+`coalesced`, `outside_catchup_window`: a decision, not a pile-up). A schedule is
+**quarantined** while its stored definition cannot be read. Either is unhealthy, with a
+reason; every other schedule is `ok`. The newest
 accounted times are the schedules projection's `ScheduleRow.recent` (the last ten
 entries, a skipped range as one entry with its count), so the read is O(schedules).
 """
@@ -79,9 +80,7 @@ def assess(row: ScheduleRow, works: Mapping[str, WorkState]) -> ScheduleHealth:
     )
 
 
-def assess_all(
-    rows: Iterable[ScheduleRow], works: Mapping[str, WorkState]
-) -> list[ScheduleHealth]:
+def assess_all(rows: Iterable[ScheduleRow], works: Mapping[str, WorkState]) -> list[ScheduleHealth]:
     """Every schedule's health, by name (removed ones are not in `rows`)."""
     return [assess(row, works) for row in sorted(rows, key=lambda r: r.name)]
 

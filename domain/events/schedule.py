@@ -131,7 +131,9 @@ class ScheduleSkipped(Event, tag="core.schedule.skipped", frozen=True, kw_only=T
 class ScheduleQuarantined(Event, tag="core.schedule.quarantined", frozen=True, kw_only=True):
     """A stored schedule could not be read (bad spec, unknown time zone or binding, a newer
     format): it fires no more until redefined or resumed, and every nominal time up to
-    `boundary` (the time it was quarantined, past now) is accounted for by this event."""
+    `boundary` (the decision's time plus a margin, past now) is accounted for by this
+    event. The schedule's boundary is the later of `boundary` and this event's recorded
+    time (`rota.projections.schedules_projection.quarantine_boundary`)."""
 
     stream_pattern: ClassVar[str] = "schedule/<name>"
 

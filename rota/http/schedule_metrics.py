@@ -71,7 +71,7 @@ def families(scheduler: Scheduler, tally: SkipTally, admit: Admit) -> Iterator[M
     )
     admit(quarantined, [], sum(1 for r in rows if r.quarantined is not None))
     yield quarantined
-    flagged = Counter(h.status for h in health)
+    flagged: Counter[str] = Counter(h.status for h in health)
     unhealthy_ = GaugeMetricFamily(
         "rota_schedules_unhealthy",
         "Schedules flagged by the health read (doctor's schedule_health): stuck (the newest "
