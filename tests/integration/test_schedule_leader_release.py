@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 import rota
+from integration.test_schedule_racing import CONFIG, backend
 from rota.infrastructure.clock import ManualClock
 
 START = datetime(2026, 11, 2, 9, 0, 30, tzinfo=UTC)
@@ -86,3 +90,22 @@ def test_a_lease_already_taken_over_is_not_released(memory_url: str) -> None:
         with _open(memory_url, clock, "c") as c:
             assert not c.host.schedule_runner.run().leader
     a.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_the_release_on_a_durable_store(kind: str, tmp_path: Path) -> None:
+    """SQLite and PostgreSQL (the database's clock, held still by the test)."""
+    with backend(kind, tmp_path) as (url, clock):
+        manual = clock if isinstance(clock, ManualClock) else None
+        with rota.open(url, config=CONFIG, owner="a", clock=manual) as a:  # type: ignore[arg-type]
+            a.register("job", lambda ctx: None)
+            a.service.schedules.define("tick", binding="job", every="1m", overlap="allow_all")
+            assert a.host.schedule_runner.run().leader
+            stop = threading.Event()
+            stop.set()
+            a.run(stop)
+        with rota.open(url, config=CONFIG, owner="b", clock=manual) as b:  # type: ignore[arg-type]
+            b.register("job", lambda ctx: None)
+            assert b.host.schedule_runner.run().leader  # no time passed: a handed it back
+            owners = [r.event.owner for r in _types(b, "core.schedule.leader_released")]
+            assert owners == ["a"]
