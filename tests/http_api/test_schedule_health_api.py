@@ -74,3 +74,57 @@ def test_a_stuck_schedule_is_flagged_by_readyz_metrics_and_the_page(
             for c in served.clients:
                 c.close()
             served.server.stop()
+
+
+@pytest.mark.parametrize("how", ["web", "api"])
+def test_cancel_of_a_schedule_work_then_ten_nominal_times_page_and_doctor_agree(
+    tmp_path: Path, how: str
+) -> None:
+    """The web view's Cancel button (or `POST /v1/work/{id}/cancel`) on the schedule's
+    Work, then ten nominal times: each fired and ran; the page, `/readyz`, the metric and
+    doctor all say the schedule is healthy."""
+    clock = ManualClock(START)
+    with rota.open(tmp_path / "c.db", clock=clock, owner="api-test") as s:
+        s.register("job", lambda ctx: None)
+        s.schedule("tick", binding="job", every="1m")
+        served = start_api(s, tmp_path)
+        try:
+            client = served.client("operate")
+            browser, csrf = signed_in(served.url, served.tokens["operate"])
+            served.clients.append(browser)
+            clock.advance(30)
+            s.run_until_idle(timeout=30)  # 09:01 fired and ran
+            work = "schedule.tick@job"
+            if how == "web":
+                answer = browser.post(
+                    f"/ui/work/{work}/cancel", data={"csrf": csrf, "next": "/ui/schedules"}
+                )
+                assert answer.status_code == 303, answer.text
+            else:
+                answer = client.post(
+                    f"/v1/work/{work}/cancel",
+                    json={"reason": "ops"},
+                    headers={"Idempotency-Key": "cancel-1"},
+                )
+                assert answer.status_code < 300, answer.text
+            assert s.work(work).state == "cancelled"
+            for _ in range(10):
+                clock.advance(60)
+                s.run_until_idle(timeout=30)
+            detail = client.get("/v1/schedules/tick").json()
+            history = detail["history"][-10:]
+            assert [(h["status"], h.get("outcome")) for h in history] == [
+                ("fired", "completed")
+            ] * 10
+            assert {h["work"] for h in history} == {f"{work}:run2"}
+            page = browser.get("/ui/schedules").text
+            assert 'data-schedule="tick"' in page and "data-health" not in page
+            assert client.get("/readyz").status_code == 200
+            assert _gauge(client.get("/metrics").text, "stuck") == 0
+            report = doctor(str(s.store.url))
+            assert report.check("schedule_health").status == "ok"
+            assert report.check("schedule_accounting").status == "ok"
+        finally:
+            for c in served.clients:
+                c.close()
+            served.server.stop()
