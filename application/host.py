@@ -415,8 +415,12 @@ class Host:
         return bool(self.held or self.launches.launching or self.stops.stopping)
 
     def release_all(self) -> None:
-        """Release every held lease (graceful stop); the attempts become recoverable."""
-        self.launches.release_all()
+        """Release every held lease (graceful stop); the attempts become recoverable, and
+        the schedule leader lease goes back (another runner fires at once)."""
+        try:
+            self.launches.release_all()
+        finally:
+            self.schedule_runner.release()
 
     def close(self) -> None:
         """A graceful stop: release every lease, leave adoptable work running (detach)."""
@@ -424,6 +428,7 @@ class Host:
             return
         self._closed = True
         self.starting = False
+        self.schedule_runner.release()
         self.launches.release_all(leave_running=True)
         self.launches.pool.shutdown(wait=True, cancel_futures=True)
         for executor in self.directory.all_executors():

@@ -3,14 +3,16 @@
 `Fires.tick_emits` re-parses a schedule's stored definition (`read_spec`: a SpecError means
 quarantine), plans it (`rota.domain.schedule_plans.plan`) against how busy its Work is, and
 returns the skipped ranges and the fires, each fire with the standing Work when new (fenced
-at stream version 0: `work_fences`) and the input whose key is the fire's identity.
+at stream version 0: `work_fences`) and the input whose key is the fire's identity. The
+Work a fire feeds is the schedule's current run (`current_run`): once a run's Work has
+ended (cancelled, or failed for good), the next fire starts `<standing>:run<N>`.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from rota.application.configuration import Configuration
@@ -33,6 +35,13 @@ from rota.domain.schedule_specs import work_id as schedule_work
 from rota.domain.state import WorkState
 from rota.projections.schedules_projection import ScheduleRow, schedule_stream
 
+# How far past the decision's `now` a quarantine puts the schedule's boundary: the store
+# stamps the event after the decision (its clock read comes later, under the write lock),
+# so a boundary of `now` itself lies before the event's own recorded time. The schedules
+# projection also folds the boundary as the later of this and the recorded time, so it is
+# never before it even when an append waits longer than this for the write lock.
+QUARANTINE_AHEAD = timedelta(seconds=1)
+
 
 class Fires:
     """Builds the events of fires and ticks over one transaction loop's state."""
@@ -54,8 +63,16 @@ class Fires:
             raise SpecError(f"unknown binding {d.binding!r}", code=DomainCode.SCHEDULE_QUARANTINED)
         return spec
 
+    def run_work(self, d: ScheduleDefined, nominal: datetime | None = None) -> str:
+        """The Work a fire of `d` at `nominal` feeds: the standing Work, or, once a run of it
+        has ended for good (cancelled, or failed with its retries exhausted), a fresh run
+        (`<standing>:run<N>`, the first N whose Work is new or not ended). So cancelling a
+        schedule's Work ends that run only, as Temporal's terminate does; the next fire
+        starts the next run."""
+        return current_run(d, self.tx.projection.works, nominal)
+
     def busy(self, definition: ScheduleDefined) -> Busy:
-        work = self.tx.projection.works.get(_work_for(definition))
+        work = self.tx.projection.works.get(self.run_work(definition))
         if work is None:
             return Busy()
         current = work.current
@@ -89,7 +106,10 @@ class Fires:
     def quarantine_emit(self, row: ScheduleRow, reason: str, now: datetime) -> Emit:
         d = row.definition
         event = ScheduleQuarantined(
-            name=d.name, schedule_version=d.schedule_version, reason=reason[:300], boundary=now
+            name=d.name,
+            schedule_version=d.schedule_version,
+            reason=reason[:300],
+            boundary=now + QUARANTINE_AHEAD,
         )
         return Emit(schedule_stream(d.name), event)
 
@@ -106,7 +126,7 @@ class Fires:
     ) -> list[Emit]:
         """The fire, the Work (when new) and its input, for one append."""
         created = set() if created is None else created
-        target = _work_for(d, fire.nominal)
+        target = self.run_work(d, fire.nominal)
         emits = [
             Emit(
                 schedule_stream(d.name),
@@ -160,6 +180,20 @@ def work_fences(
             if work is not None:
                 fences[e.stream] = work.version
     return fences
+
+
+def current_run(
+    d: ScheduleDefined, works: Mapping[str, WorkState], nominal: datetime | None = None
+) -> str:
+    """The Work that is the schedule's current run (see `Fires.run_work`)."""
+    standing = _work_for(d, nominal)
+    if d.overlap == "allow_all":
+        return standing  # each fire is a run of its own already
+    target, run = standing, 1
+    while (work := works.get(target)) is not None and work.terminal is not None:
+        run += 1
+        target = f"{standing}:run{run}"
+    return target
 
 
 def _work_for(d: ScheduleDefined, nominal: datetime | None = None) -> str:

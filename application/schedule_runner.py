@@ -16,7 +16,9 @@ other schedules fire. A store error retries the tick `RETRIES` times with a doub
 backoff (`backoff(n)`: 0.05 s, 0.1 s, 0.2 s) on the injected `sleep`, then raises
 `ScheduleRunnerError`, whose message names the schedules and the tick phase and whose cause
 is the store error. On that error exit the lease is NOT released: its TTL lapse covers it,
-and another runner (or this one, next pass) takes over then.
+and another runner (or this one, next pass) takes over then. A graceful stop (the host's
+`release_all` and `close`) hands it back (`release`: `core.schedule.leader_released`), so
+a restarted or another runner takes it at once, not a lease period later.
 
 Idle latency: the host's loop wakes on every commit to the log (from any process), so a
 newly defined or resumed schedule is planned on the next pass, at once; otherwise the host
@@ -40,6 +42,7 @@ from rota.domain.emit import Emit
 from rota.domain.events.schedule import (
     LeaderAcquired,
     LeaderLost,
+    LeaderReleased,
     LeaderRenewed,
     ScheduleFired,
     ScheduleSkipped,
@@ -159,6 +162,34 @@ class ScheduleRunner:
         if before and self.term != before:
             log.warning("schedule leader lease of %s (term %d) lost", self.owner, before)
         return self.term != 0
+
+    def release(self, reason: str = "graceful stop") -> bool:
+        """Hand the lease back (a graceful stop): `core.schedule.leader_released`, so the
+        next runner takes it at once instead of waiting out the TTL. True when released; a
+        lease already lapsed or taken over is left alone, and a store error only logs (the
+        TTL lapse covers it, as on an error exit)."""
+        term, self.term = self.term, 0
+        self._next.clear()
+        if not term:
+            return False
+        released = [False]
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            lease = self.commands.projection.leader
+            released[0] = False
+            if lease.term != term or lease.holder(self.tx.now()) != self.owner:
+                return [], {}
+            released[0] = True
+            event = LeaderReleased(owner=self.owner, term=term, reason=reason)
+            identity = f"{LEADER_STREAM}/{term}/released"
+            return [Emit(LEADER_STREAM, event, identity)], {LEADER_STREAM: lease.stream_version}
+
+        try:
+            self.tx.transact(decide)
+        except StoreError as exc:
+            log.warning("schedule leader lease of %s not released (%s): it lapses", self.owner, exc)
+            return False
+        return released[0]
 
     # -- one tick -----------------------------------------------------------------------
 

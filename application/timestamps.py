@@ -1,7 +1,8 @@
 """Timestamps as the log stores them: ISO-8601 UTC with microseconds and a `Z`.
 
 The form itself is the log's contract (`rota.application.ports.timestamps`), re-exported
-here; `recorded_times` parses a batch of records' times with a cache.
+here; `recorded_times` parses a batch of records' times with a cache, and
+`schedule_fold_time` the one time the schedules projection's fold reads (a quarantine's).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from rota.application.ports.timestamps import format_timestamp, parse_timestamp
+from rota.domain.events.schedule import ScheduleQuarantined
 
-__all__ = ["format_timestamp", "parse_timestamp", "recorded_times"]
+__all__ = ["format_timestamp", "parse_timestamp", "recorded_times", "schedule_fold_time"]
 
 
 def recorded_times(records: Iterable[Any], cache: dict[str, datetime]) -> list[datetime]:
@@ -27,3 +29,11 @@ def recorded_times(records: Iterable[Any], cache: dict[str, datetime]) -> list[d
             at = cache[record.recorded_at] = parse_timestamp(record.recorded_at)
         times.append(at)
     return times
+
+
+def schedule_fold_time(record: Any) -> datetime | None:
+    """The recorded time the schedules projection needs of `record`: a quarantine's (its
+    boundary is never before it: `quarantine_boundary`); None for every other event."""
+    if isinstance(record.event, ScheduleQuarantined):
+        return parse_timestamp(record.recorded_at)
+    return None

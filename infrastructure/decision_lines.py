@@ -178,6 +178,9 @@ LINES: dict[str, Line] = {
     "core.schedule.leader_lost": Line(
         "schedule", "schedule leader lost", WARNING, _shown("owner", "term", "reason")
     ),
+    "core.schedule.leader_released": Line(
+        "schedule", "schedule leader released", fields=_shown("owner", "term", "reason")
+    ),
 }
 OTHER = Line("event", "event recorded", DEBUG)
 

@@ -1,5 +1,6 @@
 """The schedules projection: each schedule's definition, versions, boundary, pause and
-quarantine, and the schedule runner's leader lease.
+quarantine, its newest accounted times (`recent`), and the schedule runner's leader
+lease (held until it lapses, is found lost, or is released on a graceful stop).
 
 A deterministic fold of the schedule events (`core.schedule.*`); every other event is
 passed over. The boundary of a schedule is the last nominal time accounted for (by a fire,
@@ -18,6 +19,7 @@ from rota.domain.events import Event
 from rota.domain.events.schedule import (
     LeaderAcquired,
     LeaderLost,
+    LeaderReleased,
     LeaderRenewed,
     ScheduleDefined,
     ScheduleFired,
@@ -48,6 +50,28 @@ def source_of(definition: ScheduleDefined) -> str:
     return CONFIG_SOURCE if definition.actor == CONFIG_SOURCE else "api"
 
 
+def quarantine_boundary(event: ScheduleQuarantined, at: datetime | None) -> datetime:
+    """The boundary a quarantine accounts up to: its own `boundary`, or the event's recorded
+    time `at` when that is later (the store stamps an event after its decision), so a
+    quarantine never leaves a boundary before the time it was recorded."""
+    return event.boundary if at is None else max(event.boundary, at)
+
+
+RECENT = 10  # the newest accounted entries a row keeps (for the health read)
+
+
+class Recent(msgspec.Struct, frozen=True, kw_only=True):
+    """One of a schedule's newest accounted nominal times (a skipped range: its last, with
+    its count), as `rota.application.queries.schedule_health` reads them."""
+
+    nominal: datetime
+    status: str  # fired | skipped | quarantined
+    count: int = 1
+    reason: str = ""  # why skipped or quarantined
+    work: str = ""  # fired: the Work it fed
+    key: str = ""  # fired: its input's key
+
+
 class ScheduleRow(msgspec.Struct, kw_only=True):
     """One schedule as the fold sees it."""
 
@@ -63,6 +87,12 @@ class ScheduleRow(msgspec.Struct, kw_only=True):
     skipped: int = 0
     last_fired: datetime | None = None
     ahead: list[datetime] = msgspec.field(default_factory=list)  # backfilled past boundary
+    recent: list[Recent] = msgspec.field(default_factory=list)  # the newest RECENT, oldest first
+
+    def remember(self, entry: Recent) -> None:
+        self.recent.append(entry)
+        if len(self.recent) > RECENT:
+            del self.recent[0]
 
     @property
     def active(self) -> bool:
@@ -99,8 +129,10 @@ class SchedulesProjection:
     def apply(
         self, position: int, stream: str, version: int, at: datetime | None, event: Event
     ) -> None:
-        """Fold one recorded event (`at`, its recorded time, is not needed: the schedule
-        events carry their own times)."""
+        """Fold one recorded event. The schedule events carry their own times; `at`, its
+        recorded time, is read only for a quarantine (`quarantine_boundary`): callers pass
+        it for those (`rota.application.timestamps.schedule_fold_time`) and may pass None
+        for every other event."""
         if position <= self.position:
             return
         self.position = position
@@ -137,14 +169,24 @@ class SchedulesProjection:
                     row.ahead.append(event.nominal)
             elif not event.manual:
                 row.boundary = max(row.boundary, event.nominal)
+                row.remember(
+                    Recent(
+                        nominal=event.nominal, status="fired", work=event.work_id,
+                        key=event.input_key,
+                    )
+                )  # fmt: skip
             row.fired += 1
             row.last_fired = event.nominal
         elif isinstance(event, ScheduleSkipped):
             row.boundary = max(row.boundary, event.last)
             row.skipped += event.count
+            row.remember(
+                Recent(nominal=event.last, status="skipped", count=event.count, reason=event.reason)
+            )
         elif isinstance(event, ScheduleQuarantined):
             row.quarantined = event.reason
-            row.boundary = max(row.boundary, event.boundary)
+            row.boundary = max(row.boundary, quarantine_boundary(event, at))
+            row.remember(Recent(nominal=row.boundary, status="quarantined", reason=event.reason))
         elif isinstance(event, SchedulePaused):
             row.paused = True
         elif isinstance(event, ScheduleResumed):
@@ -162,8 +204,8 @@ class SchedulesProjection:
         if isinstance(event, LeaderAcquired | LeaderRenewed):
             lease.owner, lease.term, lease.expires_at = event.owner, event.term, event.expires_at
             lease.lost = False
-        elif isinstance(event, LeaderLost) and event.term == lease.term:
-            lease.lost = True
+        elif isinstance(event, LeaderLost | LeaderReleased) and event.term == lease.term:
+            lease.lost = True  # nobody holds it: the next runner takes it at once
 
     def active(self) -> list[ScheduleRow]:
         return [row for row in self.schedules.values() if not row.removed]

@@ -18,7 +18,9 @@ limit and the Work the limit holds back; warn when over), `budgets` and `crash_l
 (warn: held Work with the reason), then the schedule checks of `schedule_checks`:
 `schedule_accounting` (every nominal time fired or skipped exactly once),
 `schedule_drift` (the schedules projection agrees with that walk) and
-`schedule_quarantine` (fails on a quarantined schedule, saying how to release it). Any
+`schedule_quarantine` (fails on a quarantined schedule, saying how to release it) and
+`schedule_health` (fails on a stuck or quarantined schedule: the read the Schedules page,
+`/readyz` and `/metrics` show, `rota.application.queries.schedule_health`). Any
 fail of the first three means the log itself is damaged: the advice is a full restore,
 never recover-corrupt. This module runs them in that order (`examine`); they live in
 `log_checks`, `projection_checks`, `state_checks` and `schedule_checks`, the report's
@@ -286,7 +288,7 @@ def examine(
     checks.append(check_holds(state, "budget", "budgets", BUDGET_ADVICE))
     checks.append(check_holds(state, "crash_loop", "crash_loop", CRASH_LOOP_ADVICE))
     try:
-        checks.extend(schedule_checks(log))
+        checks.extend(schedule_checks(log, state.works))
     except READ_ERRORS as exc:
         why = f"the schedule streams cannot be read: {type(exc).__name__}: {exc}"
         checks.extend(Check(name, "fail", why, FULL_RESTORE) for name in SCHEDULE_CHECKS)

@@ -1,5 +1,5 @@
 """Doctor's schedule checks: every nominal time accounted for, projection agreement,
-quarantine.
+quarantine, health (no schedule stuck: `rota.application.queries.schedule_health`).
 
 `account(store)` walks each schedule's stream on its own terms (not through the
 projection): it re-parses every definition, enumerates the nominal times of each stretch
@@ -12,12 +12,14 @@ schedule is redefined or resumed. It also derives each schedule's boundary, whic
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 import msgspec
 
 from rota.application.ports import EventStore, RecordedEvent
+from rota.application.queries.schedule_health import STUCK_AFTER, assess_all, unhealthy
+from rota.application.timestamps import schedule_fold_time
 from rota.domain.events.schedule import (
     ScheduleDefined,
     ScheduleFired,
@@ -27,10 +29,16 @@ from rota.domain.events.schedule import (
     ScheduleSkipped,
 )
 from rota.domain.schedule_specs import Spec, SpecError, parse_stored, rfc3339, times_between
-from rota.projections.schedules_projection import SchedulesProjection
+from rota.domain.state import WorkState
+from rota.projections.schedules_projection import SchedulesProjection, quarantine_boundary
 from rota.replay.doctor_report import Check
 
 CHECK_LIMIT = 200_000  # nominal times one stretch is enumerated to at most
+HEALTH_ADVICE = (
+    "a stuck schedule's runs are not taking its fires: look at its Work ('rota schedule "
+    "history NAME', 'rota work show WORK'): a run that does not end, a pool or budget that "
+    "admits nothing; cancelling that Work ends the run and the next fire starts a fresh one"
+)
 RELEASE_ADVICE = (
     "fix what the quarantine names, then release it: 'rota schedule apply' with a valid "
     "definition, or 'rota schedule resume NAME' (or remove it: 'rota schedule remove NAME')"
@@ -101,7 +109,8 @@ class _Walk:
         elif isinstance(e, ScheduleQuarantined):
             self.close_stretch()
             self.quarantined = True
-            self.boundary = max(self.boundary or e.boundary, e.boundary)
+            until = quarantine_boundary(e, schedule_fold_time(r))
+            self.boundary = max(self.boundary or until, until)
             self.out.quarantined[self.name] = e.reason
         elif isinstance(e, ScheduleResumed):
             if self.quarantined:
@@ -203,17 +212,44 @@ def check_quarantine(found: Accounting) -> Check:
     return Check("schedule_quarantine", "ok", "no schedule is quarantined")
 
 
-def schedule_checks(store: EventStore) -> list[Check]:
-    """The three checks, from one read of the log."""
+def check_health(projection: SchedulesProjection, works: Mapping[str, WorkState] | None) -> Check:
+    """`schedule_health`: no schedule stuck or quarantined (the read the Schedules page,
+    `/readyz` and `/metrics` show: `rota.application.queries.schedule_health`)."""
+    if works is None:
+        return Check("schedule_health", "ok", "not checked: no folded state to read runs from")
+    flagged = unhealthy(assess_all(projection.active(), works))
+    if flagged:
+        named = "; ".join(f"{h.name} {h.status} ({h.reason})" for h in flagged[:5])
+        return Check("schedule_health", "fail", named, HEALTH_ADVICE)
+    return Check(
+        "schedule_health",
+        "ok",
+        f"no schedule stuck: none has its newest {STUCK_AFTER} nominal times unrun",
+    )
+
+
+def schedule_checks(store: EventStore, works: Mapping[str, WorkState] | None = None) -> list[Check]:
+    """The four checks, from one read of the log (`works`: the folded scheduler state's
+    Works, which `schedule_health` reads the runs from)."""
     projection = SchedulesProjection()
 
     def teed() -> Iterable[RecordedEvent]:
         for r in _all(store):
-            projection.apply(r.position, r.stream, r.version, None, r.event)
+            projection.apply(r.position, r.stream, r.version, schedule_fold_time(r), r.event)
             yield r
 
     found = account(store, teed())
-    return [check_accounting(found), check_drift(found, projection), check_quarantine(found)]
+    return [
+        check_accounting(found),
+        check_drift(found, projection),
+        check_quarantine(found),
+        check_health(projection, works),
+    ]
 
 
-SCHEDULE_CHECKS = ("schedule_accounting", "schedule_drift", "schedule_quarantine")
+SCHEDULE_CHECKS = (
+    "schedule_accounting",
+    "schedule_drift",
+    "schedule_quarantine",
+    "schedule_health",
+)

@@ -21,6 +21,7 @@ from typing import Any
 from rota.application.configuration import Configuration
 from rota.application.ports import RecordedEvent
 from rota.application.schedule_fires import Fires, work_fences
+from rota.application.timestamps import schedule_fold_time
 from rota.application.transactions import Transactions
 from rota.domain.emit import Emit
 from rota.domain.errors import DomainCode, Refusal
@@ -91,7 +92,7 @@ class ScheduleCommands:
             if not batch:
                 break
             for r in batch:
-                projection.apply(r.position, r.stream, r.version, None, r.event)
+                projection.apply(r.position, r.stream, r.version, schedule_fold_time(r), r.event)
             after = batch[-1].position
         projection.position = max(projection.position, upto)
         return projection
@@ -105,7 +106,7 @@ class ScheduleCommands:
             # Only the schedule streams (`schedule/<name>`, `schedules/leader`) fold into it;
             # `apply` tells them apart, the rest only move its position (done once, below).
             if r.stream.startswith("schedule"):
-                apply(r.position, r.stream, r.version, None, r.event)
+                apply(r.position, r.stream, r.version, schedule_fold_time(r), r.event)
         if recorded:
             projection.position = max(projection.position, recorded[-1].position)
 

@@ -9,6 +9,7 @@ explain read the service only through these (a test forbids `.lock`, `.projectio
 - `capacity`: capacity and waiting by pool (a dry run of admission, or the last pass's);
 - `state`: the applied position, budgets and ledgers, a look at the head, `/metrics`' read;
 - `schedule_views`, `schedule_reads`: schedules list, show, next, history, explain;
+- `schedule_health`: whether each schedule runs at its cadence (ok, stuck, quarantined);
 - `explain`: what `rota explain WORK` reads of the service (the fold is `rota.replay`).
 
 `Queries` gathers them over one service and its host: `scheduler.queries`.

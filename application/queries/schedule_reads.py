@@ -17,8 +17,10 @@ from typing import Any
 import msgspec
 
 from rota.application.ports import RecordedEvent
+from rota.application.queries import schedule_health
 from rota.application.queries.schedule_config_reads import apply_plan as config_plan
 from rota.application.queries.schedule_config_reads import not_in_config as config_lacks
+from rota.application.queries.schedule_health import ScheduleHealth
 from rota.application.queries.schedule_views import (
     HistoryEntry,
     ScheduleApplyPlan,
@@ -404,3 +406,7 @@ class ScheduleQueries:
 
     def apply_plan(self, definitions: Mapping[str, Mapping[str, Any]]) -> ScheduleApplyPlan:
         return config_plan(self.service, definitions)
+
+    def health(self) -> list[ScheduleHealth]:
+        """Every schedule's health (`schedule_health`: ok, stuck or quarantined)."""
+        return schedule_health.health(self.service)

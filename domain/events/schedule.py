@@ -136,7 +136,9 @@ class ScheduleSkipped(Event, tag="core.schedule.skipped", frozen=True, kw_only=T
 class ScheduleQuarantined(Event, tag="core.schedule.quarantined", frozen=True, kw_only=True):
     """A stored schedule could not be read (bad spec, unknown time zone or binding, a newer
     format): it fires no more until redefined or resumed, and every nominal time up to
-    `boundary` (the time it was quarantined, past now) is accounted for by this event."""
+    `boundary` (the decision's time plus a margin, past now) is accounted for by this
+    event. The schedule's boundary is the later of `boundary` and this event's recorded
+    time (`rota.projections.schedules_projection.quarantine_boundary`)."""
 
     stream_pattern: ClassVar[str] = "schedule/<name>"
 
@@ -176,6 +178,18 @@ class LeaderLost(Event, tag="core.schedule.leader_lost", frozen=True, kw_only=Tr
     reason: str = ""
 
 
+class LeaderReleased(Event, tag="core.schedule.leader_released", frozen=True, kw_only=True):
+    """The leader handed its lease back on a graceful stop: another runner takes it at
+    once, without waiting for the TTL to lapse (one release per term)."""
+
+    stream_pattern: ClassVar[str] = "schedules/leader"
+    delivery_pattern: ClassVar[str | None] = "schedules/leader/<term>/released"
+
+    owner: str
+    term: int
+    reason: str = ""
+
+
 SCHEDULE_EVENTS: tuple[type[Event], ...] = (
     ScheduleDefined,
     SchedulePaused,
@@ -187,4 +201,5 @@ SCHEDULE_EVENTS: tuple[type[Event], ...] = (
     LeaderAcquired,
     LeaderRenewed,
     LeaderLost,
+    LeaderReleased,
 )

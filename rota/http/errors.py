@@ -43,7 +43,8 @@ class HttpCode(ErrorCode):
     SERVE_READ_ONLY = "serve_read_only"
     """`rota serve` is read-only (403): mutations go to a daemon's API (`rota run --http`)."""
     NOT_READY = "not_ready"
-    """`/readyz`: the store does not answer, the projection lags or a fast doctor check fails."""
+    """`/readyz`: the store does not answer, the projection lags, a fast doctor check fails or
+    a schedule is stuck or quarantined."""
     UNHEALTHY = "unhealthy"
     """`/healthz`: the daemon loop has not ticked within three cadences (503)."""
     TOKEN_FILE_INVALID = "token_file_invalid"

@@ -1,4 +1,5 @@
-"""The schedule families of `/metrics`: schedules by state, the quarantined ones, whether
+"""The schedule families of `/metrics`: schedules by state, the quarantined ones, the
+unhealthy ones (stuck or quarantined: `rota.application.queries.schedule_health`), whether
 this process holds the schedule runner's leader lease, fires by schedule and skipped
 nominal times by schedule and reason.
 
@@ -18,11 +19,13 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from rota.application.queries.schedule_health import STUCK_AFTER
 from rota.domain.events.schedule import ScheduleSkipped
 from rota.scheduler import Scheduler
 
 Admit = Callable[[GaugeMetricFamily | CounterMetricFamily, list[str], float], bool]
 STATES = ("active", "paused", "quarantined")
+UNHEALTHY = ("stuck", "quarantined")  # the statuses `rota_schedules_unhealthy` counts
 PREFIX = "schedule/"  # every schedule's stream (the leader's is `schedules/leader`)
 BATCH = 5000
 
@@ -54,6 +57,7 @@ def families(scheduler: Scheduler, tally: SkipTally, admit: Admit) -> Iterator[M
     """The schedule families, the ones with few series first."""
     read = scheduler.queries.schedules.metrics()
     rows, holder, owner = read.rows, read.leader, read.owner
+    health = scheduler.queries.schedules.health()
     skips = tally.update(scheduler)
 
     leader = GaugeMetricFamily(
@@ -67,6 +71,16 @@ def families(scheduler: Scheduler, tally: SkipTally, admit: Admit) -> Iterator[M
     )
     admit(quarantined, [], sum(1 for r in rows if r.quarantined is not None))
     yield quarantined
+    flagged: Counter[str] = Counter(h.status for h in health)
+    unhealthy_ = GaugeMetricFamily(
+        "rota_schedules_unhealthy",
+        "Schedules flagged by the health read (doctor's schedule_health): stuck (the newest "
+        f"{STUCK_AFTER} nominal times did not run) or quarantined",
+        labels=["status"],
+    )
+    for status in UNHEALTHY:
+        admit(unhealthy_, [status], flagged[status])
+    yield unhealthy_
     by_state = GaugeMetricFamily("rota_schedules", "Schedules by state", labels=["state"])
     states = Counter(
         "quarantined" if r.quarantined is not None else "paused" if r.paused else "active"

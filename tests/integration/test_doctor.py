@@ -44,6 +44,7 @@ NAMES = [
     "schedule_accounting",
     "schedule_drift",
     "schedule_quarantine",
+    "schedule_health",
 ]
 LOG_CHECKS = ("log_integrity", "hash_chain", "checkpoint")
 PAGE = 4096

@@ -1,5 +1,6 @@
 """`GET /healthz` (the daemon loop ticks) and `GET /readyz` (the store answers, the
-projections are caught up, no fast doctor check fails). Both need a read token too."""
+projections are caught up, no fast doctor check fails, no schedule is stuck or quarantined:
+`rota.application.queries.schedule_health`). Both need a read token too."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 
 from rota.application.errors import StoreError
+from rota.application.queries.schedule_health import unhealthy
 from rota.daemon import CADENCE_SECONDS
 from rota.http.context import ApiContext
 from rota.http.deps import READ, context
@@ -44,8 +46,9 @@ def healthz(api: Annotated[ApiContext, Depends(context)]) -> Health:
 
 @router.get("/readyz", responses=documented(*GUARDED, 503), dependencies=[READ])
 def readyz(api: Annotated[ApiContext, Depends(context)]) -> Health:
-    """200 when the store answers, the scheduler projection caught up to the log head, and
-    none of doctor's fast checks (checkpoint, expired leases, overdue timers) fails."""
+    """200 when the store answers, the scheduler projection caught up to the log head,
+    none of doctor's fast checks (checkpoint, expired leases, overdue timers) fails, and no
+    schedule is stuck or quarantined (doctor's `schedule_health`)."""
     scheduler = api.scheduler
     store, checkpoint_dir = scheduler.store, scheduler.config.audit.checkpoint_dir
     try:
@@ -67,8 +70,14 @@ def readyz(api: Annotated[ApiContext, Depends(context)]) -> Health:
             code=HttpCode.NOT_READY,
             status=503,
         )
-    failing = [c for c in checks if c.status == "fail"]
+    failing = [f"{c.name}: {c.detail}" for c in checks if c.status == "fail"]
+    try:
+        schedules = unhealthy(scheduler.queries.schedules.health())
+    except StoreError as exc:
+        raise ApiError(
+            f"the store does not answer: {exc.code}: {exc}", code=HttpCode.NOT_READY, status=503
+        ) from None
+    failing.extend(f"schedule_health: {h.name} {h.status} ({h.reason})" for h in schedules)
     if failing:
-        detail = "; ".join(f"{c.name}: {c.detail}" for c in failing)
-        raise ApiError(detail, code=HttpCode.NOT_READY, status=503)
+        raise ApiError("; ".join(failing), code=HttpCode.NOT_READY, status=503)
     return Health(status="ok", detail=f"caught up at position {head}")

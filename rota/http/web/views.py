@@ -178,9 +178,12 @@ SKIPS_SHOWN = 5  # the recent skipped nominal times a list row shows
 
 
 def schedule_rows(scheduler: Scheduler) -> list[dict[str, Any]]:
-    """The schedules by name: state, next fire (none while paused or quarantined), last
-    fire, the recent skipped nominal times with their reasons, quarantine."""
+    """The schedules by name: state, health (ok, stuck or quarantined, with the reason:
+    the read doctor's `schedule_health` makes), next fire (none while paused or
+    quarantined), last fire, the recent skipped nominal times with their reasons,
+    quarantine."""
     facade = scheduler.schedules
+    health = {h.name: h for h in scheduler.queries.schedules.health()}
     found = []
     for view in facade.list():
         row = msgspec.to_builtins(view)
@@ -197,6 +200,8 @@ def schedule_rows(scheduler: Scheduler) -> list[dict[str, Any]]:
                 "last_fire": row["last_fired"],
                 "skipped_recent": skipped,
                 "release": release_hint(name, row),
+                "health": health[name].status if name in health else "ok",
+                "health_reason": health[name].reason if name in health else None,
             }
         )
     return found
