@@ -17,6 +17,7 @@ from rota.application.commands.lifecycle_values import (
     FiredTimers,
     StartPass,
 )
+from rota.application.commands.requests import Asked, once
 from rota.application.configuration import Configuration
 from rota.application.launch_writes import GroupedFenced
 from rota.application.ports import AppendResult, RecordedEvent
@@ -342,8 +343,10 @@ class LifecycleCommands:
         alias: str = "core.manual.retry",
         requested_by: str = "operator",
         reason: str = "",
+        request_id: str | None = None,
     ) -> AppendResult:
-        """A manual retry of the Work's current failure; idempotent per failure."""
+        """A manual retry of the Work's current failure; idempotent per failure (with a
+        `request_id`, per request: recorded under `request/<id>`)."""
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             work = self.tx.projection.works.get(work_id)
@@ -361,7 +364,13 @@ class LifecycleCommands:
             assert work is not None
             return [emit], {work_stream(work_id): work.version}
 
-        return self.tx.transact(decide)
+        asked = Asked(
+            "retry",
+            ("core.manual.retry", "core.retry.requested"),
+            work_id,
+            {"requested_by": requested_by, "reason": reason},
+        )
+        return once(self.tx, request_id, asked, decide)
 
     def fire_due_timers(self, limit: int = pages.DEFAULT_PAGE) -> FiredTimers:
         """Fire one page of the retry timers due by the store's clock, in one append.
