@@ -19,6 +19,9 @@ import rota
 import rota.aio
 from rota.infrastructure.clock import ManualClock
 
+from .cli_process import refused
+from .cli_process import rota as cli
+
 T0 = datetime(2026, 11, 2, 10, tzinfo=UTC)
 BUDGETS = [{"id": "one-turn", "unit": "turns", "max": 1, "per": "work"}]
 
@@ -300,3 +303,24 @@ def test_the_async_facade_takes_request_ids(path: Path, clock: ManualClock) -> N
     first, again = asyncio.run(main())
     assert first.delivery_id == "request/aio-1" and not first.repeated
     assert again.repeated and again.position == first.position
+
+
+def test_the_cli_takes_a_request_id(path: Path, clock: ManualClock) -> None:
+    with opened(path, clock) as s:
+        s.submit("w", binding="ok", input=1)
+        s.submit("v", binding="ok", input=1)
+    store = ["--store", str(path)]
+    first = cli(path.parent, *store, "cancel", "w", "--reason", "r", "--request-id", "op-1")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.decode().strip() == "w: cancelled"
+    again = cli(path.parent, *store, "cancel", "w", "--reason", "r", "--request-id", "op-1")
+    assert again.returncode == 0, again.stderr
+    assert "request op-1 was recorded at position" in again.stdout.decode()
+    assert "nothing new recorded" in again.stdout.decode()
+    other = cli(path.parent, *store, "cancel", "v", "--reason", "r", "--request-id", "op-1")
+    refused(other, "request_id_reused", 1)
+    bad = cli(path.parent, *store, "cancel", "v", "--request-id", "a b")
+    refused(bad, "invalid_request_id", 1)
+    with opened(path, clock) as s:
+        assert len(events(s, "core.work.cancelled")) == 1
+        assert s.work("v").state == "ready"
