@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres import schema_url, temporary_schema
 
 import rota
 import rota.aio
@@ -324,3 +325,35 @@ def test_the_cli_takes_a_request_id(path: Path, clock: ManualClock) -> None:
     with opened(path, clock) as s:
         assert len(events(s, "core.work.cancelled")) == 1
         assert s.work("v").state == "ready"
+
+
+def test_two_hosts_racing_one_request_on_postgresql_record_it_once() -> None:
+    with temporary_schema() as schema:
+        url = schema_url(schema)
+        with rota.open(url, owner="host-a") as a, rota.open(url, owner="host-b") as b:
+            a.register("ok", lambda ctx: None, inline=True)
+            a.submit("w", binding="ok", input=1)
+            a.submit("v", binding="ok", input=1)
+            start = threading.Barrier(2)
+            receipts: dict[str, rota.Receipt] = {}
+
+            def cancel(name: str, s: rota.Scheduler) -> None:
+                start.wait(10)
+                receipts[name] = s.cancel("w", reason="r", by="ops", request_id="race-1")
+
+            threads = [
+                threading.Thread(target=cancel, args=(name, s)) for name, s in (("a", a), ("b", b))
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            assert receipts["a"].position == receipts["b"].position
+            assert sorted(r.repeated for r in receipts.values()) == [False, True]
+            with pytest.raises(rota.RotaError) as caught:
+                b.cancel("v", reason="r", by="ops", request_id="race-1")
+            assert caught.value.code == "request_id_reused"
+            assert len(events(a, "core.work.cancelled")) == 1
+        with rota.open(url, owner="host-c") as c:  # a restart
+            again = c.cancel("w", reason="r", by="ops", request_id="race-1")
+            assert again.repeated and again.position == receipts["a"].position
