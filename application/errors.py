@@ -108,6 +108,14 @@ class PortCode(ErrorCode):
     UNKNOWN_EXECUTION = "unknown_execution"
     """A name that is not an execution id (`<work>/<attempt>`)."""
 
+    # -- operator requests
+    INVALID_REQUEST_ID = "invalid_request_id"
+    """A request id (`Idempotency-Key`, `request_id`, `--request-id`) does not match
+    [A-Za-z0-9._:@/-]{1,200}: use letters, digits and . _ : @ / - only."""
+    REQUEST_ID_REUSED = "request_id_reused"
+    """A request id is recorded for another request (operation, target or arguments): an
+    id names one request forever; send a new one."""
+
 
 class StoreError(RotaError):
     code = PortCode.STORE_ERROR

@@ -22,6 +22,12 @@ Each row of the log stores the event's **type** (the tag below), its **type_vers
 **stream** it belongs to, its **delivery identity** when it has one (appending an identity
 already in the log is a no-op that returns the original event), and the payload: the JSON
 object shown, with `type` equal to the tag. Fields with a default may be absent in old rows.
+
+An operator command given a request id (`request_id=`, `--request-id`, the HTTP
+`Idempotency-Key`) records the event that answers it under `request/<id>` (retry, cancel,
+release, a gate's settlement, an interrupt's request: `| request/<id>` below), so a repeat
+of the request finds it and appends nothing; an inject's request id is its input key, a
+trigger's its fire key (docs/guide.md, "Operator requests that survive a retry").
 """
 
 

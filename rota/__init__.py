@@ -24,6 +24,7 @@ from rota.api_errors import (
     WorkCancelled,
     WorkFailed,
 )
+from rota.application.commands.requests import Receipt
 from rota.application.errors import (
     ConcurrencyConflict,
     CorruptRecord,
@@ -111,6 +112,7 @@ __all__ = [
     "PendingInput",
     "PendingView",
     "PhaseView",
+    "Receipt",
     "Refusal",
     "RegistrationError",
     "Result",

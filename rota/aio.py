@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar, Unpack, overload
 
 from rota.api_errors import WaitTimeout
+from rota.application.commands.requests import Receipt
 from rota.application.host import TickReport
 from rota.application.ports import Clock, Environment, EventStore, Gate, LaunchContext
 from rota.application.queries.capacity import CapacityDict
@@ -280,31 +281,77 @@ class AsyncScheduler:
         )
 
     async def retry(
-        self, work_id: str, *, reason: str = "", requested_by: str = "operator"
-    ) -> None:
-        await asyncio.to_thread(
-            lambda: self.sync.retry(work_id, reason=reason, requested_by=requested_by)
+        self,
+        work_id: str,
+        *,
+        reason: str = "",
+        requested_by: str = "operator",
+        request_id: str | None = None,
+    ) -> Receipt:
+        """`Scheduler.retry` (a `request_id` makes a repeat return the first receipt)."""
+        return await asyncio.to_thread(
+            lambda: self.sync.retry(
+                work_id, reason=reason, requested_by=requested_by, request_id=request_id
+            )
         )
 
-    async def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> None:
-        await asyncio.to_thread(lambda: self.sync.cancel(work_id, reason=reason, by=by))
+    async def cancel(
+        self,
+        work_id: str,
+        *,
+        reason: str = "",
+        by: str = "operator",
+        request_id: str | None = None,
+    ) -> Receipt:
+        return await asyncio.to_thread(
+            lambda: self.sync.cancel(work_id, reason=reason, by=by, request_id=request_id)
+        )
 
-    async def release(self, work_id: str, *, kind: str | None = None, by: str = "operator") -> None:
-        await asyncio.to_thread(lambda: self.sync.release(work_id, kind=kind, by=by))
+    async def release(
+        self,
+        work_id: str,
+        *,
+        kind: str | None = None,
+        by: str = "operator",
+        request_id: str | None = None,
+    ) -> Receipt:
+        return await asyncio.to_thread(
+            lambda: self.sync.release(work_id, kind=kind, by=by, request_id=request_id)
+        )
 
     async def inject(
-        self, work_id: str, payload: Any, *, key: str | None = None, by: str = "operator"
-    ) -> None:
-        await asyncio.to_thread(lambda: self.sync.inject(work_id, payload, key=key, by=by))
+        self,
+        work_id: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        by: str = "operator",
+        request_id: str | None = None,
+    ) -> Receipt:
+        return await asyncio.to_thread(
+            lambda: self.sync.inject(work_id, payload, key=key, by=by, request_id=request_id)
+        )
 
-    async def interrupt(self, work_id: str, *, by: str = "operator") -> None:
-        await asyncio.to_thread(lambda: self.sync.interrupt(work_id, by=by))
+    async def interrupt(
+        self, work_id: str, *, by: str = "operator", request_id: str | None = None
+    ) -> Receipt:
+        return await asyncio.to_thread(
+            lambda: self.sync.interrupt(work_id, by=by, request_id=request_id)
+        )
 
     async def settle_gate(
-        self, work_id: str, registration: str, *, admit: bool, reason: str = ""
-    ) -> None:
-        await asyncio.to_thread(
-            self.sync.settle_gate, work_id, registration, admit=admit, reason=reason
+        self,
+        work_id: str,
+        registration: str,
+        *,
+        admit: bool,
+        reason: str = "",
+        request_id: str | None = None,
+    ) -> Receipt:
+        return await asyncio.to_thread(
+            lambda: self.sync.settle_gate(
+                work_id, registration, admit=admit, reason=reason, request_id=request_id
+            )
         )
 
     # -- reading ----------------------------------------------------------------------------

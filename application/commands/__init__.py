@@ -6,7 +6,9 @@ through the one transaction loop (DESIGN.md, "The flow of one transition").
 - `recovery`: recover expired attempts, lose, adopt, release holds;
 - `admission`: budgets, ledgers, gates, cancellation outside the start pass;
 - `control`: inject, interrupt, dispatch passes and answers;
-- `schedules`: define, pause, resume, remove, trigger, backfill, and the fires.
+- `schedules`: define, pause, resume, remove, trigger, backfill, and the fires;
+- `requests`: an operator request's id recorded as the delivery identity of the event
+  that answers it, so a repeat is answered from the log (the others call it).
 
 `SchedulerService` (`rota.application.service`) composes them. Reads are not here: every
 read model is a query of `rota.application.queries`.

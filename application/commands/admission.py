@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rota.application.commands.requests import Asked, once
 from rota.application.configuration import Configuration
 from rota.application.ports import AppendResult
 from rota.application.transactions import Transactions
@@ -80,9 +81,18 @@ class AdmissionCommands:
         return emits
 
     def settle_gate(
-        self, work_id: str, registration: str, *, admit: bool, reason: str = ""
+        self,
+        work_id: str,
+        registration: str,
+        *,
+        admit: bool,
+        reason: str = "",
+        request_id: str | None = None,
     ) -> AppendResult:
-        """The holding gate admits (release, one pass) or refuses (cancels) the Work."""
+        """The holding gate admits (release, one pass) or refuses (cancels) the Work.
+
+        With a `request_id`, the settlement is recorded under `request/<id>` and a repeat
+        answers with it (`rota.application.commands.requests`)."""
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             work = self.tx.projection.works.get(work_id)
@@ -99,10 +109,24 @@ class AdmissionCommands:
             assert work is not None
             return [emit], {work_stream(work_id): work.version}
 
-        return self.tx.transact(decide)
+        asked = Asked(
+            "settle-gate",
+            ("core.gate.released",) if admit else ("core.gate.refused",),
+            work_id,
+            {"registration": registration, "reason": reason},
+        )
+        return once(self.tx, request_id, asked, decide)
 
-    def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> AppendResult:
-        """Cancel a Work: fences its attempt, waits, timers and input at once."""
+    def cancel(
+        self,
+        work_id: str,
+        *,
+        reason: str = "",
+        by: str = "operator",
+        request_id: str | None = None,
+    ) -> AppendResult:
+        """Cancel a Work: fences its attempt, waits, timers and input at once (with a
+        `request_id`, once: `core.work.cancelled` under `request/<id>`)."""
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             work = self.tx.projection.works.get(work_id)
@@ -110,4 +134,5 @@ class AdmissionCommands:
             assert work is not None
             return [emit], {work_stream(work_id): work.version}
 
-        return self.tx.transact(decide)
+        asked = Asked("cancel", ("core.work.cancelled",), work_id, {"reason": reason, "by": by})
+        return once(self.tx, request_id, asked, decide)

@@ -7,11 +7,14 @@ from typing import Any
 
 import msgspec
 
+from rota.application.commands.requests import Asked, once, other_request, request_key
 from rota.application.configuration import Configuration
-from rota.application.ports import AppendResult
+from rota.application.errors import PortCode
+from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.transactions import Transactions
 from rota.domain import control
 from rota.domain.emit import Emit, work_stream
+from rota.domain.errors import Refusal
 from rota.domain.state import AttemptState, Control
 
 
@@ -41,11 +44,30 @@ class ControlCommands:
         self.config = config
 
     def inject(
-        self, work_id: str, payload: Any, *, key: str | None = None, by: str = "operator"
+        self,
+        work_id: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        by: str = "operator",
+        request_id: str | None = None,
     ) -> AppendResult:
-        """Accept input and ask the running attempt to take it now (a durable intent)."""
+        """Accept input and ask the running attempt to take it now (a durable intent).
+
+        A `request_id` is the input's key (`input/<work>/<id>`, the intent
+        `control/<work>/inject/<id>`): a repeat answers with the recorded input, even once
+        the attempt has ended; the id used for another request is `request_id_reused`."""
+        if request_id is not None:
+            key = request_key(request_id, key, "an inject's request id is its input key")
+        found: list[RecordedEvent] = []
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
+            found.clear()
+            if request_id is not None:
+                repeat = self._injected(work_id, payload, request_id, by)
+                if repeat is not None:
+                    found.append(repeat)
+                    return [], {}
             work = self.tx.projection.works.get(work_id)
             emits = control.request_inject(
                 work, work_id=work_id, payload=payload, key=key, requested_by=by
@@ -53,10 +75,49 @@ class ControlCommands:
             assert work is not None
             return emits, {work_stream(work_id): work.version}
 
-        return self.tx.transact(decide)
+        result = self.tx.transact(decide)
+        return AppendResult(found, 0) if found else result
 
-    def interrupt(self, work_id: str, *, by: str = "operator") -> AppendResult:
-        """Fence the running attempt, leave the Work ready, then send the interrupt."""
+    def _injected(
+        self, work_id: str, payload: Any, request_id: str, by: str
+    ) -> RecordedEvent | None:
+        """The input an inject under `request_id` recorded, or None; `request_id_reused`
+        when the id names another request."""
+        asked = Asked(
+            "inject",
+            ("core.control.requested",),
+            work_id,
+            {"kind": "inject", "input_key": request_id, "requested_by": by},
+        )
+        other_request(self.tx, request_id, asked)
+        store = self.tx.store
+        requested = store.find_delivery(f"control/{work_id}/inject/{request_id}")
+        accepted = store.find_delivery(f"input/{work_id}/{request_id}")
+        if requested is None:
+            if accepted is None:
+                return None
+            raise Refusal(
+                f"request id {request_id!r} is the key of an input of {work_id!r} accepted "
+                f"without an inject (position {accepted.position}): send a new one",
+                code=PortCode.REQUEST_ID_REUSED,
+            )
+        asked.check(request_id, requested)
+        assert accepted is not None  # recorded in the same append as the intent
+        given = msgspec.to_builtins(payload)
+        if msgspec.to_builtins(getattr(accepted.event, "payload", None)) != given:
+            raise Refusal(
+                f"request id {request_id!r} injected another input into {work_id!r} "
+                f"(position {accepted.position}): a request id names one request; send a "
+                "new one",
+                code=PortCode.REQUEST_ID_REUSED,
+            )
+        return accepted
+
+    def interrupt(
+        self, work_id: str, *, by: str = "operator", request_id: str | None = None
+    ) -> AppendResult:
+        """Fence the running attempt, leave the Work ready, then send the interrupt (with a
+        `request_id`, once: its control request recorded under `request/<id>`)."""
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             work = self.tx.projection.works.get(work_id)
@@ -64,7 +125,13 @@ class ControlCommands:
             assert work is not None
             return emits, {work_stream(work_id): work.version}
 
-        return self.tx.transact(decide)
+        asked = Asked(
+            "interrupt",
+            ("core.control.requested",),
+            work_id,
+            {"kind": "interrupt", "requested_by": by},
+        )
+        return once(self.tx, request_id, asked, decide)
 
     def dispatch_pass(
         self,

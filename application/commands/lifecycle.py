@@ -11,13 +11,17 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from rota.application.collection import fewer_collections
 from rota.application.commands.lifecycle_values import (
     Claimed,
     FiredTimers,
     StartPass,
 )
+from rota.application.commands.requests import Asked, once
 from rota.application.configuration import Configuration
+from rota.application.errors import DeliveryConflict
 from rota.application.launch_writes import GroupedFenced
 from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.transactions import Transactions
@@ -25,7 +29,7 @@ from rota.domain import admission, lifecycle, pages
 from rota.domain.admission import GateDecision, Waiting
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, Refusal, RotaError
-from rota.domain.events import AttemptClaimed, AttemptResumed
+from rota.domain.events import AttemptClaimed, AttemptResumed, InputAccepted
 from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import WorkState
@@ -77,7 +81,7 @@ class LifecycleCommands:
                 # A caller retrying a submit whose input was accepted (and maybe already run)
                 # gets a no-op, not an error: the input's delivery identity is in the log.
                 if refusal.code == DomainCode.WORK_TERMINAL and self._accepted(
-                    work_id, given.payload, given.key
+                    work_id, given.payload, given.key, given.correlation_key
                 ):
                     continue
                 raise
@@ -85,9 +89,22 @@ class LifecycleCommands:
         expected = {} if existing is not None else {work_stream(work_id): 0}
         return emits, expected
 
-    def _accepted(self, work_id: str, payload: Any, key: str | None) -> bool:
+    def _accepted(
+        self, work_id: str, payload: Any, key: str | None, correlation_key: str | None
+    ) -> bool:
+        """Whether this very input is recorded; the key recorded with another input is a
+        `DeliveryConflict`, as the store's rule says (a key names one input)."""
         key = key if key is not None else lifecycle.derived_input_key(payload)
-        return self.tx.store.find_delivery(f"input/{work_id}/{key}") is not None
+        identity = f"input/{work_id}/{key}"
+        recorded = self.tx.store.find_delivery(identity)
+        if recorded is None:
+            return False
+        given = InputAccepted(
+            work_id=work_id, key=key, payload=payload, correlation_key=correlation_key
+        )
+        if msgspec.to_builtins(recorded.event) != msgspec.to_builtins(given):
+            raise DeliveryConflict(identity, recorded.position)
+        return True
 
     def submit_batch(
         self, commands: Sequence[SubmitWork], *, atomic: bool = False
@@ -164,17 +181,33 @@ class LifecycleCommands:
         key: str | None = None,
         correlation_key: str | None = None,
     ) -> RecordedEvent:
+        found: list[RecordedEvent] = []
+
         def decide() -> tuple[list[Emit], dict[str, int]]:
-            emit = lifecycle.accept_input(
-                self.tx.projection.works.get(work_id),
-                work_id=work_id,
-                payload=payload,
-                key=key,
-                correlation_key=correlation_key,
-            )
+            found.clear()
+            try:
+                emit = lifecycle.accept_input(
+                    self.tx.projection.works.get(work_id),
+                    work_id=work_id,
+                    payload=payload,
+                    key=key,
+                    correlation_key=correlation_key,
+                )
+            except Refusal as refusal:
+                # A repeat of an accept the Work took before it ended: the recorded input.
+                if refusal.code == DomainCode.WORK_TERMINAL and self._accepted(
+                    work_id, payload, key, correlation_key
+                ):
+                    given = key if key is not None else lifecycle.derived_input_key(payload)
+                    recorded = self.tx.store.find_delivery(f"input/{work_id}/{given}")
+                    assert recorded is not None
+                    found.append(recorded)
+                    return [], {}
+                raise
             return [emit], {}
 
-        return self.tx.transact(decide).recorded[0]
+        result = self.tx.transact(decide)
+        return found[0] if found else result.recorded[0]
 
     # -- start ----------------------------------------------------------------------------
 
@@ -342,8 +375,10 @@ class LifecycleCommands:
         alias: str = "core.manual.retry",
         requested_by: str = "operator",
         reason: str = "",
+        request_id: str | None = None,
     ) -> AppendResult:
-        """A manual retry of the Work's current failure; idempotent per failure."""
+        """A manual retry of the Work's current failure; idempotent per failure (with a
+        `request_id`, per request: recorded under `request/<id>`)."""
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             work = self.tx.projection.works.get(work_id)
@@ -361,7 +396,13 @@ class LifecycleCommands:
             assert work is not None
             return [emit], {work_stream(work_id): work.version}
 
-        return self.tx.transact(decide)
+        asked = Asked(
+            "retry",
+            ("core.manual.retry", "core.retry.requested"),
+            work_id,
+            {"requested_by": requested_by, "reason": reason},
+        )
+        return once(self.tx, request_id, asked, decide)
 
     def fire_due_timers(self, limit: int = pages.DEFAULT_PAGE) -> FiredTimers:
         """Fire one page of the retry timers due by the store's clock, in one append.

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from rota.application.commands.requests import Asked, once
 from rota.application.configuration import Configuration
 from rota.application.ports import AppendResult
 from rota.application.transactions import Transactions
@@ -129,12 +130,23 @@ class RecoveryCommands:
             return number.isdigit() and recovery.adoptable(work, int(number), epoch)
 
     def release_hold(
-        self, work_id: str, kind: str | None = None, by: str = "operator"
+        self,
+        work_id: str,
+        kind: str | None = None,
+        by: str = "operator",
+        request_id: str | None = None,
     ) -> AppendResult:
+        """Release an operator-releasable hold (with a `request_id`, once: the release is
+        recorded under `request/<id>`)."""
+
         def decide() -> tuple[list[Emit], dict[str, int]]:
             work = self.tx.projection.works.get(work_id)
             emit = recovery.release_hold(work, work_id=work_id, kind=kind, by=by)
             assert work is not None
             return [emit], {work_stream(work_id): work.version}
 
-        return self.tx.transact(decide)
+        fields: dict[str, str] = {"released_by": by}
+        if kind is not None:
+            fields["kind"] = kind
+        asked = Asked("release", ("core.work.released",), work_id, fields)
+        return once(self.tx, request_id, asked, decide)

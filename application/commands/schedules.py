@@ -18,8 +18,9 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from rota.application.commands import requests
 from rota.application.configuration import Configuration
-from rota.application.ports import RecordedEvent
+from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.schedule_fires import Fires, work_fences
 from rota.application.timestamps import schedule_fold_time
 from rota.application.transactions import Transactions
@@ -261,16 +262,48 @@ class ScheduleCommands:
         return self.fires.fire_emits(d, fire, identity, **options)
 
     def trigger_now(
-        self, name: str, *, key: str | None = None, actor: str = "api"
+        self,
+        name: str,
+        *,
+        key: str | None = None,
+        actor: str = "api",
+        request_id: str | None = None,
     ) -> RecordedEvent | None:
         """Fire now, outside the nominal times (`schedule/<name>/manual/<key>`), recording
-        who asked (`actor`)."""
+        who asked (`actor`); None when that key fired already. With a `request_id` (the
+        fire's key), a repeat answers with the first fire (`trigger_request`)."""
+        result = self.trigger_request(name, key=key, actor=actor, request_id=request_id)
+        return result.recorded[0] if result.written else None
+
+    def trigger_request(
+        self,
+        name: str,
+        *,
+        key: str | None = None,
+        actor: str = "api",
+        request_id: str | None = None,
+    ) -> AppendResult:
+        """`trigger_now`'s append: the fire (new), or the recorded one under a request id
+        (`written` 0); without a request id a key that fired already records nothing."""
+        if request_id is not None:
+            key = requests.request_key(request_id, key, "a trigger's request id is its key")
+        asked = requests.Asked(
+            "trigger", ("core.schedule.fired",), name, {"actor": actor}, target_field="name"
+        )
+        found: list[RecordedEvent] = []
 
         def decide() -> Decided:
+            found.clear()
             row = self.row(name)
             now = self.tx.now()
             identity = manual_identity(name, key or rfc3339(now))
-            if self.tx.store.find_delivery(identity) is not None:
+            recorded = self.tx.store.find_delivery(identity)
+            if request_id is not None:
+                requests.other_request(self.tx, request_id, asked)
+                if recorded is not None:
+                    asked.check(request_id, recorded)
+                    found.append(recorded)
+            if recorded is not None:
                 return [], {}  # this key fired already
             emits = self.fire_emits(
                 row.definition, Fire(now, now), identity, manual=True, actor=actor
@@ -278,7 +311,7 @@ class ScheduleCommands:
             return emits, work_fences(emits, self.tx.projection.works)
 
         result = self.tx.transact(decide)
-        return result.recorded[0] if result.recorded else None
+        return AppendResult(found, 0) if found else result
 
     def backfill(self, name: str, start: datetime, end: datetime) -> tuple[int, int]:
         """Fire every nominal time in [start, end] (end not after now) with the live

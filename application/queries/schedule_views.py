@@ -111,10 +111,12 @@ class ScheduleExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaul
 
 
 class TriggeredFire(msgspec.Struct, frozen=True, kw_only=True):
-    """A manual fire (`trigger_now`): its delivery identity and log position."""
+    """A manual fire (`trigger_now`): its delivery identity and log position; `repeated`
+    when a request id found it fired by an earlier call (nothing appended)."""
 
     identity: str | None
     position: int
+    repeated: bool = False
 
 
 class BackfillResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -139,10 +139,11 @@ class GateHeld(Event, tag="core.gate.held", frozen=True, kw_only=True):
 
 class GateReleased(Event, tag="core.gate.released", frozen=True, kw_only=True):
     """The holding gate admitted the Work: the hold is gone and the next start skips the
-    gates once (the pass survives a budget hold)."""
+    gates once (the pass survives a budget hold). Settled with a request id, its identity
+    is `request/<id>` (a repeat of that request answers with this event)."""
 
     stream_pattern: ClassVar[str] = "work/<work>"
-    delivery_pattern: ClassVar[str | None] = "gate/<work>/<registration>/released"
+    delivery_pattern: ClassVar[str | None] = "gate/<work>/<registration>/released | request/<id>"
 
     work_id: str
     registration: str
@@ -150,10 +151,11 @@ class GateReleased(Event, tag="core.gate.released", frozen=True, kw_only=True):
 
 
 class GateRefused(Event, tag="core.gate.refused", frozen=True, kw_only=True):
-    """The holding gate refused the Work: it is cancelled."""
+    """The holding gate refused the Work: it is cancelled (identity `request/<id>` when
+    settled with a request id)."""
 
     stream_pattern: ClassVar[str] = "work/<work>"
-    delivery_pattern: ClassVar[str | None] = "gate/<work>/<registration>/refused"
+    delivery_pattern: ClassVar[str | None] = "gate/<work>/<registration>/refused | request/<id>"
 
     work_id: str
     registration: str
@@ -161,9 +163,13 @@ class GateRefused(Event, tag="core.gate.refused", frozen=True, kw_only=True):
 
 
 class WorkCancelled(Event, tag="core.work.cancelled", frozen=True, kw_only=True):
-    """The Work was cancelled: no further attempt, input or retry; terminal."""
+    """The Work was cancelled: no further attempt, input or retry; terminal.
+
+    Cancelled with a request id (`Idempotency-Key`, `request_id`), its identity is
+    `request/<id>`: a repeat of that request answers with this event, appending nothing."""
 
     stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "request/<id> (with a request id)"
 
     work_id: str
     reason: str = ""

@@ -14,11 +14,12 @@ class ControlRequested(Event, tag="core.control.requested", frozen=True, kw_only
     The intent is durable: it is dispatched (possibly several times, each with a new token)
     until it settles. An inject's input is accepted for the Work at the same time and stays
     pending until an attempt consumes it; `fallback` (pinned from the binding: `queue` or
-    `drop`) says what happens to it if delivery fails.
+    `drop`) says what happens to it if delivery fails. An interrupt requested with a
+    request id is recorded under `request/<id>` (an inject's request id is its input key).
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
-    delivery_pattern: ClassVar[str | None] = "control/<work>/<intent>"
+    delivery_pattern: ClassVar[str | None] = "control/<work>/<intent> | request/<id>"
 
     work_id: str
     intent: str

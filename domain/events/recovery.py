@@ -84,9 +84,11 @@ class WorkHeld(Event, tag="core.work.held", frozen=True, kw_only=True):
 
 
 class HoldReleased(Event, tag="core.work.released", frozen=True, kw_only=True):
-    """A hold was released; the Work may start (or relaunch) again."""
+    """A hold was released; the Work may start (or relaunch) again (identity
+    `request/<id>` when released with a request id)."""
 
     stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "request/<id> (with a request id)"
 
     work_id: str
     kind: str

@@ -36,7 +36,8 @@ class RetryFired(Event, tag="core.retry.fired", frozen=True, kw_only=True):
 
 class _RetryRequest(Event, frozen=True, kw_only=True):
     stream_pattern: ClassVar[str] = "work/<work>"
-    delivery_pattern: ClassVar[str | None] = "retry-request/<work>/<boundary>"
+    # `request/<id>` instead when the operator's request carried a request id.
+    delivery_pattern: ClassVar[str | None] = "retry-request/<work>/<boundary> | request/<id>"
 
     work_id: str
     boundary: int

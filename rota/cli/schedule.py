@@ -176,10 +176,17 @@ def _change(what: str) -> Any:
 
 def cmd_trigger(args: argparse.Namespace) -> int:
     with open_rota(args) as scheduler:
-        fired = scheduler.schedules.trigger_now(args.name, key=args.key, actor=args.actor)
-    line = (
-        f"{args.name}: fired {fired.identity}" if fired else f"{args.name}: that key fired already"
-    )
+        fired = scheduler.schedules.trigger_now(
+            args.name, key=args.key, actor=args.actor, request_id=args.request_id
+        )
+    if fired is None:
+        line = f"{args.name}: that key fired already"
+    elif fired.repeated:
+        line = (
+            f"{args.name}: {fired.identity} fired already (position {fired.position}); nothing new"
+        )
+    else:
+        line = f"{args.name}: fired {fired.identity}"
     return _print(fired, args.json, [line])
 
 
@@ -257,6 +264,11 @@ def register(commands: Any) -> None:
     trigger = add("trigger", cmd_trigger, "fire now (its own identity)")
     trigger.add_argument("--key", help="the fire's key (default: now); a repeated key is a no-op")
     trigger.add_argument("--actor", default="cli", help="recorded as who triggered it")
+    trigger.add_argument(
+        "--request-id",
+        metavar="ID",
+        help="the fire's key, as a request: a repeat prints the first fire (exit 0)",
+    )
     backfill = add("backfill", cmd_backfill, "fire every nominal time in a range (live identities)")
     backfill.add_argument("start", metavar="START")
     backfill.add_argument("end", metavar="END")

@@ -11,6 +11,7 @@ from typing import Any, get_args
 
 import msgspec
 
+from rota.application.commands.requests import Receipt
 from rota.application.queries.work_views import WorkSummary, WorkView
 from rota.cli.common import UsageError, open_rota, print_json, read_input
 from rota.domain.errors import DomainCode, RotaError
@@ -135,21 +136,37 @@ def _act(
     act: Callable[[Scheduler], object],
     line: Callable[[WorkView], str],
 ) -> int:
-    """Run one operator command on `args.work`, then print its view (`--json`) or `line`."""
+    """Run one operator command on `args.work`, then print its view (`--json`) or `line`
+    (and, for a repeated `--request-id`, what recorded it first)."""
     with open_rota(args) as scheduler:
-        act(scheduler)
+        done = act(scheduler)
         view = work_view(scheduler, args.work)
     if args.json:
         print_json(view)
     else:
-        print(line(view))
+        print(line(view) + _repeated(done))
     return 0
+
+
+def _repeated(done: object) -> str:
+    """` (request R was recorded at position N; nothing new recorded)` for a repeat."""
+    if isinstance(done, Receipt) and done.repeated and done.request_id is not None:
+        return (
+            f" (request {done.request_id} was recorded at position {done.position}; "
+            "nothing new recorded)"
+        )
+    return ""
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
     return _act(
         args,
-        lambda s: s.retry(args.work, reason=args.reason or "", requested_by=args.by),
+        lambda s: s.retry(
+            args.work,
+            reason=args.reason or "",
+            requested_by=args.by,
+            request_id=args.request_id,
+        ),
         lambda view: f"{args.work}: retry requested; {view.state} (failures {view.retry.failures})",
     )
 
@@ -157,7 +174,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
 def cmd_release(args: argparse.Namespace) -> int:
     return _act(
         args,
-        lambda s: s.release(args.work, kind=args.kind, by=args.by),
+        lambda s: s.release(args.work, kind=args.kind, by=args.by, request_id=args.request_id),
         lambda view: f"{args.work}: hold released; {view.state}",
     )
 
@@ -167,8 +184,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     "already cancelled" (nothing recorded); a completed or failed one stays `work_terminal`."""
     with open_rota(args) as scheduler:
         try:
-            scheduler.cancel(args.work, reason=args.reason or "", by=args.by)
-            line = f"{args.work}: cancelled"
+            done = scheduler.cancel(
+                args.work, reason=args.reason or "", by=args.by, request_id=args.request_id
+            )
+            line = f"{args.work}: cancelled" + _repeated(done)
         except RotaError as exc:
             if exc.code != DomainCode.WORK_TERMINAL:
                 raise
@@ -187,7 +206,9 @@ def cmd_inject(args: argparse.Namespace) -> int:
     payload = read_input(args.input)
     return _act(
         args,
-        lambda s: s.inject(args.work, payload, key=args.input_key, by=args.by),
+        lambda s: s.inject(
+            args.work, payload, key=args.input_key, by=args.by, request_id=args.request_id
+        ),
         lambda view: f"{args.work}: inject requested; it is delivered by the running daemon",
     )
 
@@ -195,7 +216,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
 def cmd_interrupt(args: argparse.Namespace) -> int:
     return _act(
         args,
-        lambda s: s.interrupt(args.work, by=args.by),
+        lambda s: s.interrupt(args.work, by=args.by, request_id=args.request_id),
         lambda view: f"{args.work}: attempt fenced, Work {view.state}; the interrupt follows",
     )
 
@@ -324,6 +345,12 @@ def _operator_options(
 ) -> None:
     """What every operator command ends with: who acts (logged), `--json`, its handler."""
     parser.add_argument("--by", default="operator", help=f"who {who} (recorded in the log)")
+    parser.add_argument(
+        "--request-id",
+        metavar="ID",
+        help="names this request in the log: run again with the same id after a timeout or "
+        "crash and nothing is recorded twice ([A-Za-z0-9._:@/-], at most 200)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=handler)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from rota.application.commands.requests import Receipt, receipt
 from rota.application.host import Host
 from rota.application.lease_hold import LeaseHold
 from rota.application.ports import Gate
@@ -39,18 +40,42 @@ class SchedulerOperations(SchedulerReads):
         self.host.wake.set()
         return recorded.position
 
-    def retry(self, work_id: str, *, reason: str = "", requested_by: str = "operator") -> None:
-        """Manually retry a failed Work (`core.manual.retry`): resets its failure budget."""
-        self.service.lifecycle.request_retry(work_id, requested_by=requested_by, reason=reason)
-        self.host.wake.set()
+    def retry(
+        self,
+        work_id: str,
+        *,
+        reason: str = "",
+        requested_by: str = "operator",
+        request_id: str | None = None,
+    ) -> Receipt:
+        """Manually retry a failed Work (`core.manual.retry`): resets its failure budget.
 
-    def release(self, work_id: str, *, kind: str | None = None, by: str = "operator") -> None:
+        `request_id` (every operator command takes one) names the request: the answering
+        event is recorded under `request/<id>`, and a repeat of the same request, in this
+        process or after a restart, appends nothing and returns the first receipt
+        (`repeated` True); the id used for another request is `request_id_reused`."""
+        result = self.service.lifecycle.request_retry(
+            work_id, requested_by=requested_by, reason=reason, request_id=request_id
+        )
+        self.host.wake.set()
+        return receipt(result, request_id)
+
+    def release(
+        self,
+        work_id: str,
+        *,
+        kind: str | None = None,
+        by: str = "operator",
+        request_id: str | None = None,
+    ) -> Receipt:
         """Release an operator-releasable hold (crash_loop, budget, operator) of a Work.
 
-        A start gate's hold is settled only by its gate (`gate_hold`).
+        A start gate's hold is settled only by its gate (`gate_hold`). `request_id`: as
+        `retry`.
         """
-        self.service.recovery.release_hold(work_id, kind, by)
+        result = self.service.recovery.release_hold(work_id, kind, by, request_id)
         self.host.wake.set()
+        return receipt(result, request_id)
 
     def adoptable(self, execution_id: str, epoch: int) -> bool:
         """Whether an attempt whose lease this host lost still belongs to recovery."""
@@ -72,32 +97,66 @@ class SchedulerOperations(SchedulerReads):
         self.host.register_gate(name, gate)
 
     def settle_gate(
-        self, work_id: str, registration: str, *, admit: bool, reason: str = ""
-    ) -> None:
-        """Settle a gate hold: admit (one pass that skips the gates) or refuse (cancel)."""
-        self.service.admission.settle_gate(work_id, registration, admit=admit, reason=reason)
+        self,
+        work_id: str,
+        registration: str,
+        *,
+        admit: bool,
+        reason: str = "",
+        request_id: str | None = None,
+    ) -> Receipt:
+        """Settle a gate hold: admit (one pass that skips the gates) or refuse (cancel).
+        `request_id`: as `retry`."""
+        result = self.service.admission.settle_gate(
+            work_id, registration, admit=admit, reason=reason, request_id=request_id
+        )
         self.host.wake.set()
+        return receipt(result, request_id)
 
-    def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> None:
+    def cancel(
+        self,
+        work_id: str,
+        *,
+        reason: str = "",
+        by: str = "operator",
+        request_id: str | None = None,
+    ) -> Receipt:
         """Cancel a Work: its attempt, waits, timers and input are fenced at once; a running
-        process is stopped after the commit and keeps its slot until the stop is verified."""
-        self.service.admission.cancel(work_id, reason=reason, by=by)
+        process is stopped after the commit and keeps its slot until the stop is verified.
+        `request_id`: as `retry` (a repeat is not `work_terminal`: it gets its receipt)."""
+        result = self.service.admission.cancel(work_id, reason=reason, by=by, request_id=request_id)
         self.host.wake.set()
+        return receipt(result, request_id)
 
     def inject(
-        self, work_id: str, payload: Any, *, key: str | None = None, by: str = "operator"
-    ) -> None:
+        self,
+        work_id: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        by: str = "operator",
+        request_id: str | None = None,
+    ) -> Receipt:
         """Give the running attempt an input now (a durable intent, dispatched by the
         cadence through the attempt's pinned executor). Acknowledged means accepted, not
-        consumed: the input stays pending until an attempt's result consumes it."""
-        self.service.control.inject(work_id, payload, key=key, by=by)
-        self.host.wake.set()
+        consumed: the input stays pending until an attempt's result consumes it.
 
-    def interrupt(self, work_id: str, *, by: str = "operator") -> None:
-        """Fence the running attempt (the Work is ready again at once), then interrupt it;
-        its slot is held until its stop is verified."""
-        self.service.control.interrupt(work_id, by=by)
+        `request_id` is the input's key (`key`, if given, must be the same): a repeat
+        returns the receipt of the input it accepted, even once the attempt has ended."""
+        result = self.service.control.inject(
+            work_id, payload, key=key, by=by, request_id=request_id
+        )
         self.host.wake.set()
+        return receipt(result, request_id)
+
+    def interrupt(
+        self, work_id: str, *, by: str = "operator", request_id: str | None = None
+    ) -> Receipt:
+        """Fence the running attempt (the Work is ready again at once), then interrupt it;
+        its slot is held until its stop is verified. `request_id`: as `retry`."""
+        result = self.service.control.interrupt(work_id, by=by, request_id=request_id)
+        self.host.wake.set()
+        return receipt(result, request_id)
 
     def hold(
         self, execution_id: str, epoch: int, *, cancel: threading.Event | None = None

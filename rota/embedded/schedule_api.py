@@ -106,14 +106,26 @@ class Schedules(ScheduleQueries):
         self.commands.remove(name, actor=actor, reason=reason)
 
     def trigger_now(
-        self, name: str, *, key: str | None = None, actor: str = "api"
+        self,
+        name: str,
+        *,
+        key: str | None = None,
+        actor: str = "api",
+        request_id: str | None = None,
     ) -> TriggeredFire | None:
         """Fire now under `schedule/<name>/manual/<key>` (default key: now); None when
-        that key fired already."""
-        recorded = self.commands.trigger_now(name, key=key, actor=actor)
-        if recorded is None:
+        that key fired already. A `request_id` is the key, and a repeat returns the first
+        fire (`repeated` True), in this process or after a restart; the id used for
+        another request (another schedule, actor, or operation) is `request_id_reused`."""
+        result = self.commands.trigger_request(name, key=key, actor=actor, request_id=request_id)
+        if not result.recorded or (request_id is None and not result.written):
             return None
-        return TriggeredFire(identity=recorded.delivery_id, position=recorded.position)
+        recorded = result.recorded[0]
+        return TriggeredFire(
+            identity=recorded.delivery_id,
+            position=recorded.position,
+            repeated=result.written == 0,
+        )
 
     def backfill(self, name: str, start: datetime, end: datetime) -> BackfillResult:
         """Fire every nominal time in [start, end] with the live identities."""

@@ -149,9 +149,13 @@ class ScheduleDetail(BaseModel):
 class ScheduleAccepted(BaseModel):
     schedule: dict[str, Any] = Field(description="the schedule's view after the command")
     fired: str | None = Field(
-        None, description="trigger: the fire's delivery identity; null when that key fired"
+        None,
+        description="trigger: the fire's delivery identity (a repeat: the first fire's)",
     )
-    position: int = Field(description="the log head after the command")
+    repeated: bool = Field(False, description="trigger: the key fired before; nothing was appended")
+    position: int = Field(
+        description="the log head after the command (trigger: the fire's position)"
+    )
 
 
 # -- mutations -------------------------------------------------------------------------
@@ -196,5 +200,18 @@ class Empty(Body):
 
 
 class Accepted(BaseModel):
-    work: dict[str, Any] = Field(description="the Work's view after the command")
-    position: int = Field(description="the log head after the command")
+    work: dict[str, Any] = Field(description="the Work's view now (after the command)")
+    position: int = Field(
+        description=(
+            "the log position of the event that recorded the request (submit without "
+            "input: the log head after it); a repeat answers the same position"
+        )
+    )
+    request: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "retry, cancel, release, settle-gate, inject, interrupt: the receipt read from "
+            "the log, `{request_id, type, position, delivery_id, repeated}` (`repeated`: "
+            "an earlier request with this key recorded it; nothing was appended)"
+        ),
+    )

@@ -31,19 +31,26 @@ def test_submit_takes_the_key_as_its_input_key_and_a_repeat_is_a_no_op(idle_api:
     again = post(client, "/v1/works", body, "order-7")
     assert again.json() == first.json()
     assert idle_api.head() == head
-    # Another process (a restart: no memory of answers) still queues nothing twice.
-    idle_api.context.idempotency = type(idle_api.context.idempotency)()
-    assert post(client, "/v1/works", body, "order-7").status_code == 200
-    assert idle_api.head() == head
 
 
 def test_a_key_reused_for_another_request_is_422(idle_api: Api) -> None:
     client = idle_api.client("operate")
-    post(client, "/v1/works", {"work": "a", "binding": "echo"}, "k")
+    post(client, "/v1/works", {"work": "a", "binding": "echo", "input": 1}, "k")
+    post(client, "/v1/works", {"work": "b", "binding": "echo"}, "def-b")
+    assert post(client, "/v1/work/a/cancel", {"reason": "r"}, "c").status_code == 200
     head = idle_api.head()
-    reused = post(client, "/v1/works", {"work": "b", "binding": "echo"}, "k")
-    assert reused.status_code == 422
-    assert reused.json()["error"]["code"] == "idempotency_key_reused"
+    for path, body, key in [
+        ("/v1/works", {"work": "a", "binding": "echo", "input": 2}, "k"),  # another input
+        ("/v1/work/a/inputs", {"input": 3}, "k"),
+        ("/v1/work/b/cancel", {"reason": "r"}, "c"),  # another Work
+        ("/v1/work/a/cancel", {"reason": "other"}, "c"),  # another reason
+        ("/v1/work/a/retry", {}, "c"),  # another operation
+        ("/v1/work/b/interrupt", {}, "c"),
+    ]:
+        reused = post(client, path, body, key)
+        assert reused.status_code == 422, (path, reused.text)
+        assert reused.json()["error"]["code"] == "idempotency_key_reused"
+        assert "'c'" in reused.text or "'k'" in reused.text
     assert idle_api.head() == head
 
 
@@ -68,9 +75,19 @@ def test_cancel_records_the_token_name_as_who_acted(idle_api: Api) -> None:
     (cancelled,) = [e for e in events_of(idle_api, "c") if e.type == "core.work.cancelled"]
     assert cancelled.data["by"] == "operate-token"
     assert cancelled.data["reason"] == "wrong"
+    assert answer.json()["request"] == {
+        "request_id": "x1",
+        "type": "core.work.cancelled",
+        "position": cancelled.position,
+        "delivery_id": "request/x1",
+        "repeated": False,
+    }
+    assert answer.json()["position"] == cancelled.position
     head = idle_api.head()
     repeat = post(idle_api.client("operate"), "/v1/work/c/cancel", {"reason": "wrong"}, "x1")
     assert repeat.status_code == 200 and idle_api.head() == head  # the first answer, again
+    assert repeat.json()["request"] == {**answer.json()["request"], "repeated": True}
+    assert repeat.json()["position"] == answer.json()["position"]
 
 
 def test_retry_of_a_failed_work_is_requested_by_the_token(idle_api: Api) -> None:

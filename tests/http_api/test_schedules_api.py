@@ -118,11 +118,15 @@ def test_a_trigger_s_key_is_its_fire_s_delivery_identity(idle_api: Api) -> None:
     assert fired.delivery_id == "schedule/nightly/manual/deploy-42" and fired.data["manual"]
     assert fired.data["actor"] == "operate-token"  # the token's name: who triggered it
     head = idle_api.head()
-    assert post(client, "/v1/schedules/nightly/trigger", {}, "deploy-42").json() == first.json()
-    # a restart (no memory of answers): the log itself refuses a second fire
-    idle_api.context.idempotency = type(idle_api.context.idempotency)()
     repeat = post(client, "/v1/schedules/nightly/trigger", {}, "deploy-42")
-    assert repeat.status_code == 200 and repeat.json()["fired"] is None
+    assert repeat.status_code == 200 and repeat.json()["repeated"]
+    # the first fire, read back from the log (no memory of answers): nothing fired twice
+    assert repeat.json()["fired"] == first.json()["fired"]
+    assert repeat.json()["position"] == first.json()["position"] == fired.position
+    assert idle_api.head() == head
+    other = post(idle_api.client("admin"), "/v1/schedules/nightly/trigger", {}, "deploy-42")
+    assert other.status_code == 422  # another actor: another request
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
     assert idle_api.head() == head
 
 

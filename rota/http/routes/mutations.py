@@ -2,12 +2,18 @@
 interrupt. Each takes an `Idempotency-Key` header and records the token's name as who
 acted. `recover-corrupt` is never offered over HTTP.
 
-The key is the delivery identity where the command takes one: the input's key for
-submit, accept and inject (`input/<work>/<key>`), so a repeat is a no-op in the log itself,
-across restarts. The other commands are idempotent in the domain already (a retry per
-failure, a gate settlement per decision; a second cancel or release is refused), and every
-answer is also remembered by (token, key): a repeat gets the first answer, another request
-under the same key is `idempotency_key_reused`.
+The key is recorded in the log, never only in this process's memory, so a repeat is
+answered from the log, after a restart too (`rota.application.commands.requests`):
+
+- submit and accept: the key is the input's key (`input/<work>/<key>`);
+- inject: the key is its request id, which is the input's key (`input/<work>/<key>` and
+  the intent `control/<work>/inject/<key>`);
+- retry, cancel, release, settle-gate, interrupt: the key is the request id, the delivery
+  identity `request/<key>` of the event that answers the request.
+
+A repeat appends nothing and answers with the same `request` receipt and `position`
+(`work` is the Work's view now); the key sent with another request is
+`422 idempotency_key_reused`.
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from typing import Annotated, TypeVar
 
 import msgspec
 from fastapi import APIRouter, Depends, Header, Path
-from pydantic import BaseModel
 
+from rota.application.commands.requests import Receipt
+from rota.application.errors import PortCode
+from rota.domain.errors import RotaError
 from rota.embedded.submission_values import Submission
-from rota.http.context import ApiContext, Idempotency
+from rota.http.context import ApiContext
 from rota.http.deps import context, scope
 from rota.http.errors import ApiError, HttpCode
 from rota.http.models import (
@@ -51,22 +59,24 @@ KeyHeader = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
-        description="required: the same key on a retry of the same request",
+        description=(
+            f"required, matching {IDEMPOTENCY_KEY}: names the request in the log; send the "
+            "same key when you retry the same request (a repeat appends nothing and gets the "
+            "first answer, after a restart too); another request under a used key is 422 "
+            "idempotency_key_reused"
+        ),
     ),
 ]
 RESPONSES = documented(*MUTATION)
+# A key recorded for another request: the request id's code, or the store's for an input's
+# key recorded with another payload.
+REUSED = frozenset({PortCode.REQUEST_ID_REUSED, PortCode.DELIVERY_CONFLICT})
 
 
-def once(
-    api: ApiContext,
-    token: Token,
-    key: str | None,
-    route: str,
-    body: BaseModel,
-    act: Callable[[str], T],
-) -> T:
-    """Check the key, run `act(key)` once per (token, key); a repeat gets the first answer.
-    The schedule mutations (`rota.http.routes.schedules`) use it too."""
+def once(api: ApiContext, key: str | None, act: Callable[[str], T]) -> T:
+    """Check the key, then run `act(key)`: the command records the key in the log, so a
+    repeat is answered from it. The schedule mutations (`rota.http.routes.schedules`) use
+    it too."""
     if api.read_only:
         raise ApiError(
             "rota serve is read-only: send mutations to a daemon (rota run --http)",
@@ -85,53 +95,50 @@ def once(
             code=HttpCode.INVALID_REQUEST,
             status=422,
         )
-    # Unset fields count: a submit without input is not the one with `"input": null`.
-    fingerprint = Idempotency.fingerprint(route, body.model_dump(mode="json", exclude_unset=True))
-    seen = api.idempotency.seen(token.name, key)
-    if seen is not None:
-        if seen[0] != fingerprint:
+    try:
+        return act(key)
+    except RotaError as error:
+        if error.code in REUSED:
             raise ApiError(
-                f"Idempotency-Key {key!r} was used for another request",
+                f"Idempotency-Key {key!r} was used for another request: {error}",
                 code=HttpCode.IDEMPOTENCY_KEY_REUSED,
                 status=422,
-            )
-        first: T = seen[1]
-        return first
-    answer = act(key)
-    api.idempotency.remember(token.name, key, fingerprint, answer)
-    return answer
+            ) from error
+        raise
 
 
 def _mutate(
     api: ApiContext,
-    token: Token,
     key: str | None,
-    route: str,
-    body: BaseModel,
     work_id: str,
-    act: Callable[[str], object],
+    act: Callable[[str], Receipt | int | None],
 ) -> Accepted:
-    """`once(...)` of a Work's command, answered with the Work's view."""
+    """`once(...)` of a Work's command, answered with its receipt and the Work's view."""
 
     def run(key: str) -> Accepted:
         scheduler = api.scheduler
-        act(key)
+        done = act(key)
         view = scheduler.work(work_id)
+        if isinstance(done, Receipt):
+            position = done.position
+        else:
+            position = done if done is not None else scheduler.store.head().position
         return Accepted(
             work=msgspec.to_builtins(view) if view is not None else {},
-            position=scheduler.store.head().position,
+            position=position,
+            request=msgspec.to_builtins(done) if isinstance(done, Receipt) else None,
         )
 
-    return once(api, token, key, route, body, run)
+    return once(api, key, run)
 
 
 @router.post("/works", responses=RESPONSES)
 def submit(api: Api, token: Operator, body: SubmitBody, key: KeyHeader = None) -> Accepted:
     """Define a Work and accept its input (the key is the input's key)."""
 
-    def act(key: str) -> object:
+    def act(key: str) -> int | None:
         given = "input" in body.model_fields_set
-        return api.scheduler.submit_one(
+        handle = api.scheduler.submit_one(
             Submission(
                 body.work,
                 binding=body.binding,
@@ -144,8 +151,9 @@ def submit(api: Api, token: Operator, body: SubmitBody, key: KeyHeader = None) -
                 safety=body.safety,
             )
         )
+        return handle.input_position
 
-    return _mutate(api, token, key, "submit", body, body.work, act)
+    return _mutate(api, key, body.work, act)
 
 
 @router.post("/work/{work_id}/inputs", responses=RESPONSES)
@@ -155,10 +163,7 @@ def accept(
     """Give a Work one more input (the key is the input's key)."""
     return _mutate(
         api,
-        token,
         key,
-        f"accept/{work_id}",
-        body,
         work_id,
         lambda key: api.scheduler.accept(
             work_id, body.input, key=key, correlation_key=body.correlation_key
@@ -173,12 +178,11 @@ def retry(
     """Manually retry a failed Work (`core.manual.retry`, by the token's name)."""
     return _mutate(
         api,
-        token,
         key,
-        f"retry/{work_id}",
-        body,
         work_id,
-        lambda key: api.scheduler.retry(work_id, reason=body.reason, requested_by=token.name),
+        lambda key: api.scheduler.retry(
+            work_id, reason=body.reason, requested_by=token.name, request_id=key
+        ),
     )
 
 
@@ -189,12 +193,11 @@ def cancel(
     """Cancel a Work: its attempt, waits, timers and input are fenced at once."""
     return _mutate(
         api,
-        token,
         key,
-        f"cancel/{work_id}",
-        body,
         work_id,
-        lambda key: api.scheduler.cancel(work_id, reason=body.reason, by=token.name),
+        lambda key: api.scheduler.cancel(
+            work_id, reason=body.reason, by=token.name, request_id=key
+        ),
     )
 
 
@@ -206,12 +209,9 @@ def release(
     is settled by its gate (`settle-gate`)."""
     return _mutate(
         api,
-        token,
         key,
-        f"release/{work_id}",
-        body,
         work_id,
-        lambda key: api.scheduler.release(work_id, kind=body.kind, by=token.name),
+        lambda key: api.scheduler.release(work_id, kind=body.kind, by=token.name, request_id=key),
     )
 
 
@@ -223,13 +223,10 @@ def settle_gate(
     Needs `admin`: it decides in the gate's place."""
     return _mutate(
         api,
-        token,
         key,
-        f"settle-gate/{work_id}",
-        body,
         work_id,
         lambda key: api.scheduler.settle_gate(
-            work_id, body.registration, admit=body.admit, reason=body.reason
+            work_id, body.registration, admit=body.admit, reason=body.reason, request_id=key
         ),
     )
 
@@ -241,12 +238,9 @@ def inject(
     """Give the running attempt an input now (the key is the input's key)."""
     return _mutate(
         api,
-        token,
         key,
-        f"inject/{work_id}",
-        body,
         work_id,
-        lambda key: api.scheduler.inject(work_id, body.input, key=key, by=token.name),
+        lambda key: api.scheduler.inject(work_id, body.input, by=token.name, request_id=key),
     )
 
 
@@ -257,10 +251,7 @@ def interrupt(
     """Fence the running attempt (the Work is ready again at once), then interrupt it."""
     return _mutate(
         api,
-        token,
         key,
-        f"interrupt/{work_id}",
-        body,
         work_id,
-        lambda key: api.scheduler.interrupt(work_id, by=token.name),
+        lambda key: api.scheduler.interrupt(work_id, by=token.name, request_id=key),
     )

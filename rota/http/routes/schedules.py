@@ -3,10 +3,10 @@ history, quarantine) and the schedule mutations: pause, resume, trigger.
 
 The reads are the facade's (`scheduler.schedules`, over
 `rota.application.queries.schedule_reads`), so the API, the CLI and the web view say the
-same. The mutations go through `rota.http.routes.mutations.once` (an `Idempotency-Key`,
-remembered by token and key); pause and resume record the token's name as the actor; a
-trigger's key is its fire's delivery identity (`schedule/<name>/manual/<key>`), so a repeat
-fires nothing, across restarts too.
+same. The mutations go through `rota.http.routes.mutations.once` (an `Idempotency-Key`);
+pause and resume record the token's name as the actor (a repeat is a no-op: already so);
+a trigger's key is its request id and its fire's key (`schedule/<name>/manual/<key>`), so
+a repeat fires nothing and answers with the first fire, across restarts too.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import msgspec
 from fastapi import APIRouter, Depends, Path, Query
 
+from rota.application.queries.schedule_views import TriggeredFire
 from rota.http.context import ApiContext
 from rota.http.deps import READ, context
 from rota.http.models import (
@@ -84,12 +85,13 @@ def schedule(api: Annotated[ApiContext, Depends(context)], name: Name) -> Schedu
     )
 
 
-def _answer(api: ApiContext, name: str, fired: str | None = None) -> ScheduleAccepted:
+def _answer(api: ApiContext, name: str, fired: TriggeredFire | None = None) -> ScheduleAccepted:
     scheduler = api.scheduler
     return ScheduleAccepted(
         schedule=msgspec.to_builtins(scheduler.schedules.show(name)),
-        fired=fired,
-        position=scheduler.store.head().position,
+        fired=fired.identity if fired else None,
+        repeated=fired.repeated if fired else False,
+        position=fired.position if fired else scheduler.store.head().position,
     )
 
 
@@ -104,7 +106,7 @@ def pause(
         api.scheduler.schedules.pause(name, actor=token.name, reason=body.reason)
         return _answer(api, name)
 
-    return once(api, token, key, f"schedule-pause/{name}", body, act)
+    return once(api, key, act)
 
 
 @router.post("/schedules/{name}/resume", responses=documented(*MUTATION))
@@ -118,18 +120,19 @@ def resume(
         api.scheduler.schedules.resume(name, actor=token.name, reason=body.reason)
         return _answer(api, name)
 
-    return once(api, token, key, f"schedule-resume/{name}", body, act)
+    return once(api, key, act)
 
 
 @router.post("/schedules/{name}/trigger", responses=documented(*MUTATION))
 def trigger(
     api: Api, token: Operator, name: Name, body: Empty, key: KeyHeader = None
 ) -> ScheduleAccepted:
-    """Fire the schedule now, outside its nominal times. The key is the fire's delivery
-    identity (`schedule/<name>/manual/<key>`): a repeat fires nothing (`fired` null)."""
+    """Fire the schedule now, outside its nominal times. The key is the request id and the
+    fire's key (`schedule/<name>/manual/<key>`): a repeat fires nothing and answers with
+    the first fire (`repeated` true)."""
 
     def act(key: str) -> ScheduleAccepted:
-        fired = api.scheduler.schedules.trigger_now(name, key=key, actor=token.name)
-        return _answer(api, name, fired.identity if fired else None)
+        fired = api.scheduler.schedules.trigger_now(name, actor=token.name, request_id=key)
+        return _answer(api, name, fired)
 
-    return once(api, token, key, f"schedule-trigger/{name}", body, act)
+    return once(api, key, act)
