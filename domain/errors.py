@@ -89,6 +89,9 @@ class DomainCode(ErrorCode):
     """Input or result data is over its encoded size limit: store less, or a reference."""
     PAYLOAD_TOO_DEEP = "payload_too_deep"
     """Input or result data is nested deeper than allowed: flatten it."""
+    INVALID_WAIT = "invalid_wait"
+    """A waiting result's wait predicate is malformed (a bad key or name, a schema keyword
+    outside the supported subset): the message names the field."""
     NOT_JSON = "not_json"
     """Input or result data holds a value JSON cannot hold exactly (NaN, a set, lone surrogates)."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import msgspec
 from msgspec.structs import replace
 
 from rota.domain.events import (
@@ -23,6 +24,7 @@ from rota.domain.events import (
     LeaseReleased,
     RecoveryPersisted,
     StopConfirmed,
+    WaitMatched,
 )
 from rota.domain.events.execution import _Outcome
 from rota.domain.evolve_recovery import controls_after
@@ -141,6 +143,8 @@ def on_resumed(work: WorkState, event: AttemptResumed, at: datetime) -> WorkStat
         released=False,
         remaining_seconds=None,
         consumed=(*attempt.consumed, *consumed),
+        wait=None,
+        wait_matched=(),
     )
     resumed = append_segment(
         resumed,
@@ -175,6 +179,8 @@ def _ended(work: WorkState, event: _Outcome, at: datetime, bump: int = 0) -> Wor
             data=event.data,
             status="parked",
             remaining_seconds=event.remaining_seconds,
+            wait=None if isinstance(event.wait, msgspec.UnsetType) else event.wait,
+            wait_matched=(),
         )
         return replace(
             work,
@@ -272,3 +278,16 @@ def _phase_end(
             break
     segment = replace(segment, phases=tuple(phases))
     return with_current(work, replace(attempt, segments=swap_open(attempt, segment)))
+
+
+def on_wait_matched(
+    work: WorkState, attempt: AttemptState, event: WaitMatched, position: int, at: datetime
+) -> WorkState:
+    """A named wait predicate's recorded verdict: the input under `key` may wake the park
+    it was judged for (a verdict for another park, or a repeat, changes nothing)."""
+    parked = attempt.status == "parked" and attempt.number == event.attempt
+    if not parked or event.epoch != attempt.epoch:
+        return work
+    if event.key in attempt.wait_matched:
+        return work
+    return with_current(work, replace(attempt, wait_matched=(*attempt.wait_matched, event.key)))

@@ -46,6 +46,7 @@ from rota.domain.events.execution import (
     RecoveryPersisted,
     StopConfirmed,
     TurnPublished,
+    WaitMatched,
 )
 from rota.domain.events.recovery import (
     AttemptAdopted,
@@ -115,6 +116,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     ControlDispatched,
     ControlAcknowledged,
     ControlSettled,
+    WaitMatched,
     *SCHEDULE_EVENTS,
 )
 
@@ -173,6 +175,7 @@ __all__ = [
     "ScopeCapacityClaimed",
     "StopConfirmed",
     "TurnPublished",
+    "WaitMatched",
     "WorkCancelled",
     "WorkHeld",
     "WorkSubmitted",

@@ -13,6 +13,7 @@ import msgspec
 
 from rota.domain.events.base import Event
 from rota.domain.policy import Pinned
+from rota.domain.waits_types import WaitPredicate
 
 SegmentKind = Literal["start", "resume", "recovered", "relaunched"]
 PhaseOutcome = Literal["ok", "failed", "cancelled"]
@@ -194,11 +195,33 @@ class AttemptHandedOff(_Outcome, tag="core.execution.handed_off", frozen=True, k
 
 
 class AttemptParked(_Outcome, tag="core.execution.parked", frozen=True, kw_only=True):
-    """The attempt parked to wait; its open segment ended with the remaining budget kept."""
+    """The attempt parked to wait; its open segment ended with the remaining budget kept.
+
+    `wait` is the predicate it registered (`{"kind": "key" | "schema" | "named", ...}`):
+    only input it matches resumes the attempt. Left out when none was registered (any
+    input wakes it), so a park without one encodes as it did before predicates existed.
+    """
 
     outcome_name: ClassVar[str] = "waiting"
 
     remaining_seconds: float
+    wait: WaitPredicate | msgspec.UnsetType = msgspec.UNSET
+
+
+class WaitMatched(Event, tag="core.execution.wait_matched", frozen=True, kw_only=True):
+    """A named wait predicate matched a pending input (by its key): it may resume the parked
+    attempt. Recorded because the predicate is code, not data: replay reads this verdict and
+    never calls the predicate again. `epoch` is the parked attempt's epoch.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "wait/<execution>/<epoch>/<input key>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    name: str
+    key: str
 
 
 class AttemptTimedOut(_Outcome, tag="core.execution.timed_out", frozen=True, kw_only=True):
