@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from rota.domain.errors import DomainCode, InvalidCommand
+from rota.domain.emit import Emit, work_stream
+from rota.domain.errors import DomainCode, InvalidCommand, Refusal
+from rota.domain.events import WaitMatched, WorkHeld
 from rota.domain.waits_types import KeyWait, NamedWait, SchemaWait, WaitPredicate
 
 if TYPE_CHECKING:  # (the state holds predicates and asks `waking_inputs`: no import cycle)
@@ -37,8 +39,12 @@ __all__ = [
     "WaitPredicate",
     "check_wait",
     "describe",
+    "hold_wait",
+    "judged",
     "matches",
+    "named_wait",
     "queued_reason",
+    "record_match",
     "waking_inputs",
 ]
 
@@ -237,3 +243,49 @@ def describe(wait: WaitPredicate | None) -> str:
     if isinstance(wait, SchemaWait):
         return f"input matching schema {msgspec.json.encode(wait.schema).decode()}"
     return f"named predicate {wait.name!r}"
+
+
+# -- named predicates: the application layer judges, the domain records ----------------
+
+
+def named_wait(work: WorkState) -> tuple[AttemptState, NamedWait] | None:
+    """The parked attempt and its named wait, when the Work waits on one and is not held."""
+    current = work.current
+    if work.terminal is not None or work.holds or current is None:
+        return None
+    if current.status != "parked" or not isinstance(current.wait, NamedWait):
+        return None
+    return current, current.wait
+
+
+def judged(work: WorkState) -> list[PendingInput]:
+    """The pending input a named wait has yet to match (what the application must judge)."""
+    found = named_wait(work)
+    if found is None:
+        return []
+    attempt, _ = found
+    return [p for p in work.pending if p.key not in attempt.wait_matched]
+
+
+def record_match(work: WorkState, attempt: int, epoch: int, key: str) -> Emit:
+    """Record that the named wait of parked attempt `attempt` at `epoch` matched input `key`."""
+    found = named_wait(work)
+    if found is None or found[0].number != attempt or found[0].epoch != epoch:
+        raise Refusal(
+            f"{work.work_id}/{attempt} is not parked at epoch {epoch} on a named wait",
+            code=DomainCode.NOT_CURRENT,
+        )
+    current, wait = found
+    if not any(p.key == key for p in work.pending):
+        raise Refusal(f"Work {work.work_id!r} has no pending input {key!r}", code=DomainCode.IDLE)
+    event = WaitMatched(work_id=work.work_id, attempt=attempt, epoch=epoch, name=wait.name, key=key)
+    delivery = f"wait/{current.execution_id}/{epoch}/{key}"
+    return Emit(work_stream(work.work_id), event, delivery)
+
+
+def hold_wait(work: WorkState, reason: str) -> Emit:
+    """Hold the Work (kind `wait`) when its named predicate cannot judge: unknown to this
+    scheduler (after a restart without it), or raising. An operator releases it once the
+    predicate is registered or fixed; its input is judged again then."""
+    event = WorkHeld(work_id=work.work_id, kind="wait", reason=reason, holder="rota")
+    return Emit(work_stream(work.work_id), event)
