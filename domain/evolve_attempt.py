@@ -24,7 +24,7 @@ from rota.domain.events import (
     LeaseReleased,
     RecoveryPersisted,
     StopConfirmed,
-    WaitMatched,
+    WaitJudged,
 )
 from rota.domain.events.execution import _Outcome
 from rota.domain.evolve_recovery import controls_after
@@ -145,6 +145,7 @@ def on_resumed(work: WorkState, event: AttemptResumed, at: datetime) -> WorkStat
         consumed=(*attempt.consumed, *consumed),
         wait=None,
         wait_matched=(),
+        wait_refused=(),
     )
     resumed = append_segment(
         resumed,
@@ -181,6 +182,7 @@ def _ended(work: WorkState, event: _Outcome, at: datetime, bump: int = 0) -> Wor
             remaining_seconds=event.remaining_seconds,
             wait=None if isinstance(event.wait, msgspec.UnsetType) else event.wait,
             wait_matched=(),
+            wait_refused=(),
         )
         return replace(
             work,
@@ -280,14 +282,18 @@ def _phase_end(
     return with_current(work, replace(attempt, segments=swap_open(attempt, segment)))
 
 
-def on_wait_matched(
-    work: WorkState, attempt: AttemptState, event: WaitMatched, position: int, at: datetime
+def on_wait_judged(
+    work: WorkState, attempt: AttemptState, event: WaitJudged, position: int, at: datetime
 ) -> WorkState:
-    """A named wait predicate's recorded verdict: the input under `key` may wake the park
-    it was judged for (a verdict for another park, or a repeat, changes nothing)."""
+    """A named wait predicate's recorded verdict on the input under `key` (a verdict for
+    another park, or a repeat, changes nothing)."""
     parked = attempt.status == "parked" and attempt.number == event.attempt
     if not parked or event.epoch != attempt.epoch:
         return work
-    if event.key in attempt.wait_matched:
+    if event.key in attempt.wait_matched or event.key in attempt.wait_refused:
         return work
-    return with_current(work, replace(attempt, wait_matched=(*attempt.wait_matched, event.key)))
+    if event.matched:
+        judged = replace(attempt, wait_matched=(*attempt.wait_matched, event.key))
+    else:
+        judged = replace(attempt, wait_refused=(*attempt.wait_refused, event.key))
+    return with_current(work, judged)

@@ -90,9 +90,10 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     recovery_epoch: int | None = None
     relaunches: int = 0
     # While parked: the wait predicate its waiting outcome registered (None: any input
-    # wakes it), and the input keys a named predicate was recorded to match.
+    # wakes it), and the input keys a named predicate was recorded to match, or not.
     wait: WaitPredicate | None = None
     wait_matched: tuple[str, ...] = ()
+    wait_refused: tuple[str, ...] = ()
 
     @property
     def execution_id(self) -> str:
@@ -228,9 +229,9 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         if current.status == "parked":
             # Only input its wait predicate matches resumes a parked attempt; other input
             # stays queued (rota.domain.waits).
-            return current.wait is None or bool(waking_inputs(self))
+            return current.wait is None or bool(waking_inputs(self) or unjudged(self))
         # Replacement waits until the ended attempt's processes are known to have stopped.
         return current.status == "ended" and current.stop_confirmed
 
 
-from rota.domain.waits import waking_inputs  # noqa: E402 (waits reads these types)
+from rota.domain.waits import unjudged, waking_inputs  # noqa: E402 (waits reads these types)

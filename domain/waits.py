@@ -26,7 +26,7 @@ import msgspec
 
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal
-from rota.domain.events import WaitMatched, WorkHeld
+from rota.domain.events import WaitJudged, WorkHeld
 from rota.domain.waits_types import KeyWait, NamedWait, SchemaWait, WaitPredicate
 
 if TYPE_CHECKING:  # (the state holds predicates and asks `waking_inputs`: no import cycle)
@@ -40,11 +40,12 @@ __all__ = [
     "check_wait",
     "describe",
     "hold_wait",
-    "judged",
     "matches",
     "named_wait",
     "queued_reason",
-    "record_match",
+    "record_verdict",
+    "schema_accepts",
+    "unjudged",
     "waking_inputs",
 ]
 
@@ -222,7 +223,9 @@ def queued_reason(attempt: AttemptState, item: PendingInput) -> str | None:
     if isinstance(wait, SchemaWait):
         return f"the wait's schema refuses it: {_why_not(wait.schema, item.payload, 'payload')}"
     assert isinstance(wait, NamedWait)
-    return f"named predicate {wait.name!r} has not matched it"
+    if item.key in attempt.wait_refused:
+        return f"named predicate {wait.name!r} did not match it"
+    return f"named predicate {wait.name!r} has not judged it yet (the next start pass does)"
 
 
 def waking_inputs(work: WorkState) -> list[PendingInput]:
@@ -258,17 +261,18 @@ def named_wait(work: WorkState) -> tuple[AttemptState, NamedWait] | None:
     return current, current.wait
 
 
-def judged(work: WorkState) -> list[PendingInput]:
-    """The pending input a named wait has yet to match (what the application must judge)."""
+def unjudged(work: WorkState) -> list[PendingInput]:
+    """The pending input a named wait has yet to judge (what the application must ask)."""
     found = named_wait(work)
     if found is None:
         return []
     attempt, _ = found
-    return [p for p in work.pending if p.key not in attempt.wait_matched]
+    judged = {*attempt.wait_matched, *attempt.wait_refused}
+    return [p for p in work.pending if p.key not in judged]
 
 
-def record_match(work: WorkState, attempt: int, epoch: int, key: str) -> Emit:
-    """Record that the named wait of parked attempt `attempt` at `epoch` matched input `key`."""
+def record_verdict(work: WorkState, attempt: int, epoch: int, key: str, matched: bool) -> Emit:
+    """Record a named wait's verdict on input `key`, for parked attempt `attempt` at `epoch`."""
     found = named_wait(work)
     if found is None or found[0].number != attempt or found[0].epoch != epoch:
         raise Refusal(
@@ -278,7 +282,9 @@ def record_match(work: WorkState, attempt: int, epoch: int, key: str) -> Emit:
     current, wait = found
     if not any(p.key == key for p in work.pending):
         raise Refusal(f"Work {work.work_id!r} has no pending input {key!r}", code=DomainCode.IDLE)
-    event = WaitMatched(work_id=work.work_id, attempt=attempt, epoch=epoch, name=wait.name, key=key)
+    event = WaitJudged(
+        work_id=work.work_id, attempt=attempt, epoch=epoch, name=wait.name, key=key, matched=matched
+    )
     delivery = f"wait/{current.execution_id}/{epoch}/{key}"
     return Emit(work_stream(work.work_id), event, delivery)
 

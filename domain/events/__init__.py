@@ -46,7 +46,7 @@ from rota.domain.events.execution import (
     RecoveryPersisted,
     StopConfirmed,
     TurnPublished,
-    WaitMatched,
+    WaitJudged,
 )
 from rota.domain.events.recovery import (
     AttemptAdopted,
@@ -116,7 +116,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     ControlDispatched,
     ControlAcknowledged,
     ControlSettled,
-    WaitMatched,
+    WaitJudged,
     *SCHEDULE_EVENTS,
 )
 
@@ -175,7 +175,7 @@ __all__ = [
     "ScopeCapacityClaimed",
     "StopConfirmed",
     "TurnPublished",
-    "WaitMatched",
+    "WaitJudged",
     "WorkCancelled",
     "WorkHeld",
     "WorkSubmitted",

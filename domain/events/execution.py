@@ -208,10 +208,11 @@ class AttemptParked(_Outcome, tag="core.execution.parked", frozen=True, kw_only=
     wait: WaitPredicate | msgspec.UnsetType = msgspec.UNSET
 
 
-class WaitMatched(Event, tag="core.execution.wait_matched", frozen=True, kw_only=True):
-    """A named wait predicate matched a pending input (by its key): it may resume the parked
-    attempt. Recorded because the predicate is code, not data: replay reads this verdict and
-    never calls the predicate again. `epoch` is the parked attempt's epoch.
+class WaitJudged(Event, tag="core.execution.wait_judged", frozen=True, kw_only=True):
+    """A named wait predicate judged a pending input (by its key): `matched` input may
+    resume the parked attempt, other input stays queued. Recorded because the predicate is
+    code, not data: replay reads this verdict and never calls the predicate again. `epoch`
+    is the parked attempt's epoch; each input is judged once per park.
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
@@ -222,6 +223,7 @@ class WaitMatched(Event, tag="core.execution.wait_matched", frozen=True, kw_only
     epoch: int
     name: str
     key: str
+    matched: bool
 
 
 class AttemptTimedOut(_Outcome, tag="core.execution.timed_out", frozen=True, kw_only=True):

@@ -11,8 +11,9 @@ import pytest
 from rota.domain import lifecycle as lc
 from rota.domain import waits
 from rota.domain.errors import InvalidCommand
-from rota.domain.events import AttemptParked, AttemptResumed, WaitMatched
+from rota.domain.events import AttemptParked, AttemptResumed, WaitJudged
 from rota.domain.evolve import evolve
+from rota.domain.recovery import release_hold
 from rota.domain.results import Result, validate_result
 from rota.domain.state import PendingInput
 from rota.domain.waits import KeyWait, NamedWait, SchemaWait
@@ -144,17 +145,49 @@ def test_a_named_wait_resumes_only_on_a_recorded_match() -> None:
     story = parked(NamedWait(name="approved"))
     give(story, "k1", {"ok": False})
     give(story, "k2", {"ok": True})
-    assert not story.state.startable  # the domain never calls the predicate itself
-    assert [p.key for p in waits.judged(story.state)] == ["k1", "k2"]
-    (emit,) = story.when(lambda w: waits.record_match(w, 1, 1, "k2"))
-    assert emit.delivery_id == "wait/w/1/1/k2"
-    assert isinstance(emit.event, WaitMatched)
-    assert waits.judged(story.state)[0].key == "k1"
+    # The domain never calls the predicate: unjudged input makes the Work a candidate for
+    # the start pass, which asks the application to judge it, and nothing wakes it yet.
+    assert [p.key for p in waits.unjudged(story.state)] == ["k1", "k2"]
+    assert waits.waking_inputs(story.state) == []
+    story.refused(lambda w: lc.claim(w, now=story.now, owner="h2", pinned=pinned()), "idle")
+    story.when(lambda w: waits.record_verdict(w, 1, 1, "k1", False))
+    (yes,) = story.when(lambda w: waits.record_verdict(w, 1, 1, "k2", True))
+    assert yes.delivery_id == "wait/w/1/1/k2"
+    assert isinstance(yes.event, WaitJudged) and yes.event.matched
+    assert waits.unjudged(story.state) == []
+    attempt = story.state.current
+    assert attempt is not None
+    assert waits.queued_reason(attempt, story.state.pending[0]) == (
+        "named predicate 'approved' did not match it"
+    )
     resumed = resume(story)
     assert resumed.wake == story.state.current.segments[-1].wake  # type: ignore[union-attr]
     assert [p.key for p in story.state.pending] == ["k1"]
-    # A verdict recorded for an older park matches nothing now.
-    story.refused(lambda w: waits.record_match(w, 1, 1, "k1"), "not_current")
+    # A verdict recorded for an older park judges nothing now.
+    story.refused(lambda w: waits.record_verdict(w, 1, 1, "k1", True), "not_current")
+
+
+def test_a_refused_input_is_judged_again_by_the_next_named_wait() -> None:
+    story = parked(NamedWait(name="n"))
+    give(story, "k1")
+    give(story, "k2")
+    story.when(lambda w: waits.record_verdict(w, 1, 1, "k1", False))
+    story.when(lambda w: waits.record_verdict(w, 1, 1, "k2", True))
+    resume(story)
+    again = Result(outcome="waiting", wait=NamedWait(name="m"))
+    story.when(lambda w: lc.finish(w, 1, 2, story.now, again))
+    assert [p.key for p in waits.unjudged(story.state)] == ["k1"]
+    assert story.state.startable
+
+
+def test_a_wait_hold_is_released_by_an_operator() -> None:
+    story = parked(NamedWait(name="gone"))
+    give(story, "k1")
+    story.when(lambda w: waits.hold_wait(w, "named wait predicate 'gone' is not registered"))
+    assert story.state.state == "held" and not story.state.startable
+    assert waits.unjudged(story.state) == []  # a held Work is not judged
+    story.when(lambda w: release_hold(w, work_id="w", kind=None))
+    assert story.state.startable and [p.key for p in waits.unjudged(story.state)] == ["k1"]
 
 
 def test_a_park_without_a_predicate_is_woken_by_any_input_and_encodes_as_before() -> None:
@@ -175,7 +208,7 @@ def test_a_park_without_a_predicate_is_woken_by_any_input_and_encodes_as_before(
 def test_replaying_the_log_gives_the_same_state() -> None:
     story = parked(NamedWait(name="n"))
     give(story, "k1")
-    story.when(lambda w: waits.record_match(w, 1, 1, "k1"))
+    story.when(lambda w: waits.record_verdict(w, 1, 1, "k1", True))
     resume(story)
     replayed = None
     for position, emit in story.log:
