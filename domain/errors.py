@@ -145,6 +145,8 @@ class DomainCode(ErrorCode):
     """Waiting: the start gates are being asked, or could not decide (nothing is held)."""
     GATE_HELD = "gate_held"
     """Waiting: a start gate holds the Work (`core.gate.held`) until it is settled."""
+    WAIT_UNJUDGED = "wait_unjudged"
+    """Waiting: a parked attempt's named wait predicate is asked about new input first."""
     OVER_BUDGET = "over_budget"
     """Waiting: a budget ledger is at its max (`core.budget.held`): raise it or release the hold."""
 

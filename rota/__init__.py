@@ -24,6 +24,7 @@ from rota.api_errors import (
     WorkCancelled,
     WorkFailed,
 )
+from rota.application.commands.waits import InjectAnswer
 from rota.application.errors import (
     ConcurrencyConflict,
     CorruptRecord,
@@ -33,7 +34,15 @@ from rota.application.errors import (
     StoreError,
     StoreUnavailable,
 )
-from rota.application.ports import Clock, Executor, Gate, GateAnswer, LaunchContext, StartHold
+from rota.application.ports import (
+    Clock,
+    Executor,
+    Gate,
+    GateAnswer,
+    LaunchContext,
+    StartHold,
+    WaitCheck,
+)
 from rota.application.queries.schedule_views import (
     BackfillResult,
     HistoryEntry,
@@ -54,6 +63,7 @@ from rota.application.queries.work_views import (
     RetryView,
     SegmentView,
     WaitingView,
+    WaitView,
     WorkSummary,
     WorkView,
 )
@@ -69,6 +79,7 @@ from rota.domain.failures import FailureCode
 from rota.domain.policy import Binding, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.domain.state import PendingInput, WorkState
+from rota.domain.waits_types import KeyWait, NamedWait, SchemaWait, WaitPredicate
 from rota.embedded.handles import WorkHandle
 from rota.embedded.opening import open
 from rota.embedded.registering import TypedBinding
@@ -102,11 +113,14 @@ __all__ = [
     "GateAnswer",
     "HistoryEntry",
     "HoldView",
+    "InjectAnswer",
     "InvalidCommand",
     "InvalidExecutorConfig",
+    "KeyWait",
     "LaunchContext",
     "LeaseLost",
     "ManualClock",
+    "NamedWait",
     "NotEligible",
     "PendingInput",
     "PendingView",
@@ -122,6 +136,7 @@ __all__ = [
     "ScheduleView",
     "Scheduler",
     "SchemaError",
+    "SchemaWait",
     "SegmentView",
     "Settings",
     "StartHold",
@@ -132,7 +147,10 @@ __all__ = [
     "TriggeredFire",
     "TypedBinding",
     "UpcomingTime",
+    "WaitCheck",
+    "WaitPredicate",
     "WaitTimeout",
+    "WaitView",
     "WaitingView",
     "WorkCancelled",
     "WorkFailed",

@@ -35,8 +35,16 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar, Unpack, overload
 
 from rota.api_errors import WaitTimeout
+from rota.application.commands.waits import InjectAnswer
 from rota.application.host import TickReport
-from rota.application.ports import Clock, Environment, EventStore, Gate, LaunchContext
+from rota.application.ports import (
+    Clock,
+    Environment,
+    EventStore,
+    Gate,
+    LaunchContext,
+    WaitCheck,
+)
 from rota.application.queries.capacity import CapacityDict
 from rota.application.queries.work_views import AttemptView, EventView, WorkSummary, WorkView
 from rota.domain.policy import ControlFallback, HandoffPolicy, RetryPolicy
@@ -294,8 +302,11 @@ class AsyncScheduler:
 
     async def inject(
         self, work_id: str, payload: Any, *, key: str | None = None, by: str = "operator"
-    ) -> None:
-        await asyncio.to_thread(lambda: self.sync.inject(work_id, payload, key=key, by=by))
+    ) -> InjectAnswer:
+        return await asyncio.to_thread(lambda: self.sync.inject(work_id, payload, key=key, by=by))
+
+    async def register_wait_predicate(self, name: str, check: WaitCheck) -> None:
+        await asyncio.to_thread(lambda: self.sync.register_wait_predicate(name, check))
 
     async def interrupt(self, work_id: str, *, by: str = "operator") -> None:
         await asyncio.to_thread(lambda: self.sync.interrupt(work_id, by=by))

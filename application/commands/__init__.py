@@ -6,7 +6,8 @@ through the one transaction loop (DESIGN.md, "The flow of one transition").
 - `recovery`: recover expired attempts, lose, adopt, release holds;
 - `admission`: budgets, ledgers, gates, cancellation outside the start pass;
 - `control`: inject, interrupt, dispatch passes and answers;
-- `schedules`: define, pause, resume, remove, trigger, backfill, and the fires.
+- `schedules`: define, pause, resume, remove, trigger, backfill, and the fires;
+- `waits`: named wait predicates, and the verdicts they record for parked attempts.
 
 `SchedulerService` (`rota.application.service`) composes them. Reads are not here: every
 read model is a query of `rota.application.queries`.
