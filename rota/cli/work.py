@@ -11,6 +11,7 @@ from typing import Any, get_args
 
 import msgspec
 
+from rota.application.commands.waits import InjectAnswer
 from rota.application.queries.work_views import WorkSummary, WorkView
 from rota.cli.common import UsageError, open_rota, print_json, read_input
 from rota.domain.errors import DomainCode, RotaError
@@ -185,11 +186,20 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_inject(args: argparse.Namespace) -> int:
     payload = read_input(args.input)
+    answers: list[InjectAnswer] = []
     return _act(
         args,
-        lambda s: s.inject(args.work, payload, key=args.input_key, by=args.by),
-        lambda view: f"{args.work}: inject requested; it is delivered by the running daemon",
+        lambda s: answers.append(s.inject(args.work, payload, key=args.input_key, by=args.by)),
+        lambda view: _injected(args.work, answers[0]),
     )
+
+
+def _injected(work: str, answer: InjectAnswer) -> str:
+    if answer.delivery == "wake":
+        return f"{work}: input {answer.key} matches the wait; the parked attempt resumes"
+    if answer.delivery == "queued":
+        return f"{work}: input {answer.key} queued: {answer.queued}"
+    return f"{work}: inject requested; it is delivered by the running daemon"
 
 
 def cmd_interrupt(args: argparse.Namespace) -> int:
@@ -365,7 +375,11 @@ def register(commands: Any) -> None:
     cancel.add_argument("--reason", help="why (recorded in the log)")
     _operator_options(cancel, cmd_cancel, who="cancels")
 
-    inject = commands.add_parser("inject", help="give the running attempt an input now")
+    inject = commands.add_parser(
+        "inject",
+        help="give the running attempt an input now (in-process executors take it, shell "
+        "does not), or a parked attempt's wait an input",
+    )
     inject.add_argument("work", metavar="WORK")
     inject.add_argument("--input", required=True, metavar="JSON", help=INPUT_HELP)
     inject.add_argument("--input-key", metavar="KEY", help="idempotency key (default: derived)")

@@ -198,3 +198,8 @@ class Empty(Body):
 class Accepted(BaseModel):
     work: dict[str, Any] = Field(description="the Work's view after the command")
     position: int = Field(description="the log head after the command")
+    inject: dict[str, Any] | None = Field(
+        default=None,
+        description="an inject's answer: `delivery` is `control` (to the running attempt), "
+        "`wake` (its input resumes the parked attempt) or `queued` (with `queued`: why not)",
+    )

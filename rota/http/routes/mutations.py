@@ -238,16 +238,20 @@ def settle_gate(
 def inject(
     api: Api, token: Operator, work_id: WorkId, body: InjectBody, key: KeyHeader = None
 ) -> Accepted:
-    """Give the running attempt an input now (the key is the input's key)."""
-    return _mutate(
-        api,
-        token,
-        key,
-        f"inject/{work_id}",
-        body,
-        work_id,
-        lambda key: api.scheduler.inject(work_id, body.input, key=key, by=token.name),
-    )
+    """Give the running attempt an input now (the key is the input's key); a parked
+    attempt takes it through its wait (`inject.delivery`: `wake` or `queued`, and why)."""
+
+    def run(key: str) -> Accepted:
+        scheduler = api.scheduler
+        answer = scheduler.inject(work_id, body.input, key=key, by=token.name)
+        view = scheduler.work(work_id)
+        return Accepted(
+            work=msgspec.to_builtins(view) if view is not None else {},
+            position=scheduler.store.head().position,
+            inject=msgspec.to_builtins(answer),
+        )
+
+    return once(api, token, key, f"inject/{work_id}", body, run)
 
 
 @router.post("/work/{work_id}/interrupt", responses=RESPONSES)
