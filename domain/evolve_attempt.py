@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import msgspec
 from msgspec.structs import replace
 
 from rota.domain.events import (
@@ -180,7 +179,7 @@ def _ended(work: WorkState, event: _Outcome, at: datetime, bump: int = 0) -> Wor
             data=event.data,
             status="parked",
             remaining_seconds=event.remaining_seconds,
-            wait=None if isinstance(event.wait, msgspec.UnsetType) else event.wait,
+            wait=event.wait,
             wait_matched=(),
             wait_refused=(),
         )

@@ -7,8 +7,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-import msgspec
-
 from rota.domain.emit import Emit, turn_stream, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, LeaseLost, Refusal
 from rota.domain.events import (
@@ -57,8 +55,7 @@ def finish(work: WorkState, attempt: int, epoch: int, now: datetime, result: Res
         outcome = AttemptHandedOff(**common)
     elif result.outcome == "waiting":
         remaining = _remaining_budget(current, now)
-        wait = msgspec.UNSET if result.wait is None else result.wait
-        outcome = AttemptParked(**common, remaining_seconds=remaining, wait=wait)
+        outcome = AttemptParked(**common, remaining_seconds=remaining, wait=result.wait)
     else:
         return _failed(work, current, now, result, common)
     emits = [Emit(work_stream(work.work_id), outcome)]

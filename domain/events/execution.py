@@ -198,14 +198,14 @@ class AttemptParked(_Outcome, tag="core.execution.parked", frozen=True, kw_only=
     """The attempt parked to wait; its open segment ended with the remaining budget kept.
 
     `wait` is the predicate it registered (`{"kind": "key" | "schema" | "named", ...}`):
-    only input it matches resumes the attempt. Left out when none was registered (any
-    input wakes it), so a park without one encodes as it did before predicates existed.
+    only input it matches resumes the attempt; null when none was registered (any input
+    wakes it), as every park recorded before predicates existed decodes.
     """
 
     outcome_name: ClassVar[str] = "waiting"
 
     remaining_seconds: float
-    wait: WaitPredicate | msgspec.UnsetType = msgspec.UNSET
+    wait: WaitPredicate | None = None
 
 
 class WaitJudged(Event, tag="core.execution.wait_judged", frozen=True, kw_only=True):
