@@ -341,6 +341,7 @@ __all__ = [
     "RetryView",
     "SegmentView",
     "View",
+    "WaitView",
     "WaitingView",
     "WorkSummary",
     "WorkView",
