@@ -5,6 +5,8 @@ event id starts the resumed segment; named verdicts are recorded, so replay neve
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -199,3 +201,36 @@ def test_register_wait_predicate_refuses_a_bad_name(scheduler: rota.Scheduler) -
     with pytest.raises(rota.InvalidCommand) as refused:
         scheduler.register_wait_predicate("Bad Name", lambda item: True)
     assert refused.value.code == "invalid_wait"
+
+
+def test_rota_inject_says_whether_the_input_wakes_or_is_queued(tmp_path: Path) -> None:
+    store = tmp_path / "cli.db"
+    with rota.open(store, owner="setup") as s:
+        s.register("waiter", lambda ctx: None)
+        for work, wait in (("k", rota.KeyWait(key="go")), ("n", rota.NamedWait(name="ok"))):
+            s.submit(work, binding="waiter", input="start")
+            (claimed,) = s.service.lifecycle.start_pass().claimed
+            waiting = rota.Result(outcome="waiting", wait=wait)
+            s.service.lifecycle.finish(claimed.attempt.execution_id, 1, waiting)
+
+    def inject(work: str, key: str) -> str:
+        args = ["inject", work, "--input", "1", "--input-key", key]
+        done = subprocess.run(
+            [sys.executable, "-P", "-m", "rota", "--store", str(store), *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert (
+        inject("k", "chat") == "k: input chat queued: the wait is for input key 'go', not 'chat'\n"
+    )
+    assert inject("k", "go") == "k: input go matches the wait; the parked attempt resumes\n"
+    # A named predicate is judged by the process that registered it: not this one.
+    assert inject("n", "a") == (
+        "n: input a queued: named predicate 'ok' has not judged it yet (the next start pass does)\n"
+    )
