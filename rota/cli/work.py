@@ -56,6 +56,7 @@ def _describe(view: WorkView) -> list[str]:
     if view.pending:
         keys = ", ".join(p.key for p in view.pending)
         lines.append(f"  pending input: {keys}")
+        lines.extend(f"    {p.key} queued: {p.queued}" for p in view.pending if p.queued)
     for attempt in view.attempts:
         line = f"  attempt {attempt.number} (epoch {attempt.epoch}): {attempt.state}"
         if attempt.outcome:
@@ -67,6 +68,8 @@ def _describe(view: WorkView) -> list[str]:
         lines.append(line)
         if attempt.data is not None:
             lines.append(f"    data: {msgspec.json.encode(attempt.data).decode()}")
+        if attempt.wait is not None:
+            lines.append(f"    waits for: {attempt.wait.describe}")
     retry = view.retry
     if retry.blocked_reason == "permanent_failure":
         # The domain counts a permanent failure as the whole budget spent (no retry is

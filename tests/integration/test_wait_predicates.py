@@ -230,6 +230,16 @@ def test_rota_inject_says_whether_the_input_wakes_or_is_queued(tmp_path: Path) -
         inject("k", "chat") == "k: input chat queued: the wait is for input key 'go', not 'chat'\n"
     )
     assert inject("k", "go") == "k: input go matches the wait; the parked attempt resumes\n"
+    shown = subprocess.run(
+        [sys.executable, "-P", "-m", "rota", "--store", str(store), "work", "show", "k"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    ).stdout
+    assert "    chat queued: the wait is for input key 'go', not 'chat'\n" in shown
+    assert "    waits for: input key 'go'\n" in shown
     # A named predicate is judged by the process that registered it: not this one.
     assert inject("n", "a") == (
         "n: input a queued: named predicate 'ok' has not judged it yet (the next start pass does)\n"
