@@ -152,6 +152,7 @@ def test_a_named_wait_is_judged_once_and_replay_never_asks_again(
     replayed = SchedulerProjection()
     fold(scheduler.store, [replayed])
     assert replayed.works["w"] == scheduler.service.projection.works["w"]
+    assert replayed.digest() == scheduler.service.projection.digest()
     assert asked == []
 
 
