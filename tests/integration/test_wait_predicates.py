@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres import schema_url, temporary_schema
 
 import rota
 from rota.domain.events import WaitJudged
@@ -245,3 +246,32 @@ def test_rota_inject_says_whether_the_input_wakes_or_is_queued(tmp_path: Path) -
     assert inject("n", "a") == (
         "n: input a queued: named predicate 'ok' has not judged it yet (the next start pass does)\n"
     )
+
+
+def test_waits_and_verdicts_survive_a_restart_on_postgresql() -> None:
+    with temporary_schema() as schema:
+        url = schema_url(schema)
+        with rota.open(url, owner="pg-a") as s:
+            s.register("agent", lambda ctx: None)
+            s.register_wait_predicate("ok", lambda item: item.payload == "yes")
+            s.submit("w", binding="agent", input="start")
+            (claimed,) = s.service.lifecycle.start_pass().claimed
+            waiting = rota.Result(outcome="waiting", wait=rota.NamedWait(name="ok"))
+            s.service.lifecycle.finish(claimed.attempt.execution_id, 1, waiting)
+            assert s.inject("w", "no", key="k1").delivery == "queued"
+            before = s.service.projection.works["w"]
+        # A restart without the predicate: the recorded verdict stands, nothing is re-asked.
+        with rota.open(url, owner="pg-b") as s:
+            s.register("agent", lambda ctx: None)
+            assert s.service.projection.works["w"] == before
+            view = s.work("w")
+            assert view is not None and view.attempts[0].wait is not None
+            assert view.pending[0].queued == "named predicate 'ok' did not match it"
+            replayed = SchedulerProjection()
+            fold(s.store, [replayed])
+            assert replayed.works["w"] == before
+            # New input it cannot judge here holds the Work, with the reason.
+            s.inject("w", "yes", key="k2")
+            s.tick()
+            view = s.work("w")
+            assert view is not None and view.holds[0].kind == "wait"
