@@ -350,6 +350,10 @@ class Host:
         gated = bool(self.gates)
         invoke = self.launches.invoked_with_claim
         start = self.service.lifecycle.start_pass(self.start_batch, gated=gated, invoke=invoke)
+        if start.judge and self.service.waits.judge(start.judge):
+            # Named wait predicates judged new input (outside any write): admit again.
+            again = self.service.lifecycle.start_pass(self.start_batch, gated=gated, invoke=invoke)
+            start = StartPass([*start.claimed, *again.claimed], again.waiting, again.asks)
         decisions: dict[str, GateDecision] = {}
         for _ in range(GATE_ROUNDS):
             if not start.asks:

@@ -3,7 +3,7 @@
 `SchedulerService` owns one `Transactions` loop (the store, the scheduler projection, the
 lock) and one `Configuration` (bindings, registrations, settings), and composes the
 command groups over them: `lifecycle` (Work, input, starts, fenced writes, outcomes,
-timers), `recovery`, `admission`, `control` and `schedules`. Each group decides with
+timers), `recovery`, `admission`, `control`, `schedules` and `waits`. Each group decides with
 `rota.domain` and appends through the one loop (see DESIGN.md, "The flow of one transition"). The
 properties below expose the state the groups share, for the host, the views and replay.
 """
@@ -19,6 +19,7 @@ from rota.application.commands.control import ControlCommands, Dispatch
 from rota.application.commands.lifecycle import Claimed, LifecycleCommands, StartPass
 from rota.application.commands.recovery import Recovered, RecoveryCommands, RecoveryPass
 from rota.application.commands.schedules import ScheduleCommands
+from rota.application.commands.waits import WaitCommands
 from rota.application.configuration import Configuration, config_generation
 from rota.application.live_projections import LiveProjections
 from rota.application.ports import AppendObserver, EventStore, ProjectionStore
@@ -53,6 +54,7 @@ class SchedulerService:
         self.admission = AdmissionCommands(self.transactions, self.configuration)
         self.control = ControlCommands(self.transactions, self.configuration)
         self.schedules = ScheduleCommands(self.transactions, self.configuration)
+        self.waits = WaitCommands(self.transactions, self.configuration)
         # Counts over every Work (the HTTP overview, holds, metrics), counted on first use.
         self.tallies = Tallies(self.transactions)
 

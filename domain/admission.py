@@ -1,6 +1,8 @@
 """Admission: which ready Work may start now, and what each start records. Pure.
 
 A start pass walks ready Work oldest first and, for each, checks in order:
+0. a parked Work whose named wait predicate has input to judge, and no input it already
+   matched, is handed back to be judged (`Plan.judge`, `wait_unjudged`), like the gates;
 1. its own pool, against that pool's limit only (`Settings.pool_limit`; 0: unbounded):
    `capacity_pool` (a `pool_limits` entry), `capacity_job_concurrency` (`jobs`) or
    `capacity_concurrency` (`agents`, and a declared pool without an entry);
@@ -41,6 +43,7 @@ from rota.domain.events.admission import (
 )
 from rota.domain.policy import Pinned, Settings
 from rota.domain.state import WorkState
+from rota.domain.waits import unjudged, waking_inputs
 
 GateVerdict = Literal["let", "hold", "error"]
 LEDGERS = "budget/ledgers"
@@ -73,6 +76,9 @@ class Plan(msgspec.Struct):
     fences: set[str]
     started: list[str]
     asks: list[str]
+    # Parked Work whose named wait predicate has pending input to judge (asked outside
+    # any write by the application, like the start gates; rota.domain.waits).
+    judge: list[str] = msgspec.field(default_factory=list)
 
 
 def ancestors(scope: str) -> list[str]:
@@ -111,6 +117,11 @@ def plan_starts(
     for work in works:
         if len(plan.started) >= limit:
             break
+        if unjudged(work) and not waking_inputs(work):
+            plan.judge.append(work.work_id)
+            detail = "its named wait predicate is asked about new input"
+            plan.waiting.append(Waiting(work.work_id, DomainCode.WAIT_UNJUDGED, detail))
+            continue
         try:
             pinned = _pin(work, pin)
         except NotEligible as refusal:

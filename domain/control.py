@@ -57,7 +57,16 @@ def request_inject(
     key: str | None = None,
     requested_by: str = "operator",
 ) -> list[Emit]:
-    """Accept input for the Work and ask its running attempt to take it now."""
+    """Accept input for the Work and ask its running attempt to take it now.
+
+    A parked attempt takes injected input through its wait instead: the input is accepted
+    (no control intent: nothing runs to deliver it to) and resumes the attempt when its wait
+    predicate matches it, or stays queued (rota.domain.waits)."""
+    current = work.current if work is not None else None
+    if work is not None and work.terminal is None and current and current.status == "parked":
+        check_payload(payload, "input payload")
+        key = key if key is not None else derived_input_key(payload)
+        return [accept_input(work, work_id=work_id, payload=payload, key=key)]
     work, attempt = _live(work, work_id)
     _capable(attempt, "inject")
     check_payload(payload, "input payload")  # before the key: a hash of it needs JSON

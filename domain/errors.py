@@ -89,6 +89,9 @@ class DomainCode(ErrorCode):
     """Input or result data is over its encoded size limit: store less, or a reference."""
     PAYLOAD_TOO_DEEP = "payload_too_deep"
     """Input or result data is nested deeper than allowed: flatten it."""
+    INVALID_WAIT = "invalid_wait"
+    """A waiting result's wait predicate is malformed (a bad key or name, a schema keyword
+    outside the supported subset): the message names the field."""
     NOT_JSON = "not_json"
     """Input or result data holds a value JSON cannot hold exactly (NaN, a set, lone surrogates)."""
 
@@ -142,6 +145,8 @@ class DomainCode(ErrorCode):
     """Waiting: the start gates are being asked, or could not decide (nothing is held)."""
     GATE_HELD = "gate_held"
     """Waiting: a start gate holds the Work (`core.gate.held`) until it is settled."""
+    WAIT_UNJUDGED = "wait_unjudged"
+    """Waiting: a parked attempt's named wait predicate is asked about new input first."""
     OVER_BUDGET = "over_budget"
     """Waiting: a budget ledger is at its max (`core.budget.held`): raise it or release the hold."""
 

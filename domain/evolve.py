@@ -28,6 +28,7 @@ from rota.domain.events import (
     RetryArmed,
     RetryFired,
     StopConfirmed,
+    WaitJudged,
     WorkSubmitted,
 )
 from rota.domain.events.admission import (
@@ -63,6 +64,7 @@ from rota.domain.evolve_attempt import (
     on_released,
     on_resumed,
     on_stop_confirmed,
+    on_wait_judged,
 )
 from rota.domain.evolve_recovery import control, interrupted
 from rota.domain.evolve_work import (
@@ -183,6 +185,7 @@ _RULES: tuple[tuple[type | tuple[type, ...], Rule], ...] = (
     (LeaseReleased, _on_current(on_released)),
     (RecoveryPersisted, _on_current(on_recovery_persisted)),
     (StopConfirmed, _on_current(on_stop_confirmed)),
+    (WaitJudged, _on_current(on_wait_judged)),
 )
 _RESOLVED: dict[type, Rule] = {}
 

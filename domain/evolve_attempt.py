@@ -23,6 +23,7 @@ from rota.domain.events import (
     LeaseReleased,
     RecoveryPersisted,
     StopConfirmed,
+    WaitJudged,
 )
 from rota.domain.events.execution import _Outcome
 from rota.domain.evolve_recovery import controls_after
@@ -141,6 +142,9 @@ def on_resumed(work: WorkState, event: AttemptResumed, at: datetime) -> WorkStat
         released=False,
         remaining_seconds=None,
         consumed=(*attempt.consumed, *consumed),
+        wait=None,
+        wait_matched=(),
+        wait_refused=(),
     )
     resumed = append_segment(
         resumed,
@@ -175,6 +179,9 @@ def _ended(work: WorkState, event: _Outcome, at: datetime, bump: int = 0) -> Wor
             data=event.data,
             status="parked",
             remaining_seconds=event.remaining_seconds,
+            wait=event.wait,
+            wait_matched=(),
+            wait_refused=(),
         )
         return replace(
             work,
@@ -272,3 +279,20 @@ def _phase_end(
             break
     segment = replace(segment, phases=tuple(phases))
     return with_current(work, replace(attempt, segments=swap_open(attempt, segment)))
+
+
+def on_wait_judged(
+    work: WorkState, attempt: AttemptState, event: WaitJudged, position: int, at: datetime
+) -> WorkState:
+    """A named wait predicate's recorded verdict on the input under `key` (a verdict for
+    another park, or a repeat, changes nothing)."""
+    parked = attempt.status == "parked" and attempt.number == event.attempt
+    if not parked or event.epoch != attempt.epoch:
+        return work
+    if event.key in attempt.wait_matched or event.key in attempt.wait_refused:
+        return work
+    if event.matched:
+        judged = replace(attempt, wait_matched=(*attempt.wait_matched, event.key))
+    else:
+        judged = replace(attempt, wait_refused=(*attempt.wait_refused, event.key))
+    return with_current(work, judged)

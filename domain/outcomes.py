@@ -55,7 +55,7 @@ def finish(work: WorkState, attempt: int, epoch: int, now: datetime, result: Res
         outcome = AttemptHandedOff(**common)
     elif result.outcome == "waiting":
         remaining = _remaining_budget(current, now)
-        outcome = AttemptParked(**common, remaining_seconds=remaining)
+        outcome = AttemptParked(**common, remaining_seconds=remaining, wait=result.wait)
     else:
         return _failed(work, current, now, result, common)
     emits = [Emit(work_stream(work.work_id), outcome)]

@@ -42,7 +42,7 @@ from rota.domain.pages import check_limit, take
 from rota.domain.retries import retry_timer
 from rota.domain.state import AttemptState, WorkState
 
-OPERATOR_RELEASABLE = frozenset({"crash_loop", "budget", "operator"})
+OPERATOR_RELEASABLE = frozenset({"crash_loop", "budget", "operator", "wait"})
 
 
 def needs_recovery(work: WorkState, now: datetime) -> bool:

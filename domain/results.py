@@ -15,6 +15,8 @@ from typing import Any, Literal
 import msgspec
 
 from rota.domain.errors import DomainCode, InvalidCommand
+from rota.domain.waits import check_wait
+from rota.domain.waits_types import WaitPredicate
 
 UNIT_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 RESERVED_UNITS = frozenset({"turns", "attempts"})
@@ -43,6 +45,9 @@ class Result(msgspec.Struct, frozen=True, kw_only=True):
     # A failure that is no proof nothing of the attempt still runs (an unacknowledged or
     # ambiguous launch): its capacity slot stays held until a stop is verified.
     holds_resources: bool = False
+    # A waiting result's wait predicate: only input it matches resumes the attempt
+    # (rota.domain.waits); None: any input does.
+    wait: WaitPredicate | None = None
 
 
 class Turn(msgspec.Struct, frozen=True):
@@ -85,6 +90,13 @@ def validate_result(result: Result) -> Result:
             "permanent and retry hints only apply to a failed result",
             code=DomainCode.INVALID_RESULT,
         )
+    if result.wait is not None:
+        if result.outcome != "waiting":
+            raise InvalidCommand(
+                "a wait predicate only applies to a waiting result",
+                code=DomainCode.INVALID_WAIT,
+            )
+        check_wait(result.wait)
     check_payload(result.data, "result data")
     turn_of(result.data)
     return result

@@ -9,12 +9,21 @@ from rota.domain.errors import DomainCode, NotEligible
 from rota.domain.events import AttemptClaimed, AttemptResumed
 from rota.domain.policy import Pinned
 from rota.domain.state import PendingInput, WorkState
+from rota.domain.waits import waking_inputs
 
 
 def select_inputs(work: WorkState) -> tuple[list[PendingInput], PendingInput]:
-    """The ordered pending input an attempt consumes, and the one that triggers it."""
-    pending = list(work.pending)
+    """The ordered pending input an attempt consumes, and the one that triggers it.
+
+    A parked attempt's resume takes only the input its wait predicate matches (the first of
+    them is the wake); the rest stays queued for a later wait or the next attempt."""
+    pending = waking_inputs(work)
     if not pending:
+        if work.pending:
+            raise NotEligible(
+                f"Work {work.work_id!r} waits; none of its pending input matches its wait",
+                code=DomainCode.IDLE,
+            )
         raise NotEligible(f"Work {work.work_id!r} has no pending input", code=DomainCode.IDLE)
     if work.trigger == "first":
         return pending[:1], pending[0]

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from rota.domain.policy import Pinned
+from rota.domain.waits_types import WaitPredicate
 
 AttemptStatus = Literal["starting", "running", "parked", "ended"]
 Invoke = Literal["pending", "called"]
@@ -88,6 +89,11 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     recovery_metadata: Any = None
     recovery_epoch: int | None = None
     relaunches: int = 0
+    # While parked: the wait predicate its waiting outcome registered (None: any input
+    # wakes it), and the input keys a named predicate was recorded to match, or not.
+    wait: WaitPredicate | None = None
+    wait_matched: tuple[str, ...] = ()
+    wait_refused: tuple[str, ...] = ()
 
     @property
     def execution_id(self) -> str:
@@ -218,7 +224,14 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         if self.retry.blocked_reason is not None or not self.pending:
             return False
         current = self.current
-        if current is None or current.status == "parked":
+        if current is None:
             return True
+        if current.status == "parked":
+            # Only input its wait predicate matches resumes a parked attempt; other input
+            # stays queued (rota.domain.waits).
+            return current.wait is None or bool(waking_inputs(self) or unjudged(self))
         # Replacement waits until the ended attempt's processes are known to have stopped.
         return current.status == "ended" and current.stop_confirmed
+
+
+from rota.domain.waits import unjudged, waking_inputs  # noqa: E402 (waits reads these types)

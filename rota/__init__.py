@@ -25,6 +25,7 @@ from rota.api_errors import (
     WorkFailed,
 )
 from rota.application.commands.requests import Receipt
+from rota.application.commands.waits import InjectAnswer
 from rota.application.errors import (
     ConcurrencyConflict,
     CorruptRecord,
@@ -34,7 +35,15 @@ from rota.application.errors import (
     StoreError,
     StoreUnavailable,
 )
-from rota.application.ports import Clock, Executor, Gate, GateAnswer, LaunchContext, StartHold
+from rota.application.ports import (
+    Clock,
+    Executor,
+    Gate,
+    GateAnswer,
+    LaunchContext,
+    StartHold,
+    WaitCheck,
+)
 from rota.application.queries.schedule_views import (
     BackfillResult,
     HistoryEntry,
@@ -55,6 +64,7 @@ from rota.application.queries.work_views import (
     RetryView,
     SegmentView,
     WaitingView,
+    WaitView,
     WorkSummary,
     WorkView,
 )
@@ -70,6 +80,7 @@ from rota.domain.failures import FailureCode
 from rota.domain.policy import Binding, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.domain.state import PendingInput, WorkState
+from rota.domain.waits_types import KeyWait, NamedWait, SchemaWait, WaitPredicate
 from rota.embedded.handles import WorkHandle
 from rota.embedded.opening import open
 from rota.embedded.registering import TypedBinding
@@ -103,11 +114,14 @@ __all__ = [
     "GateAnswer",
     "HistoryEntry",
     "HoldView",
+    "InjectAnswer",
     "InvalidCommand",
     "InvalidExecutorConfig",
+    "KeyWait",
     "LaunchContext",
     "LeaseLost",
     "ManualClock",
+    "NamedWait",
     "NotEligible",
     "PendingInput",
     "PendingView",
@@ -124,6 +138,7 @@ __all__ = [
     "ScheduleView",
     "Scheduler",
     "SchemaError",
+    "SchemaWait",
     "SegmentView",
     "Settings",
     "StartHold",
@@ -134,7 +149,10 @@ __all__ = [
     "TriggeredFire",
     "TypedBinding",
     "UpcomingTime",
+    "WaitCheck",
+    "WaitPredicate",
     "WaitTimeout",
+    "WaitView",
     "WaitingView",
     "WorkCancelled",
     "WorkFailed",

@@ -36,8 +36,16 @@ from typing import Any, Generic, TypeVar, Unpack, overload
 
 from rota.api_errors import WaitTimeout
 from rota.application.commands.requests import Receipt
+from rota.application.commands.waits import InjectAnswer
 from rota.application.host import TickReport
-from rota.application.ports import Clock, Environment, EventStore, Gate, LaunchContext
+from rota.application.ports import (
+    Clock,
+    Environment,
+    EventStore,
+    Gate,
+    LaunchContext,
+    WaitCheck,
+)
 from rota.application.queries.capacity import CapacityDict
 from rota.application.queries.work_views import AttemptView, EventView, WorkSummary, WorkView
 from rota.domain.policy import ControlFallback, HandoffPolicy, RetryPolicy
@@ -327,10 +335,14 @@ class AsyncScheduler:
         key: str | None = None,
         by: str = "operator",
         request_id: str | None = None,
-    ) -> Receipt:
+    ) -> InjectAnswer:
+        """`Scheduler.inject` (a `request_id` makes a repeat answer as the first did)."""
         return await asyncio.to_thread(
             lambda: self.sync.inject(work_id, payload, key=key, by=by, request_id=request_id)
         )
+
+    async def register_wait_predicate(self, name: str, check: WaitCheck) -> None:
+        await asyncio.to_thread(lambda: self.sync.register_wait_predicate(name, check))
 
     async def interrupt(
         self, work_id: str, *, by: str = "operator", request_id: str | None = None

@@ -9,6 +9,7 @@ through the one transaction loop (DESIGN.md, "The flow of one transition").
 - `schedules`: define, pause, resume, remove, trigger, backfill, and the fires;
 - `requests`: an operator request's id recorded as the delivery identity of the event
   that answers it, so a repeat is answered from the log (the others call it).
+- `waits`: named wait predicates, and the verdicts they record for parked attempts.
 
 `SchedulerService` (`rota.application.service`) composes them. Reads are not here: every
 read model is a query of `rota.application.queries`.

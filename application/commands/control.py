@@ -93,16 +93,13 @@ class ControlCommands:
         store = self.tx.store
         requested = store.find_delivery(f"control/{work_id}/inject/{request_id}")
         accepted = store.find_delivery(f"input/{work_id}/{request_id}")
-        if requested is None:
-            if accepted is None:
-                return None
-            raise Refusal(
-                f"request id {request_id!r} is the key of an input of {work_id!r} accepted "
-                f"without an inject (position {accepted.position}): send a new one",
-                code=PortCode.REQUEST_ID_REUSED,
-            )
-        asked.check(request_id, requested)
-        assert accepted is not None  # recorded in the same append as the intent
+        if accepted is None:
+            return None
+        if requested is not None:
+            asked.check(request_id, requested)
+        # else: an inject into a parked attempt accepts the input alone (no intent: nothing
+        # runs to deliver it to), as `accept` with that key would; the same payload again
+        # is that input, another one is another request.
         given = msgspec.to_builtins(payload)
         if msgspec.to_builtins(getattr(accepted.event, "payload", None)) != given:
             raise Refusal(

@@ -231,6 +231,7 @@ class LifecycleCommands:
         the append: one append less per pass, the same events in the same order."""
         waiting: list[Waiting] = []
         asks: list[str] = []
+        judge: list[str] = []
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             projection = self.tx.projection
@@ -252,6 +253,7 @@ class LifecycleCommands:
             )
             waiting[:] = plan.waiting
             asks[:] = plan.asks
+            judge[:] = plan.judge
             expected: dict[str, int] = {}
             for emit in plan.emits:
                 if emit.stream.startswith("work/"):
@@ -277,7 +279,7 @@ class LifecycleCommands:
                 work = works[recorded.stream[5:]]
                 assert work.current is not None
                 claimed.append(Claimed(work, work.current, kind is AttemptResumed))
-        return StartPass(claimed, waiting, asks)
+        return StartPass(claimed, waiting, asks, judge)
 
     def _fence_version(self, stream: str) -> int:
         projection = self.tx.projection

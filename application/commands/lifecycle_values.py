@@ -29,6 +29,7 @@ class StartPass(msgspec.Struct):
     claimed: list[Claimed]
     waiting: list[Waiting]
     asks: list[str] = msgspec.field(default_factory=list)
+    judge: list[str] = msgspec.field(default_factory=list)  # parked Work: judge its input
 
 
 __all__ = ["Claimed", "FiredTimers", "StartPass"]

@@ -17,9 +17,9 @@ any adapter. Every name is re-exported here: `from rota.application.ports import
   stopped, reached (`StopEvidence`, `Recovery`, `Done`, `CAPABILITIES`; `ctx.cancel` is a
   `CancelEvent`, `cancel_event`).
 - `clock`: `Clock`, the one source of the current time.
-- `hooks`: `Gate` (with `GateAnswer`, `StartHold`), `Environment`, `AppendObserver` and
-  `TraceContext`: the start gates, run-environment hook, append observers and trace
-  context a host is given.
+- `hooks`: `Gate` (with `GateAnswer`, `StartHold`), `WaitCheck`, `Environment`,
+  `AppendObserver` and `TraceContext`: the start gates, named wait predicates,
+  run-environment hook, append observers and trace context a host is given.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from rota.application.ports.hooks import (
     GateAnswer,
     StartHold,
     TraceContext,
+    WaitCheck,
 )
 from rota.application.ports.projection_store import (
     Persisted,
@@ -79,5 +80,6 @@ __all__ = [
     "StartHold",
     "StopEvidence",
     "TraceContext",
+    "WaitCheck",
     "WriterLock",
 ]

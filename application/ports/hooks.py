@@ -38,6 +38,17 @@ GateAnswer = StartHold | str | bool | None
 # held and the next pass asks again.
 Gate = Callable[[WorkState, Binding, PendingInput], GateAnswer]
 
+# A named wait predicate: `check(input) -> bool`, registered on the scheduler under the name
+# a waiting result's `NamedWait(name)` gives. Asked once per pending input per park, by the
+# start pass of the process that registered it, outside any store transaction; `input` is
+# the recorded input (`position`, `key`, `payload`, `correlation_key`). True (exactly)
+# matches: the input may resume the parked attempt; anything else leaves it queued. Each
+# verdict is recorded (`core.execution.wait_judged`), so replay never asks again: it must
+# be quick and decide from the input alone. Raising, or a name no predicate is registered
+# under (a restart without it), holds the Work (`core.work.held`, kind `wait`, the reason
+# names the predicate and the exception's type only) until an operator releases it.
+WaitCheck = Callable[[PendingInput], bool]
+
 
 # -- observing what was appended ----------------------------------------------------------
 

@@ -16,6 +16,7 @@ import msgspec
 
 from rota.application.ports import RecordedEvent
 from rota.application.timestamps import format_timestamp
+from rota.domain import waits
 from rota.domain.admission import Waiting
 from rota.domain.state import AttemptState, Segment, WorkState
 
@@ -73,12 +74,24 @@ class AttemptView(View, frozen=True, kw_only=True):
     segments: tuple[SegmentView, ...]
     dropped_segments: int
     dropped_active_seconds: float
+    wait: WaitView | None = None
+
+
+class WaitView(View, frozen=True, kw_only=True):
+    """A parked attempt's wait predicate (rota.domain.waits)."""
+
+    kind: str  # key, schema or named (any: a park without a predicate)
+    describe: str
+    predicate: Any  # the predicate as the log holds it, or None
 
 
 class PendingView(View, frozen=True, kw_only=True):
     position: int
     key: str
     correlation_key: str | None
+    # Why this input does not resume the parked attempt (its wait does not match it), or
+    # None: it is not queued behind a wait.
+    queued: str | None = None
 
 
 class RetryView(View, frozen=True, kw_only=True):
@@ -211,6 +224,18 @@ def attempt_view(attempt: AttemptState) -> AttemptView:
         segments=tuple(segment_view(s) for s in attempt.segments),
         dropped_segments=attempt.dropped_segments,
         dropped_active_seconds=attempt.dropped_active_seconds,
+        wait=_wait(attempt),
+    )
+
+
+def _wait(attempt: AttemptState) -> WaitView | None:
+    if attempt.status != "parked":
+        return None
+    wait = attempt.wait
+    return WaitView(
+        kind="any" if wait is None else wait.__struct_config__.tag,  # type: ignore[arg-type]
+        describe=waits.describe(wait),
+        predicate=None if wait is None else msgspec.to_builtins(wait),
     )
 
 
@@ -220,6 +245,8 @@ def _waiting(waiting: Waiting | None) -> WaitingView | None:
 
 def work_view(work: WorkState, waiting: Waiting | None = None) -> WorkView:
     budget = work.current.pinned.binding.retry.max_attempts if work.current else None
+    current = work.current
+    parked = current if current is not None and current.status == "parked" else None
     return WorkView(
         id=work.work_id,
         state=work.state,
@@ -231,7 +258,12 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> WorkView:
         version=work.version,
         submitted_at=_time(work.submitted_at),
         pending=tuple(
-            PendingView(position=p.position, key=p.key, correlation_key=p.correlation_key)
+            PendingView(
+                position=p.position,
+                key=p.key,
+                correlation_key=p.correlation_key,
+                queued=None if parked is None else waits.queued_reason(parked, p),
+            )
             for p in work.pending
         ),
         attempts=tuple(attempt_view(a) for a in work.attempts),
@@ -309,6 +341,7 @@ __all__ = [
     "RetryView",
     "SegmentView",
     "View",
+    "WaitView",
     "WaitingView",
     "WorkSummary",
     "WorkView",

@@ -46,6 +46,7 @@ from rota.domain.events.execution import (
     RecoveryPersisted,
     StopConfirmed,
     TurnPublished,
+    WaitJudged,
 )
 from rota.domain.events.recovery import (
     AttemptAdopted,
@@ -116,6 +117,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     ControlDispatched,
     ControlAcknowledged,
     ControlSettled,
+    WaitJudged,
     *SCHEDULE_EVENTS,
 )
 
@@ -175,6 +177,7 @@ __all__ = [
     "ScopeCapacityClaimed",
     "StopConfirmed",
     "TurnPublished",
+    "WaitJudged",
     "WorkCancelled",
     "WorkHeld",
     "WorkSubmitted",

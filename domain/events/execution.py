@@ -13,6 +13,7 @@ import msgspec
 
 from rota.domain.events.base import Event
 from rota.domain.policy import Pinned
+from rota.domain.waits_types import WaitPredicate
 
 SegmentKind = Literal["start", "resume", "recovered", "relaunched"]
 PhaseOutcome = Literal["ok", "failed", "cancelled"]
@@ -194,11 +195,35 @@ class AttemptHandedOff(_Outcome, tag="core.execution.handed_off", frozen=True, k
 
 
 class AttemptParked(_Outcome, tag="core.execution.parked", frozen=True, kw_only=True):
-    """The attempt parked to wait; its open segment ended with the remaining budget kept."""
+    """The attempt parked to wait; its open segment ended with the remaining budget kept.
+
+    `wait` is the predicate it registered (`{"kind": "key" | "schema" | "named", ...}`):
+    only input it matches resumes the attempt; null when none was registered (any input
+    wakes it), as every park recorded before predicates existed decodes.
+    """
 
     outcome_name: ClassVar[str] = "waiting"
 
     remaining_seconds: float
+    wait: WaitPredicate | None = None
+
+
+class WaitJudged(Event, tag="core.execution.wait_judged", frozen=True, kw_only=True):
+    """A named wait predicate judged a pending input (by its key): `matched` input may
+    resume the parked attempt, other input stays queued. Recorded because the predicate is
+    code, not data: replay reads this verdict and never calls the predicate again. `epoch`
+    is the parked attempt's epoch; each input is judged once per park.
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "wait/<execution>/<epoch>/<input key>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    name: str
+    key: str
+    matched: bool
 
 
 class AttemptTimedOut(_Outcome, tag="core.execution.timed_out", frozen=True, kw_only=True):

@@ -12,6 +12,7 @@ from typing import Any, get_args
 import msgspec
 
 from rota.application.commands.requests import Receipt
+from rota.application.commands.waits import InjectAnswer
 from rota.application.queries.work_views import WorkSummary, WorkView
 from rota.cli.common import UsageError, open_rota, print_json, read_input
 from rota.domain.errors import DomainCode, RotaError
@@ -56,6 +57,7 @@ def _describe(view: WorkView) -> list[str]:
     if view.pending:
         keys = ", ".join(p.key for p in view.pending)
         lines.append(f"  pending input: {keys}")
+        lines.extend(f"    {p.key} queued: {p.queued}" for p in view.pending if p.queued)
     for attempt in view.attempts:
         line = f"  attempt {attempt.number} (epoch {attempt.epoch}): {attempt.state}"
         if attempt.outcome:
@@ -67,6 +69,8 @@ def _describe(view: WorkView) -> list[str]:
         lines.append(line)
         if attempt.data is not None:
             lines.append(f"    data: {msgspec.json.encode(attempt.data).decode()}")
+        if attempt.wait is not None:
+            lines.append(f"    waits for: {attempt.wait.describe}")
     retry = view.retry
     if retry.blocked_reason == "permanent_failure":
         # The domain counts a permanent failure as the whole budget spent (no retry is
@@ -204,13 +208,24 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_inject(args: argparse.Namespace) -> int:
     payload = read_input(args.input)
-    return _act(
-        args,
-        lambda s: s.inject(
+    answers: list[InjectAnswer] = []
+
+    def act(scheduler: Scheduler) -> Receipt | None:
+        answer = scheduler.inject(
             args.work, payload, key=args.input_key, by=args.by, request_id=args.request_id
-        ),
-        lambda view: f"{args.work}: inject requested; it is delivered by the running daemon",
-    )
+        )
+        answers.append(answer)
+        return answer.request
+
+    return _act(args, act, lambda view: _injected(args.work, answers[0]))
+
+
+def _injected(work: str, answer: InjectAnswer) -> str:
+    if answer.delivery == "wake":
+        return f"{work}: input {answer.key} matches the wait; the parked attempt resumes"
+    if answer.delivery == "queued":
+        return f"{work}: input {answer.key} queued: {answer.queued}"
+    return f"{work}: inject requested; it is delivered by the running daemon"
 
 
 def cmd_interrupt(args: argparse.Namespace) -> int:
@@ -392,7 +407,11 @@ def register(commands: Any) -> None:
     cancel.add_argument("--reason", help="why (recorded in the log)")
     _operator_options(cancel, cmd_cancel, who="cancels")
 
-    inject = commands.add_parser("inject", help="give the running attempt an input now")
+    inject = commands.add_parser(
+        "inject",
+        help="give the running attempt an input now (in-process executors take it, shell "
+        "does not), or a parked attempt's wait an input",
+    )
     inject.add_argument("work", metavar="WORK")
     inject.add_argument("--input", required=True, metavar="JSON", help=INPUT_HELP)
     inject.add_argument("--input-key", metavar="KEY", help="idempotency key (default: derived)")

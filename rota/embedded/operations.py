@@ -11,10 +11,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import msgspec
+
 from rota.application.commands.requests import Receipt, receipt
+from rota.application.commands.waits import InjectAnswer
 from rota.application.host import Host
 from rota.application.lease_hold import LeaseHold
-from rota.application.ports import Gate
+from rota.application.ports import Gate, WaitCheck
 from rota.application.service import SchedulerService
 from rota.embedded.reads import SchedulerReads
 
@@ -136,18 +139,42 @@ class SchedulerOperations(SchedulerReads):
         key: str | None = None,
         by: str = "operator",
         request_id: str | None = None,
-    ) -> Receipt:
+    ) -> InjectAnswer:
         """Give the running attempt an input now (a durable intent, dispatched by the
-        cadence through the attempt's pinned executor). Acknowledged means accepted, not
-        consumed: the input stays pending until an attempt's result consumes it.
+        cadence through the attempt's pinned executor, which must have declared `inject`:
+        in-process callables, sync and async, take it on `ctx.injected`; the shell executor
+        does not, so its running attempts refuse it with `unsupported_control`).
+        Acknowledged means accepted, not consumed: the input stays pending until an
+        attempt's result consumes it.
+
+        For a parked attempt (a waiting outcome) the input goes to its wait instead, with
+        any executor: the answer's `delivery` is `wake` when its wait predicate matches
+        (the attempt resumes at the next pass, this input its wake) or `queued`, with why.
 
         `request_id` is the input's key (`key`, if given, must be the same): a repeat
-        returns the receipt of the input it accepted, even once the attempt has ended."""
+        answers for the input it accepted, even once the attempt has ended, with the
+        answer's `request` receipt `repeated`."""
         result = self.service.control.inject(
             work_id, payload, key=key, by=by, request_id=request_id
         )
+        answer = self.service.waits.answer(work_id, result)
         self.host.wake.set()
-        return receipt(result, request_id)
+        if request_id is None:
+            return answer
+        return msgspec.structs.replace(answer, request=receipt(result, request_id))
+
+    def register_wait_predicate(self, name: str, check: WaitCheck) -> None:
+        """Register a named wait predicate: a waiting result's `rota.NamedWait(name)`.
+
+        `check(input) -> bool` gets a pending input (`rota.PendingInput`: `position`,
+        `key`, `payload`, `correlation_key`) and returns True when it should resume the
+        parked attempt. It is asked once per input per park, outside any write, and its
+        verdict is recorded (`core.execution.wait_judged`): keep it quick and decided by
+        the input alone. Raising, or a park naming a predicate not registered here (after
+        a restart without it), holds the Work (kind `wait`) until `release`.
+        """
+        self.service.waits.register(name, check)
+        self.host.wake.set()
 
     def interrupt(
         self, work_id: str, *, by: str = "operator", request_id: str | None = None

@@ -215,3 +215,8 @@ class Accepted(BaseModel):
             "an earlier request with this key recorded it; nothing was appended)"
         ),
     )
+    inject: dict[str, Any] | None = Field(
+        default=None,
+        description="an inject's answer: `delivery` is `control` (to the running attempt), "
+        "`wake` (its input resumes the parked attempt) or `queued` (with `queued`: why not)",
+    )

@@ -12,6 +12,7 @@ import msgspec
 
 from rota.application.ports import RecordedEvent
 from rota.application.timestamps import format_timestamp
+from rota.domain import waits
 from rota.domain.admission import Waiting
 from rota.domain.state import AttemptState, Segment, WorkState
 
@@ -80,6 +81,19 @@ def attempt_view(attempt: AttemptState) -> dict[str, Any]:
         "segments": [segment_view(s) for s in attempt.segments],
         "dropped_segments": attempt.dropped_segments,
         "dropped_active_seconds": attempt.dropped_active_seconds,
+        "wait": _wait(attempt),
+    }
+
+
+def _wait(attempt: AttemptState) -> dict[str, Any] | None:
+    """A parked attempt's wait predicate (None while not parked)."""
+    if attempt.status != "parked":
+        return None
+    wait = attempt.wait
+    return {
+        "kind": "any" if wait is None else wait.__struct_config__.tag,
+        "describe": waits.describe(wait),
+        "predicate": None if wait is None else msgspec.to_builtins(wait),
     }
 
 
@@ -96,6 +110,8 @@ def _identity(work: WorkState) -> dict[str, Any]:
 
 def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]:
     budget = work.current.pinned.binding.retry.max_attempts if work.current else None
+    current = work.current
+    parked = current if current is not None and current.status == "parked" else None
     return {
         **_identity(work),
         "trigger": work.trigger,
@@ -103,7 +119,12 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]
         "version": work.version,
         "submitted_at": _time(work.submitted_at),
         "pending": [
-            {"position": p.position, "key": p.key, "correlation_key": p.correlation_key}
+            {
+                "position": p.position,
+                "key": p.key,
+                "correlation_key": p.correlation_key,
+                "queued": None if parked is None else waits.queued_reason(parked, p),
+            }
             for p in work.pending
         ],
         "attempts": [attempt_view(a) for a in work.attempts],

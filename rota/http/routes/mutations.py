@@ -235,13 +235,22 @@ def settle_gate(
 def inject(
     api: Api, token: Operator, work_id: WorkId, body: InjectBody, key: KeyHeader = None
 ) -> Accepted:
-    """Give the running attempt an input now (the key is the input's key)."""
-    return _mutate(
-        api,
-        key,
-        work_id,
-        lambda key: api.scheduler.inject(work_id, body.input, by=token.name, request_id=key),
-    )
+    """Give the running attempt an input now (the key is the input's key); a parked
+    attempt takes it through its wait (`inject.delivery`: `wake` or `queued`, and why)."""
+
+    def run(key: str) -> Accepted:
+        scheduler = api.scheduler
+        answer = scheduler.inject(work_id, body.input, by=token.name, request_id=key)
+        view = scheduler.work(work_id)
+        receipt = answer.request
+        return Accepted(
+            work=msgspec.to_builtins(view) if view is not None else {},
+            position=receipt.position if receipt is not None else answer.position,
+            request=msgspec.to_builtins(receipt) if receipt is not None else None,
+            inject=msgspec.to_builtins(answer),
+        )
+
+    return once(api, key, run)
 
 
 @router.post("/work/{work_id}/interrupt", responses=RESPONSES)
