@@ -42,6 +42,12 @@ def split_secrets(binding: Binding) -> tuple[Binding, dict[str, str]]:
     return msgspec.structs.replace(binding, config=config, secrets_digest=digest), secrets
 
 
+def grant_secrets(grant: str, environment: dict[str, str] | None) -> dict[str, str]:
+    """A grant's `environment` values, checked as a binding's are (`invalid_config`, the
+    message never quoting a value)."""
+    return _variables(grant, environment, "grants")
+
+
 def secrets_digest(secrets: dict[str, str]) -> str:
     """A slow, salted digest of the names and values (never the values themselves)."""
     return _digest(msgspec.json.encode(dict(sorted(secrets.items()))))
@@ -52,8 +58,8 @@ def _digest(canonical: bytes) -> str:
     return "scrypt1:" + hashlib.scrypt(canonical, salt=_SALT, n=2**14, r=8, p=1).hex()[:32]
 
 
-def _variables(binding: str, value: Any) -> dict[str, str]:
-    where = f"bindings.{binding}.environment"
+def _variables(binding: str, value: Any, section: str = "bindings") -> dict[str, str]:
+    where = f"{section}.{binding}.environment"
     if value is None:
         return {}
     if not isinstance(value, dict):

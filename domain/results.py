@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from rota.domain.artifacts import Artifact, check_artifacts
 from rota.domain.errors import DomainCode, InvalidCommand
 
 UNIT_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -43,6 +44,8 @@ class Result(msgspec.Struct, frozen=True, kw_only=True):
     # A failure that is no proof nothing of the attempt still runs (an unacknowledged or
     # ambiguous launch): its capacity slot stays held until a stop is verified.
     holds_resources: bool = False
+    # References to what the attempt produced (rota.domain.artifacts), kept in its history.
+    artifacts: list[Artifact] = msgspec.field(default_factory=list)
 
 
 class Turn(msgspec.Struct, frozen=True):
@@ -87,6 +90,8 @@ def validate_result(result: Result) -> Result:
         )
     check_payload(result.data, "result data")
     turn_of(result.data)
+    if result.artifacts:
+        check_artifacts(result.artifacts)
     return result
 
 

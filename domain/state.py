@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from rota.domain.artifacts import Artifact
 from rota.domain.policy import Pinned
 
 AttemptStatus = Literal["starting", "running", "parked", "ended"]
@@ -88,6 +89,10 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     recovery_metadata: Any = None
     recovery_epoch: int | None = None
     relaunches: int = 0
+    # The binding grants this attempt took (`AttemptClaimed.grants`), kept by recovery and
+    # resume; and the artifact references its outcomes recorded, oldest first.
+    grants: tuple[str, ...] = ()
+    artifacts: tuple[Artifact, ...] = ()
 
     @property
     def execution_id(self) -> str:
@@ -184,6 +189,7 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     budget_pass: bool = False
     gate_pass: bool = False
     controls: tuple[Control, ...] = ()
+    grants: tuple[str, ...] = ()  # the binding grants the Work opted into at submit
 
     @property
     def current(self) -> AttemptState | None:

@@ -23,6 +23,11 @@ control_fallback = "queue"              # a failed inject queues its input (or "
 max_attempts = 3
 delays = [300, 600]
 
+[[grants]]                      # a Work opts in at submit: grants = ["s3-write"]
+name = "s3-write"
+config = { bucket = "reports" }                 # merged over the binding's config (logged)
+environment = { AWS_PROFILE = "writer" }        # handed to the launch, never logged
+
 [[scopes]]
 path = "root/team"
 limits = { concurrency = 2 }   # this scope and its descendants, every pool counted
@@ -74,9 +79,10 @@ from pydantic import BaseModel, ValidationError
 
 from rota.application.errors import InvalidExecutorConfig, PortCode
 from rota.application.ports import Executor
-from rota.application.secrets import SECRET_KEYS, split_secrets
+from rota.application.secrets import SECRET_KEYS, grant_secrets, split_secrets
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
+from rota.domain.grants import Grant, check_grant
 from rota.domain.policy import POOL_AGENTS, POOL_JOBS, Binding, Settings
 from rota.domain.submission import BINDING
 from rota.infrastructure.config_models import (
@@ -183,6 +189,7 @@ class Config:
         # Where each binding is written, for messages: `bindings[0]`.
         self.binding_paths = {b.name: f"bindings[{i}]" for i, b in enumerate(model.bindings)}
         self.schedules = check_schedules(model.schedules, source)  # schedule_api applies them
+        self.grants = _grants(model, source)
         builtin = builtin_executor_types()
         for name, binding in self.bindings.items():
             # A built-in executor's rules are known now; an executor registered in process
@@ -257,6 +264,22 @@ def shown(model: BaseModel, prefix: str = "") -> list[tuple[str, Any, str]]:
 def _inherit(rows: list[tuple[str, Any, str]], from_file: bool) -> list[tuple[str, Any, str]]:
     """A table the file did not write at all is the defaults, whatever its model says."""
     return rows if from_file else [(key, value, "default") for key, value, _ in rows]
+
+
+def _grants(model: ConfigModel, source: str) -> dict[str, tuple[Grant, dict[str, str]]]:
+    """`[[grants]]`: each grant (its pinnable part) and its environment values, checked."""
+    grants: dict[str, tuple[Grant, dict[str, str]]] = {}
+    for index, item in enumerate(model.grants):
+        where = f"{source}: grants[{index}]"
+        if item.name in grants:
+            raise ConfigError(f"{where}.name: duplicate grant name {item.name!r}")
+        try:
+            grant = check_grant(Grant(name=item.name, config=dict(item.config)))
+            environment = grant_secrets(item.name, dict(item.environment))
+        except InvalidCommand as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        grants[item.name] = (grant, environment)
+    return grants
 
 
 def check_binding_name(name: str) -> None:

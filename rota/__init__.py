@@ -67,6 +67,7 @@ from rota.domain.errors import (
 )
 from rota.domain.failures import FailureCode
 from rota.domain.policy import Binding, RetryPolicy, Settings
+from rota.domain.artifacts import Artifact
 from rota.domain.results import Result
 from rota.domain.state import PendingInput, WorkState
 from rota.embedded.handles import WorkHandle
@@ -82,6 +83,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApiCode",
+    "Artifact",
     "AttemptView",
     "BackfillResult",
     "Binding",

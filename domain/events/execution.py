@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
+from rota.domain.artifacts import Artifact
 from rota.domain.events.base import Event
 from rota.domain.policy import Pinned
 
@@ -41,6 +42,10 @@ class AttemptClaimed(Event, tag="core.execution.claimed", frozen=True, kw_only=T
     trigger: int | None
     pinned: Pinned
     passes: list[str] = msgspec.field(default_factory=list)
+    # The binding grants the attempt took (its Work's, in order): `pinned.binding.config`
+    # has their config applied; their environment values are never written (a grant's
+    # `environment`, like a binding's, is resolved at each launch). [] before grants.
+    grants: list[str] = msgspec.field(default_factory=list)
 
 
 class AttemptResumed(Event, tag="core.execution.resumed", frozen=True, kw_only=True):
@@ -158,6 +163,8 @@ class _Outcome(Event, frozen=True, kw_only=True):
     data: Any = None
     usage: dict[str, float] = msgspec.field(default_factory=dict)
     consumed: list[int] = msgspec.field(default_factory=list)
+    # References to what the attempt produced (rota.domain.artifacts); [] before them.
+    artifacts: list[Artifact] = msgspec.field(default_factory=list)
 
 
 class AttemptCompleted(_Outcome, tag="core.execution.completed", frozen=True, kw_only=True):
