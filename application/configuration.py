@@ -161,9 +161,7 @@ class Configuration:
             )
         if grants:
             applied = with_grants(binding, [self.grants[name] for name in grants])
-            binding = msgspec.structs.replace(
-                applied, secrets_digest=self._digest(binding, grants)
-            )
+            binding = msgspec.structs.replace(applied, secrets_digest=self._digest(binding, grants))
         registration = self.registrations.get(binding.executor)
         if registration is None:
             raise NotEligible(

@@ -90,7 +90,9 @@ def check_artifacts(artifacts: object) -> list[Artifact]:
     names: set[str] = set()
     for index, artifact in enumerate(artifacts):
         if not isinstance(artifact, Artifact):
-            raise _refuse(f"artifacts[{index}] must be a rota.Artifact, not {type(artifact).__name__}")
+            raise _refuse(
+                f"artifacts[{index}] must be a rota.Artifact, not {type(artifact).__name__}"
+            )
         check_artifact(artifact, f"artifacts[{index}]")
         if artifact.name in names:
             raise _refuse(f"artifacts[{index}]: the name {artifact.name!r} is given twice")

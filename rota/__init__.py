@@ -57,6 +57,7 @@ from rota.application.queries.work_views import (
     WorkSummary,
     WorkView,
 )
+from rota.domain.artifacts import Artifact
 from rota.domain.errors import (
     InvalidCommand,
     LeaseLost,
@@ -67,7 +68,6 @@ from rota.domain.errors import (
 )
 from rota.domain.failures import FailureCode
 from rota.domain.policy import Binding, RetryPolicy, Settings
-from rota.domain.artifacts import Artifact
 from rota.domain.results import Result
 from rota.domain.state import PendingInput, WorkState
 from rota.embedded.handles import WorkHandle

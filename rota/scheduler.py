@@ -93,8 +93,8 @@ class Scheduler(SchedulerOperations):
             bindings=dict(config.bindings),
             registrations=bootstrap.registrations_of(self.executors),
         )
-        for grant, environment in config.grants.values():
-            self.service.set_grant(grant, environment)
+        for grant, values in config.grants.values():
+            self.service.set_grant(grant, values)
         self.host = bootstrap.build_host(self.service, self.executors, environment=environment)
         self.host.declare_compatible(config.historical)
         self._closed = False

@@ -142,6 +142,7 @@ def submit(api: Api, token: Operator, body: SubmitBody, key: KeyHeader = None) -
                 kind=body.kind,
                 trigger=body.trigger,
                 safety=body.safety,
+                grants=tuple(body.grants),
             )
         )
 
