@@ -27,7 +27,10 @@ class AttemptClaimed(Event, tag="core.execution.claimed", frozen=True, kw_only=T
     the inputs the attempt took, in order; `trigger` is the one that triggered it.
     The pinned binding holds no secret: a binding's `environment` table is resolved again
     at each launch, and `pinned.binding.secrets_digest` (a slow salted digest, or null)
-    only tells whether it changed since.
+    only tells whether it changed since. `grants` names the binding grants the attempt
+    took (its Work's, in order): `pinned.binding.config` has their config applied and
+    `secrets_digest` covers their `environment` values, which are never written; recovery
+    and resume keep them (a pre-grants claim reads as `[]`).
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
@@ -168,7 +171,13 @@ class _Outcome(Event, frozen=True, kw_only=True):
 
 
 class AttemptCompleted(_Outcome, tag="core.execution.completed", frozen=True, kw_only=True):
-    """The attempt finished successfully with its data and usage (a structured result)."""
+    """The attempt finished successfully with its data and usage (a structured result).
+
+    Every outcome event (completed, failed, handed off, parked) carries `artifacts`: the
+    references to what the attempt produced (`name`, `uri`, `digest`, `size`; see
+    rota.domain.artifacts), checked before they are written; a pre-artifacts outcome
+    reads as `[]`.
+    """
 
     outcome_name: ClassVar[str] = "completed"
 
