@@ -48,6 +48,7 @@ from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.codec import DEFAULT_CODEC
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections.scheduler import SchedulerProjection
+from rota.projections.work_rows import WorkCodec
 from rota.replay.export import (
     ExportHeader,
     ExportLine,
@@ -86,8 +87,10 @@ def work_facts(work: WorkState) -> dict[str, Any]:
 
 
 def work_digest(work: WorkState) -> str:
-    """SHA-256 of one Work's full state, to name the first Work a replay disagrees on."""
-    return hashlib.sha256(msgspec.json.encode(work)).hexdigest()
+    """SHA-256 of one Work's state as the projection stores it (its lean row: a field at
+    its default is left out, so a field added later with a default leaves the digests of
+    Works written before it unchanged), to name the first Work a replay disagrees on."""
+    return hashlib.sha256(WorkCodec().encode(work)).hexdigest()
 
 
 def replay(path: Path) -> tuple[SchedulerProjection, int, str]:
