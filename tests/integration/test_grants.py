@@ -201,7 +201,8 @@ def test_a_resumed_attempt_keeps_its_grants_after_the_grant_is_redefined(
     scheduler.register("agent", recorder(seen, lambda: next(answers)), inline=True)
     scheduler.submit("a", binding="agent", kind="standing", input="first", grants=["s3-write"])
     scheduler.run_until_idle(timeout=30)
-    assert scheduler.work("a").state == "waiting"
+    parked = scheduler.work("a")
+    assert parked is not None and parked.state == "waiting"
     scheduler.grant("s3-write", config={"bucket": "redefined"}, environment={"K": "v"})
     scheduler.accept("a", "wake")
     scheduler.run_until_idle(timeout=30)
@@ -241,7 +242,7 @@ def test_the_config_file_defines_grants_and_refuses_bad_ones(tmp_path: Path) -> 
     grant, environment = config.grants["s3-write"]
     assert grant.config == {"bucket": "reports", "mode": "write"}
     assert environment == {"AWS_SECRET_ACCESS_KEY": SECRET}
-    bad = [
+    bad: list[tuple[dict[str, Any], str]] = [
         ({"grants": [{"name": "a"}, {"name": "a"}]}, "grants[1].name: duplicate grant name"),
         ({"grants": [{"name": "bad name"}]}, "grants[0].name"),
         ({"grants": [{"name": "a", "config": {"environment": {"X": "y"}}}]}, "environment"),

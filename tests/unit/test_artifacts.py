@@ -20,6 +20,7 @@ from rota.domain.events import (
     InputAccepted,
     WorkSubmitted,
 )
+from rota.domain.events.execution import _Outcome
 from rota.domain.evolve import evolve
 from rota.domain.outcomes import finish
 from rota.domain.policy import Binding, Pinned, Registration
@@ -71,7 +72,7 @@ def test_a_sound_reference_passes_and_is_exported_from_rota() -> None:
         (Artifact(name="a", uri="s3://b/k", digest=SHA.upper()), "digest"),
         (Artifact(name="a", uri="s3://b/k", digest="md5:" + "0" * 32), "digest"),
         (Artifact(name="a", uri="s3://b/k", size=-1), "size"),
-        (Artifact(name="a", uri="s3://b/k", size=True), "size"),  # type: ignore[arg-type]
+        (Artifact(name="a", uri="s3://b/k", size=True), "size"),
         (Artifact(name="a", uri="s3://b/k", size=1.5), "size"),  # type: ignore[arg-type]
     ],
 )
@@ -182,34 +183,40 @@ PINNED = Pinned(
 )
 
 
+def step(work: WorkState | None, event: Any, position: int) -> WorkState:
+    folded = evolve(work, event, position, T0)
+    assert folded is not None
+    return folded
+
+
 def _claimed_work() -> WorkState:
-    work = evolve(None, WorkSubmitted(work_id="w", scope="root", binding="b"), 1, T0)
-    work = evolve(work, InputAccepted(work_id="w", key="k"), 2, T0)
-    assert work is not None
-    claimed = evolve(work, claim(work, now=T0, owner="o", pinned=PINNED).event, 3, T0)
-    assert claimed is not None
-    return claimed
+    work = step(None, WorkSubmitted(work_id="w", scope="root", binding="b"), 1)
+    work = step(work, InputAccepted(work_id="w", key="k"), 2)
+    return step(work, claim(work, now=T0, owner="o", pinned=PINNED).event, 3)
+
+
+def artifacts_of(event: Any) -> list[Artifact]:
+    assert isinstance(event, _Outcome)
+    return event.artifacts
 
 
 def test_the_outcome_event_records_them_and_the_fold_keeps_every_segments() -> None:
     work = _claimed_work()
     (parked,) = finish(work, 1, 1, T0, Result(outcome="waiting", artifacts=[GOOD]))
-    assert parked.event.artifacts == [GOOD]
-    work = evolve(work, parked.event, 4, T0)
-    assert work is not None and work.current is not None
-    assert work.current.artifacts == (GOOD,)
-    work = evolve(work, InputAccepted(work_id="w", key="k2"), 5, T0)
-    assert work is not None
-    work = evolve(work, claim(work, now=T0, owner="o", pinned=PINNED).event, 6, T0)
-    assert work is not None and work.current is not None and work.current.epoch == 2
+    assert artifacts_of(parked.event) == [GOOD]
+    work = step(work, parked.event, 4)
+    assert work.current is not None and work.current.artifacts == (GOOD,)
+    work = step(work, InputAccepted(work_id="w", key="k2"), 5)
+    work = step(work, claim(work, now=T0, owner="o", pinned=PINNED).event, 6)
+    assert work.current is not None and work.current.epoch == 2
     second = Artifact(name="final.txt", uri="file:///out/final.txt", size=0)
     (completed,) = finish(work, 1, 2, T0, Result(artifacts=[second]))
-    work = evolve(work, completed.event, 7, T0)
-    assert work is not None and work.current is not None
+    work = step(work, completed.event, 7)
+    assert work.current is not None
     assert work.current.artifacts == (GOOD, second)  # every segment's, oldest first
     assert work.state == "completed"
     (plain,) = finish(_claimed_work(), 1, 1, T0, Result())
-    assert plain.event.artifacts == []  # none given: an empty list
+    assert artifacts_of(plain.event) == []  # none given: an empty list
 
 
 def test_events_written_before_artifacts_and_grants_decode_unchanged() -> None:
