@@ -22,6 +22,7 @@ from rota.replay.export import export
 SHA = "sha256:" + "ab" * 32
 REPORT = rota.Artifact(name="report.html", uri="s3://reports/2026/r.html", digest=SHA, size=42)
 LOG = rota.Artifact(name="logs/run.txt", uri="file:///var/log/run.txt")
+PAGE = rota.Artifact(name="page", uri="https://example.com/p.html")
 
 
 def build(ctx: rota.LaunchContext) -> rota.Result:
@@ -44,9 +45,11 @@ def scheduler(tmp_path: Path) -> Iterator[rota.Scheduler]:
         s.register("build", build, inline=True)
         s.register("crash", crash, inline=True, retry=rota.RetryPolicy(max_attempts=1))
         s.register("leaky", leaky, inline=True)
+        s.register("publish", lambda ctx: rota.Result(artifacts=[PAGE]), inline=True)
         s.submit("built", binding="build")
         s.submit("crashed", binding="crash")
         s.submit("leaked", binding="leaky")
+        s.submit("published", binding="publish")
         s.run_until_idle(timeout=30)
         yield s
 
@@ -185,3 +188,21 @@ def test_http_submit_takes_grants_and_refuses_an_undefined_one(api: Api) -> None
     assert refused.status_code == 409
     assert refused.json()["error"]["code"] == "unknown_grant"
     assert api.head() == head
+
+
+def test_the_web_work_page_lists_them_linking_only_http_references(api: Api) -> None:
+    from browser.test_web_forms import signed_in
+
+    browser, _ = signed_in(api.url, api.tokens["read"])
+    try:
+        page = browser.get("/ui/work/built")
+        published = browser.get("/ui/work/published")
+    finally:
+        browser.close()
+    assert page.status_code == 200, page.text[:300]
+    assert "<code>report.html</code>" in page.text
+    assert "<code>s3://reports/2026/r.html</code>" in page.text  # not a link: not http(s)
+    assert f'title="{SHA}"' in page.text and '<td class="num">42</td>' in page.text
+    assert "<code>file:///var/log/run.txt</code>" in page.text
+    link = '<a href="https://example.com/p.html" rel="noreferrer noopener">'
+    assert link in published.text

@@ -5,6 +5,7 @@ undefined grant is refused at submit with a code."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import threading
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 import rota
+import rota.aio
 from integration.cli_process import refused
 from integration.cli_process import rota as run_rota
 from rota.infrastructure.clock import ManualClock
@@ -271,3 +273,22 @@ def test_the_cli_submits_with_grants_and_work_show_names_them(tmp_path: Path) ->
                    "unknown_grant", 1)  # fmt: skip
     assert "'nope'" in line
     assert SECRET.encode() not in (tmp_path / "rota.db").read_bytes()
+
+
+def test_the_asyncio_facade_defines_grants_and_submits_with_them() -> None:
+    async def job(ctx: rota.LaunchContext) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"bucket": ctx.config.get("bucket"), "grants": list(ctx.grants)}
+
+    async def main() -> Any:
+        async with await rota.aio.open("memory://") as scheduler:
+            scheduler.register("job", job)
+            scheduler.grant("s3-write", config={"bucket": "reports"})
+            scheduler.start()
+            handle = await scheduler.submit("w", binding="job", grants=["s3-write"])
+            with pytest.raises(rota.RotaError) as refused:
+                await scheduler.submit("x", binding="job", grants=["nope"])
+            assert refused.value.code == "unknown_grant"
+            return await handle.result(timeout=30)
+
+    assert asyncio.run(main()) == {"bucket": "reports", "grants": ["s3-write"]}
