@@ -90,6 +90,7 @@ from rota.infrastructure.config_models import (
     BindingModel,
     BudgetModel,
     ConfigModel,
+    GrantModel,
     HistoricalModel,
     HttpModel,
     RetryModel,
@@ -240,8 +241,8 @@ REDACTED = "<redacted>"
 
 def shown(model: BaseModel, prefix: str = "") -> list[tuple[str, Any, str]]:
     """Every value of a validated config as `(key, value, origin)`, origin `file` when the
-    file set it and `default` otherwise (`rota config show`). A binding's `environment`
-    values are replaced by `<redacted>`: they are secrets, never shown."""
+    file set it and `default` otherwise (`rota config show`). A binding's and a grant's
+    `environment` values are replaced by `<redacted>`: they are secrets, never shown."""
     rows: list[tuple[str, Any, str]] = []
     given = model.model_fields_set
     fields = [(name, getattr(model, name), name in given) for name in type(model).model_fields]
@@ -254,7 +255,7 @@ def shown(model: BaseModel, prefix: str = "") -> list[tuple[str, Any, str]]:
             for i, item in enumerate(value):
                 rows += shown(item, f"{key}[{i}].")
         else:
-            if name in SECRET_KEYS and isinstance(model, BindingModel):
+            if name in SECRET_KEYS and isinstance(model, BindingModel | GrantModel):
                 secret = isinstance(value, dict)
                 value = dict.fromkeys(value, REDACTED) if secret else REDACTED  # noqa: PLW2901
             rows.append((key, value, "file" if from_file else "default"))

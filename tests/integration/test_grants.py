@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -260,19 +261,41 @@ def test_the_config_file_defines_grants_and_refuses_bad_ones(tmp_path: Path) -> 
         assert SECRET not in refused.value.message
 
 
-def test_the_cli_submits_with_grants_and_work_show_names_them(tmp_path: Path) -> None:
+def test_the_cli_submits_with_grants_and_no_command_shows_the_grants_value(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "rota.toml").write_text(
         '[store]\nurl = "rota.db"\n\n[[bindings]]\nname = "b"\nexecutor = "shell"\n'
-        'command = ["true"]\n\n[[grants]]\nname = "g"\nenvironment = { T = "' + SECRET + '" }\n'
+        f'command = ["sh", "-c", "test ${{#T}} = {len(SECRET)}"]\n\n'
+        f'[[grants]]\nname = "g"\nenvironment = {{ T = "{SECRET}" }}\n'
     )
-    done = run_rota(tmp_path, "submit", "w", "--binding", "b", "--grant", "g")
-    assert done.returncode == 0, done.stderr
-    shown = run_rota(tmp_path, "work", "show", "w")
-    assert "grants: g" in shown.stdout.decode()
-    line = refused(run_rota(tmp_path, "submit", "x", "--binding", "b", "--grant", "nope"),
-                   "unknown_grant", 1)  # fmt: skip
+    outputs: list[bytes] = []
+
+    def run(*args: str) -> str:
+        done = run_rota(tmp_path, *args)
+        outputs.extend([done.stdout, done.stderr])
+        assert done.returncode == 0, done.stderr
+        return done.stdout.decode()
+
+    run("submit", "w", "--binding", "b", "--grant", "g")
+    run("submit", "plain", "--binding", "b")
+    run("run", "--until-idle", "--timeout", "60")
+    shown = run("work", "show", "w")
+    assert "w: completed" in shown and "grants: g" in shown  # the job saw the grant's value
+    plain = run("work", "show", "plain")  # without the grant the job's test failed
+    assert "plain: retry_wait" in plain and "exit_1" in plain
+    run("work", "show", "w", "--json")
+    redacted = re.compile(r'grants\[0\]\.environment +\= \{"T":"<redacted>"\}')
+    assert redacted.search(run("config", "show"))
+    run("config", "show", "--json")
+    run("events", "--json")
+    line = refused(
+        run_rota(tmp_path, "submit", "x", "--binding", "b", "--grant", "nope"), "unknown_grant", 1
+    )
     assert "'nope'" in line
-    assert SECRET.encode() not in (tmp_path / "rota.db").read_bytes()
+    assert all(SECRET.encode() not in out for out in outputs)
+    written = b"".join(p.read_bytes() for p in tmp_path.glob("rota.db*") if p.is_file())
+    assert written and SECRET.encode() not in written
 
 
 def test_the_asyncio_facade_defines_grants_and_submits_with_them() -> None:
