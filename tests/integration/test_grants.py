@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import re
 import threading
 from collections.abc import Iterator
@@ -142,8 +143,12 @@ def test_grants_are_part_of_the_definition(scheduler: rota.Scheduler) -> None:
 
 
 def test_a_relaunch_after_a_crash_keeps_the_pinned_grants_under_a_changed_config(
-    memory_url: str, clock: ManualClock, seen: list[dict[str, Any]]
+    memory_url: str,
+    clock: ManualClock,
+    seen: list[dict[str, Any]],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="rota.scheduler")
     with rota.open(memory_url, clock=clock, config={"grants": GRANTS}, owner="host-a") as a:
         a.register("job", recorder(seen), inline=True, config={"bucket": "public"})
         a.submit("w", binding="job", grants=["s3-write"])
@@ -169,6 +174,11 @@ def test_a_relaunch_after_a_crash_keeps_the_pinned_grants_under_a_changed_config
     assert launch["config"] == {"bucket": "reports", "mode": "write"}  # as pinned
     # Variables are resolved at each launch (as a binding's are): the current value.
     assert launch["env"]["AWS_SECRET_ACCESS_KEY"] == SECRET + "-rotated"
+    changed_lines = [r.getMessage() for r in caplog.records if "environment changed" in r.message]
+    assert changed_lines == [
+        "binding job: its environment changed since attempt w/1 was pinned; launching with "
+        "the current values"
+    ]  # logged by name: no value
     assert SECRET.encode() not in log
 
 
@@ -315,3 +325,30 @@ def test_the_asyncio_facade_defines_grants_and_submits_with_them() -> None:
             return await handle.result(timeout=30)
 
     assert asyncio.run(main()) == {"bucket": "reports", "grants": ["s3-write"]}
+
+
+def test_a_relaunch_after_the_grant_was_removed_keeps_its_config_without_its_variables(
+    memory_url: str,
+    clock: ManualClock,
+    seen: list[dict[str, Any]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="rota.scheduler")
+    with rota.open(memory_url, clock=clock, config={"grants": GRANTS}, owner="host-a") as a:
+        a.register("job", recorder(seen), inline=True)
+        a.submit("w", binding="job", grants=["s3-write"])
+        a.service.lifecycle.start_pass()  # claimed; the host "crashed" before invoking
+        a.host.held.clear()
+    with rota.open(memory_url, clock=clock, owner="host-b") as b:  # no grants any more
+        b.register("job", recorder(seen), inline=True)
+        clock.advance(61)
+        assert b.tick().relaunched == 1
+        b.tick()
+        view = b.work("w")
+        assert view is not None and view.state == "completed"
+    (launch,) = seen
+    assert launch["grants"] == ("s3-write",)
+    assert launch["config"] == {"bucket": "reports", "mode": "write"}  # as pinned
+    assert "AWS_SECRET_ACCESS_KEY" not in launch["env"]
+    assert any("no longer configured" in r.getMessage() for r in caplog.records)
+    assert all(SECRET not in r.getMessage() for r in caplog.records)
