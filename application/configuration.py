@@ -14,8 +14,9 @@ import logging
 import msgspec
 
 from rota.application.errors import PortCode
-from rota.application.secrets import split_secrets
+from rota.application.secrets import grant_secrets, secrets_digest, split_secrets
 from rota.domain.errors import NotEligible
+from rota.domain.grants import Grant, with_grants
 from rota.domain.policy import Binding, Pinned, Registration, Settings
 from rota.domain.state import AttemptState
 
@@ -40,6 +41,7 @@ class Configuration:
         owner: str,
         bindings: dict[str, Binding] | None = None,
         registrations: dict[str, Registration] | None = None,
+        grants: dict[str, tuple[Grant, dict[str, str]]] | None = None,
     ) -> None:
         self.settings = settings
         self.owner = owner
@@ -49,15 +51,30 @@ class Configuration:
         self._secrets: dict[str, dict[str, str]] = {}
         for binding in (bindings or {}).values():
             self._define(binding)
+        # The binding grants (rota.domain.grants), and each one's environment values (in
+        # memory only, like a binding's).
+        self.grants: dict[str, Grant] = {}
+        self._grant_secrets: dict[str, dict[str, str]] = {}
+        for grant, environment in (grants or {}).values():
+            self.grants[grant.name] = grant
+            self._grant_secrets[grant.name] = grant_secrets(grant.name, environment)
         self.registrations: dict[str, Registration] = dict(registrations or {})
         self._generation: str | None = None
-        self._pinned: dict[str, Pinned] = {}
+        self._pinned: dict[tuple[str, tuple[str, ...]], Pinned] = {}
 
     @property
     def generation(self) -> str:
         if self._generation is None:
             self._generation = config_generation(self.bindings, self.registrations)
         return self._generation
+
+    def set_grant(self, grant: Grant, environment: dict[str, str] | None = None) -> None:
+        """Define or redefine a binding grant: attempts pinned from now on take it as it
+        is now; pinned attempts keep the config they took."""
+        secrets = grant_secrets(grant.name, environment)
+        self.grants[grant.name] = grant
+        self._grant_secrets[grant.name] = secrets
+        self._pinned.clear()
 
     def set_binding(self, binding: Binding) -> None:
         """Define or redefine a binding: a new configuration generation."""
@@ -70,22 +87,44 @@ class Configuration:
         self._secrets[binding.name] = secrets
 
     def secrets_for(self, attempt: AttemptState) -> dict[str, str]:
-        """The current `environment` values of the attempt's binding, for its launch.
+        """The current `environment` values of the attempt's binding and of the grants it
+        took (`attempt.grants`, in order, a later one's variable replacing an earlier
+        one's), for its launch.
 
         Values are resolved now, not pinned: an attempt relaunched after its binding's
         environment changed gets the current values, and the change is logged (by name).
         """
         binding = attempt.pinned.binding
-        secrets = self._secrets.get(binding.name, {})
+        secrets = dict(self._secrets.get(binding.name, {}))
+        for name in attempt.grants:
+            secrets.update(self._grant_secrets.get(name, {}))
         current = self.bindings.get(binding.name)
-        if current is not None and current.secrets_digest != binding.secrets_digest:
+        if current is not None and self._digest(current, attempt.grants) != binding.secrets_digest:
             log.warning(
                 "binding %s: its environment changed since attempt %s was pinned; "
                 "launching with the current values",
                 binding.name,
                 attempt.execution_id,
             )
-        return dict(secrets)
+        missing = [name for name in attempt.grants if name not in self.grants]
+        if missing:
+            log.warning(
+                "attempt %s took grants %s, which are no longer configured; launching "
+                "without their environment",
+                attempt.execution_id,
+                ", ".join(missing),
+            )
+        return secrets
+
+    def _digest(self, binding: Binding, grants: tuple[str, ...]) -> str | None:
+        """The secrets digest of `binding` with `grants`: the binding's own when no grant
+        sets environment values, else a digest over all the values it launches with."""
+        if not any(self._grant_secrets.get(name) for name in grants):
+            return binding.secrets_digest
+        values = dict(self._secrets.get(binding.name, {}))
+        for name in grants:
+            values.update(self._grant_secrets.get(name, {}))
+        return secrets_digest(values)
 
     def set_registration(self, registration: Registration) -> None:
         """Register an executor: a new configuration generation."""
@@ -96,18 +135,33 @@ class Configuration:
         self._generation = None
         self._pinned.clear()
 
-    def pinned_for(self, binding_name: str) -> Pinned:
-        pinned = self._pinned.get(binding_name)
+    def pinned_for(self, binding_name: str, grants: tuple[str, ...] = ()) -> Pinned:
+        """What an attempt of a Work on `binding_name` opted into `grants` pins."""
+        key = (binding_name, grants)
+        pinned = self._pinned.get(key)
         if pinned is None:
-            pinned = self._pinned[binding_name] = self._pin(binding_name)
+            pinned = self._pinned[key] = self._pin(binding_name, grants)
         return pinned
 
-    def _pin(self, binding_name: str) -> Pinned:
+    def unknown_grants(self, grants: tuple[str, ...]) -> list[str]:
+        return [name for name in grants if name not in self.grants]
+
+    def _pin(self, binding_name: str, grants: tuple[str, ...]) -> Pinned:
         binding = self.bindings.get(binding_name)
         if binding is None:
             raise NotEligible(
                 f"binding {binding_name!r} is not configured", code=PortCode.UNKNOWN_BINDING
             )
+        unknown = self.unknown_grants(grants)
+        if unknown:
+            raise NotEligible(
+                f"grant {unknown[0]!r} is not configured (define it under [[grants]] or "
+                "with Scheduler.grant)",
+                code=PortCode.UNKNOWN_GRANT,
+            )
+        if grants:
+            applied = with_grants(binding, [self.grants[name] for name in grants])
+            binding = msgspec.structs.replace(applied, secrets_digest=self._digest(binding, grants))
         registration = self.registrations.get(binding.executor)
         if registration is None:
             raise NotEligible(

@@ -103,6 +103,9 @@ class PortCode(ErrorCode):
     schedule and the tick phase, the cause chain the store error (the next pass tries again)."""
     UNKNOWN_BINDING = "unknown_binding"
     """The Work's binding is not configured: configure or register it (the Work waits)."""
+    UNKNOWN_GRANT = "unknown_grant"
+    """A Work opts into a binding grant this scheduler does not define: define it in the
+    config's `[[grants]]` (or `Scheduler.grant`) or submit without it."""
     UNKNOWN_EXECUTOR = "unknown_executor"
     """The binding names an executor that is not registered: register it (submit refuses it)."""
     UNKNOWN_EXECUTION = "unknown_execution"

@@ -231,6 +231,7 @@ class Launches:
             deadline=attempt.deadline,
             env=env,
             resume=resume,
+            grants=attempt.grants,
             trace=self.trace_context(execution_id, epoch) if self.trace_context else {},
             persist=lambda metadata: lifecycle.persist_recovery(execution_id, epoch, metadata),
             record_phase=lambda name, outcome: self._record_phase(

@@ -45,6 +45,12 @@ def split_secrets(binding: Binding, where: str | None = None) -> tuple[Binding, 
     return msgspec.structs.replace(binding, config=config, secrets_digest=digest), secrets
 
 
+def grant_secrets(grant: str, environment: dict[str, str] | None) -> dict[str, str]:
+    """A grant's `environment` values, checked as a binding's are (`invalid_config`, the
+    message never quoting a value)."""
+    return _variables(f"grants.{grant}.environment", environment)
+
+
 def secrets_digest(secrets: dict[str, str]) -> str:
     """A slow, salted digest of the names and values (never the values themselves)."""
     return _digest(msgspec.json.encode(dict(sorted(secrets.items()))))

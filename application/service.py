@@ -26,6 +26,7 @@ from rota.application.ports import AppendObserver, EventStore, ProjectionStore
 from rota.application.tallies import Tallies
 from rota.application.transactions import Transactions
 from rota.domain.admission import GateDecision, Waiting
+from rota.domain.grants import Grant
 from rota.domain.policy import Binding, Pinned, Registration, Settings
 from rota.domain.state import AttemptState
 from rota.projections.scheduler import SchedulerProjection
@@ -139,8 +140,13 @@ class SchedulerService:
         with self.lock:
             self.configuration.set_registration(registration)
 
-    def pinned_for(self, binding_name: str) -> Pinned:
-        return self.configuration.pinned_for(binding_name)
+    def pinned_for(self, binding_name: str, grants: tuple[str, ...] = ()) -> Pinned:
+        return self.configuration.pinned_for(binding_name, grants)
+
+    def set_grant(self, grant: Grant, environment: dict[str, str] | None = None) -> None:
+        """Define or redefine a binding grant (rota.domain.grants)."""
+        with self.lock:
+            self.configuration.set_grant(grant, environment)
 
     def secrets_for(self, attempt: AttemptState) -> dict[str, str]:
         return self.configuration.secrets_for(attempt)

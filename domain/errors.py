@@ -94,6 +94,12 @@ class DomainCode(ErrorCode):
     outside the supported subset): the message names the field."""
     NOT_JSON = "not_json"
     """Input or result data holds a value JSON cannot hold exactly (NaN, a set, lone surrogates)."""
+    INVALID_ARTIFACT = "invalid_artifact"
+    """A result's artifact reference is malformed (name, URI scheme, credentials in the URI,
+    digest, size) or repeats a name: fix the reference named."""
+
+    INVALID_GRANT = "invalid_grant"
+    """A submit names a binding grant that is malformed or repeated, or too many (16 at most)."""
 
     # -- configuration values the domain validates
     INVALID_CONFIG = "invalid_config"

@@ -99,6 +99,7 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
             safety=event.safety,
             version=1,
             submitted_at=at,
+            grants=tuple(event.grants),
         )
     if work is None:
         return None

@@ -120,6 +120,7 @@ def on_claimed(work: WorkState, event: AttemptClaimed, at: datetime, *, bump: in
         trigger=trigger,
         claimed_at=at,
         segments=(Segment("start", event.epoch, at, owner=event.owner),),
+        grants=tuple(event.grants),
     )
     return replace(
         work, version=work.version + bump, pending=left, attempts=(*work.attempts, attempt)
@@ -171,6 +172,8 @@ def _ended(work: WorkState, event: _Outcome, at: datetime, bump: int = 0) -> Wor
     if event.consumed:
         # Input an executor consumed during the attempt (injected input) is settled now.
         _, pending = take(pending, event.consumed)
+    if event.artifacts:  # every segment's references, oldest first
+        attempt = replace(attempt, artifacts=(*attempt.artifacts, *event.artifacts))
     if isinstance(event, AttemptParked):
         attempt = replace(
             attempt,

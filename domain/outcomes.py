@@ -47,6 +47,7 @@ def finish(work: WorkState, attempt: int, epoch: int, now: datetime, result: Res
         "data": result.data,
         "usage": dict(result.usage),
         "consumed": list(result.consumed),
+        "artifacts": list(result.artifacts),
     }
     outcome: _Outcome
     if result.outcome == "completed":

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from rota.domain.artifacts import Artifact, check_artifacts
 from rota.domain.errors import DomainCode, InvalidCommand
 from rota.domain.waits import check_wait
 from rota.domain.waits_types import WaitPredicate
@@ -48,6 +49,8 @@ class Result(msgspec.Struct, frozen=True, kw_only=True):
     # A waiting result's wait predicate: only input it matches resumes the attempt
     # (rota.domain.waits); None: any input does.
     wait: WaitPredicate | None = None
+    # References to what the attempt produced (rota.domain.artifacts), kept in its history.
+    artifacts: list[Artifact] = msgspec.field(default_factory=list)
 
 
 class Turn(msgspec.Struct, frozen=True):
@@ -99,6 +102,8 @@ def validate_result(result: Result) -> Result:
         check_wait(result.wait)
     check_payload(result.data, "result data")
     turn_of(result.data)
+    if result.artifacts:
+        check_artifacts(result.artifacts)
     return result
 
 

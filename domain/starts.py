@@ -66,5 +66,6 @@ def claim(work: WorkState, *, now: datetime, owner: str, pinned: Pinned) -> Emit
             consumed=[p.position for p in consumed],
             trigger=trigger.position,
             pinned=pinned,
+            grants=list(work.grants),
         ),
     )

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from rota.domain.artifacts import Artifact
 from rota.domain.policy import Pinned
 from rota.domain.waits_types import WaitPredicate
 
@@ -94,6 +95,10 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     wait: WaitPredicate | None = None
     wait_matched: tuple[str, ...] = ()
     wait_refused: tuple[str, ...] = ()
+    # The binding grants this attempt took (`AttemptClaimed.grants`), kept by recovery and
+    # resume; and the artifact references its outcomes recorded, oldest first.
+    grants: tuple[str, ...] = ()
+    artifacts: tuple[Artifact, ...] = ()
 
     @property
     def execution_id(self) -> str:
@@ -190,6 +195,7 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     budget_pass: bool = False
     gate_pass: bool = False
     controls: tuple[Control, ...] = ()
+    grants: tuple[str, ...] = ()  # the binding grants the Work opted into at submit
 
     @property
     def current(self) -> AttemptState | None:

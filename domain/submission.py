@@ -21,6 +21,9 @@ SCOPE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 INPUT_KEY = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
 # A binding's name, as a config file's `[[bindings]] name` takes it.
 BINDING = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# A binding grant's name, as a config file's `[[grants]] name` takes it.
+GRANT = BINDING
+MAX_GRANTS = 16
 
 
 class WorkInput(msgspec.Struct, frozen=True, gc=False):
@@ -47,6 +50,7 @@ class SubmitWork(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     trigger: str = "all"
     safety: str = "undeclared"
     inputs: tuple[WorkInput, ...] = ()
+    grants: tuple[str, ...] = ()
 
 
 def new_work(command: SubmitWork, now: datetime) -> WorkState:
@@ -59,6 +63,7 @@ def new_work(command: SubmitWork, now: datetime) -> WorkState:
         kind=command.kind,
         trigger=command.trigger,
         safety=command.safety,
+        grants=command.grants,
         version=0,
         submitted_at=now,
     )
@@ -80,21 +85,50 @@ def submit(existing: WorkState | None, command: SubmitWork) -> list[Emit]:
         raise InvalidCommand(
             f"binding {binding[:80]!a} must match {BINDING.pattern}", code=DomainCode.INVALID_WORK
         )
-    event = _submitted(work_id, scope, binding, kind, trigger, safety)
+    grants = check_grants(command.grants)
+    event = _submitted(work_id, scope, binding, kind, trigger, safety, grants)
     if existing is not None:
         same = (existing.scope, existing.binding, existing.kind, existing.trigger, existing.safety)
-        if same == (scope, binding, kind, trigger, safety):
+        if same == (scope, binding, kind, trigger, safety) and existing.grants == grants:
             return []
         raise Refusal(
             f"Work {work_id!r} already exists with another definition "
-            f"(scope {existing.scope!r}, binding {existing.binding!r}, kind {existing.kind!r})",
+            f"(scope {existing.scope!r}, binding {existing.binding!r}, kind {existing.kind!r}"
+            + (f", grants {list(existing.grants)}" if existing.grants or grants else "")
+            + ")",
             code=DomainCode.WORK_CONFLICT,
         )
     return [Emit(work_stream(work_id), event)]
 
 
+def check_grants(grants: tuple[str, ...]) -> tuple[str, ...]:
+    """Refuse (`invalid_grant`) grant names that are malformed, repeated or too many."""
+    if len(grants) > MAX_GRANTS:
+        raise InvalidCommand(
+            f"a Work opts into {len(grants)} grants; at most {MAX_GRANTS}",
+            code=DomainCode.INVALID_GRANT,
+        )
+    for name in grants:
+        if type(name) is not str or not GRANT.fullmatch(name):
+            raise InvalidCommand(
+                f"grant {str(name)[:80]!a} must match {GRANT.pattern}",
+                code=DomainCode.INVALID_GRANT,
+            )
+    if len(set(grants)) != len(grants):
+        raise InvalidCommand(
+            f"grants {list(grants)} name one grant twice", code=DomainCode.INVALID_GRANT
+        )
+    return tuple(grants)
+
+
 def _submitted(
-    work_id: str, scope: str, binding: str, kind: str, trigger: str, safety: str
+    work_id: str,
+    scope: str,
+    binding: str,
+    kind: str,
+    trigger: str,
+    safety: str,
+    grants: tuple[str, ...] = (),
 ) -> WorkSubmitted:
     try:
         return msgspec.convert(
@@ -105,6 +139,7 @@ def _submitted(
                 "kind": kind,
                 "trigger": trigger,
                 "safety": safety,
+                "grants": list(grants),
             },
             WorkSubmitted,
         )

@@ -23,6 +23,11 @@ control_fallback = "queue"              # a failed inject queues its input (or "
 max_attempts = 3
 delays = [300, 600]
 
+[[grants]]                      # a Work opts in at submit: grants = ["s3-write"]
+name = "s3-write"
+config = { bucket = "reports" }                 # merged over the binding's config (logged)
+environment = { AWS_PROFILE = "writer" }        # handed to the launch, never logged
+
 [[scopes]]
 path = "root/team"
 limits = { concurrency = 2 }   # this scope and its descendants, every pool counted
@@ -75,9 +80,10 @@ from pydantic import BaseModel, ValidationError
 
 from rota.application.errors import InvalidExecutorConfig, PortCode
 from rota.application.ports import Executor
-from rota.application.secrets import SECRET_KEYS, split_secrets
+from rota.application.secrets import SECRET_KEYS, grant_secrets, split_secrets
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
+from rota.domain.grants import Grant, check_grant
 from rota.domain.policy import POOL_AGENTS, POOL_JOBS, Binding, Settings
 from rota.domain.submission import BINDING
 from rota.infrastructure.config_models import (
@@ -85,6 +91,7 @@ from rota.infrastructure.config_models import (
     BindingModel,
     BudgetModel,
     ConfigModel,
+    GrantModel,
     HistoricalModel,
     HttpModel,
     RetryModel,
@@ -193,6 +200,7 @@ class Config:
         # Where each binding is written, for messages: `bindings[0]`.
         self.binding_paths = {b.name: f"bindings[{i}]" for i, b in enumerate(model.bindings)}
         self.schedules = check_schedules(model.schedules, source)  # schedule_api applies them
+        self.grants = _grants(model, source)
         builtin = builtin_executor_types()
         for name, binding in self.bindings.items():
             # A built-in executor's rules are known now; an executor registered in process
@@ -243,8 +251,8 @@ REDACTED = "<redacted>"
 
 def shown(model: BaseModel, prefix: str = "") -> list[tuple[str, Any, str]]:
     """Every value of a validated config as `(key, value, origin)`, origin `file` when the
-    file set it and `default` otherwise (`rota config show`). A binding's `environment`
-    values are replaced by `<redacted>`: they are secrets, never shown."""
+    file set it and `default` otherwise (`rota config show`). A binding's and a grant's
+    `environment` values are replaced by `<redacted>`: they are secrets, never shown."""
     rows: list[tuple[str, Any, str]] = []
     given = model.model_fields_set
     fields = [(name, getattr(model, name), name in given) for name in type(model).model_fields]
@@ -257,7 +265,7 @@ def shown(model: BaseModel, prefix: str = "") -> list[tuple[str, Any, str]]:
             for i, item in enumerate(value):
                 rows += shown(item, f"{key}[{i}].")
         else:
-            if name in SECRET_KEYS and isinstance(model, BindingModel):
+            if name in SECRET_KEYS and isinstance(model, BindingModel | GrantModel):
                 secret = isinstance(value, dict)
                 value = dict.fromkeys(value, REDACTED) if secret else REDACTED  # noqa: PLW2901
             rows.append((key, value, "file" if from_file else "default"))
@@ -267,6 +275,22 @@ def shown(model: BaseModel, prefix: str = "") -> list[tuple[str, Any, str]]:
 def _inherit(rows: list[tuple[str, Any, str]], from_file: bool) -> list[tuple[str, Any, str]]:
     """A table the file did not write at all is the defaults, whatever its model says."""
     return rows if from_file else [(key, value, "default") for key, value, _ in rows]
+
+
+def _grants(model: ConfigModel, source: str) -> dict[str, tuple[Grant, dict[str, str]]]:
+    """`[[grants]]`: each grant (its pinnable part) and its environment values, checked."""
+    grants: dict[str, tuple[Grant, dict[str, str]]] = {}
+    for index, item in enumerate(model.grants):
+        where = f"{source}: grants[{index}]"
+        if item.name in grants:
+            raise ConfigError(f"{where}.name: duplicate grant name {item.name!r}")
+        try:
+            grant = check_grant(Grant(name=item.name, config=dict(item.config)))
+            environment = grant_secrets(item.name, dict(item.environment))
+        except InvalidCommand as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        grants[item.name] = (grant, environment)
+    return grants
 
 
 def check_binding_name(name: str) -> None:

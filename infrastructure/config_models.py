@@ -5,7 +5,7 @@ a file through them."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -78,6 +78,17 @@ class BindingModel(BaseModel):
             handoff=self.handoff,
             control_fallback=self.control_fallback,
         )
+
+
+class GrantModel(BaseModel):
+    """`[[grants]]`: a binding grant a Work may opt into at submit (rota.domain.grants).
+    `config` is merged over the binding's config and pinned (it is in the log: no secret
+    values); `environment` is handed to the launch like a binding's and never written."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=BINDING.pattern)
+    config: dict[str, Any] = {}
+    environment: dict[str, str] = {}
 
 
 class ScopeLimitsModel(BaseModel):
@@ -158,6 +169,7 @@ class ConfigModel(BaseModel):
     store: StoreModel = StoreModel()
     settings: SettingsModel = SettingsModel()
     bindings: list[BindingModel] = []
+    grants: list[GrantModel] = []
     scopes: list[ScopeModel] = []
     budgets: list[BudgetModel] = []
     historical: list[HistoricalModel] = []
@@ -170,6 +182,7 @@ __all__ = [
     "BindingModel",
     "BudgetModel",
     "ConfigModel",
+    "GrantModel",
     "HistoricalModel",
     "HttpModel",
     "PoolLimit",

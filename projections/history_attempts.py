@@ -87,6 +87,8 @@ def _outcome(
     """Record an attempt's outcome; whether the Work's record changed (a failure counted)."""
     close_segment(attempt, position, at)
     record = OutcomeRecord(kind=outcome_kind(event), position=position, at=at, epoch=attempt.epoch)
+    if isinstance(event, _Outcome) and event.artifacts:
+        record.artifacts = list(event.artifacts)
     if isinstance(event, AttemptFailed):
         record.error_code, record.error_message = event.error_code, event.error_message
         record.permanent, record.retry_at = event.permanent, event.retry_at

@@ -9,6 +9,7 @@ from datetime import datetime
 
 import msgspec
 
+from rota.domain.artifacts import Artifact
 from rota.domain.events import (
     Event,
 )
@@ -63,6 +64,7 @@ class OutcomeRecord(msgspec.Struct, kw_only=True, gc=False):
     permanent: bool = False
     retry_at: datetime | None = None
     retry_unknown: bool = False
+    artifacts: list[Artifact] = msgspec.field(default_factory=list)
 
 
 class RecoveryRecord(msgspec.Struct, kw_only=True, gc=False):

@@ -68,6 +68,7 @@ from rota.application.queries.work_views import (
     WorkSummary,
     WorkView,
 )
+from rota.domain.artifacts import Artifact
 from rota.domain.errors import (
     InvalidCommand,
     LeaseLost,
@@ -94,6 +95,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApiCode",
+    "Artifact",
     "AttemptView",
     "BackfillResult",
     "Binding",

@@ -235,6 +235,16 @@ class AsyncScheduler:
             handoff=handoff,
         )
 
+    def grant(
+        self,
+        name: str,
+        *,
+        config: dict[str, Any] | None = None,
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        """`Scheduler.grant`: define (or redefine) a binding grant."""
+        self.sync.grant(name, config=config, environment=environment)
+
     def register_gate(self, name: str, gate: Gate) -> None:
         self.sync.register_gate(name, gate)
 

@@ -151,13 +151,16 @@ def read_only_service(
 ) -> SchedulerService:
     """A service with the configuration's settings and bindings and the built-in executors'
     registrations (as `rota run` has them), for commands that only look (replay, explain)."""
-    return build_service(
+    service = build_service(
         store,
         settings=config.settings,
         owner=owner,
         bindings=dict(config.bindings),
         registrations=builtin_registrations(),
     )
+    for grant, environment in config.grants.values():
+        service.set_grant(grant, environment)
+    return service
 
 
 __all__ = [

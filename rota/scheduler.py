@@ -28,7 +28,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar, Unpack, overload
 
 import msgspec
@@ -93,6 +93,8 @@ class Scheduler(SchedulerOperations):
             bindings=dict(config.bindings),
             registrations=bootstrap.registrations_of(self.executors),
         )
+        for grant, values in config.grants.values():
+            self.service.set_grant(grant, values)
         self.host = bootstrap.build_host(self.service, self.executors, environment=environment)
         self.host.declare_compatible(config.historical)
         self._closed = False
@@ -248,6 +250,19 @@ class Scheduler(SchedulerOperations):
             handoff=handoff,
         )
 
+    def grant(
+        self,
+        name: str,
+        *,
+        config: dict[str, Any] | None = None,
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        """Define (or redefine) binding grant `name` (as `[[grants]]` does): a Work that
+        opts in (`submit(..., grants=[name])`) has `config` merged over its binding's config
+        (pinned, so in the log: no secret values here) and `environment` added to its
+        launch's variables (never written). Pinned attempts keep the config they took."""
+        self._registry.grant(name, config=config, environment=environment)
+
     def check_bindings(self) -> None:
         """Refuse (`unknown_executor`, naming the binding's field path) when a defined
         binding names an executor this scheduler has not registered.
@@ -284,9 +299,14 @@ class Scheduler(SchedulerOperations):
         kind: str = "run-once",
         trigger: str = "all",
         safety: str = "undeclared",
+        grants: Sequence[str] = (),
     ) -> WorkHandle[Any]:
         """Define a Work and accept its input; returns a `WorkHandle` on it (a
         `WorkHandle[T]` for a `TypedBinding[T]` from `register`).
+
+        `grants` names binding grants (`grant()`, `[[grants]]`) the Work opts into: its
+        attempts pin the binding with their config applied and launch with their
+        environment. A grant this scheduler does not define is refused (`unknown_grant`).
 
         A run-once Work submitted without input gets an empty input (it runs once); a
         standing Work without input stays idle until input arrives. Submitting the same
@@ -311,6 +331,7 @@ class Scheduler(SchedulerOperations):
                 kind=kind,
                 trigger=trigger,
                 safety=safety,
+                grants=grants,
             )
         )
 

@@ -21,7 +21,7 @@ from rota.application.commands.lifecycle_values import (
 )
 from rota.application.commands.requests import Asked, once
 from rota.application.configuration import Configuration
-from rota.application.errors import DeliveryConflict
+from rota.application.errors import DeliveryConflict, PortCode
 from rota.application.launch_writes import GroupedFenced
 from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.transactions import Transactions
@@ -67,6 +67,14 @@ class LifecycleCommands:
         work_id = command.work_id
         existing = self.tx.projection.works.get(work_id)
         emits = lifecycle.submit(existing, command)
+        unknown = self.config.unknown_grants(command.grants)
+        if unknown and emits:  # (a Work already defined with them is a no-op, not refused)
+            raise Refusal(
+                f"Work {work_id!r} opts into grant {unknown[0]!r}, which is not configured: "
+                f"define it under [[grants]] (or Scheduler.grant); defined: "
+                f"{sorted(self.config.grants) or 'none'}",
+                code=PortCode.UNKNOWN_GRANT,
+            )
         state = existing if existing is not None else lifecycle.new_work(command, now)
         for given in command.inputs:
             try:
@@ -241,7 +249,7 @@ class LifecycleCommands:
                 now=self.tx.now(),
                 owner=self.config.owner,
                 settings=self.config.settings,
-                pin=lambda work: self.config.pinned_for(work.binding),
+                pin=lambda work: self.config.pinned_for(work.binding, work.grants),
                 pool_in_use={pool: len(h) for pool, h in projection.slots.items()},
                 scope_in_use=projection.scope_in_use(limits) if limits else {},
                 budgets=projection.budgets,
@@ -295,7 +303,7 @@ class LifecycleCommands:
         current = work.current
         if current is not None and current.status == "parked":
             return current.pinned
-        return self.config.pinned_for(work.binding)
+        return self.config.pinned_for(work.binding, work.grants)
 
     def invoke(self, execution_id: str, epoch: int, isolated: bool = False) -> None:
         self.tx.fenced(

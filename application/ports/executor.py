@@ -85,6 +85,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from rota.application.ports.cancel_event import CancelEvent
+from rota.domain.artifacts import Artifact, check_artifact
+from rota.domain.errors import DomainCode, InvalidCommand
 from rota.domain.results import Result
 
 StopEvidence = Literal["stopped", "unknown"]
@@ -119,6 +121,11 @@ class LaunchContext:
     # The W3C trace context of this launch's span (`traceparent`, maybe `tracestate`):
     # empty unless tracing is on (rota[otel]). Never logged, never written to the log.
     trace: dict[str, str] = field(default_factory=dict)
+    # The binding grants the attempt took (its config already has theirs applied).
+    grants: tuple[str, ...] = ()
+    # Artifact references added with `add_artifact` (the in-process executor records them
+    # with the attempt's result, before the Result's own).
+    artifacts: list[Artifact] = field(default_factory=list)
 
     @property
     def execution_id(self) -> str:
@@ -135,6 +142,21 @@ class LaunchContext:
         while not self.injected.empty():
             taken.append(self.injected.get_nowait())
         return taken
+
+    def add_artifact(
+        self, name: str, uri: str, *, digest: str | None = None, size: int | None = None
+    ) -> Artifact:
+        """Record a reference to something this attempt produced, kept with its outcome
+        (the attempt's history, views, HTTP, export); refused at once (`invalid_artifact`)
+        when malformed or its name was added before."""
+        artifact = check_artifact(Artifact(name=name, uri=uri, digest=digest, size=size))
+        if any(a.name == name for a in self.artifacts):
+            raise InvalidCommand(
+                f"artifact {name!r} was added before: names are unique within a result",
+                code=DomainCode.INVALID_ARTIFACT,
+            )
+        self.artifacts.append(artifact)
+        return artifact
 
     def persist_recovery(self, metadata: Any) -> None:
         """Fenced: store recovery metadata for this attempt; raises LeaseLost when stale."""

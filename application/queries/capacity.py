@@ -99,7 +99,7 @@ def dry_run_starts(
         now=now,
         owner=configuration.owner,
         settings=settings,
-        pin=lambda work: configuration.pinned_for(work.binding),
+        pin=lambda work: configuration.pinned_for(work.binding, work.grants),
         pool_in_use={pool: len(h) for pool, h in projection.slots.items()},
         scope_in_use=projection.scope_in_use(settings.scope_limits),
         budgets=projection.budgets,
@@ -120,7 +120,7 @@ def waiting_by_pool(
         if work is None or item.code not in CAPACITY_CODES:
             continue
         try:
-            pool = configuration.pinned_for(work.binding).registration.pool
+            pool = configuration.pinned_for(work.binding, work.grants).registration.pool
         except RotaError:
             continue
         counts[pool] = counts.get(pool, 0) + 1

@@ -18,6 +18,7 @@ from rota.application.ports import RecordedEvent
 from rota.application.timestamps import format_timestamp
 from rota.domain import waits
 from rota.domain.admission import Waiting
+from rota.domain.artifacts import Artifact
 from rota.domain.state import AttemptState, Segment, WorkState
 
 
@@ -65,11 +66,13 @@ class AttemptView(View, frozen=True, kw_only=True):
     stop_confirmed: bool
     executor: str
     generation: str
+    grants: tuple[str, ...]
     consumed: tuple[int, ...]
     error: ErrorView | None
     permanent: bool
     usage: dict[str, float]
     data: Any
+    artifacts: tuple[Artifact, ...]
     remaining_seconds: float | None
     segments: tuple[SegmentView, ...]
     dropped_segments: int
@@ -133,6 +136,7 @@ class WorkView(View, frozen=True, kw_only=True):
     kind: str
     trigger: str
     safety: str
+    grants: tuple[str, ...]
     version: int
     submitted_at: str | None
     pending: tuple[PendingView, ...]
@@ -215,11 +219,13 @@ def attempt_view(attempt: AttemptState) -> AttemptView:
         stop_confirmed=attempt.stop_confirmed,
         executor=attempt.pinned.registration.name,
         generation=attempt.pinned.generation,
+        grants=attempt.grants,
         consumed=tuple(p.position for p in attempt.consumed),
         error=error,
         permanent=attempt.permanent,
         usage=dict(attempt.usage),
         data=attempt.data,
+        artifacts=attempt.artifacts,
         remaining_seconds=attempt.remaining_seconds,
         segments=tuple(segment_view(s) for s in attempt.segments),
         dropped_segments=attempt.dropped_segments,
@@ -255,6 +261,7 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> WorkView:
         kind=work.kind,
         trigger=work.trigger,
         safety=work.safety,
+        grants=work.grants,
         version=work.version,
         submitted_at=_time(work.submitted_at),
         pending=tuple(

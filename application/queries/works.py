@@ -85,7 +85,7 @@ class WorkQueries:
         if found is not None or work.state != "ready":
             return found
         try:
-            self.service.pinned_for(work.binding)
+            self.service.pinned_for(work.binding, work.grants)
         except NotEligible as refusal:
             return Waiting(work.work_id, refusal.code, refusal.message)
         return None

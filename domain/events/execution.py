@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
+from rota.domain.artifacts import Artifact
 from rota.domain.events.base import Event
 from rota.domain.policy import Pinned
 from rota.domain.waits_types import WaitPredicate
@@ -27,7 +28,10 @@ class AttemptClaimed(Event, tag="core.execution.claimed", frozen=True, kw_only=T
     the inputs the attempt took, in order; `trigger` is the one that triggered it.
     The pinned binding holds no secret: a binding's `environment` table is resolved again
     at each launch, and `pinned.binding.secrets_digest` (a slow salted digest, or null)
-    only tells whether it changed since.
+    only tells whether it changed since. `grants` names the binding grants the attempt
+    took (its Work's, in order): `pinned.binding.config` has their config applied and
+    `secrets_digest` covers their `environment` values, which are never written; recovery
+    and resume keep them (a pre-grants claim reads as `[]`).
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
@@ -42,6 +46,10 @@ class AttemptClaimed(Event, tag="core.execution.claimed", frozen=True, kw_only=T
     trigger: int | None
     pinned: Pinned
     passes: list[str] = msgspec.field(default_factory=list)
+    # The binding grants the attempt took (its Work's, in order): `pinned.binding.config`
+    # has their config applied; their environment values are never written (a grant's
+    # `environment`, like a binding's, is resolved at each launch). [] before grants.
+    grants: list[str] = msgspec.field(default_factory=list)
 
 
 class AttemptResumed(Event, tag="core.execution.resumed", frozen=True, kw_only=True):
@@ -159,10 +167,18 @@ class _Outcome(Event, frozen=True, kw_only=True):
     data: Any = None
     usage: dict[str, float] = msgspec.field(default_factory=dict)
     consumed: list[int] = msgspec.field(default_factory=list)
+    # References to what the attempt produced (rota.domain.artifacts); [] before them.
+    artifacts: list[Artifact] = msgspec.field(default_factory=list)
 
 
 class AttemptCompleted(_Outcome, tag="core.execution.completed", frozen=True, kw_only=True):
-    """The attempt finished successfully with its data and usage (a structured result)."""
+    """The attempt finished successfully with its data and usage (a structured result).
+
+    Every outcome event (completed, failed, handed off, parked) carries `artifacts`: the
+    references to what the attempt produced (`name`, `uri`, `digest`, `size`; see
+    rota.domain.artifacts), checked before they are written; a pre-artifacts outcome
+    reads as `[]`.
+    """
 
     outcome_name: ClassVar[str] = "completed"
 

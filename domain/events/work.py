@@ -2,6 +2,8 @@
 
 from typing import Any, ClassVar, Literal
 
+import msgspec
+
 from rota.domain.events.base import Event
 
 WorkKind = Literal["run-once", "standing"]
@@ -16,7 +18,8 @@ class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True)
     and a different definition under the same id is refused (`work_conflict`). `trigger`
     chooses which pending input an attempt consumes: `all` (the whole ordered batch, the
     first triggering), `first` (only the oldest), `last` (the whole batch, the newest
-    triggering).
+    triggering). `grants` are the binding grants the Work opted into, in order (each
+    attempt's pinned binding has their config applied); [] before grants.
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
@@ -27,6 +30,7 @@ class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True)
     kind: WorkKind = "run-once"
     trigger: TriggerSelector = "all"
     safety: LostRetrySafety = "undeclared"
+    grants: list[str] = msgspec.field(default_factory=list)
 
 
 class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True):

@@ -6,7 +6,8 @@ first), `ctx.trigger`, `ctx.config` (the binding's config), `ctx.cancel` (a
 stops; `ctx.cancel_reason` says why), `ctx.phase(name)` and `ctx.persist_recovery(...)`.
 
 What it returns decides the outcome:
-- a `rota.Result`: used as it is (validated);
+- a `rota.Result`: used as it is (validated), its `artifacts` after those the callable
+  added with `ctx.add_artifact(...)` (which a failure keeps too);
 - any other JSON-serializable value: a completed attempt whose data is that value;
 - raising `rota.Fail(code, message, permanent=..., retry_at=..., retry_unknown=...)`:
   a failed attempt with that operation error's code and message;
@@ -27,13 +28,16 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from rota.application.errors import PortCode
 from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
+from rota.domain.artifacts import Artifact
 from rota.domain.errors import InvalidCommand, RotaError
 from rota.domain.failures import FailureCode
 from rota.domain.results import Result, validate_result
@@ -62,11 +66,14 @@ class Fail(RotaError):
         self.retry_unknown = retry_unknown
 
 
-def to_result(value: Any) -> Result:
-    """The Result a callable's return value stands for (validated)."""
+def to_result(value: Any, artifacts: Sequence[Artifact] = ()) -> Result:
+    """The Result a callable's return value stands for (validated), with the artifact
+    references it added through `ctx.add_artifact` first."""
     # The value is stored exactly or refused: `validate_result` checks that the data is a
     # JSON value (a set, a tuple, bytes, a datetime or NaN is `invalid_result`, not changed).
     result = value if isinstance(value, Result) else Result(outcome="completed", data=value)
+    if artifacts:
+        result = msgspec.structs.replace(result, artifacts=[*artifacts, *result.artifacts])
     try:
         return validate_result(result)
     except InvalidCommand as refusal:
@@ -75,7 +82,7 @@ def to_result(value: Any) -> Result:
         )
 
 
-def failure_result(exc: BaseException) -> Result:
+def failure_result(exc: BaseException, artifacts: Sequence[Artifact] = ()) -> Result:
     if isinstance(exc, Fail):
         return to_result(
             Result(
@@ -85,7 +92,8 @@ def failure_result(exc: BaseException) -> Result:
                 permanent=exc.permanent,
                 retry_at=exc.retry_at,
                 retry_unknown=exc.retry_unknown,
-            )
+            ),
+            artifacts,
         )
     return Result(
         outcome="failed",
@@ -124,11 +132,11 @@ class InProcessExecutor(Executor):
     def _call(self, ctx: LaunchContext, done: Done) -> None:
         result: Result | None = None
         try:
-            result = to_result(self.fn(ctx))
+            result = to_result(self.fn(ctx), ctx.artifacts)
         except BaseException as exc:
             if not isinstance(exc, Fail):
                 log.warning("attempt %s raised", ctx.execution_id, exc_info=True)
-            result = failure_result(exc)
+            result = failure_result(exc, ctx.artifacts)
         finally:
             if result is None:  # (only if building the failure itself failed)
                 result = Result(outcome="failed", error_code=FailureCode.UNHANDLED_EXCEPTION)

@@ -81,13 +81,15 @@ Outcome (usage is {"minutes": wall-clock minutes}, and the units a rota.result l
   `data`, `permanent`, `retry_unknown`, `turn`, and `usage`, amounts by unit reported beside
   the minutes for budgets to charge:
       {"rota.result": {"usage": {"usd": 0.42, "tokens": 1800}}}
-  (units ^[a-z][a-z0-9_]{0,31}$ other than turns, attempts and minutes; finite amounts >= 0).
-  An unsound line gives "invalid_result".
+  (units ^[a-z][a-z0-9_]{0,31}$ other than turns, attempts and minutes; finite amounts >= 0),
+  and `artifacts`, references {"name", "uri", "digest", "size"} kept with the outcome
+  (rota.domain.artifacts). An unsound line gives "invalid_result".
 
 Untrusted output
   Only the last `capture_bytes` of each file are read; data holds the last 4096 characters of
   each, decoded as UTF-8 with errors replaced. `ctx.env` values of 6 or more characters are
-  replaced by "[redacted]" in tails and messages; rota.result data holding one is refused.
+  replaced by "[redacted]" in tails and messages; rota.result data or artifacts holding one
+  are refused.
   A recovered run is redacted with the recovering `ctx.env`.
 
 Where a pid means something

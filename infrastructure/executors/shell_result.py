@@ -12,7 +12,9 @@ The rota.result line
   and `usage`: an object of amounts by unit ({"usd": 0.42, "tokens": 1800}), reported beside
   the wall-clock "minutes" the executor measures itself (a non-zero exit's too), which budgets
   charge. Each unit matches ^[a-z][a-z0-9_]{0,31}$ and is not turns or attempts (rota counts
-  those) nor minutes; each amount is a finite, non-negative number.
+  those) nor minutes; each amount is a finite, non-negative number. `artifacts` is a list of
+  artifact references, each an object {"name", "uri", "digest", "size"} (digest and size
+  optional; rota.domain.artifacts), recorded with the outcome whatever the exit status.
   `validate_result` checks the result; an unsound one becomes a failed result, error_code
   "invalid_result", with the validation message (and only the minutes as usage).
 """
@@ -23,13 +25,14 @@ from typing import Any
 
 import msgspec
 
+from rota.domain.artifacts import Artifact, artifact_from
 from rota.domain.errors import DomainCode, InvalidCommand, RotaError
 from rota.domain.results import MAX_MESSAGE, TURN_KEY, Result, validate_result
 
 EX_CONFIG = 78
 TAIL_CHARS = 4096
 RESULT_KEY = "rota.result"
-RESULT_FIELDS = ("outcome", "data", "permanent", "retry_unknown", "turn", "usage")
+RESULT_FIELDS = ("outcome", "data", "permanent", "retry_unknown", "turn", "usage", "artifacts")
 MINUTES = "minutes"  # the usage unit the executor reports itself: a run's wall-clock minutes
 OUTCOMES = ("completed", "failed", "waiting", "handoff")
 REDACTED = "[redacted]"
@@ -75,9 +78,12 @@ def build_result(
         declared = _declared(stdout)
         if declared is not None:
             result = _apply(result, declared, code)
-        encoded = msgspec.json.encode(validate_result(result).data)
+        validated = validate_result(result)
+        encoded = msgspec.json.encode([validated.data, validated.artifacts])
         if any(msgspec.json.encode(secret)[1:-1] in encoded for secret in secrets):
-            raise InvalidCommand(f"{RESULT_KEY} data holds a value of ctx.env: not stored")
+            raise InvalidCommand(
+                f"{RESULT_KEY} data or artifacts hold a value of ctx.env: not stored"
+            )
         return result
     except RotaError as error:
         message = redact(error.message, secrets)[:MAX_MESSAGE]
@@ -137,6 +143,7 @@ def _apply(base: Result, declared: dict[str, Any], code: int) -> Result:
     result = msgspec.structs.replace(
         base, data=data, usage=_usage(base.usage, declared.get("usage", {})),
         permanent=base.permanent or flags["permanent"], retry_unknown=flags["retry_unknown"],
+        artifacts=_artifacts(declared.get("artifacts", [])),
     )  # fmt: skip
     if code != 0:  # a non-zero exit fails whatever the line says
         return result
@@ -146,6 +153,15 @@ def _apply(base: Result, declared: dict[str, Any], code: int) -> Result:
     return msgspec.structs.replace(
         result, outcome="failed", error_code="reported_failure", error_message=message
     )
+
+
+def _artifacts(declared: Any) -> list[Artifact]:
+    """The declared artifact references, each checked (`invalid_artifact`)."""
+    if not isinstance(declared, list):
+        raise InvalidCommand(
+            f"{RESULT_KEY} artifacts must be a list of objects", code=DomainCode.INVALID_ARTIFACT
+        )
+    return [artifact_from(item, f"{RESULT_KEY} artifacts[{i}]") for i, item in enumerate(declared)]
 
 
 def _usage(measured: dict[str, float], declared: Any) -> dict[str, float]:

@@ -54,6 +54,8 @@ def _describe(view: WorkView) -> list[str]:
         f"{view.id}: {view.state}  (binding {view.binding}, scope {view.scope}, "
         f"{view.kind}, submitted {view.submitted_at})"
     ]
+    if view.grants:
+        lines.append(f"  grants: {', '.join(view.grants)}")
     if view.pending:
         keys = ", ".join(p.key for p in view.pending)
         lines.append(f"  pending input: {keys}")
@@ -71,6 +73,10 @@ def _describe(view: WorkView) -> list[str]:
             lines.append(f"    data: {msgspec.json.encode(attempt.data).decode()}")
         if attempt.wait is not None:
             lines.append(f"    waits for: {attempt.wait.describe}")
+        for artifact in attempt.artifacts:
+            facts = [f for f in (artifact.digest, _bytes(artifact.size)) if f is not None]
+            more = f" ({', '.join(facts)})" if facts else ""
+            lines.append(f"    artifact {artifact.name}: {artifact.uri}{more}")
     retry = view.retry
     if retry.blocked_reason == "permanent_failure":
         # The domain counts a permanent failure as the whole budget spent (no retry is
@@ -89,6 +95,10 @@ def _describe(view: WorkView) -> list[str]:
     return lines
 
 
+def _bytes(size: int | None) -> str | None:
+    return None if size is None else f"{size} bytes"
+
+
 # -- commands ----------------------------------------------------------------------------
 
 
@@ -103,6 +113,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         kind=args.kind,
         trigger=args.trigger,
         safety=args.safety,
+        grants=tuple(args.grant or ()),
     )
     with open_rota(args, runs=True) as scheduler:
         before = scheduler.store.head().position
@@ -375,6 +386,12 @@ def register(commands: Any) -> None:
     submit.add_argument("work", metavar="WORK", help="the Work id")
     submit.add_argument("--binding", required=True, help="a binding from the config")
     submit.add_argument("--scope", default="root", help="scope path (default: root)")
+    submit.add_argument(
+        "--grant",
+        action="append",
+        metavar="NAME",
+        help="a binding grant from the config's [[grants]] the Work opts into (repeatable)",
+    )
     submit.add_argument("--kind", choices=("run-once", "standing"), default="run-once")
     submit.add_argument("--trigger", choices=("all", "first", "last"), default="all")
     submit.add_argument(

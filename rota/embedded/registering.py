@@ -12,6 +12,7 @@ from rota.application.executor_directory import registration_of
 from rota.application.host import Host
 from rota.application.ports import Executor, LaunchContext
 from rota.application.service import SchedulerService
+from rota.domain.grants import Grant, check_grant
 from rota.domain.policy import ControlFallback, HandoffPolicy, RetryPolicy
 from rota.embedded.async_executors import AsyncCallables
 from rota.embedded.bindings import BindingPaths, check_timeout, define_binding
@@ -175,6 +176,13 @@ class Registry:
             self.service.set_binding(binding)
             self.host.keep_generation(before, executors)
             self.binding_paths.paths[name] = where
+
+    def grant(
+        self, name: str, *, config: dict[str, Any] | None, environment: dict[str, str] | None
+    ) -> None:
+        """Define (or redefine) binding grant `name` (rota.domain.grants)."""
+        grant = check_grant(Grant(name=name, config=dict(config or {})))
+        self.service.set_grant(grant, environment)
 
     def check_bindings(self) -> None:
         """Refuse (`unknown_executor`) a defined binding on an unregistered executor."""

@@ -5,12 +5,14 @@ accepted)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Required, TypedDict
 
 import msgspec
 
 from rota.application.ports import AppendResult, EventStore
 from rota.domain.emit import work_stream
+from rota.domain.errors import DomainCode, InvalidCommand
 from rota.domain.submission import SubmitWork, WorkInput, derived_input_key
 
 INPUT_ACCEPTED = "core.input.accepted"
@@ -29,6 +31,7 @@ class Submission(msgspec.Struct, frozen=True):
     kind: str = "run-once"
     trigger: str = "all"
     safety: str = "undeclared"
+    grants: Sequence[str] = ()
 
 
 class SubmitOptions(TypedDict, total=False):
@@ -41,6 +44,7 @@ class SubmitOptions(TypedDict, total=False):
     kind: str
     trigger: str
     safety: str
+    grants: Sequence[str]
 
 
 class SubmissionFields(SubmitOptions, total=False):
@@ -75,7 +79,19 @@ def submit_command(item: Submission) -> SubmitWork:
         trigger=item.trigger,
         safety=item.safety,
         inputs=inputs,
+        grants=_grants(item.grants),
     )
+
+
+def _grants(grants: object) -> tuple[str, ...]:
+    """The grant names a submit opts into, as a tuple (a list or tuple of names; a lone
+    string is refused rather than read as its characters)."""
+    if isinstance(grants, str) or not isinstance(grants, list | tuple):
+        raise InvalidCommand(
+            f"grants must be a list of grant names, not {type(grants).__name__}",
+            code=DomainCode.INVALID_GRANT,
+        )
+    return tuple(grants)
 
 
 def input_position(command: SubmitWork, recorded: AppendResult, store: EventStore) -> int | None:

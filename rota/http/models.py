@@ -70,6 +70,22 @@ class WorkDetail(BaseModel):
     explain: dict[str, Any] = Field(description="why it is in its state, citing positions")
 
 
+class ArtifactRef(BaseModel):
+    """An artifact reference an attempt's outcome recorded (rota.domain.artifacts)."""
+
+    attempt: int = Field(description="the attempt's number")
+    execution: str = Field(description="its execution id, `<work>/<attempt>`")
+    name: str = Field(description="unique within the attempt's result")
+    uri: str = Field(description="where the artifact is (s3://, https://, file:// ...)")
+    digest: str | None = Field(description="`sha256:<64 hex>` or `sha512:<128 hex>`, or null")
+    size: int | None = Field(description="its size in bytes, or null")
+
+
+class Artifacts(BaseModel):
+    work: str = Field(description="the Work's id")
+    artifacts: list[ArtifactRef] = Field(description="every attempt's references, oldest first")
+
+
 class PoolCapacity(BaseModel):
     limit: int = Field(description="0: unbounded")
     in_use: int = Field(description="attempts holding a slot, read from storage now")
@@ -170,6 +186,9 @@ class SubmitBody(Body):
     kind: Literal["run-once", "standing"] = "run-once"
     trigger: Literal["all", "first", "last"] = "all"
     safety: Literal["undeclared", "idempotent", "deduplicated"] = "undeclared"
+    grants: list[str] = Field(
+        [], max_length=16, description="binding grants the Work opts into (`[[grants]]`)"
+    )
 
 
 class AcceptBody(Body):

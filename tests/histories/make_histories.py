@@ -48,6 +48,7 @@ from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.codec import DEFAULT_CODEC
 from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.projections.scheduler import SchedulerProjection
+from rota.projections.work_rows import WorkCodec
 from rota.replay.export import (
     ExportHeader,
     ExportLine,
@@ -85,33 +86,11 @@ def work_facts(work: WorkState) -> dict[str, Any]:
     return facts
 
 
-# The attempt fields the recorded digests were taken over. A field added since (additive,
-# with a default) is left out of the digest while it holds its default, so adding one
-# keeps every recorded digest (a replay that sets it still differs, as it should).
-DIGESTED_ATTEMPT_FIELDS = frozenset(
-    {
-        "work_id", "number", "epoch", "owner", "lease_expires_at", "deadline", "pinned",
-        "consumed", "trigger", "claimed_at", "status", "released", "outcome", "ended_at",
-        "stop_confirmed", "segments", "dropped_segments", "dropped_active_seconds",
-        "remaining_seconds", "error_code", "error_message", "permanent", "usage", "data",
-        "recovery_metadata", "recovery_epoch", "relaunches",
-    }
-)  # fmt: skip
-
-
 def work_digest(work: WorkState) -> str:
-    """SHA-256 of one Work's full state, to name the first Work a replay disagrees on."""
-    value = msgspec.to_builtins(work)
-    for attempt, state in zip(value["attempts"], work.attempts, strict=True):
-        for field in msgspec.structs.fields(state):
-            if field.name in DIGESTED_ATTEMPT_FIELDS:
-                continue
-            default = field.default
-            if default is msgspec.NODEFAULT and field.default_factory is not msgspec.NODEFAULT:
-                default = field.default_factory()
-            if getattr(state, field.name) == default:
-                del attempt[field.name]
-    return hashlib.sha256(msgspec.json.encode(value)).hexdigest()
+    """SHA-256 of one Work's state as the projection stores it (its lean row: a field at
+    its default is left out, so a field added later with a default leaves the digests of
+    Works written before it unchanged), to name the first Work a replay disagrees on."""
+    return hashlib.sha256(WorkCodec().encode(work)).hexdigest()
 
 
 def replay(path: Path) -> tuple[SchedulerProjection, int, str]:

@@ -149,6 +149,7 @@ def submit(api: Api, token: Operator, body: SubmitBody, key: KeyHeader = None) -
                 kind=body.kind,
                 trigger=body.trigger,
                 safety=body.safety,
+                grants=tuple(body.grants),
             )
         )
         return handle.input_position

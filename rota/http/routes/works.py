@@ -1,4 +1,5 @@
-"""`GET /v1/works` (filtered, paged) and `GET /v1/work/{id}` (the view and its explanation)."""
+"""`GET /v1/works` (filtered, paged), `GET /v1/work/{id}` (the view and its explanation) and
+`GET /v1/work/{id}/artifacts` (its artifact references, typed)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
 from rota.http.context import ApiContext
 from rota.http.deps import READ, context
-from rota.http.models import PAGE_DEFAULT, PAGE_MAX, WORK_ID, WorkDetail, WorkPage, documented
+from rota.http.models import (
+    PAGE_DEFAULT,
+    PAGE_MAX,
+    WORK_ID,
+    ArtifactRef,
+    Artifacts,
+    WorkDetail,
+    WorkPage,
+    documented,
+)
 from rota.http.models import READ as READ_ERRORS
 from rota.replay.explain import explain
 
@@ -53,3 +63,30 @@ def work(
         raise RotaError(f"no Work {work_id!r} in this store", code=DomainCode.UNKNOWN_WORK)
     why = explain(scheduler.store, work_id, service=scheduler.service)
     return WorkDetail(work=msgspec.to_builtins(view), explain=msgspec.to_builtins(why))
+
+
+@router.get(
+    "/work/{work_id}/artifacts", responses=documented(*READ_ERRORS, 404), dependencies=[READ]
+)
+def artifacts(
+    api: Annotated[ApiContext, Depends(context)],
+    work_id: Annotated[str, Path(pattern=WORK_ID)],
+) -> Artifacts:
+    """The artifact references every attempt of the Work recorded with its outcomes,
+    oldest first (also in `GET /v1/work/{id}`, under each attempt's `artifacts`)."""
+    view = api.scheduler.work(work_id)
+    if view is None:
+        raise RotaError(f"no Work {work_id!r} in this store", code=DomainCode.UNKNOWN_WORK)
+    refs = [
+        ArtifactRef(
+            attempt=attempt.number,
+            execution=attempt.execution,
+            name=a.name,
+            uri=a.uri,
+            digest=a.digest,
+            size=a.size,
+        )
+        for attempt in view.attempts
+        for a in attempt.artifacts
+    ]
+    return Artifacts(work=view.id, artifacts=refs)
