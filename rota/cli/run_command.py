@@ -20,7 +20,7 @@ from rota.cli.common import UsageError, open_rota, positive_seconds
 from rota.cli.ops import daemon_lock
 from rota.cli.run_logs import Status, log_options, run_logging
 from rota.cli.schedule import warn_not_in_config
-from rota.cli.work import state_line, states
+from rota.cli.work_reads import state_line, states
 from rota.scheduler import Scheduler
 
 

@@ -214,10 +214,13 @@ def test_interrupt_and_inject_are_recorded_once(path: Path, clock: ManualClock) 
             s.submit("b", binding="block", kind="standing", input=0, input_key="0")
             s.tick()
             assert s.work("b").state == "running"
-            injected = s.inject("b", {"n": 5}, by="ada", request_id="inj-1")
+            answer = s.inject("b", {"n": 5}, by="ada", request_id="inj-1")
+            assert answer.delivery == "control" and answer.request is not None
+            injected = answer.request
             assert injected.type == "core.input.accepted"
             assert injected.delivery_id == "input/b/inj-1"  # the request id is the input key
-            assert s.inject("b", {"n": 5}, by="ada", request_id="inj-1").repeated
+            repeat = s.inject("b", {"n": 5}, by="ada", request_id="inj-1").request
+            assert repeat is not None and repeat.repeated
             with pytest.raises(rota.RotaError) as caught:
                 s.inject("b", {"n": 6}, by="ada", request_id="inj-1")  # another input
             assert caught.value.code == "request_id_reused"
@@ -231,8 +234,8 @@ def test_interrupt_and_inject_are_recorded_once(path: Path, clock: ManualClock) 
             head = s.store.head()
             again = s.interrupt("b", by="ada", request_id="int-1")  # no live attempt now
             assert again.repeated and again.position == first.position
-            late = s.inject("b", {"n": 5}, by="ada", request_id="inj-1")  # attempt fenced
-            assert late.repeated and late.position == injected.position
+            late = s.inject("b", {"n": 5}, by="ada", request_id="inj-1").request  # fenced
+            assert late is not None and late.repeated and late.position == injected.position
             assert s.store.head() == head
             requested = events(s, "core.control.requested")
             assert [e.data["kind"] for e in requested] == ["inject", "interrupt"]
@@ -244,21 +247,31 @@ def test_interrupt_and_inject_are_recorded_once(path: Path, clock: ManualClock) 
         path, clock, first, lambda s: s.interrupt("b", by="ada", request_id="int-1")
     )
     repeated_after_restart(
-        path, clock, injected, lambda s: s.inject("b", {"n": 5}, by="ada", request_id="inj-1")
+        path,
+        clock,
+        injected,
+        lambda s: s.inject("b", {"n": 5}, by="ada", request_id="inj-1").request,
     )
 
 
-def test_an_input_key_accepted_without_inject_is_not_an_inject_s_answer(
+def test_an_input_key_accepted_without_inject_answers_only_the_same_input(
     path: Path, clock: ManualClock
 ) -> None:
+    """An inject's request id is its input's key: an input accepted under that key with
+    another payload is another request; with the same payload it is that input (as a
+    parked attempt's inject is: the input alone, no intent), and nothing is appended."""
     with opened(path, clock) as s:
         gate = blocking(s)
         try:
             s.submit("b", binding="block", kind="standing", input=0, input_key="taken")
             s.tick()
             with pytest.raises(rota.RotaError) as caught:
-                s.inject("b", 0, request_id="taken")
+                s.inject("b", 1, request_id="taken")
             assert caught.value.code == "request_id_reused"
+            head = s.store.head()
+            same = s.inject("b", 0, request_id="taken").request
+            assert same is not None and same.repeated and same.type == "core.input.accepted"
+            assert s.store.head() == head
         finally:
             gate.set()
             s.run_until_idle(timeout=10)

@@ -248,7 +248,7 @@ def inject(
             work=msgspec.to_builtins(view) if view is not None else {},
             position=receipt.position if receipt is not None else answer.position,
             request=msgspec.to_builtins(receipt) if receipt is not None else None,
-            inject=msgspec.to_builtins(answer),
+            inject={k: v for k, v in msgspec.to_builtins(answer).items() if k != "request"},
         )
 
     return once(api, key, run)
