@@ -34,6 +34,21 @@ HEADERS = {
 }
 
 
+REFRESH_COOKIE = "rota_refresh"
+REFRESH_CHOICES = (0, 10, 30, 60, 300)  # seconds; 0: off
+DEFAULT_REFRESH = 30
+NO_REFRESH = frozenset({"sign_in.html", "error.html"})
+
+
+def refresh_seconds(request: Request) -> int:
+    """The page's auto-refresh period: the `rota_refresh` cookie's, else the default."""
+    try:
+        chosen = int(request.cookies.get(REFRESH_COOKIE, DEFAULT_REFRESH))
+    except ValueError:
+        return DEFAULT_REFRESH
+    return chosen if chosen in REFRESH_CHOICES else DEFAULT_REFRESH
+
+
 def _when(text: Any) -> str:
     """A log timestamp as `2026-10-01 09:01:01` (UTC), for people."""
     if not text:
@@ -115,6 +130,10 @@ def render(
         notice=notice,
         page=page,
         here=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+        refresh=0
+        if session is None or status != 200 or template in NO_REFRESH
+        else refresh_seconds(request),
+        refresh_choices=REFRESH_CHOICES,
         **values,
     )
     response = HTMLResponse(body, status_code=status, headers=HEADERS)
