@@ -112,8 +112,11 @@ def log_reads(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
     """Each direct read of the log (`<x>.store.read_stream(...)` ...) in `source`."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source, filename)):
-        reads = isinstance(node, ast.Attribute) and node.attr in LOG_READS
-        if reads and "store" in _names(node.value):  # type: ignore[attr-defined]
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in LOG_READS
+            and "store" in _names(node.value)
+        ):
             found.append((node.lineno, ast.unparse(node)))
     return sorted(found)
 
