@@ -37,7 +37,7 @@ class Queries:
         self.capacity = CapacityQueries(service, host)
         self.state = StateQueries(service, host)
         self.schedules = ScheduleQueries(service)
-        self.activity = ActivityQueries(service)
+        self.activity = ActivityQueries(service, host)
         self.series = SeriesQueries(service)
 
 

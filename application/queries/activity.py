@@ -14,8 +14,10 @@ from collections.abc import Callable, Iterator
 
 import msgspec
 
+from rota.application.host import Host
 from rota.application.ports import RecordedEvent
 from rota.application.queries.work_views import EventView, event_view
+from rota.application.queries.works import waiting_reason
 from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp
 from rota.domain.emit import work_stream
@@ -47,6 +49,7 @@ class WorkRow(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     attempts: int
     last_outcome: str | None
+    waiting: str | None  # why a ready Work does not start (the code)
     submitted_at: str
     last_activity: str | None  # the time of the Work's newest event
     last_event: str | None  # its type
@@ -101,8 +104,12 @@ def _matches(recorded: RecordedEvent, stream: str | None, type_: str | None) -> 
 class ActivityQueries:
     """Reads of the log newest first, and the Works by their last activity."""
 
-    def __init__(self, service: SchedulerService) -> None:
-        self.service = service
+    def __init__(self, service: SchedulerService, host: Host) -> None:
+        self.service, self.host = service, host
+
+    def _row(self, work: WorkState, newest: RecordedEvent | None) -> WorkRow:
+        waiting = waiting_reason(self.service, self.host, work)
+        return _row(work, newest, None if waiting is None else waiting.code)
 
     def _backwards(self, before: int | None) -> Iterator[RecordedEvent]:
         """The log's events from position `before` (exclusive; None: the head) down."""
@@ -183,8 +190,8 @@ class ActivityQueries:
         for recorded in found:
             with service.lock:
                 work = service.projection.works.get(recorded.stream[len(WORK) :])
-            if work is not None:
-                rows.append(_row(work, recorded))
+                if work is not None:
+                    rows.append(self._row(work, recorded))
         return WorkRowPage(works=tuple(rows), before=cursor)
 
     def rows(self, work_ids: list[str]) -> list[WorkRow]:
@@ -196,10 +203,10 @@ class ActivityQueries:
             with service.lock:
                 service.catch_up()
                 work = service.projection.works.get(work_id)
-            if work is None:
-                continue
-            newest = service.store.read_stream(work_stream(work_id), after=work.version - 1)
-            found.append(_row(work, newest[-1] if newest else None))
+                if work is None:
+                    continue
+                newest = service.store.read_stream(work_stream(work_id), after=work.version - 1)
+                found.append(self._row(work, newest[-1] if newest else None))
         return found
 
     def search_ids(
@@ -304,7 +311,7 @@ def _failed(work: WorkState) -> FailedWork:
     )
 
 
-def _row(work: WorkState, newest: RecordedEvent | None) -> WorkRow:
+def _row(work: WorkState, newest: RecordedEvent | None, waiting: str | None) -> WorkRow:
     current = work.current
     return WorkRow(
         id=work.work_id,
@@ -314,6 +321,7 @@ def _row(work: WorkState, newest: RecordedEvent | None) -> WorkRow:
         kind=work.kind,
         attempts=len(work.attempts),
         last_outcome=current.outcome if current else None,
+        waiting=waiting,
         submitted_at=format_timestamp(work.submitted_at),
         last_activity=newest.recorded_at if newest else None,
         last_event=newest.type if newest else None,

@@ -104,6 +104,14 @@ def test_works_by_last_activity_with_times_and_id_search(server: str, world: Wor
     assert "2026-11-03 " + view.submitted_at[11:19] in row.group(1)
     last = [e for e in scheduler.events() if e.stream == "work/sync-orders"][-1]
     assert f'data-at="{last.recorded_at}"' in row.group(1) and last.type in row.group(1)
+    # why a ready Work waits, as before
+    waiting = scheduler.work("report-weekly")
+    assert waiting is not None and waiting.waiting is not None
+    page = c.get("/ui/works", params={"q": "report-weekly", "limit": 1, "sort": "id"})
+    assert page.status_code == 303  # a whole id opens the Work; part of it lists
+    page = c.get("/ui/works", params={"q": "report-week"}).text
+    row = re.search(r'<tr class="work-row" data-work="report-weekly">(.*?)</tr>', page, re.S)
+    assert row is not None and f'<td class="quiet">{waiting.waiting.code}</td>' in row.group(1)
     # search: part of an id lists the Works holding it, in either order
     assert listed(c.get("/ui/works", params={"q": "report", "sort": "id"}).text) == [
         "report-daily",
