@@ -68,6 +68,7 @@ class ScheduleFire(msgspec.Struct, frozen=True, kw_only=True):
     schedule: str
     nominal: str
     key: str
+    manual: bool  # `trigger now` (`schedule/<name>/manual/<key>`), not a nominal time's fire
     position: int
     attempt: int | None
 
@@ -265,6 +266,7 @@ class ActivityQueries:
                     schedule=name,
                     nominal=str(payload.get("nominal", "")),
                     key=key,
+                    manual=key.startswith(f"schedule/{name}/manual/"),
                     position=recorded.position,
                     attempt=taken.get(recorded.position),
                 )

@@ -144,7 +144,7 @@ def test_failed_lists_work_failed_for_good_with_its_error(world) -> None:  # typ
 
 
 def test_fires_name_the_schedule_nominal_time_and_the_attempt_that_took_it(world) -> None:  # type: ignore[no-untyped-def]
-    s, _ = world
+    s, clock = world
     s.schedule("tick", binding="ok", every="5m")
     s.schedules.trigger_now("tick", key="k1", actor="me")
     (work_id,) = [w.id for w in s.works()]
@@ -153,9 +153,15 @@ def test_fires_name_the_schedule_nominal_time_and_the_attempt_that_took_it(world
     s.run_until_idle(timeout=10)
     assert s.queries.activity.fires("plain") == []
     (fire,) = s.queries.activity.fires(work_id)
-    assert fire.schedule == "tick" and fire.key == "schedule/tick/manual/k1"
+    assert fire.schedule == "tick" and fire.key == "schedule/tick/manual/k1" and fire.manual
     assert fire.nominal.startswith("2026-11-03T09:00:00")
     assert fire.attempt == 1
+    clock.advance(300)
+    s.tick()  # the nominal time 09:05 fires
+    s.run_until_idle(timeout=10)
+    _, timed = s.queries.activity.fires(work_id)
+    assert timed.nominal.startswith("2026-11-03T09:05:00") and not timed.manual
+    assert timed.key.startswith("schedule/tick/2026-11-03T09:05:00") and timed.attempt == 2
     assert s.queries.activity.fires("no-such") == []
 
 
