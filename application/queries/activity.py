@@ -172,17 +172,18 @@ class ActivityQueries:
         seen: set[str] = set()
 
         def keep(recorded: RecordedEvent) -> bool:
+            # Each Work is looked up once, at the first of its events the scan meets: its
+            # newest (shown here), or an older one (its newest is above `before`: shown on
+            # an earlier page, so none of its events is shown here).
             if not recorded.stream.startswith(WORK) or recorded.stream in seen:
                 return False
+            seen.add(recorded.stream)
             work_id = recorded.stream[len(WORK) :]
             if search and search not in work_id:
                 return False
             with service.lock:
                 work = service.projection.works.get(work_id)
-            if work is None or work.version != recorded.version:
-                return False  # not its newest event (or it moved on since the head was read)
-            seen.add(recorded.stream)
-            return where.matches(work)
+            return work is not None and work.version == recorded.version and where.matches(work)
 
         with service.lock:
             service.catch_up()
