@@ -177,6 +177,10 @@ def test_auto_refresh_is_on_until_a_link_turns_it_off(server: str, world: World)
     # a strange period is off; a foreign next goes home
     answer = c.get("/ui/refresh", params={"every": 7, "next": "https://evil.example/"})
     assert answer.headers["location"] == "/ui/" and "rota_refresh=0" in answer.headers["set-cookie"]
+    # without a session the switch is sign-in, as every page
+    answer = client(server).get("/ui/refresh", params={"every": 0, "next": "/ui/works"})
+    assert answer.status_code == 303 and answer.headers["location"].startswith("/ui/sign-in")
+    assert "set-cookie" not in answer.headers
     # the sign-in form and error pages never refresh
     assert 'http-equiv="refresh"' not in client(server).get("/ui/sign-in").text
     c.get("/ui/refresh", params={"every": 30})

@@ -80,7 +80,11 @@ def charts_page(request: Request, hours: int = 24) -> Response:
 
 @router.get("/refresh")
 def refresh(request: Request, every: int = 0, next: str | None = None) -> Response:
-    """Turn auto-refresh off (`every=0`) or set its period, then go back to `next`."""
+    """Turn auto-refresh off (`every=0`) or set its period, then go back to `next` (like
+    every page, for a signed-in session only)."""
+    session = signed_in(request)
+    if isinstance(session, Response):
+        return session
     if every not in REFRESH_CHOICES:
         every = 0
     response = RedirectResponse(safe_next(next), 303, headers=HEADERS)
