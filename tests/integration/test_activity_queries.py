@@ -4,10 +4,13 @@ Work's schedule fires, the Works failed for good, and series over time."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+from postgres import DatabaseClock, require_postgres, temporary_schema
 
 import rota
 from rota.application.queries import activity as activity_module
@@ -21,16 +24,31 @@ def _fail(ctx: rota.LaunchContext) -> None:
     raise rota.Fail("boom", "it broke")
 
 
-@pytest.fixture
-def world() -> Iterator[tuple[rota.Scheduler, ManualClock]]:
-    clock = ManualClock(START)
-    s = rota.open("memory://", clock=clock)
-    s.register("ok", lambda ctx: "ok", inline=True)
-    s.register("bad", _fail, inline=True, retry=RetryPolicy(max_attempts=1))
-    try:
-        yield s, clock
-    finally:
-        s.close()
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def world(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[rota.Scheduler, ManualClock]]:
+    """Each backend: the queries read the log backwards through `read(after, limit)`, and
+    a stored projection's Works on SQLite and PostgreSQL. PostgreSQL records the
+    database's time: the test sets it (`DatabaseClock`)."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "postgres":
+            require_postgres()
+            schema = stack.enter_context(temporary_schema())
+            database = DatabaseClock(schema, START)
+            s = rota.open(database.url)
+            s.service.store._clock.refresh = 0  # type: ignore[attr-defined]
+            clock: ManualClock = database  # type: ignore[assignment]
+        else:
+            clock = ManualClock(START)
+            target = "memory://" if request.param == "memory" else str(tmp_path / "rota.db")
+            s = rota.open(target, clock=clock)
+        s.register("ok", lambda ctx: "ok", inline=True)
+        s.register("bad", _fail, inline=True, retry=RetryPolicy(max_attempts=1))
+        try:
+            yield s, clock
+        finally:
+            s.close()
 
 
 def _pages(read: object, **kwargs: object) -> list[list[int]]:
