@@ -1,6 +1,8 @@
-"""The web view's pages (GET, a `read` session): Overview, Needs you, Works, a Work with its
-attempt timeline and explanation, Capacity and budgets, Schedules and a schedule, Audit;
-and sign-in.
+"""The web view's pages (GET, a `read` session): Overview, Needs you (holds, and Work failed
+for good), Works (by latest activity or id, with an id search), a Work with why it failed,
+the schedule fires that fed it, its attempt timeline and explanation, Capacity and
+budgets, Schedules and a schedule, Audit; and sign-in. The event browser and the charts
+are in `browse`.
 
 Every page is server-rendered HTML that needs no script. Without a session a page answers
 a redirect to the sign-in form (and back once signed in).
@@ -100,7 +102,7 @@ def works(
         return session
     if state and state not in views.STATES:
         state = ""
-    search = q.strip()
+    search, order = q.strip(), "id" if sort == "id" else "recent"
     scheduler = api(request).scheduler
     if search and scheduler.queries.works.work(search) is not None and not (after or before):
         return RedirectResponse(f"{PATH}/work/{quote(search, safe='')}", 303, headers=HEADERS)
@@ -110,7 +112,7 @@ def works(
         scope=scope,
         binding=binding,
         search=search,
-        sort="id" if sort == "id" else "recent",
+        sort=order,
         after=after,
         before=before,
         limit=limit,
@@ -126,7 +128,7 @@ def works(
             "scope": scope,
             "binding": binding,
             "q": search,
-            "sort": "id" if sort == "id" else "recent",
+            "sort": order,
             "limit": limit,
         },
         paged=bool(after or before),

@@ -2,6 +2,10 @@
 (the holds, capacity and audit routes are called as functions, so a page and its route
 cannot disagree), plus the overview's counts, the budgets' ledgers and doctor's fast checks.
 
+The Works list (`works_list`) reads `scheduler.queries.activity`
+(`rota.application.queries.activity`); `failure` picks a Work's newest failed attempt, its
+error and output tails, from the Work's view.
+
 Schedules: `schedule_rows` and `schedule_detail` read the schedules facade
 (`scheduler.schedules`, `rota.application.queries.schedule_reads`), as `GET /v1/schedules` does.
 """
