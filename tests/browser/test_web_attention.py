@@ -61,6 +61,8 @@ def test_failed_work_counts_in_needs_you_and_a_retry_clears_it(server: str, worl
     tile = re.search(r'id="tile-needs-you"[^>]*><span class="figure">(\d+)<', overview)
     assert tile is not None and tile.group(1) == "5"  # two holds and three failed Works
     assert re.search(r'id="needs-you-failed">3<', overview)
+    for path in ("/ui/works", "/ui/events", "/ui/work/build-1842"):  # the nav's badge
+        assert re.search(r'id="nav-attention"[^>]*>5<', c.get(path).text), path
     answer = c.post(
         "/ui/work/migrate-db/retry",
         data={"csrf": csrf, "next": "/ui/needs-you"},
@@ -70,6 +72,7 @@ def test_failed_work_counts_in_needs_you_and_a_retry_clears_it(server: str, worl
     page = c.get("/ui/needs-you").text
     rows = re.findall(r'<tr class="failed-row" data-work="([^"]+)"', page)
     assert set(rows) == {"deploy-web", "ingest-feed"}
+    assert re.search(r'id="nav-attention"[^>]*>4<', page)
     assert world.scheduler.work("migrate-db").state != "failed"  # type: ignore[union-attr]
 
 
