@@ -88,7 +88,10 @@ def test_works_by_activity_and_a_search(browser: Any, server: str, world: World)
 def test_the_event_browser_goes_back_a_page_at_a_time(
     browser: Any, server: str, world: World
 ) -> None:
-    sign_in(browser, server, world.secrets["read"], then="/ui/events?limit=20")
+    sign_in(browser, server, world.secrets["read"], then="/ui/")
+    click_and_wait(browser, browser.find_element(By.ID, "all-events"))  # from the overview
+    assert browser.current_url == f"{server}/ui/events"
+    browser.get(f"{server}/ui/events?limit=20")
     head = world.scheduler.store.head().position
 
     def positions() -> list[int]:
