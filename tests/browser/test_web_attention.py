@@ -204,6 +204,7 @@ def test_a_schedule_s_work_links_to_its_schedule_and_nominal_time(
     assert fire[0] == "hourly-sync" and fire[1] == fired[-1].data["nominal"]
     anchor = re.search(r'href="/ui/schedules/hourly-sync#(at-[^"]+)" class="nominal"', page)
     assert anchor is not None and anchor.group(1) == "at-2026-11-03T09:14:32"
+    assert '</a> <span class="quiet">(manual)</span>' in page  # Trigger now, not a nominal time
     schedule = c.get("/ui/schedules/hourly-sync").text
     assert f'id="{anchor.group(1)}"' in schedule
     # a Work no schedule feeds says nothing of one
