@@ -10,6 +10,9 @@ explain read the service only through these (a test forbids `.lock`, `.projectio
 - `state`: the applied position, budgets and ledgers, a look at the head, `/metrics`' read;
 - `schedule_views`, `schedule_reads`: schedules list, show, next, history, explain;
 - `schedule_health`: whether each schedule runs at its cadence (ok, stuck, quarantined);
+- `activity`: the log newest first (a page of events), the Works by last activity, a
+  Work's stream and the schedule fires that fed it, the Works failed for good;
+- `series`: throughput, failures and latency by binding over time (the web view's charts);
 - `explain`: what `rota explain WORK` reads of the service (the fold is `rota.replay`).
 
 `Queries` gathers them over one service and its host: `scheduler.queries`.
@@ -18,8 +21,10 @@ explain read the service only through these (a test forbids `.lock`, `.projectio
 from __future__ import annotations
 
 from rota.application.host import Host
+from rota.application.queries.activity import ActivityQueries
 from rota.application.queries.capacity import CapacityQueries
 from rota.application.queries.schedule_reads import ScheduleQueries
+from rota.application.queries.series import SeriesQueries
 from rota.application.queries.state import StateQueries
 from rota.application.queries.works import WorkQueries
 from rota.application.service import SchedulerService
@@ -33,6 +38,8 @@ class Queries:
         self.capacity = CapacityQueries(service, host)
         self.state = StateQueries(service, host)
         self.schedules = ScheduleQueries(service)
+        self.activity = ActivityQueries(service, host)
+        self.series = SeriesQueries(service)
 
 
 __all__ = ["Queries"]

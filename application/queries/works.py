@@ -80,15 +80,7 @@ class WorkQueries:
             return work_view(work, self._waiting(work))
 
     def _waiting(self, work: WorkState) -> Waiting | None:
-        """Why a ready Work is not starting: the last pass's reason, or a missing binding."""
-        found = next((w for w in self.host.last_waiting if w.work_id == work.work_id), None)
-        if found is not None or work.state != "ready":
-            return found
-        try:
-            self.service.pinned_for(work.binding, work.grants)
-        except NotEligible as refusal:
-            return Waiting(work.work_id, refusal.code, refusal.message)
-        return None
+        return waiting_reason(self.service, self.host, work)
 
     def iter_works(
         self, *, state: str | None = None, scope: str | None = None, binding: str | None = None
@@ -193,6 +185,19 @@ class WorkQueries:
             return counted(tally)
 
 
+def waiting_reason(service: SchedulerService, host: Host, work: WorkState) -> Waiting | None:
+    """Why a ready Work is not starting: the last pass's reason, or a missing binding (read
+    under the service's lock)."""
+    found = next((w for w in host.last_waiting if w.work_id == work.work_id), None)
+    if found is not None or work.state != "ready":
+        return found
+    try:
+        service.pinned_for(work.binding, work.grants)
+    except NotEligible as refusal:
+        return Waiting(work.work_id, refusal.code, refusal.message)
+    return None
+
+
 def counted(tally: WorkTally) -> WorkCounts:
     """The tally's counts, copied (read them under the service's lock)."""
     return WorkCounts(
@@ -204,4 +209,4 @@ def counted(tally: WorkTally) -> WorkCounts:
     )
 
 
-__all__ = ["HeldWork", "WorkCounts", "WorkQueries", "counted"]
+__all__ = ["HeldWork", "WorkCounts", "WorkQueries", "counted", "waiting_reason"]

@@ -12,6 +12,7 @@ import logging
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -175,26 +176,31 @@ def test_the_session_cookie_is_signed_and_holds_no_token(
     assert c.get("/ui/").status_code == 303
 
 
+def listed(page: str) -> list[str]:
+    """The Works a Works page lists, in its order."""
+    return [unquote(w) for w in re.findall(r'<td><a href="/ui/work/([^"]+)">', page)]
+
+
 def test_works_filter_and_pages(server: str, world: World) -> None:
     c, _ = signed_in(server, world.secrets["read"])
-    held = c.get("/ui/works", params={"state": "held"}).text
-    listed = re.findall(r'<td><a href="/ui/work/([^"]+)">', held)
-    assert listed == ["etl-extra", "release-2.4"]
+    held = c.get("/ui/works", params={"state": "held", "sort": "id"}).text
+    assert listed(held) == ["etl-extra", "release-2.4"]
     seen: list[str] = []
     after = ""
     for _ in range(10):
-        page = c.get("/ui/works", params={"limit": 4, "after": after}).text
-        seen += re.findall(r'<td><a href="/ui/work/([^"]+)">', page)
+        page = c.get("/ui/works", params={"limit": 4, "after": after, "sort": "id"}).text
+        seen += listed(page)
         following = re.search(r'rel="next" href="[^"]*after=([^"]+)"', page)
         if following is None:
             break
-        after = following.group(1)
+        after = unquote(following.group(1))
     assert seen == sorted(w.id for w in world.scheduler.works())
-    scoped = c.get("/ui/works", params={"scope": "root/etl"}).text
-    assert re.findall(r'<td><a href="/ui/work/([^"]+)">', scoped) == [
+    scoped = c.get("/ui/works", params={"scope": "root/etl", "sort": "id"}).text
+    assert listed(scoped) == [
         "etl-extra",
         "etl-night",
         "index-rebuild",
+        "schedule.hourly-sync@noop",
         "sync-orders",
     ]
 

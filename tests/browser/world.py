@@ -2,10 +2,12 @@
 
 `build(directory)` makes, on an injected clock: a completed Work whose launch phases took
 time; a Work whose attempt lost its lease for 90 s and was recovered (adopted); a Work
-relaunched after a claim that never called its executor; a failed Work; a Work
+relaunched after a claim that never called its executor; a failed Work; a shell command
+that failed for good (its stderr tail); a Work
 whose host died (its attempt lost); a Work held by a
 budget and one held by a start gate; ready Work a pool limit holds back; a budget ledger
-and an audit checkpoint; a paused schedule with skipped times and an active one.
+and an audit checkpoint; a paused schedule with skipped times, fired once by hand (its
+Work), and an active one.
 `serve(world)` starts the HTTP API (with the web view) over it on
 127.0.0.1 with three tokens: read, operate, admin.
 """
@@ -64,6 +66,18 @@ def _wait_for_result(s: rota.Scheduler) -> None:
     raise AssertionError("no result arrived")
 
 
+SHELL_TIMEOUT = 50 * 365 * 24 * 3600.0
+MIGRATE = (
+    "echo 'applying 0041_orders_index'; echo 'applying 0042_orders_fk';"
+    " echo 'psql: ERROR:  relation \"orders_archive\" does not exist' >&2;"
+    " echo 'migration 0042_orders_fk failed; rolled back' >&2; exit 3"
+)
+
+
+def _deploy(ctx: rota.LaunchContext) -> None:
+    raise rota.Fail("rollout_failed", "kubectl rollout status: deadline exceeded")
+
+
 def _ingest(ctx: rota.LaunchContext) -> None:
     """The lost attempt's executor (one function: the same generation on both hosts)."""
 
@@ -92,7 +106,7 @@ def build(directory: Path) -> World:
     s.register("build", phased, inline=True)
     s.register(
         "deploy",
-        lambda ctx: rota.Fail("exit status 2"),
+        _deploy,
         inline=True,
         retry=RetryPolicy(max_attempts=2, delays=(60.0,)),
     )
@@ -141,6 +155,25 @@ def build(directory: Path) -> World:
         s.tick()
     s.run_until_idle(timeout=10)
 
+    # A shell command that failed for good: its stderr tail is on its page.
+    s.bind(
+        "migrate",
+        executor="shell",
+        config={"command": ["sh", "-c", MIGRATE]},
+        retry=RetryPolicy(max_attempts=1),
+        # The shell executor times a run by the wall clock, and the demo's clock is behind
+        # it: a deadline far ahead of both, so the run always ends by its exit.
+        timeout_seconds=SHELL_TIMEOUT,
+    )
+    s.submit("migrate-db", binding="migrate", scope="root/ops")
+    for _ in range(400):
+        s.run_until_idle(timeout=10)
+        view = s.work("migrate-db")
+        if view is not None and view.state == "failed":
+            break
+        s.host.wake.wait(0.05)
+        s.host.wake.clear()
+
     # A lost attempt: its host died holding it; recovery finds it not running, no result.
     dead_owner = f"{socket.gethostname()}:999999999:gone"
     with rota.open(directory / "web.db", clock=clock, config=config, owner=dead_owner) as dead:
@@ -185,6 +218,8 @@ def build(directory: Path) -> World:
     clock.advance(10)
     s.checkpoint()
     clock.advance(300)
+    # An operator fires the paused schedule by hand: its Work links back to it.
+    s.schedules.trigger_now("hourly-sync", key="catch-up", actor="ops-alice")
     tokens = TokenFile(directory / "tokens.json")
     secrets = {
         "read": tokens.add("viewer", frozenset({"read"})),

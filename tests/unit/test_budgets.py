@@ -74,7 +74,8 @@ def test_a_budget_without_an_id_is_named_by_unit_per_period_and_scope_not_max() 
 
 def test_two_id_less_budgets_that_differ_only_in_max_need_ids() -> None:
     budgets = [{"unit": "usd", "max": 5}, {"unit": "usd", "max": 9}]
-    with pytest.raises(ConfigError, match=r"budgets\[1\]: budgets\[0\] is 'usd-work-lifetime' too .* give them ids"):
+    expected = r"budgets\[1\]: budgets\[0\] is 'usd-work-lifetime' too .* give them ids"
+    with pytest.raises(ConfigError, match=expected):
         Config.parse({"budgets": budgets})
 
 

@@ -103,3 +103,32 @@ ours = stored.projection
 views = scheduler.queries.works.holds()
 """
     assert reach_ins(source) == []
+
+
+LOG_READS = frozenset({"read", "read_stream", "read_streams", "read_prefix", "read_raw"})
+
+
+def log_reads(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
+    """Each direct read of the log (`<x>.store.read_stream(...)` ...) in `source`."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in LOG_READS
+            and "store" in _names(node.value)
+        ):
+            found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def test_the_web_view_reads_the_log_only_through_the_queries() -> None:
+    """The pages (events, a Work's stream for its timeline) read the log through
+    `scheduler.queries` (`rota.application.queries.activity`), never the store."""
+    problems = [
+        f"{path.relative_to(ROOT).as_posix()}:{line}: {text}"
+        for path in sorted((ROOT / "rota" / "http" / "web").rglob("*.py"))
+        for line, text in log_reads(path.read_text(), str(path))
+    ]
+    assert not problems, "read the log through rota.application.queries:\n" + "\n".join(problems)
+    assert [line for line, _ in log_reads("e = scheduler.store.read_stream('work/a')\n")] == [1]
+    assert log_reads("e = scheduler.queries.activity.stream('a')\n") == []

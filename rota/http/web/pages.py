@@ -1,6 +1,8 @@
-"""The web view's pages (GET, a `read` session): Overview, Needs you, Works, a Work with its
-attempt timeline and explanation, Capacity and budgets, Schedules and a schedule, Audit;
-and sign-in.
+"""The web view's pages (GET, a `read` session): Overview, Needs you (holds, and Work failed
+for good), Works (by latest activity or id, with an id search), a Work with why it failed,
+the schedule fires that fed it, its attempt timeline and explanation, Capacity and
+budgets, Schedules and a schedule, Audit; and sign-in. The event browser and the charts
+are in `browse`.
 
 Every page is server-rendered HTML that needs no script. Without a session a page answers
 a redirect to the sign-in form (and back once signed in).
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 from importlib import resources
+from urllib.parse import quote
 
 import msgspec
 from fastapi import APIRouter, Query, Request
@@ -70,8 +73,15 @@ def needs_you(request: Request) -> Response:
     session = signed_in(request)
     if isinstance(session, Response):
         return session
+    failed, failed_count = api(request).scheduler.queries.activity.failed()
     return render(
-        request, "needs_you.html", session, page="needs-you", holds=views.needs_you(api(request))
+        request,
+        "needs_you.html",
+        session,
+        page="needs-you",
+        holds=views.needs_you(api(request)),
+        failed=failed,
+        failed_count=failed_count,
     )
 
 
@@ -81,7 +91,10 @@ def works(
     state: str = "",
     scope: str = Query("", max_length=200),
     binding: str = Query("", max_length=64),
+    q: str = Query("", max_length=200),
+    sort: str = "recent",
     after: str = Query("", max_length=200),
+    before: int | None = Query(None, ge=1),
     limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX),
 ) -> Response:
     session = signed_in(request)
@@ -89,23 +102,36 @@ def works(
         return session
     if state and state not in views.STATES:
         state = ""
-    found = api(request).scheduler.works_page(
-        state=state or None,
-        scope=scope or None,
-        binding=binding or None,
-        after=after or None,
+    search, order = q.strip(), "id" if sort == "id" else "recent"
+    scheduler = api(request).scheduler
+    if search and scheduler.queries.works.work(search) is not None and not (after or before):
+        return RedirectResponse(f"{PATH}/work/{quote(search, safe='')}", 303, headers=HEADERS)
+    found = views.works_list(
+        scheduler,
+        state=state,
+        scope=scope,
+        binding=binding,
+        search=search,
+        sort=order,
+        after=after,
+        before=before,
         limit=limit,
     )
-    page, cursor = [msgspec.to_builtins(w) for w in found[0]], found[1]
     return render(
         request,
         "works.html",
         session,
         page="works",
-        works=page,
-        next=cursor,
-        filters={"state": state, "scope": scope, "binding": binding, "limit": limit},
-        after=after,
+        **found,
+        filters={
+            "state": state,
+            "scope": scope,
+            "binding": binding,
+            "q": search,
+            "sort": order,
+            "limit": limit,
+        },
+        paged=bool(after or before),
         states=views.STATES,
     )
 
@@ -123,8 +149,8 @@ def work(request: Request, work_id: str) -> Response:
         )
     view = msgspec.to_builtins(found_view)
     why = explain(scheduler.store, work_id, service=scheduler.service)
-    events = scheduler.store.read_stream(f"work/{work_id}")
-    bars = timeline(view, events, views.now(scheduler))
+    activity = scheduler.queries.activity
+    bars = timeline(view, activity.stream(work_id), views.now(scheduler))
     gates = [h for h in view["holds"] if h["kind"] == "gate"]
     return render(
         request,
@@ -135,6 +161,8 @@ def work(request: Request, work_id: str) -> Response:
         explain=why,
         timeline=bars,
         gates=gates,
+        failure=views.failure(view),
+        fires=activity.fires(work_id)[-views.FIRES_SHOWN :],
     )
 
 

@@ -34,6 +34,21 @@ HEADERS = {
 }
 
 
+REFRESH_COOKIE = "rota_refresh"
+REFRESH_CHOICES = (0, 10, 30, 60, 300)  # seconds; 0: off
+DEFAULT_REFRESH = 30
+NO_REFRESH = frozenset({"sign_in.html", "error.html"})
+
+
+def refresh_seconds(request: Request) -> int:
+    """The page's auto-refresh period: the `rota_refresh` cookie's, else the default."""
+    try:
+        chosen = int(request.cookies.get(REFRESH_COOKIE, DEFAULT_REFRESH))
+    except ValueError:
+        return DEFAULT_REFRESH
+    return chosen if chosen in REFRESH_CHOICES else DEFAULT_REFRESH
+
+
 def _when(text: Any) -> str:
     """A log timestamp as `2026-10-01 09:01:01` (UTC), for people."""
     if not text:
@@ -93,6 +108,13 @@ def safe_next(value: str | None, default: str = f"{PATH}/") -> str:
     return default
 
 
+def attention(context: ApiContext) -> int:
+    """What needs a person: the holds, and the Works failed for good (the nav's badge)."""
+    counts = context.scheduler.queries.works.counts()
+    failed = sum(n for (state, _), n in counts.states.items() if state == "failed")
+    return sum(counts.holds.values()) + failed
+
+
 def render(
     request: Request,
     template: str,
@@ -103,7 +125,8 @@ def render(
     **values: Any,
 ) -> HTMLResponse:
     """The page `template` with what every page shows (who is signed in, what they may do,
-    the notice the last action left), and the security headers."""
+    the notice the last action left, how much needs them, whether it refreshes itself),
+    and the security headers."""
     context = api(request)
     notice = web(request).sessions.notice(request)
     can_operate = session is not None and session.operate and not context.read_only
@@ -115,6 +138,11 @@ def render(
         notice=notice,
         page=page,
         here=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+        attention=0 if session is None else attention(context),
+        refresh=0
+        if session is None or status != 200 or template in NO_REFRESH
+        else refresh_seconds(request),
+        refresh_choices=REFRESH_CHOICES,
         **values,
     )
     response = HTMLResponse(body, status_code=status, headers=HEADERS)

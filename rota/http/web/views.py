@@ -2,6 +2,10 @@
 (the holds, capacity and audit routes are called as functions, so a page and its route
 cannot disagree), plus the overview's counts, the budgets' ledgers and doctor's fast checks.
 
+The Works list (`works_list`) reads `scheduler.queries.activity`
+(`rota.application.queries.activity`); `failure` picks a Work's newest failed attempt, its
+error and output tails, from the Work's view.
+
 Schedules: `schedule_rows` and `schedule_detail` read the schedules facade
 (`scheduler.schedules`, `rota.application.queries.schedule_reads`), as `GET /v1/schedules` does.
 """
@@ -22,6 +26,7 @@ from rota.http.context import ApiContext
 from rota.http.routes import system
 from rota.http.routes.schedules import HISTORY, NEXT, release_hint
 from rota.projections.scheduler import SchedulerProjection
+from rota.projections.work_pages import WorkFilter
 from rota.replay.doctor_report import Check
 from rota.replay.log_checks import check_checkpoint
 from rota.replay.state_checks import (
@@ -34,6 +39,8 @@ from rota.replay.state_checks import (
 from rota.scheduler import Scheduler
 
 STATES: tuple[str, ...] = get_args(WorkStateName)
+FIRES_SHOWN = 10  # the newest schedule fires a Work's page lists
+TAIL_LINES = 40  # the last lines of a failed attempt's stderr (and stdout) shown
 ACTIVE = ("ready", "running", "waiting", "retry_wait", "held")
 
 
@@ -87,6 +94,7 @@ def overview(api: ApiContext) -> dict[str, Any]:
         "active": sum(states.get(s, 0) for s in ACTIVE),
         "holds": sorted(holds.items()),
         "held": sum(holds.values()),
+        "failed": states.get("failed", 0),
         "capacity": system.capacity(api),
         "scheduler": state,
         "head": scheduler.store.head(),
@@ -95,6 +103,70 @@ def overview(api: ApiContext) -> dict[str, Any]:
             for e in reversed(scheduler.events(after=max(0, state.position - 8), limit=8))
         ],
     }
+
+
+def works_list(
+    scheduler: Scheduler,
+    *,
+    state: str,
+    scope: str,
+    binding: str,
+    search: str,
+    sort: str,
+    after: str,
+    before: int | None,
+    limit: int,
+) -> dict[str, Any]:
+    """A page of the Works list: by last activity, newest first (`sort` `recent`, paged by
+    log position `before`), or by id (paged by the id `after`); `search` is in the id."""
+    activity = scheduler.queries.activity
+    if sort == "recent":
+        found = activity.recent_works(
+            before=before,
+            limit=limit,
+            state=state or None,
+            scope=scope or None,
+            binding=binding or None,
+            search=search or None,
+        )
+        return {"works": found.works, "next_after": None, "next_before": found.before}
+    if search:
+        where = WorkFilter(state or None, scope or None, binding or None)
+        ids, cursor = activity.search_ids(search, after=after, limit=limit, where=where)
+    else:
+        page, cursor = scheduler.works_page(
+            state=state or None,
+            scope=scope or None,
+            binding=binding or None,
+            after=after or None,
+            limit=limit,
+        )
+        ids = [w.id for w in page]
+    return {"works": activity.rows(ids), "next_after": cursor, "next_before": None}
+
+
+def failure(view: dict[str, Any]) -> dict[str, Any] | None:
+    """The newest failed attempt of a Work: its error, and its stderr and stdout tails (a
+    shell command's data), the last `TAIL_LINES` lines each; None if no attempt failed."""
+    for attempt in reversed(view["attempts"]):
+        if attempt["error"] is None and attempt["outcome"] not in ("failed", "timed_out", "lost"):
+            continue
+        data = attempt["data"] if isinstance(attempt["data"], dict) else {}
+        tails = {}
+        for name in ("stderr_tail", "stdout_tail"):
+            text = data.get(name)
+            if isinstance(text, str) and text.strip():
+                tails[name] = "\n".join(text.rstrip("\n").splitlines()[-TAIL_LINES:])
+        return {
+            "attempt": attempt["number"],
+            "outcome": attempt["outcome"] or attempt["state"],
+            "error": attempt["error"],
+            "permanent": attempt["permanent"],
+            "exit_code": data.get("exit_code"),
+            "stderr": tails.get("stderr_tail"),
+            "stdout": tails.get("stdout_tail"),
+        }
+    return None
 
 
 def needs_you(api: ApiContext) -> list[HoldRow]:
