@@ -65,17 +65,19 @@ def check_timers(state: SchedulerProjection, now: datetime) -> Check:
 
 
 def check_capacity(view: CapacityView) -> Check:
+    """Each pool against its limit, and the ready Work a dry run of admission holds back
+    (`view.preview`: doctor runs no start pass, so it has no last pass to report)."""
     parts, over, held_back = [], [], []
     for pool, cap in view.pools.items():
         limit = cap.limit or "unbounded"  # a limit of 0 is unbounded
-        parts.append(f"{pool} {cap.in_use}/{limit} running, {cap.waiting} held back")
+        parts.append(f"{pool} {cap.in_use}/{limit} running, {cap.preview} held back")
         if cap.limit and cap.in_use > cap.limit:
             over.append(pool)
     for scope, use in view.scopes.items():
         parts.append(f"scope {scope} {use.in_use}/{use.limit}")
         if use.in_use > use.limit:
             over.append(f"scope {scope}")
-    for w in view.waiting:
+    for w in view.preview:
         if w.code.startswith("capacity"):
             held_back.append(w.work)
     detail = "; ".join(parts) + (f"; waiting for a slot: {_listed(held_back)}" if held_back else "")
