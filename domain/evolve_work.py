@@ -20,6 +20,7 @@ from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
     AttemptRecovered,
+    AttemptRecoveryFailed,
     HoldReleased,
     WorkHeld,
 )
@@ -79,6 +80,8 @@ def on_hold_released(
     current = work.current
     if event.kind == "crash_loop" and current is not None:
         work = with_current(work, replace(current, relaunches=0))
+    if event.kind == "recovery_exhausted":
+        work = replace(work, recovery_failures=0)
     return work
 
 
@@ -96,6 +99,8 @@ def on_recovered(
 
 
 def on_adopted(work: WorkState, event: AttemptAdopted, position: int, at: datetime) -> WorkState:
+    if work.recovery_failures:  # a recovery that found its attempt ends the row
+        work = replace(work, recovery_failures=0)
     attempt = work.current
     segment = attempt.open_segment if attempt is not None else None
     if attempt is None or segment is None:
@@ -103,6 +108,13 @@ def on_adopted(work: WorkState, event: AttemptAdopted, position: int, at: dateti
     return with_current(
         work, replace(attempt, segments=swap_open(attempt, replace(segment, adopted=True)))
     )
+
+
+def on_recovery_failed(
+    work: WorkState, event: AttemptRecoveryFailed, position: int, at: datetime
+) -> WorkState:
+    # The attempt's ending is its `core.execution.failed`, appended with this event.
+    return replace(work, recovery_failures=event.failures)
 
 
 def on_lost(work: WorkState, event: AttemptLost, position: int, at: datetime) -> WorkState:

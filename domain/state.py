@@ -120,7 +120,8 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class Hold(msgspec.Struct, frozen=True, gc=False):
-    """A reason the Work may not start: `crash_loop`, `budget`, `gate`, `operator`."""
+    """A reason the Work may not start: `crash_loop`, `recovery_exhausted`, `budget`, `gate`,
+    `operator`."""
 
     kind: str
     reason: str
@@ -184,6 +185,9 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     budget_pass: bool = False
     gate_pass: bool = False
     controls: tuple[Control, ...] = ()
+    # Failed recoveries since the last success (a completed attempt, an adopted recovery)
+    # or the release of a `recovery_exhausted` hold (`rota.domain.recovery`).
+    recovery_failures: int = 0
 
     @property
     def current(self) -> AttemptState | None:

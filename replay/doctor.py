@@ -14,8 +14,9 @@ decoded, against a replay of the log to the projection's position), `projection_
 (warn beyond `lag_threshold` events), `expired_leases` (warn: live attempts whose lease
 expired by the store's clock more than one lease ago), `overdue_timers` (warn: retry
 timers due more than a minute ago), `capacity` (each pool's running attempts against its
-limit and the Work the limit holds back; warn when over), `budgets` and `crash_loop`
-(warn: held Work with the reason), then the schedule checks of `schedule_checks`:
+limit and the Work the limit holds back; warn when over), `budgets`, `crash_loop` and
+`recovery_exhausted` (warn: held Work with the reason), then the schedule checks of
+`schedule_checks`:
 `schedule_accounting` (every nominal time fired or skipped exactly once),
 `schedule_drift` (the schedules projection agrees with that walk) and
 `schedule_quarantine` (fails on a quarantined schedule, saying how to release it). Any
@@ -77,6 +78,7 @@ from rota.replay.side_by_side import ChildFoldError, fold_side_by_side
 from rota.replay.state_checks import (
     BUDGET_ADVICE,
     CRASH_LOOP_ADVICE,
+    RECOVERY_ADVICE,
     check_capacity,
     check_holds,
     check_leases,
@@ -118,6 +120,7 @@ STATE_CHECKS = (
     "capacity",
     "budgets",
     "crash_loop",
+    "recovery_exhausted",
     *SCHEDULE_CHECKS,
 )
 READ_ERRORS = (apsw.Error, StoreError, msgspec.MsgspecError, KeyError, ValueError)
@@ -266,6 +269,7 @@ def examine(
     )
     checks.append(check_holds(state, "budget", "budgets", BUDGET_ADVICE))
     checks.append(check_holds(state, "crash_loop", "crash_loop", CRASH_LOOP_ADVICE))
+    checks.append(check_holds(state, "recovery_exhausted", "recovery_exhausted", RECOVERY_ADVICE))
     try:
         checks.extend(schedule_checks(log))
     except READ_ERRORS as exc:

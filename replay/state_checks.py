@@ -16,6 +16,11 @@ from rota.replay.doctor_report import Check
 
 OVERDUE = timedelta(minutes=1)
 BUDGET_ADVICE = "raise the budget ([[budgets]]) or wait for its window, then 'rota release WORK'"
+RECOVERY_ADVICE = (
+    "its executor's recovery found no evidence of its attempts: check the executor and the "
+    "hosts that ran them ('rota explain WORK'), confirm nothing of them runs, then "
+    "'rota release WORK'"
+)
 CRASH_LOOP_ADVICE = (
     "find why it loses its lease before starting ('rota explain WORK'), fix that, then "
     "'rota release WORK'"
@@ -93,7 +98,8 @@ def check_capacity(view: CapacityView) -> Check:
 
 
 def check_holds(state: SchedulerProjection, kind: str, name: str, advice: str) -> Check:
-    """Held Work of one kind (`budget`, `crash_loop`), each with its reason."""
+    """Held Work of one kind (`budget`, `crash_loop`, `recovery_exhausted`), each with its
+    reason."""
     held = sorted(
         (work.work_id, hold.reason)
         for work in state.works.values()

@@ -51,6 +51,7 @@ from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
     AttemptRecovered,
+    AttemptRecoveryFailed,
     HoldReleased,
     WorkHeld,
 )
@@ -98,6 +99,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     AttemptRecovered,
     AttemptAdopted,
     AttemptLost,
+    AttemptRecoveryFailed,
     WorkHeld,
     HoldReleased,
     ScopeCapacityClaimed,
@@ -130,6 +132,7 @@ __all__ = [
     "AttemptLost",
     "AttemptParked",
     "AttemptRecovered",
+    "AttemptRecoveryFailed",
     "AttemptResumed",
     "AttemptTimedOut",
     "BudgetCharged",

@@ -361,7 +361,9 @@ def register(commands: Any) -> None:
     _operator_options(retry, cmd_retry)
 
     release = commands.add_parser(
-        "release", help="release an operator-releasable hold (crash_loop, budget, operator)"
+        "release",
+        help="release an operator-releasable hold "
+        "(crash_loop, recovery_exhausted, budget, operator)",
     )
     release.add_argument("work", metavar="WORK")
     release.add_argument("--kind", help="which hold (default: the first one)")

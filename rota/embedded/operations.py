@@ -45,7 +45,8 @@ class SchedulerOperations(SchedulerReads):
         self.host.wake.set()
 
     def release(self, work_id: str, *, kind: str | None = None, by: str = "operator") -> None:
-        """Release an operator-releasable hold (crash_loop, budget, operator) of a Work.
+        """Release an operator-releasable hold (crash_loop, recovery_exhausted, budget, operator)
+        of a Work.
 
         A start gate's hold is settled only by its gate (`gate_hold`).
         """

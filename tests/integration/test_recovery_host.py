@@ -110,7 +110,7 @@ def test_an_attempt_of_a_dead_process_is_lost_and_fails_closed(
     assert view.attempts[0].outcome == "lost"
 
 
-def test_an_attempt_of_a_live_unknown_owner_is_left_alone(
+def test_an_attempt_of_an_unknown_owner_fails_closed_and_is_stopped_not_recovered_again(
     scheduler: rota.Scheduler, clock: ManualClock, memory_url: str
 ) -> None:
     with rota.open(memory_url, clock=clock, owner="elsewhere:1:x") as other:
@@ -123,11 +123,23 @@ def test_an_attempt_of_a_live_unknown_owner_is_left_alone(
     clock.advance(61)
     report = scheduler.tick()
     assert report.recovered == 1
-    scheduler.host.wake.wait(0.2)
+    for _ in range(200):  # its recovery runs off the loop, then the stop
+        view = scheduler.work("w")
+        if view is not None and view.attempts[0].stop_confirmed:
+            break
+        scheduler.host.wake.wait(0.05)
+        scheduler.host.wake.clear()
+        scheduler.tick()
     view = scheduler.work("w")
     assert view is not None
-    assert view.state == "running"  # no evidence: fail closed, wait for a later pass
-    assert view.attempts[0].outcome is None
+    # No evidence: a safe failure, its slot kept until the stop was verified (the
+    # in-process executor runs nothing of it here), then its retry policy applies.
+    assert view.state == "retry_wait"
+    first = view.attempts[0]
+    assert first.outcome == "failed" and first.error is not None
+    assert first.error.code == "recovery_failed" and first.stop_confirmed
+    clock.advance(61)
+    assert scheduler.tick().recovered == 0  # not recovered again at a higher epoch
 
 
 def test_a_missing_generation_is_unsupported_never_replaced(

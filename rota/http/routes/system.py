@@ -28,6 +28,7 @@ CLEARS = {
     "gate": "POST /v1/work/{id}/settle-gate (admin; the gate's registration decides)",
     "budget": "POST /v1/work/{id}/release",
     "crash_loop": "POST /v1/work/{id}/release",
+    "recovery_exhausted": "POST /v1/work/{id}/release",
     "operator": "POST /v1/work/{id}/release",
 }
 
