@@ -220,6 +220,23 @@ def _comparable(stored: tuple[Any, Any, str | None]) -> bool:
     return meta is not None and reason is None
 
 
+def projection_health(
+    log: EventStore, projections: Path | ProjectionStore | None, *, immutable: bool
+) -> list[Check]:
+    """Doctor's verdict on the stored projections alone: `projection_integrity` and
+    `projection_drift`, as `examine` finds them (what recover-corrupt asks before it
+    isolates anything: a healthy projection store is refused without `--force`)."""
+    checks = [
+        guarded("projection_integrity", lambda: check_projection_integrity(projections, immutable))
+    ]
+    try:
+        found, _ = _projection_checks(log, projections, immutable, LAG_WARN)
+    except READ_ERRORS as exc:  # the log itself cannot be folded
+        why = f"the log cannot be folded: {type(exc).__name__}: {exc}"
+        return [*checks, Check("projection_drift", "fail", why, FULL_RESTORE)]
+    return checks + [c for c in found if c.name == "projection_drift"]
+
+
 def examine(
     log: EventStore,
     projections: Path | ProjectionStore | None,
@@ -336,4 +353,4 @@ def _doctor_opened(
                 tables.close()
 
 
-__all__ = ["LAG_WARN", "Check", "DoctorReport", "doctor", "examine"]
+__all__ = ["LAG_WARN", "Check", "DoctorReport", "doctor", "examine", "projection_health"]
