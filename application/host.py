@@ -8,9 +8,9 @@ retried through the timer its lost transition armed, as every failure is), sched
 leader's fires of due nominal times, seed 003: `schedule_runner.ScheduleRunner`), then
 budget settlement, timing out attempts past their deadline, stop verification, control
 dispatch and starting ready Work. When recovery, lost retry or the schedules fail, the
-pass starts nothing new; a step that found more than a page wakes the loop again at once. Pages are 16
-by default, at most 64 (`rota.domain.pages`). A tick that finds another tick running
-returns at once (re-entrant ticks coalesce).
+pass starts nothing new; a step that found more than a page wakes the loop again at once.
+Pages are 16 by default, at most 64 (`rota.domain.pages`). A tick that finds another tick
+running returns at once (re-entrant ticks coalesce).
 
 Launches run off the loop, each on a thread of its own, outside any store transaction,
 under the lease the claim took; the loop keeps renewing every held lease every third of the lease
