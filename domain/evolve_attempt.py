@@ -192,9 +192,7 @@ def _ended(work: WorkState, event: _Outcome, at: datetime, bump: int = 0) -> Wor
     }
     retry = work.retry
     terminal = work.terminal
-    recovery_failures = work.recovery_failures
     if isinstance(event, AttemptCompleted | AttemptHandedOff):
-        recovery_failures = 0  # a success ends a row of failed recoveries
         attempt = replace(attempt, **ended, stop_confirmed=True)
         if work.kind == "run-once" and not pending:
             terminal = "completed"
@@ -230,7 +228,6 @@ def _ended(work: WorkState, event: _Outcome, at: datetime, bump: int = 0) -> Wor
         retry=retry,
         terminal=terminal,
         attempts=(*work.attempts[:-1], attempt),
-        recovery_failures=recovery_failures,
     )
 
 

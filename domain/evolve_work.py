@@ -80,8 +80,6 @@ def on_hold_released(
     current = work.current
     if event.kind == "crash_loop" and current is not None:
         work = with_current(work, replace(current, relaunches=0))
-    if event.kind == "recovery_exhausted":
-        work = replace(work, recovery_failures=0)
     return work
 
 
@@ -99,8 +97,6 @@ def on_recovered(
 
 
 def on_adopted(work: WorkState, event: AttemptAdopted, position: int, at: datetime) -> WorkState:
-    if work.recovery_failures:  # a recovery that found its attempt ends the row
-        work = replace(work, recovery_failures=0)
     attempt = work.current
     segment = attempt.open_segment if attempt is not None else None
     if attempt is None or segment is None:
@@ -113,8 +109,9 @@ def on_adopted(work: WorkState, event: AttemptAdopted, position: int, at: dateti
 def on_recovery_failed(
     work: WorkState, event: AttemptRecoveryFailed, position: int, at: datetime
 ) -> WorkState:
-    # The attempt's ending is its `core.execution.failed`, appended with this event.
-    return replace(work, recovery_failures=event.failures)
+    # The attempt's ending is its `core.execution.failed`, appended with this event; the
+    # count of failed recoveries in a row is read from the attempts (`rota.domain.recovery`).
+    return work
 
 
 def on_lost(work: WorkState, event: AttemptLost, position: int, at: datetime) -> WorkState:

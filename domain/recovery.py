@@ -20,9 +20,10 @@ A recovery whose executor finds no evidence (its `recover` answers `unknown` or 
 not claimed again at a higher epoch every lease: `recovery_failed` ends the attempt as a
 safe failure (`recovery_failed`, keeping its slot until its stop is verified: the host
 stops it through its executor, then confirms), and its retry policy applies. The Work's
-failed recoveries in a row are counted (`WorkState.recovery_failures`: a completed attempt,
-an adopted recovery or the hold's release resets it); at `recovery_failure_limit` the Work
-is held (`recovery_exhausted`) with the reason, until an operator releases it.
+failed recoveries in a row are read from its attempts (`failed_recoveries`: the attempts
+that ended `recovery_failed`, back to the last that ended otherwise); at
+`recovery_failure_limit` the Work is held (`recovery_exhausted`) with the reason, until an
+operator releases it (and held again by the next failed recovery in the same row).
 
 The deadline is wall time, judged by the store's clock, except for an attempt the
 recovering host's own process runs: that host measured its run time by a monotonic clock
@@ -173,6 +174,20 @@ def lose(work: WorkState, attempt: int, epoch: int, now: datetime, evidence: str
     return emits
 
 
+def failed_recoveries(work: WorkState) -> int:
+    """The Work's failed recoveries in a row: its ended attempts that failed
+    `recovery_failed`, counted back from the newest to the first that ended otherwise (a
+    completed one, one adopted and then ended by its own result, ...)."""
+    count = 0
+    for attempt in reversed(work.attempts):
+        if attempt.status != "ended":
+            continue  # the live (or parked) attempt has not ended yet
+        if attempt.error_code != FailureCode.RECOVERY_FAILED:
+            break
+        count += 1
+    return count
+
+
 def recovery_failed(
     work: WorkState, attempt: int, epoch: int, now: datetime, *, evidence: str, limit: int
 ) -> list[Emit]:
@@ -189,7 +204,7 @@ def recovery_failed(
             code=DomainCode.INVALID_COMMAND,
         )
     stream = work_stream(work.work_id)
-    failures = work.recovery_failures + 1
+    failures = failed_recoveries(work) + 1
     noted = AttemptRecoveryFailed(
         work_id=work.work_id,
         attempt=attempt,

@@ -185,9 +185,6 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     budget_pass: bool = False
     gate_pass: bool = False
     controls: tuple[Control, ...] = ()
-    # Failed recoveries since the last success (a completed attempt, an adopted recovery)
-    # or the release of a `recovery_exhausted` hold (`rota.domain.recovery`).
-    recovery_failures: int = 0
 
     @property
     def current(self) -> AttemptState | None:

@@ -76,9 +76,9 @@ class AttemptRecoveryFailed(Event, tag="core.execution.recovery_failed", frozen=
     (code `recovery_failed`, `holds_resources`: no proof nothing of it runs) and the retry
     timer its policy arms, so the attempt is not recovered again every lease: the host
     stops it through its executor and confirms the stop (`core.execution.stop_confirmed`)
-    before anything replaces it. `failures` counts the Work's failed recoveries since its
-    last success (a completed attempt or an adopted recovery) or the release of a
-    `recovery_exhausted` hold, this one included; when it reaches `limit`
+    before anything replaces it. `failures` counts the Work's failed recoveries in a row,
+    this one included (its attempts that ended `recovery_failed`, back to the last that
+    ended otherwise); when it reaches `limit`
     (`settings.recovery_failure_limit`) the Work is also held (`core.work.held`, kind
     `recovery_exhausted`).
     """

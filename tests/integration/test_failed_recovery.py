@@ -11,6 +11,7 @@ import pytest
 
 import rota
 from rota.infrastructure.clock import ManualClock
+from rota.replay.explain import explain
 
 
 @pytest.fixture
@@ -125,6 +126,11 @@ def test_the_ceiling_holds_the_work_with_its_reason_until_released(
             scheduler.tick()
         assert types(scheduler).count("core.execution.recovered") == 1
         assert len(scheduler.work("w").attempts) == 1  # type: ignore[union-attr]
+        # explain says why, citing the hold and the failed recovery behind it.
+        why = explain(scheduler.store, "w")
+        (held,) = [s for s in why.statements if s.kind == "held:recovery_exhausted"]
+        failed = [e.position for e in scheduler.events() if e.type == "core.execution.failed"]
+        assert "rota release w" in held.text and failed[-1] in held.positions
         scheduler.release("w")
         view = scheduler.work("w")
         assert view is not None and view.state != "held"

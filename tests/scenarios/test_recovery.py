@@ -348,7 +348,7 @@ def test_a_failed_recovery_ends_the_attempt_keeping_its_slot_and_arms_its_retry(
         "recovery_failed",
     )
     assert attempt.holds_slot and not attempt.stop_confirmed  # until the stop is verified
-    assert work.state == "retry_wait" and work.recovery_failures == 1
+    assert work.state == "retry_wait" and rc.failed_recoveries(work) == 1
     assert recover(story) == []  # never claimed again at a higher epoch
     # Its fence: a stale epoch cannot fail it.
     story.refused(
@@ -371,9 +371,13 @@ def test_the_ceiling_of_failed_recoveries_holds_the_work_until_released() -> Non
     next_attempt(story, emits, 3)
     work = story.state
     assert work.state == "held" and not work.startable
-    # The operator releases it: the count starts again and the Work may start.
+    # The operator releases it: the Work may start again; the row goes on, so the next
+    # failed recovery in it holds the Work again at once.
     story.when(lambda w: rc.release_hold(w, work_id="w", kind=None))
-    assert story.state.recovery_failures == 0 and story.state.startable
+    assert story.state.startable
+    emits = failed_recovery(story, policy, 4, limit=3)
+    assert [e.failures for e in events(emits) if isinstance(e, AttemptRecoveryFailed)] == [4]
+    assert any(isinstance(e, WorkHeld) for e in events(emits))
 
 
 def test_a_success_ends_a_row_of_failed_recoveries() -> None:
@@ -386,13 +390,12 @@ def test_a_success_ends_a_row_of_failed_recoveries() -> None:
     story.now += timedelta(seconds=60)
     recover(story)
     story.when(lambda w: rc.adopted(w, 2, 2, story.now))  # this recovery found its attempt
-    assert story.state.recovery_failures == 0
     failed = Result(outcome="failed", error_code="boom")
     next_attempt(story, story.when(lambda w: lc.finish(w, 2, 2, story.now, failed)), 2)
     # A later failed recovery is the first of a new row, under the limit of two: not held.
     emits = failed_recovery(story, policy, 3, limit=2)
     assert not any(isinstance(e, WorkHeld) for e in events(emits))
-    assert story.state.recovery_failures == 1
+    assert [e.failures for e in events(emits) if isinstance(e, AttemptRecoveryFailed)] == [1]
 
 
 def test_no_hold_when_the_failure_already_ends_the_work() -> None:
