@@ -200,7 +200,8 @@ class RuntimeRecovery:
                     report.open()
                 return
             # Still held here, or released meanwhile (a graceful stop hands it on).
-            ours = launches.held.get(execution_id) is held
+            with launches.held_lock:
+                ours = launches.held.get(execution_id) is held
             launches.drop(held, reason=None, cancel=False)
             if outcome == "not_started":
                 try:
