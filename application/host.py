@@ -1,14 +1,16 @@
 """The host: one cadence that drives the scheduler (`rota run`, `Scheduler.tick()`).
 
 One pass observes finished attempts and renews held leases, then runs the fixed order of
-seed 002: runtime recovery (one page of expired leases), lost retry (one page of due retry
-timers: a lost attempt of idempotent or deduplicated Work is retried through the timer its
-lost transition armed, as every failure is), schedules (a slot later issues fill), then
+seed 002: runtime recovery (one page of expired leases; an attempt whose recovery finds no
+evidence is failed and stopped, not recovered again: `host_steps.RuntimeRecovery`), lost
+retry (one page of due retry timers: a lost attempt of idempotent or deduplicated Work is
+retried through the timer its lost transition armed, as every failure is), schedules (the
+leader's fires of due nominal times, seed 003: `schedule_runner.ScheduleRunner`), then
 budget settlement, timing out attempts past their deadline, stop verification, control
-dispatch and starting ready Work. When recovery or lost retry fails, the pass starts
-nothing new; a step that found more than a page wakes the loop again at once. Pages are 16
-by default, at most 64 (`rota.domain.pages`). A tick that finds another tick running
-returns at once (re-entrant ticks coalesce).
+dispatch and starting ready Work. When recovery, lost retry or the schedules fail, the
+pass starts nothing new; a step that found more than a page wakes the loop again at once.
+Pages are 16 by default, at most 64 (`rota.domain.pages`). A tick that finds another tick
+running returns at once (re-entrant ticks coalesce).
 
 Launches run off the loop, each on a thread of its own, outside any store transaction,
 under the lease the claim took; the loop keeps renewing every held lease every third of the lease

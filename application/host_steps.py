@@ -185,11 +185,12 @@ class RuntimeRecovery:
         report = _AfterAdoption(launches.done(held))
 
         def adopt() -> None:
+            evidence = "unknown"
             try:
                 outcome = executor.recover(ctx, attempt.recovery_metadata, report)
             except Exception:
                 log.warning("recovery of %s failed", execution_id, exc_info=True)
-                outcome = "unknown"
+                outcome, evidence = "unknown", "error"
             if outcome == "attached":
                 try:
                     recovery.adopted(execution_id, epoch)
@@ -198,6 +199,9 @@ class RuntimeRecovery:
                 finally:
                     report.open()
                 return
+            # Still held here, or released meanwhile (a graceful stop hands it on).
+            with launches.held_lock:
+                ours = launches.held.get(execution_id) is held
             launches.drop(held, reason=None, cancel=False)
             if outcome == "not_started":
                 try:
@@ -214,11 +218,24 @@ class RuntimeRecovery:
                     recovery.lose(execution_id, epoch, "not_running")
                 except Refusal as refusal:
                     log.info("losing %s refused: %s", execution_id, refusal)
-            else:
-                log.info("recovery of %s has no evidence; retrying on a later pass", execution_id)
+            elif ours:
+                self._failed(execution_id, epoch, evidence)
             launches.wake.set()
 
         launches.submit(adopt)
+
+    def _failed(self, execution_id: str, epoch: int, evidence: str) -> None:
+        """No evidence of the attempt: record the failed recovery rather than recover it
+        again next lease; the stop verification then stops it through its executor and
+        confirms the stop (seed 001: stop/confirm after a failed recovery)."""
+        try:
+            self.service.recovery.recovery_failed(execution_id, epoch, evidence)
+        except Refusal as refusal:
+            log.info("the failed recovery of %s not recorded: %s", execution_id, refusal)
+            return
+        log.warning("recovery of %s found no evidence (%s): stopping it", execution_id, evidence)
+        self.launches.settled(execution_id)
+        self.stops.request(execution_id)
 
 
 class _AfterAdoption:

@@ -50,6 +50,7 @@ from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
     AttemptRecovered,
+    AttemptRecoveryFailed,
     HoldReleased,
     WorkHeld,
 )
@@ -77,6 +78,7 @@ from rota.domain.evolve_work import (
     on_input,
     on_lost,
     on_recovered,
+    on_recovery_failed,
     on_retry_armed,
     on_retry_fired,
     on_retry_request,
@@ -176,6 +178,7 @@ _RULES: tuple[tuple[type | tuple[type, ...], Rule], ...] = (
     (AttemptRecovered, on_recovered),
     (AttemptAdopted, on_adopted),
     (AttemptLost, on_lost),
+    (AttemptRecoveryFailed, on_recovery_failed),
     (_RetryRequest, on_retry_request),
     (RetryArmed, on_retry_armed),
     (RetryFired, on_retry_fired),

@@ -20,6 +20,7 @@ from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
     AttemptRecovered,
+    AttemptRecoveryFailed,
     HoldReleased,
     WorkHeld,
 )
@@ -103,6 +104,14 @@ def on_adopted(work: WorkState, event: AttemptAdopted, position: int, at: dateti
     return with_current(
         work, replace(attempt, segments=swap_open(attempt, replace(segment, adopted=True)))
     )
+
+
+def on_recovery_failed(
+    work: WorkState, event: AttemptRecoveryFailed, position: int, at: datetime
+) -> WorkState:
+    # The attempt's ending is its `core.execution.failed`, appended with this event; the
+    # count of failed recoveries in a row is read from the attempts (`rota.domain.recovery`).
+    return work
 
 
 def on_lost(work: WorkState, event: AttemptLost, position: int, at: datetime) -> WorkState:

@@ -62,6 +62,11 @@ class FailureCode(StrEnum):
     LAUNCH_UNACKNOWLEDGED = "launch_unacknowledged"
     """The executor returned from its launch without persisting recovery metadata: the slot is kept
     until a stop is verified, as for `launch_ambiguous`."""
+    RECOVERY_FAILED = "recovery_failed"
+    """The lease was lost and recovery's executor found no evidence of the attempt (it answered
+    `unknown` or failed): the host stops it and keeps the slot until the stop is verified (or
+    `Scheduler.confirm_stopped` once you checked); then the retry policy applies. After
+    `settings.recovery_failure_limit` in a row the Work is held (`recovery_exhausted`)."""
     ENVIRONMENT_UNAVAILABLE = "environment_unavailable"
     """The run environment (secrets, environment hook) could not be prepared; nothing was launched:
     check the configuration and the hook's logs."""

@@ -114,6 +114,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     timeout_seconds: float = 3600.0
     max_segments: int = 50
     crash_loop_limit: int = 5
+    recovery_failure_limit: int = 3
     scope_limits: dict[str, int] = msgspec.field(default_factory=dict)
     pool_limits: dict[str, int] = msgspec.field(default_factory=dict)
 

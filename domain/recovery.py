@@ -16,6 +16,15 @@ at a higher epoch before any executor is called. The evidence is its open segmen
 A timeout that recovers authority never relaunches. After `crash_loop_limit` relaunches of
 one attempt, the Work is held (`crash_loop`) instead.
 
+A recovery whose executor finds no evidence (its `recover` answers `unknown` or fails) is
+not claimed again at a higher epoch every lease: `recovery_failed` ends the attempt as a
+safe failure (`recovery_failed`, keeping its slot until its stop is verified: the host
+stops it through its executor, then confirms), and its retry policy applies. The Work's
+failed recoveries in a row are read from its attempts (`failed_recoveries`: the attempts
+that ended `recovery_failed`, back to the last that ended otherwise); at
+`recovery_failure_limit` the Work is held (`recovery_exhausted`) with the reason, until an
+operator releases it (and held again by the next failed recovery in the same row).
+
 The deadline is wall time, judged by the store's clock, except for an attempt the
 recovering host's own process runs: that host measured its run time by a monotonic clock
 and passes what is left of its budget (`remaining`). It is timed out only when both say
@@ -28,21 +37,23 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from rota.domain.emit import Emit, work_stream
-from rota.domain.errors import DomainCode, Refusal
-from rota.domain.events import AttemptTimedOut, LeaseReleased
+from rota.domain.errors import DomainCode, InvalidCommand, Refusal
+from rota.domain.events import AttemptFailed, AttemptTimedOut, LeaseReleased
 from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
     AttemptRecovered,
+    AttemptRecoveryFailed,
     HoldReleased,
     WorkHeld,
 )
+from rota.domain.failures import FailureCode
 from rota.domain.fences import fence
 from rota.domain.pages import check_limit, take
 from rota.domain.retries import retry_timer
 from rota.domain.state import AttemptState, WorkState
 
-OPERATOR_RELEASABLE = frozenset({"crash_loop", "budget", "operator", "wait"})
+OPERATOR_RELEASABLE = frozenset({"crash_loop", "recovery_exhausted", "budget", "operator", "wait"})
 
 
 def needs_recovery(work: WorkState, now: datetime) -> bool:
@@ -160,6 +171,75 @@ def lose(work: WorkState, attempt: int, epoch: int, now: datetime, evidence: str
         and work.retry.failures + 1 < policy.max_attempts
     ):
         emits.extend(retry_timer(work, current, now, permanent=False, hinted_due=None))
+    return emits
+
+
+def failed_recoveries(work: WorkState) -> int:
+    """The Work's failed recoveries in a row: its ended attempts that failed
+    `recovery_failed`, counted back from the newest to the first that ended otherwise (a
+    completed one, one adopted and then ended by its own result, ...)."""
+    count = 0
+    for attempt in reversed(work.attempts):
+        if attempt.status != "ended":
+            continue  # the live (or parked) attempt has not ended yet
+        if attempt.error_code != FailureCode.RECOVERY_FAILED:
+            break
+        count += 1
+    return count
+
+
+def recovery_failed(
+    work: WorkState, attempt: int, epoch: int, now: datetime, *, evidence: str, limit: int
+) -> list[Emit]:
+    """The recovered attempt's executor found no evidence of it (`evidence`: `unknown`, or
+    `error` when its `recover` failed): fenced at the recovery's epoch, the attempt ends as
+    a safe failure that keeps its slot until its stop is verified, its retry policy arms
+    its timer, and at `limit` failed recoveries in a row the Work is held
+    (`recovery_exhausted`), unless the failure already ends it (`terminal_on_exhaustion`).
+    """
+    current = fence(work, attempt, epoch, now)
+    if evidence not in ("unknown", "error"):
+        raise InvalidCommand(
+            f"recovery evidence {evidence!r} is neither 'unknown' nor 'error'",
+            code=DomainCode.INVALID_COMMAND,
+        )
+    stream = work_stream(work.work_id)
+    failures = failed_recoveries(work) + 1
+    noted = AttemptRecoveryFailed(
+        work_id=work.work_id,
+        attempt=attempt,
+        epoch=epoch,
+        evidence=evidence,  # type: ignore[arg-type]
+        failures=failures,
+        limit=limit,
+    )
+    how = "answered unknown" if evidence == "unknown" else "failed"
+    failed = AttemptFailed(
+        work_id=work.work_id,
+        attempt=attempt,
+        epoch=epoch,
+        error_code=FailureCode.RECOVERY_FAILED,
+        error_message=f"the lease was lost and the executor's recovery {how}: no evidence of "
+        "the attempt; its slot is kept until its stop is verified",
+        holds_resources=True,
+    )
+    emits = [Emit(stream, noted), Emit(stream, failed)]
+    emits.extend(retry_timer(work, current, now, permanent=False, hinted_due=None))
+    policy = current.pinned.binding.retry
+    ends = (
+        work.kind != "standing"
+        and policy.terminal_on_exhaustion
+        and work.retry.failures + 1 >= policy.max_attempts
+    )
+    if failures >= limit and not ends:
+        held = WorkHeld(
+            work_id=work.work_id,
+            kind="recovery_exhausted",
+            reason=f"{current.execution_id}: recovery failed {failures} times in a row (the "
+            "executor found no evidence of the attempt); check the executor and its hosts, "
+            "then release to run it again",
+        )
+        emits.append(Emit(stream, held))
     return emits
 
 

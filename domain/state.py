@@ -131,7 +131,8 @@ class AttemptState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class Hold(msgspec.Struct, frozen=True, gc=False):
-    """A reason the Work may not start: `crash_loop`, `budget`, `gate`, `operator`."""
+    """A reason the Work may not start: `crash_loop`, `recovery_exhausted`, `budget`, `gate`,
+    `operator`."""
 
     kind: str
     reason: str

@@ -175,6 +175,7 @@ class Config:
             timeout_seconds=s.timeout_seconds,
             max_segments=s.max_segments,
             crash_loop_limit=s.crash_loop_limit,
+            recovery_failure_limit=s.recovery_failure_limit,
             pool_limits=dict(s.pool_limits),
             scope_limits={
                 scope.path: scope.limits.concurrency

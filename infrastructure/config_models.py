@@ -35,6 +35,7 @@ class SettingsModel(BaseModel):
     timeout_seconds: float = Field(3600.0, gt=0)
     max_segments: int = Field(50, ge=1, le=1000)
     crash_loop_limit: int = Field(5, ge=1, le=1000)
+    recovery_failure_limit: int = Field(3, ge=1, le=1000)
 
 
 class RetryModel(BaseModel):

@@ -80,6 +80,9 @@ LINES: dict[str, Line] = {
     ),
     "core.execution.adopted": Line("adoption", "attempt adopted"),
     "core.execution.lost": Line("recovery", "attempt lost", WARNING, _shown("evidence")),
+    "core.execution.recovery_failed": Line(
+        "recovery", "recovery failed", WARNING, _shown("evidence", "failures", "limit")
+    ),
     "core.execution.released": Line("lease", "lease released", fields=_shown("reason")),
     "core.execution.stop_confirmed": Line("stop", "stop confirmed", fields=_shown("evidence")),
     # holds and gates

@@ -14,8 +14,9 @@ decoded, against a replay of the log to the projection's position), `projection_
 (warn beyond `lag_threshold` events), `expired_leases` (warn: live attempts whose lease
 expired by the store's clock more than one lease ago), `overdue_timers` (warn: retry
 timers due more than a minute ago), `capacity` (each pool's running attempts against its
-limit and the Work the limit holds back; warn when over), `budgets` and `crash_loop`
-(warn: held Work with the reason), then the schedule checks of `schedule_checks`:
+limit and the Work the limit holds back; warn when over), `budgets`, `crash_loop` and
+`recovery_exhausted` (warn: held Work with the reason), then the schedule checks of
+`schedule_checks`:
 `schedule_accounting` (every nominal time fired or skipped exactly once),
 `schedule_drift` (the schedules projection agrees with that walk) and
 `schedule_quarantine` (fails on a quarantined schedule, saying how to release it) and
@@ -80,6 +81,7 @@ from rota.replay.side_by_side import ChildFoldError, fold_side_by_side
 from rota.replay.state_checks import (
     BUDGET_ADVICE,
     CRASH_LOOP_ADVICE,
+    RECOVERY_ADVICE,
     check_capacity,
     check_holds,
     check_leases,
@@ -121,6 +123,7 @@ STATE_CHECKS = (
     "capacity",
     "budgets",
     "crash_loop",
+    "recovery_exhausted",
     *SCHEDULE_CHECKS,
 )
 READ_ERRORS = (apsw.Error, StoreError, msgspec.MsgspecError, KeyError, ValueError)
@@ -237,6 +240,27 @@ def _comparable(stored: tuple[Any, Any, str | None]) -> bool:
     return meta is not None and reason is None
 
 
+def projection_health(
+    log: EventStore,
+    projections: Path | ProjectionStore | None,
+    *,
+    immutable: bool,
+    progress: ProgressFactory = silent,
+) -> list[Check]:
+    """Doctor's verdict on the stored projections alone: `projection_integrity` and
+    `projection_drift`, as `examine` finds them (what recover-corrupt asks before it
+    isolates anything: a healthy projection store is refused without `--force`)."""
+    checks = [
+        guarded("projection_integrity", lambda: check_projection_integrity(projections, immutable))
+    ]
+    try:
+        found, _ = _projection_checks(log, projections, immutable, LAG_WARN, progress)
+    except READ_ERRORS as exc:  # the log itself cannot be folded
+        why = f"the log cannot be folded: {type(exc).__name__}: {exc}"
+        return [*checks, Check("projection_drift", "fail", why, FULL_RESTORE)]
+    return checks + [c for c in found if c.name == "projection_drift"]
+
+
 def examine(
     log: EventStore,
     projections: Path | ProjectionStore | None,
@@ -287,6 +311,7 @@ def examine(
     )
     checks.append(check_holds(state, "budget", "budgets", BUDGET_ADVICE))
     checks.append(check_holds(state, "crash_loop", "crash_loop", CRASH_LOOP_ADVICE))
+    checks.append(check_holds(state, "recovery_exhausted", "recovery_exhausted", RECOVERY_ADVICE))
     try:
         checks.extend(schedule_checks(log, state.works))
     except READ_ERRORS as exc:
@@ -356,4 +381,4 @@ def _doctor_opened(
                 tables.close()
 
 
-__all__ = ["LAG_WARN", "Check", "DoctorReport", "doctor", "examine"]
+__all__ = ["LAG_WARN", "Check", "DoctorReport", "doctor", "examine", "projection_health"]

@@ -44,6 +44,10 @@ class ReplayCode(ErrorCode):
     """The log itself fails verification: recover-corrupt cannot help, restore from backup."""
     INVALID_BACKUP_NAME = "invalid_backup_name"
     """`--backup-name` is not a plain name (1-128 letters, digits, `.`, `_`, `-`)."""
+    PROJECTION_HEALTHY = "projection_healthy"
+    """recover-corrupt found the projections healthy (doctor's `projection_integrity` and
+    `projection_drift` pass): nothing to recover, nothing was moved. Pass `--force` to
+    isolate and rebuild them anyway (docs/runbook-corruption.md)."""
 
     # -- export and import
     INVALID_EXPORT = "invalid_export"

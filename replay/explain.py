@@ -27,6 +27,7 @@ from rota.application.timestamps import format_timestamp, parse_timestamp
 from rota.domain import admission
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.evolve import evolve
+from rota.domain.recovery import failed_recoveries
 from rota.domain.state import WorkState
 from rota.projections.history import HistoryProjection
 from rota.projections.records import AttemptHistory, WorkHistory
@@ -175,6 +176,10 @@ def _held(work: WorkState, story: WorkHistory, attempts: list[AttemptHistory], s
         cited = [hold.position]
         if hold.kind == "crash_loop" and attempts:
             cited += [r.position for r in attempts[-1].recoveries if r.mode == "relaunch"]
+        if hold.kind == "recovery_exhausted":  # the failed recoveries in a row behind it
+            failed = [f.position for f in story.failures if f.code == "recovery_failed"]
+            in_a_row = failed_recoveries(work)
+            cited += failed[-in_a_row:] if in_a_row else []
         say(
             Statement(
                 f"held:{hold.kind}",

@@ -14,6 +14,10 @@ The projection file is derived: everything in it is a fold of the log. When it i
 4. verify the log read-only (the backend's `check_integrity`, `PRAGMA integrity_check`;
    the hash chain, the newest checkpoint): a damaged log is refused, the advice is a full
    restore from backup;
+4b. ask doctor about the projections (`projection_integrity`, `projection_drift`:
+   `doctor.projection_health`): when neither fails they are healthy and the recovery is
+   refused (`projection_healthy`) unless `force` (`--force`): isolating a sound store
+   only forces a rebuild, and the trouble is then elsewhere;
 5. (the isolation's `run`, `infrastructure/sqlite/isolation.py`) create
    `diagnostics/scheduler-recovery/` beside the log and `NAME` in it exclusively (`mkdir`,
    never following a symlink: an existing name or a planted link is refused);
@@ -48,6 +52,7 @@ from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, d
 from rota.infrastructure.store_url import backend, sqlite_url
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import DaemonLock, StoreBusy, held_by_another
+from rota.replay.doctor import projection_health
 from rota.replay.doctor_report import FULL_RESTORE, guarded
 from rota.replay.errors import ReplayCode
 from rota.replay.log_checks import check_chain, check_checkpoint, check_log_integrity
@@ -55,7 +60,7 @@ from rota.replay.progress import ProgressFactory, silent
 from rota.replay.read_only import ReadOnlyLog, fingerprint, integrity, quiescent
 from rota.replay.rebuild import RebuildReport, rebuild, verify
 from rota.replay.recover_corrupt_postgres import isolated, refusals
-from rota.replay.recovery_report import RecoveryRefused, RecoveryReport
+from rota.replay.recovery_report import RecoveryRefused, RecoveryReport, refuse_healthy
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -98,6 +103,21 @@ def _verify_log(
     return [f"{c.name} {c.status}: {c.detail}" for c in checks], head
 
 
+def _health(
+    log: Path, proj: Path, force: bool, progress: ProgressFactory = silent
+) -> tuple[list[str], bool]:
+    """Doctor's projection checks on the read-only log and projection file (refused when
+    healthy, unless `force`: `refuse_healthy`)."""
+    for attempt in range(2):
+        before = fingerprint(log), fingerprint(proj)
+        calm = attempt == 0 and quiescent(log) and quiescent(proj)
+        with ReadOnlyLog(log, immutable=calm) as ro:
+            health = projection_health(ro, proj, immutable=calm, progress=progress)
+        if not calm or (fingerprint(log), fingerprint(proj)) == before:
+            break  # else a writer opened a file while it was read as immutable: again
+    return refuse_healthy(health, force)
+
+
 def _rebuild(
     log: Path, proj: Path, progress: ProgressFactory = silent
 ) -> tuple[RebuildReport, bool, int]:
@@ -126,12 +146,14 @@ def recover_corrupt(
     projections: str | os.PathLike[str] | None = None,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
+    force: bool = False,
     clock: Clock | None = None,
     progress: ProgressFactory = silent,
 ) -> RecoveryReport:
     """Isolate the projection file under `diagnostics/scheduler-recovery/NAME` and rebuild
-    it from the log (see the module docstring); raises `RecoveryRefused` or `StoreBusy`.
-    `progress` makes the bars of its long steps (the hash chain, the rebuild, the verify)."""
+    it from the log (see the module docstring); raises `RecoveryRefused` (`projection_healthy`
+    for projections doctor finds healthy, unless `force`) or `StoreBusy`. `progress` makes
+    the bars of its long steps (the hash chain, the rebuild, the verify)."""
     backup_name = validate_name(name)
     chosen = backend(url)
     if chosen.log_file is None:
@@ -149,6 +171,7 @@ def recover_corrupt(
             backup_name,
             checkpoint_dir=checkpoint_dir,
             dry_run=dry_run,
+            force=force,
             clock=clock,
             progress=progress,
         )
@@ -166,10 +189,20 @@ def recover_corrupt(
                 f"a scheduler holds {lock} ('rota run', or rota.open in a program): stop it first"
             )
     log_checks, head = _verify_log(store, log, checkpoint_dir, progress)
+    health, forced = _health(log, proj, force, progress)
     found = integrity(proj, immutable=quiescent(proj))
     planned = isolated(isolation.planned())
     report = RecoveryReport(
-        dry_run, str(log), str(proj), isolation.backup, planned, log_checks, found, head
+        dry_run,
+        str(log),
+        str(proj),
+        isolation.backup,
+        planned,
+        log_checks,
+        found,
+        head,
+        projection_health=health,
+        forced=forced,
     )
     if dry_run:
         return report

@@ -11,7 +11,9 @@ store that keeps none to isolate: in memory, `not_sqlite`):
    taken for the whole recovery: refused (`store_busy`) while a scheduler keeps them, and
    no scheduler starts keeping them meanwhile;
 4. the log is verified (hash chain, newest checkpoint): a damaged log is refused
-   (`log_corrupt`), the advice is a full restore;
+   (`log_corrupt`), the advice is a full restore; then doctor's `projection_integrity` and
+   `projection_drift` are asked: projections they find healthy are refused
+   (`projection_healthy`) unless `force`;
 5. every projection row moves, in one transaction, into `rota_projection_recovery` under
    the backup name, with a manifest row (rows, bytes and SHA-256 per table; the
    isolation's `run`, `infrastructure.postgres.projection_recovery`);
@@ -36,12 +38,18 @@ from rota.infrastructure.backend import Backend, IsolatedCopy, Isolation, Isolat
 from rota.infrastructure.clock import SystemClock
 from rota.projections import PERSISTED
 from rota.replay.daemon_lock import StoreBusy
+from rota.replay.doctor import projection_health
 from rota.replay.doctor_report import FULL_RESTORE, guarded
 from rota.replay.errors import ReplayCode
 from rota.replay.log_checks import check_chain, check_checkpoint
 from rota.replay.progress import ProgressFactory, silent
 from rota.replay.rebuild import rebuild, verify
-from rota.replay.recovery_report import IsolatedFile, RecoveryRefused, RecoveryReport
+from rota.replay.recovery_report import (
+    IsolatedFile,
+    RecoveryRefused,
+    RecoveryReport,
+    refuse_healthy,
+)
 
 
 @contextmanager
@@ -84,6 +92,7 @@ def recover_corrupt_postgres(
     *,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
+    force: bool = False,
     clock: Clock | None = None,
     progress: ProgressFactory = silent,
 ) -> RecoveryReport:
@@ -104,7 +113,7 @@ def recover_corrupt_postgres(
             with refusals():
                 isolation = found.isolate_projections(tables, backup_name)
             assert tables is not None  # (a store with none has nothing to isolate)
-            return _recover(log, tables, isolation, checkpoint_dir, dry_run, clock, progress)
+            return _recover(log, tables, isolation, checkpoint_dir, dry_run, force, clock, progress)
         finally:
             if tables is not None:
                 tables.close()  # (releases the writer lock with the session)
@@ -116,6 +125,7 @@ def _recover(
     isolation: Isolation,
     checkpoint_dir: str | os.PathLike[str] | None,
     dry_run: bool,
+    force: bool,
     clock: Clock | None,
     progress: ProgressFactory = silent,
 ) -> RecoveryReport:
@@ -125,6 +135,9 @@ def _recover(
             "lock: 'rota run', or rota.open in a program): stop it first"
         )
     log_checks = _verify_log(log, checkpoint_dir, progress)
+    health, forced = refuse_healthy(
+        projection_health(log, tables, immutable=False, progress=progress), force
+    )
     head = log.head().position
     planned = isolation.planned()
     report = RecoveryReport(
@@ -136,6 +149,8 @@ def _recover(
         log_checks=log_checks,
         projection_integrity=[f"{c.name}: {c.rows} rows read" for c in planned],
         log_head_before=head,
+        projection_health=health,
+        forced=forced,
     )
     if dry_run:
         return report

@@ -16,6 +16,11 @@ from rota.replay.doctor_report import Check
 
 OVERDUE = timedelta(minutes=1)
 BUDGET_ADVICE = "raise the budget ([[budgets]]) or wait for its window, then 'rota release WORK'"
+RECOVERY_ADVICE = (
+    "its executor's recovery found no evidence of its attempts: check the executor and the "
+    "hosts that ran them ('rota explain WORK'), confirm nothing of them runs, then "
+    "'rota release WORK'"
+)
 CRASH_LOOP_ADVICE = (
     "find why it loses its lease before starting ('rota explain WORK'), fix that, then "
     "'rota release WORK'"
@@ -65,17 +70,19 @@ def check_timers(state: SchedulerProjection, now: datetime) -> Check:
 
 
 def check_capacity(view: CapacityView) -> Check:
+    """Each pool against its limit, and the ready Work a dry run of admission holds back
+    (`view.preview`: doctor runs no start pass, so it has no last pass to report)."""
     parts, over, held_back = [], [], []
     for pool, cap in view.pools.items():
         limit = cap.limit or "unbounded"  # a limit of 0 is unbounded
-        parts.append(f"{pool} {cap.in_use}/{limit} running, {cap.waiting} held back")
+        parts.append(f"{pool} {cap.in_use}/{limit} running, {cap.preview} held back")
         if cap.limit and cap.in_use > cap.limit:
             over.append(pool)
     for scope, use in view.scopes.items():
         parts.append(f"scope {scope} {use.in_use}/{use.limit}")
         if use.in_use > use.limit:
             over.append(f"scope {scope}")
-    for w in view.waiting:
+    for w in view.preview:
         if w.code.startswith("capacity"):
             held_back.append(w.work)
     detail = "; ".join(parts) + (f"; waiting for a slot: {_listed(held_back)}" if held_back else "")
@@ -91,7 +98,8 @@ def check_capacity(view: CapacityView) -> Check:
 
 
 def check_holds(state: SchedulerProjection, kind: str, name: str, advice: str) -> Check:
-    """Held Work of one kind (`budget`, `crash_loop`), each with its reason."""
+    """Held Work of one kind (`budget`, `crash_loop`, `recovery_exhausted`), each with its
+    reason."""
     held = sorted(
         (work.work_id, hold.reason)
         for work in state.works.values()

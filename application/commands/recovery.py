@@ -1,4 +1,4 @@
-"""Recovery commands: recover expired attempts, lose, adopt, release holds."""
+"""Recovery commands: recover expired attempts, lose, adopt, fail a recovery, release holds."""
 
 from __future__ import annotations
 
@@ -101,6 +101,18 @@ class RecoveryCommands:
         """Trusted not-running evidence and no result: the attempt is lost."""
         return self.tx.fenced(
             execution_id, lambda w, n, now: recovery.lose(w, n, epoch, now, evidence)
+        )
+
+    def recovery_failed(self, execution_id: str, epoch: int, evidence: str) -> AppendResult:
+        """The recovered attempt's executor found no evidence of it (`unknown`, or `error`):
+        it ends as a safe failure keeping its slot, and the Work is held at the ceiling of
+        failed recoveries (`settings.recovery_failure_limit`; fenced)."""
+        limit = self.config.settings.recovery_failure_limit
+        return self.tx.fenced(
+            execution_id,
+            lambda w, n, now: recovery.recovery_failed(
+                w, n, epoch, now, evidence=evidence, limit=limit
+            ),
         )
 
     def relaunch_unstarted(self, execution_id: str, epoch: int) -> Recovered | None:

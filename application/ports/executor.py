@@ -48,7 +48,13 @@ Recovery
   with a result it can report, and will call `done(result)`), `"stopped"` (verified that
   nothing of it runs and no result exists: the attempt is lost), `"not_started"` (verified
   that the work never started and never will: the attempt is relaunched, failing nothing)
-  or `"unknown"` (the host fails closed and tries again on a later pass). Recovery never
+  or `"unknown"` (no evidence either way; raising counts the same): the host fails closed
+  and does not recover it again at a higher epoch every lease. It records the failed
+  recovery (`core.execution.recovery_failed` and a `recovery_failed` failure that keeps
+  the attempt's slot), then calls `stop` and confirms the stop once `stop` verifies it
+  (`settings.recovery_failure_limit` failed recoveries in a row hold the Work,
+  `recovery_exhausted`). So answer `"unknown"` only when a later look could not do
+  better: a `recover` that waits on something transient should wait for it. Recovery never
   calls `launch` to replace a process; only a relaunch (a launch that started nothing) does.
   Evidence about work of this very process is what it runs: an attempt it still runs, or
   ran to a result the log has not recorded (refused because the lease lapsed, as after a

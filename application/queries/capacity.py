@@ -1,8 +1,13 @@
-"""Capacity and waiting by pool: `rota capacity --json`, `GET /v1/capacity`, doctor's
-capacity check and the metrics' pool gauges, from one builder (`capacity_view`).
+"""Capacity and waiting by pool: `rota capacity --json`, `GET /v1/capacity`, the web
+view's capacity page, doctor's capacity check and the metrics' pool gauges, from one
+builder (`capacity_view`).
 
-`dry_run_starts` is a start pass of admission that writes nothing: who would start and who
-waits why. `Work explain` (`rota.replay.explain`) asks it too.
+`waiting` is the daemon's last start pass, as the seed says: what this process's host
+held back on its last pass (`Host.last_waiting`), so it reads 0 after a restart until the
+first pass, and in a process that runs no pass (`rota capacity`, `rota serve`, doctor).
+`preview` is a separate field: a dry run of admission now (`dry_run_starts`, a start pass
+that writes nothing: who would start and who would wait why), true in any process.
+`Work explain` (`rota.replay.explain`) asks the dry run too.
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ CAPACITY_CODES = (
 
 
 class PoolUse(msgspec.Struct, frozen=True, kw_only=True):
-    """One pool: its limit (0: unbounded), the slots in use and the Work waiting for it."""
+    """One pool: its limit (0: unbounded), the slots in use, the ready Work its limit held
+    back on the last start pass (`waiting`) and would hold back now (`preview`)."""
 
     limit: int
     in_use: int
     waiting: int
+    preview: int = 0
 
 
 class ScopeUse(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,11 +57,15 @@ class WaitingWork(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class CapacityView(msgspec.Struct, frozen=True, kw_only=True):
-    """`rota capacity --json`: `msgspec.to_builtins(view)` is the dict it prints."""
+    """`rota capacity --json`: `msgspec.to_builtins(view)` is the dict it prints.
+
+    `waiting`: who the last start pass of this process held back, and why (empty until its
+    first pass); `preview`: who a dry run of admission now would hold back, and why."""
 
     pools: dict[str, PoolUse]
     scopes: dict[str, ScopeUse]
     waiting: list[WaitingWork]
+    preview: list[WaitingWork] = msgspec.field(default_factory=list)
 
 
 # The same view as the plain dict `Scheduler.capacity()` returns (`to_builtins`), typed.
@@ -64,6 +75,7 @@ class PoolUseDict(TypedDict):
     limit: int
     in_use: int
     waiting: int
+    preview: int
 
 
 class ScopeUseDict(TypedDict):
@@ -83,6 +95,7 @@ class CapacityDict(TypedDict):
     pools: dict[str, PoolUseDict]
     scopes: dict[str, ScopeUseDict]
     waiting: list[WaitingWorkDict]
+    preview: list[WaitingWorkDict]
 
 
 def dry_run_starts(
@@ -128,27 +141,35 @@ def waiting_by_pool(
 
 
 def capacity_view(
-    projection: SchedulerProjection, configuration: Configuration, now: datetime
+    projection: SchedulerProjection,
+    configuration: Configuration,
+    now: datetime,
+    last_pass: list[Waiting] | None = None,
 ) -> CapacityView:
-    """Per pool its limit (0: unbounded), in_use and waiting; who waits and why. The pools
-    are `agents`, `jobs`, every pool named in `pool_limits` or declared by a registered
-    executor, and any pool the log holds slots in.
+    """Per pool its limit (0: unbounded), in_use, waiting and preview; who waits and why.
+    The pools are `agents`, `jobs`, every pool named in `pool_limits` or declared by a
+    registered executor, and any pool the log holds slots in.
 
-    `waiting` comes from a dry run of admission over the ready Work at `now` (nothing is
-    written), so it is true in any process, not only in the daemon.
+    `waiting` is `last_pass`, what the daemon's last start pass held back (None or empty:
+    no pass yet, or none runs in this process); `preview` comes from a dry run of
+    admission over the ready Work at `now` (nothing is written), true in any process.
+    Both are counted by pool at the projection as it stands.
     """
     settings = configuration.settings
     declared = (r.pool for r in configuration.registrations.values())
     pools = {"agents", "jobs", *projection.slots, *settings.pool_limits, *declared}
     plan = dry_run_starts(projection, configuration, now, projection.ready_order())
-    waiting = waiting_works(plan.waiting)
+    preview = waiting_works(plan.waiting)
+    waiting = waiting_works(last_pass or [])
     by_pool = waiting_by_pool(projection, configuration, waiting)
+    preview_by_pool = waiting_by_pool(projection, configuration, preview)
     return CapacityView(
         pools={
             pool: PoolUse(
                 limit=settings.pool_limit(pool),
                 in_use=projection.in_use(pool),
                 waiting=by_pool.get(pool, 0),
+                preview=preview_by_pool.get(pool, 0),
             )
             for pool in sorted(pools)
         },
@@ -157,6 +178,7 @@ def capacity_view(
             for scope, limit in sorted(settings.scope_limits.items())
         },
         waiting=waiting,
+        preview=preview,
     )
 
 
@@ -165,35 +187,22 @@ def waiting_works(waiting: list[Waiting]) -> list[WaitingWork]:
 
 
 class CapacityQueries:
-    """Capacity now (a dry run of admission), and by the daemon's last start pass."""
+    """Capacity now: `waiting` by this host's last start pass, `preview` by a dry run."""
 
     def __init__(self, service: SchedulerService, host: Host) -> None:
         self.service = service
         self.host = host
 
     def current(self) -> CapacityView:
-        """Caught up to the log head: `in_use` is what the log says now."""
+        """Caught up to the log head (`in_use` is what the log says now), with the waiting
+        of this host's last start pass (none after a restart until its first pass, and
+        none in a process that runs no pass) and a dry run's `preview`."""
         service = self.service
         with service.lock:
             service.catch_up()
-            return capacity_view(service.projection, service.configuration, service.now())
-
-    def by_last_pass(self) -> CapacityView:
-        """Capacity now, with the waiting of this host's last start pass (none after a
-        restart until its first pass): what a daemon serves."""
-        return self.last_pass(self.current(), self.host.last_waiting)
-
-    def last_pass(self, view: CapacityView, waiting: list[Waiting]) -> CapacityView:
-        """`view` with the waiting of the daemon's last start pass (`Host.last_waiting`)
-        instead of the dry run's, counted by pool at the projection as it stands."""
-        found = waiting_works(waiting)
-        with self.service.lock:
-            counts = waiting_by_pool(self.service.projection, self.service.configuration, found)
-        pools = {
-            pool: msgspec.structs.replace(use, waiting=counts.get(pool, 0))
-            for pool, use in view.pools.items()
-        }
-        return CapacityView(pools=pools, scopes=view.scopes, waiting=found)
+            return capacity_view(
+                service.projection, service.configuration, service.now(), self.host.last_waiting
+            )
 
 
 __all__ = [

@@ -112,7 +112,9 @@ class StateQueries:
                 counts=counted(tally),
                 timers=dict(projection.timers),
                 bindings=frozenset(service.bindings),
-                capacity=capacity_view(projection, service.configuration, now),
+                capacity=capacity_view(
+                    projection, service.configuration, now, self.host.last_waiting
+                ),
                 append_seconds=tx.append_seconds,
                 appends=tx.appends,
             )

@@ -52,6 +52,7 @@ from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
     AttemptRecovered,
+    AttemptRecoveryFailed,
     HoldReleased,
     WorkHeld,
 )
@@ -100,6 +101,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     AttemptRecovered,
     AttemptAdopted,
     AttemptLost,
+    AttemptRecoveryFailed,
     WorkHeld,
     HoldReleased,
     ScopeCapacityClaimed,
@@ -133,6 +135,7 @@ __all__ = [
     "AttemptLost",
     "AttemptParked",
     "AttemptRecovered",
+    "AttemptRecoveryFailed",
     "AttemptResumed",
     "AttemptTimedOut",
     "BudgetCharged",

@@ -1,5 +1,5 @@
 """Events of recovery: an attempt whose lease was lost is recovered, relaunched or lost,
-and Work that keeps crashing is held."""
+or its recovery failed, and Work that keeps crashing or failing recovery is held."""
 
 from datetime import datetime
 from typing import ClassVar, Literal
@@ -68,10 +68,36 @@ class AttemptLost(Event, tag="core.execution.lost", frozen=True, kw_only=True):
     evidence: str = "not_running"
 
 
+class AttemptRecoveryFailed(Event, tag="core.execution.recovery_failed", frozen=True, kw_only=True):
+    """Recovery claimed the attempt, but its executor found no evidence of it: its
+    `recover` answered `unknown` (`evidence` `unknown`) or failed (`error`).
+
+    Appended, fenced at the recovery's epoch, with the attempt's `core.execution.failed`
+    (code `recovery_failed`, `holds_resources`: no proof nothing of it runs) and the retry
+    timer its policy arms, so the attempt is not recovered again every lease: the host
+    stops it through its executor and confirms the stop (`core.execution.stop_confirmed`)
+    before anything replaces it. `failures` counts the Work's failed recoveries in a row,
+    this one included (its attempts that ended `recovery_failed`, back to the last that
+    ended otherwise); when it reaches `limit`
+    (`settings.recovery_failure_limit`) the Work is also held (`core.work.held`, kind
+    `recovery_exhausted`).
+    """
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    attempt: int
+    epoch: int
+    evidence: Literal["unknown", "error"] = "unknown"
+    failures: int = 1
+    limit: int = 3
+
+
 class WorkHeld(Event, tag="core.work.held", frozen=True, kw_only=True):
     """A hold stops the Work from starting (or relaunching) until it is released.
 
-    `kind` says whose hold it is (`crash_loop`, `budget`, `gate`, `operator`), `holder`
+    `kind` says whose hold it is (`crash_loop`, `recovery_exhausted`, `budget`, `gate`,
+    `operator`), `holder`
     who may settle it and `reason` why, in words for the operator.
     """
 

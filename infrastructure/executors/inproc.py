@@ -17,7 +17,9 @@ What it returns decides the outcome:
 
 Calls run on a thread pool (`max_workers`), or inline on the launching thread with
 `inline=True` for tiny callables. A running call cannot be killed: `stop()` reports
-`stopped` only once the call has returned. A returned call's result is kept until the log
+`stopped` only once the call has returned, and for a call whose recovery here found its
+owning process possibly alive (on another host, or a live process here), only once that
+process is gone (`owner_gone`). A returned call's result is kept until the log
 has it (`forget`), so a result refused because the lease lapsed (a clock jump, a stalled
 host) is handed to the recovery that adopts the attempt (`recover`).
 """
@@ -102,6 +104,26 @@ def failure_result(exc: BaseException, artifacts: Sequence[Artifact] = ()) -> Re
     )
 
 
+def owner_gone(owner: str) -> bool:
+    """Whether the process an owner string (`host:pid:suffix`) names is known to be gone:
+    a process of this host that no longer exists, or this very process (whose calls are
+    known here). An owner on another host, or one alive here, may still run its calls."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 class InProcessExecutor(Executor):
     """Runs one Python callable per attempt."""
 
@@ -127,6 +149,9 @@ class InProcessExecutor(Executor):
         self._adopted: dict[str, Done] = {}
         self._contexts: dict[str, LaunchContext] = {}
         self._finished: dict[str, Result] = {}  # results reported, not yet durable
+        # Attempts whose recovery found their owner possibly alive (on another host, or a
+        # live process here): their stop is verified only once that owner is gone.
+        self._elsewhere: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def _call(self, ctx: LaunchContext, done: Done) -> None:
@@ -190,31 +215,32 @@ class InProcessExecutor(Executor):
             done(finished)
             return "attached"
         owner = ctx.previous_owner or ""
-        host, _, rest = owner.partition(":")
-        pid_text = rest.partition(":")[0]
-        if host != socket.gethostname() or not pid_text.isdigit():
-            return "unknown"
-        pid = int(pid_text)
-        if pid == os.getpid():
+        if owner_gone(owner):
             return "stopped"
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return "stopped"
-        except PermissionError:
-            return "unknown"
+        with self._lock:
+            self._elsewhere[ctx.execution_id] = owner
         return "unknown"
 
     def forget(self, execution_id: str, epoch: int) -> None:
         """The outcome is durable (or the attempt is over): drop the kept result."""
         with self._lock:
             self._finished.pop(execution_id, None)
+            self._elsewhere.pop(execution_id, None)
 
     def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
+        """A call of this process is cancelled, and stopped once it returned. A call this
+        process never ran is stopped, unless its recovery here found its owner possibly
+        alive (`recover` answered "unknown"): then only once that owner is gone, since
+        the call may still run there (the host failed that recovery and asks for a stop)."""
         with self._lock:
             self._finished.pop(execution_id, None)  # the attempt ended: its result is moot
             entry = self._running.get(execution_id)
+            elsewhere = self._elsewhere.get(execution_id)
         if entry is None:
+            if elsewhere is not None and not owner_gone(elsewhere):
+                return "unknown"
+            with self._lock:
+                self._elsewhere.pop(execution_id, None)
             return "stopped"
         _, future, cancel = entry
         cancel.set()

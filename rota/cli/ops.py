@@ -66,6 +66,7 @@ def cmd_recover_corrupt(args: argparse.Namespace) -> int:
             projections=args.projections,
             checkpoint_dir=config.audit.checkpoint_dir,
             dry_run=args.dry_run,
+            force=args.force,
             progress=progress,
         )
     if args.json:
@@ -96,8 +97,9 @@ def register(commands: Any) -> None:
         "diagnostics/scheduler-recovery/NAME beside the store, move the projection file "
         "there (with a SHA-256 manifest), rebuild every projection from the log and verify "
         "it against a replay. On PostgreSQL the projection rows move into the backup table "
-        "rota_projection_recovery under NAME instead. Appends nothing to the log. See "
-        "docs/runbook-corruption.md.",
+        "rota_projection_recovery under NAME instead. Appends nothing to the log. Refuses "
+        "projections doctor finds healthy (projection_integrity and projection_drift pass) "
+        "unless --force. See docs/runbook-corruption.md.",
     )
     recover.add_argument(
         "--backup-name",
@@ -107,6 +109,12 @@ def register(commands: Any) -> None:
     )
     projections_option(recover)
     recover.add_argument("--dry-run", action="store_true", help="check and print the plan only")
+    recover.add_argument(
+        "--force",
+        action="store_true",
+        help="isolate and rebuild even projections doctor finds healthy (refused otherwise: "
+        "projection_healthy)",
+    )
     recover.add_argument("--json", action="store_true", help="print the report as JSON")
     log_options(recover)
     recover.set_defaults(handler=cmd_recover_corrupt)

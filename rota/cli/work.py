@@ -176,13 +176,20 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     if args.json:
         print_json(view)
         return 0
+    # `waiting` is the daemon's last start pass: this process runs none, so it is 0 here
+    # (GET /v1/capacity of `rota run` has it); the dry run's preview is what waits now.
     for pool, numbers in view["pools"].items():
         limit = numbers["limit"] or "unbounded"  # a limit of 0 is unbounded
-        print(f"{pool:<8} {numbers['in_use']}/{limit} in use, {numbers['waiting']} waiting")
+        print(
+            f"{pool:<8} {numbers['in_use']}/{limit} in use, {numbers['waiting']} waiting "
+            f"(last pass), {numbers['preview']} would wait now"
+        )
     for scope, use in view["scopes"].items():
         print(f"scope {scope}: {use['in_use']}/{use['limit']} in use")
     for item in view["waiting"]:
         print(f"  {item['work']}: {item['code']}: {item['detail']}")
+    for item in view["preview"]:
+        print(f"  would wait: {item['work']}: {item['code']}: {item['detail']}")
     return 0
 
 
@@ -245,7 +252,9 @@ def register(commands: Any) -> None:
     _operator_options(retry, cmd_retry)
 
     release = commands.add_parser(
-        "release", help="release an operator-releasable hold (crash_loop, budget, operator)"
+        "release",
+        help="release an operator-releasable hold "
+        "(crash_loop, recovery_exhausted, budget, operator)",
     )
     release.add_argument("work", metavar="WORK")
     release.add_argument("--kind", help="which hold (default: the first one)")
@@ -270,7 +279,11 @@ def register(commands: Any) -> None:
     interrupt.add_argument("work", metavar="WORK")
     _operator_options(interrupt, cmd_interrupt)
 
-    capacity = commands.add_parser("capacity", help="pools, scope limits and who waits why")
+    capacity = commands.add_parser(
+        "capacity",
+        help="pools, scope limits and who waits why (a dry run now; waiting by the last "
+        "start pass is the daemon's: GET /v1/capacity)",
+    )
     capacity.add_argument("--json", action="store_true")
     capacity.set_defaults(handler=cmd_capacity)
 

@@ -71,7 +71,8 @@ class SchedulerOperations(SchedulerReads):
         by: str = "operator",
         request_id: str | None = None,
     ) -> Receipt:
-        """Release an operator-releasable hold (crash_loop, budget, operator) of a Work.
+        """Release an operator-releasable hold (crash_loop, recovery_exhausted, budget,
+        operator, wait) of a Work.
 
         A start gate's hold is settled only by its gate (`gate_hold`). `request_id`: as
         `retry`.

@@ -65,9 +65,10 @@ class SchedulerReads:
         return self.queries.works.iter_events(after)
 
     def capacity(self) -> CapacityDict:
-        """Each pool's limit, slots in use and Work waiting, and why each waits (the JSON
-        of `rota capacity --json`, typed; `queries.capacity.current()` is the same as a
-        frozen view)."""
+        """Each pool's limit, slots in use, the Work this scheduler's last start pass held
+        back (`waiting`: none before its first pass) and the Work a dry run of admission
+        now would hold back (`preview`), and why each waits (the JSON of `rota capacity
+        --json`, typed; `queries.capacity.current()` is the same as a frozen view)."""
         shown: CapacityDict = msgspec.to_builtins(self.queries.capacity.current())
         return shown
 

@@ -168,7 +168,7 @@ class RotaCollector(Collector):
 
         holds = GaugeMetricFamily("rota_holds", "Holds on Work, by kind", labels=["kind"])
         held = hold_kinds
-        for kind in ("budget", "gate", "crash_loop", "operator"):
+        for kind in ("budget", "gate", "crash_loop", "recovery_exhausted", "operator"):
             held.setdefault(kind, 0)
         for kind in sorted(held):
             admit(holds, [kind], held[kind])

@@ -89,15 +89,25 @@ class Artifacts(BaseModel):
 class PoolCapacity(BaseModel):
     limit: int = Field(description="0: unbounded")
     in_use: int = Field(description="attempts holding a slot, read from storage now")
-    waiting: int = Field(description="ready Work this pool's limit held back")
+    waiting: int = Field(
+        description="ready Work this pool's limit held back on the daemon's last start pass "
+        "(0 after a restart until the first pass, and always 0 under `rota serve`)"
+    )
+    preview: int = Field(description="ready Work a dry run of admission now holds back")
 
 
 class Capacity(BaseModel):
     pools: dict[str, PoolCapacity]
     scopes: dict[str, dict[str, int]]
-    waiting: list[dict[str, str]]
-    waiting_from: Literal["last_pass", "dry_run"] = Field(
-        description="last_pass: the daemon's last start pass; dry_run: `rota serve`"
+    waiting: list[dict[str, str]] = Field(
+        description="who the daemon's last start pass held back, and why"
+    )
+    preview: list[dict[str, str]] = Field(
+        description="who a dry run of admission now holds back, and why (nothing is written)"
+    )
+    waiting_from: Literal["last_pass", "none"] = Field(
+        description="last_pass: this process runs the cadence (the daemon); none: it runs no "
+        "start pass (`rota serve`), so `waiting` is empty: see `preview`"
     )
 
 

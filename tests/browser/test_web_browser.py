@@ -190,6 +190,10 @@ def test_a_page_without_a_session_goes_to_sign_in_and_back(
         for r in browser.find_elements(By.CSS_SELECTOR, "tr[data-pool]")
     }
     assert "jobs" in pools and "1" in pools["jobs"]
+    # waiting is the daemon's last start pass; the dry run is its own column and list.
+    headers = [h.text.lower() for h in browser.find_elements(By.CSS_SELECTOR, "table.pools th")]
+    assert "would wait now" in " ".join(headers).replace("\n", " ")
+    assert "Would wait now (dry run)" in browser.page_source
     cookies = {c["name"]: c for c in browser.get_cookies()}
     session = cookies["rota_session"]
     assert session["httpOnly"] and session["sameSite"] == "Strict"

@@ -117,9 +117,19 @@ def test_capacity_in_use_from_storage_and_waiting_from_the_last_pass(tmp_path: P
             before = client.get("/v1/capacity").json()
             assert before["waiting_from"] == "last_pass"
             assert before["pools"]["agents"]["waiting"] == 0  # no start pass yet
+            assert before["waiting"] == []
+            # The dry run is a separate field: a pass now would start one and hold the
+            # other back for the one slot.
+            assert before["pools"]["agents"]["preview"] == 1
+            assert [w["work"] for w in before["preview"]] == ["two"]
             s.tick()
             after = client.get("/v1/capacity").json()
-            assert after["pools"]["agents"] == {"limit": 1, "in_use": 1, "waiting": 1}
+            assert after["pools"]["agents"] == {
+                "limit": 1,
+                "in_use": 1,
+                "waiting": 1,
+                "preview": 1,
+            }
             assert [w["work"] for w in after["waiting"]] == ["two"]
         finally:
             release.set()
@@ -127,10 +137,14 @@ def test_capacity_in_use_from_storage_and_waiting_from_the_last_pass(tmp_path: P
             s.run_until_idle(timeout=30)
 
 
-def test_serve_answers_capacity_waiting_by_a_dry_run(served: Api) -> None:
+def test_serve_runs_no_start_pass_so_waiting_is_empty_and_the_dry_run_is_the_preview(
+    served: Api,
+) -> None:
     served.scheduler.submit("x", binding="echo")
     view = served.client("read").get("/v1/capacity").json()
-    assert view["waiting_from"] == "dry_run"
+    assert view["waiting_from"] == "none"
+    assert view["waiting"] == [] and all(p["waiting"] == 0 for p in view["pools"].values())
+    assert isinstance(view["preview"], list)
 
 
 def test_scheduler_state_reports_the_loop_leases_and_lag(api: Api) -> None:

@@ -57,8 +57,8 @@ def test_jobs_and_agent_turns_never_take_each_others_slots(clock: ManualClock) -
         s.tick()
         assert states(s) == {"a1": "running", "a2": "ready", "j1": "running", "j2": "ready"}
         capacity = s.capacity()
-        assert capacity["pools"]["agents"] == {"limit": 1, "in_use": 1, "waiting": 1}
-        assert capacity["pools"]["jobs"] == {"limit": 1, "in_use": 1, "waiting": 1}
+        assert capacity["pools"]["agents"] == {"limit": 1, "in_use": 1, "waiting": 1, "preview": 1}
+        assert capacity["pools"]["jobs"] == {"limit": 1, "in_use": 1, "waiting": 1, "preview": 1}
         codes = {w["work"]: w["code"] for w in capacity["waiting"]}
         assert codes == {"a2": "capacity_concurrency", "j2": "capacity_job_concurrency"}
         assert s.work("a2").waiting.code == "capacity_concurrency"
@@ -66,6 +66,38 @@ def test_jobs_and_agent_turns_never_take_each_others_slots(clock: ManualClock) -
         job.release.set()
         s.run_until_idle(timeout=10)
         assert set(states(s).values()) == {"completed"}
+
+
+def test_waiting_is_the_last_start_pass_zero_after_a_restart_and_the_dry_run_a_preview(
+    clock: ManualClock, tmp_path: Any
+) -> None:
+    store = f"sqlite:///{tmp_path}/capacity.db"
+    settings = {"concurrency": 1}
+    with open_with(store, clock, settings=settings) as s:
+        agent = Blocking("agent", "agents")
+        s.register("agent", executor=agent)
+        s.submit("first", binding="agent")
+        s.submit("second", binding="agent")
+        before = s.capacity()  # no start pass has run in this process
+        assert before["pools"]["agents"] == {"limit": 1, "in_use": 0, "waiting": 0, "preview": 1}
+        assert before["waiting"] == []
+        assert [w["work"] for w in before["preview"]] == ["second"]
+        s.tick()
+        after = s.capacity()
+        assert after["pools"]["agents"] == {"limit": 1, "in_use": 1, "waiting": 1, "preview": 1}
+        assert [(w["work"], w["code"]) for w in after["waiting"]] == [
+            ("second", "capacity_concurrency")
+        ]
+        s.host.held.clear()  # the process dies: "first" keeps its slot in the log
+    with open_with(store, clock, settings=settings) as restarted:
+        restarted.register("agent", executor=Blocking("agent", "agents"))
+        view = restarted.capacity()
+        assert view["pools"]["agents"]["in_use"] == 1  # read from the log
+        assert view["pools"]["agents"]["waiting"] == 0 and view["waiting"] == []
+        assert [w["work"] for w in view["preview"]] == ["second"]
+        restarted.tick()
+        assert [w["work"] for w in restarted.capacity()["waiting"]] == ["second"]
+    agent.release.set()
 
 
 def test_scope_limits_count_the_scope_and_its_ancestors_across_pools(clock: ManualClock) -> None:
@@ -101,8 +133,8 @@ def test_a_declared_pool_counts_only_against_its_own_limit(clock: ManualClock) -
             **{"g1": "running", "g2": "running", "g3": "ready"},
         }
         capacity = s.capacity()
-        assert capacity["pools"]["gpu"] == {"limit": 2, "in_use": 2, "waiting": 1}
-        assert capacity["pools"]["agents"] == {"limit": 1, "in_use": 1, "waiting": 1}
+        assert capacity["pools"]["gpu"] == {"limit": 2, "in_use": 2, "waiting": 1, "preview": 1}
+        assert capacity["pools"]["agents"] == {"limit": 1, "in_use": 1, "waiting": 1, "preview": 1}
         codes = {w["work"]: w["code"] for w in capacity["waiting"]}
         assert codes == {
             "a2": "capacity_concurrency",
@@ -126,7 +158,7 @@ def test_a_declared_pool_without_a_limit_of_its_own_is_bounded_by_concurrency_ap
             s.submit(name, binding="agent" if name[0] == "a" else "gpu")
         s.tick()
         assert states(s) == {"a1": "running", "a2": "ready", "g1": "running", "g2": "ready"}
-        assert s.capacity()["pools"]["gpu"] == {"limit": 1, "in_use": 1, "waiting": 1}
+        assert s.capacity()["pools"]["gpu"] == {"limit": 1, "in_use": 1, "waiting": 1, "preview": 1}
         assert s.work("g2").waiting.code == "capacity_concurrency"
         agent.release.set()
         gpu.release.set()
@@ -145,7 +177,7 @@ def test_a_limit_of_zero_is_unbounded(clock: ManualClock) -> None:
         assert set(states(s).values()) == {"running"}
         capacity = s.capacity()
         for pool in ("agents", "jobs", "gpu"):
-            assert capacity["pools"][pool] == {"limit": 0, "in_use": 6, "waiting": 0}
+            assert capacity["pools"][pool] == {"limit": 0, "in_use": 6, "waiting": 0, "preview": 0}
         assert capacity["waiting"] == []
         for executor in executors:
             executor.release.set()

@@ -387,8 +387,8 @@ def test_release_of_a_work_without_a_hold_is_refused(home: Path) -> None:
 def test_capacity_json_and_cancel(home: Path) -> None:
     ok(home, "submit", "later", "--binding", "ok")
     view = as_json(home, "capacity")
-    assert set(view) == {"pools", "scopes", "waiting"}
-    assert view["pools"]["jobs"] == {"limit": 4, "in_use": 0, "waiting": 0}
+    assert set(view) == {"pools", "scopes", "waiting", "preview"}
+    assert view["pools"]["jobs"] == {"limit": 4, "in_use": 0, "waiting": 0, "preview": 0}
     assert view["pools"]["agents"]["limit"] == 4
     cancelled = as_json(home, "cancel", "later", "--reason", "not needed")
     assert cancelled["state"] == "cancelled"

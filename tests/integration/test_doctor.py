@@ -41,6 +41,7 @@ NAMES = [
     "capacity",
     "budgets",
     "crash_loop",
+    "recovery_exhausted",
     "schedule_accounting",
     "schedule_drift",
     "schedule_quarantine",

@@ -192,10 +192,20 @@ def test_negative_control_without_renewal_the_lease_is_lost(
             break
     scheduler.host.wake.clear()
     scheduler.tick()
+    # The refused result is not recorded; recovery cannot adopt the attempt (this executor
+    # has no `recover`): it fails it (`recovery_failed`) rather than recovering it again
+    # every lease.
+    for _ in range(100):
+        work = scheduler.work("w")
+        if work is not None and work.attempts[0].outcome is not None:
+            break
+        scheduler.host.wake.wait(0.05)
+        scheduler.host.wake.clear()
     work = scheduler.work("w")
     assert work is not None
     attempt = work.attempts[0]
-    assert attempt.outcome is None and attempt.state == "running"
+    assert attempt.outcome == "failed" and attempt.error is not None
+    assert attempt.error.code == "recovery_failed"
     assert not any(e.type == "core.execution.completed" for e in scheduler.events())
 
 

@@ -356,6 +356,16 @@ def test_recover_corrupt_isolates_the_rows_and_rebuilds(
 
     done = run_cli("--store", url, "recover-corrupt", "--backup-name", "n-1", cwd=tmp_path)
     assert done.returncode == 1 and "backup_exists" in done.stderr
+    # Healthy now: refused unless --force (nothing moves), then forced.
+    done = run_cli("--store", url, "recover-corrupt", "--backup-name", "n-2", cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.startswith("rota: projection_healthy: ")
+    assert admin_execute(
+        f"SELECT count(*) FROM \"{schema}\".rota_projection_recovery WHERE backup = 'n-2'"
+    ) == [(0,)]
+    done = run_cli("--store", url, "recover-corrupt", "--backup-name", "n-2", "--force",
+                   "--json", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["forced"] is True
 
 
 def test_sqlite_to_postgresql_moves_and_projections_are_kept_there(

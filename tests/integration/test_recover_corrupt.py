@@ -215,7 +215,7 @@ def test_the_target_directory_is_created_exclusively(store: Path, tmp_path: Path
     isolation.precheck_target = racing  # type: ignore[assignment]
     try:
         with pytest.raises(RecoveryRefused) as refused:
-            recover_corrupt(str(store), "raced")
+            recover_corrupt(str(store), "raced", force=True)
     finally:
         isolation.precheck_target = real  # type: ignore[assignment]
     assert refused.value.code == "backup_exists"
@@ -258,7 +258,7 @@ def test_refused_while_a_daemon_holds_the_store(store: Path, kind: str) -> None:
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(timeout=30)
-    assert recover_corrupt(str(store), "n").verified  # the daemon is gone
+    assert recover_corrupt(str(store), "n", force=True).verified  # the daemon is gone
 
 
 def test_the_daemon_lock_is_shared_by_daemons_and_excludes_recovery(tmp_path: Path) -> None:
@@ -339,10 +339,55 @@ def test_companions_move_too_and_across_file_systems_by_copy(
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
     monkeypatch.setattr(rc.os, "rename", no_rename)
-    report = recover_corrupt(str(store), "copied")
+    report = recover_corrupt(str(store), "copied", force=True)  # (a healthy file)
     assert [f.name for f in report.files] == [p.name for p in companions] + [projections.name]
     backup = Path(report.backup)
     for name, data in originals.items():
         assert (backup / name).read_bytes() == data
     assert report.verified
     assert doctor(str(store)).ok
+
+
+# -- a healthy projection store: refused unless --force --------------------------------------
+
+
+def test_projections_doctor_finds_healthy_are_refused_unless_forced(store: Path) -> None:
+    assert doctor(str(store)).ok  # the copied template is sound
+    before = snapshot(store.parent)
+    for dry_run in (True, False):
+        with pytest.raises(RecoveryRefused) as refused:
+            recover_corrupt(str(store), "n", dry_run=dry_run)
+        assert refused.value.code == "projection_healthy"
+        message = str(refused.value)
+        assert "projection_integrity ok" in message and "projection_drift ok" in message
+        assert "--force" in message and "\n" not in message
+    assert snapshot(store.parent) == before  # nothing moved, nothing created
+    done = run_cli("--store", str(store), "recover-corrupt", "--backup-name", "n",
+                   cwd=store.parent)  # fmt: skip
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("rota: projection_healthy: ") and done.stderr.count("\n") == 1
+    assert snapshot(store.parent) == before
+
+    dry = recover_corrupt(str(store), "n", dry_run=True, force=True)
+    assert dry.forced and snapshot(store.parent) == before
+    assert any("--force" in line for line in dry.lines())
+    done = run_cli("--store", str(store), "recover-corrupt", "--backup-name", "n", "--force",
+                   "--json", cwd=store.parent)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["forced"] is True and report["verified"] is True
+    assert [line.split(":")[0] for line in report["projection_health"]] == [
+        "projection_integrity ok",
+        "projection_drift ok",
+    ]
+    assert doctor(str(store)).ok
+
+
+def test_a_damaged_store_needs_no_force_and_says_what_doctor_found(
+    template: Path, tmp_path: Path
+) -> None:
+    store = copy_store(template, tmp_path / "damaged")
+    overwrite_page(Path(f"{store}.projections"), random.Random(11))
+    report = recover_corrupt(str(store), "n", dry_run=True)
+    assert not report.forced
+    assert any(line.startswith("projection_integrity fail") for line in report.projection_health)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -110,7 +112,7 @@ def test_an_attempt_of_a_dead_process_is_lost_and_fails_closed(
     assert view.attempts[0].outcome == "lost"
 
 
-def test_an_attempt_of_a_live_unknown_owner_is_left_alone(
+def test_an_attempt_of_an_unknown_owner_fails_closed_and_is_stopped_not_recovered_again(
     scheduler: rota.Scheduler, clock: ManualClock, memory_url: str
 ) -> None:
     with rota.open(memory_url, clock=clock, owner="elsewhere:1:x") as other:
@@ -123,11 +125,28 @@ def test_an_attempt_of_a_live_unknown_owner_is_left_alone(
     clock.advance(61)
     report = scheduler.tick()
     assert report.recovered == 1
-    scheduler.host.wake.wait(0.2)
+    for _ in range(200):  # its recovery runs off the loop
+        view = scheduler.work("w")
+        if view is not None and view.attempts[0].outcome is not None:
+            break
+        scheduler.host.wake.wait(0.05)
+        scheduler.host.wake.clear()
+    scheduler.tick()  # the stop verification asks the executor
     view = scheduler.work("w")
     assert view is not None
-    assert view.state == "running"  # no evidence: fail closed, wait for a later pass
-    assert view.attempts[0].outcome is None
+    # No evidence: a safe failure whose slot is kept: the call may still run on the other
+    # host, so this process cannot verify its stop.
+    first = view.attempts[0]
+    assert first.outcome == "failed" and first.error is not None
+    assert first.error.code == "recovery_failed" and not first.stop_confirmed
+    clock.advance(400)  # past its retry delay
+    assert scheduler.tick().recovered == 0  # not recovered again at a higher epoch
+    view = scheduler.work("w")
+    assert view is not None and len(view.attempts) == 1  # nothing replaces it yet
+    scheduler.confirm_stopped("w/1", 2)  # an operator checked the other host
+    scheduler.run_until_idle(timeout=10)
+    view = scheduler.work("w")
+    assert view is not None and view.state == "completed" and len(view.attempts) == 2
 
 
 def test_a_missing_generation_is_unsupported_never_replaced(
@@ -190,3 +209,47 @@ def test_a_timed_out_attempt_keeps_its_slot_until_its_stop_is_confirmed(clock: M
         scheduler.run_until_idle(timeout=10)
         assert scheduler.work("a").attempts[0].stop_confirmed
         assert scheduler.work("b").state == "completed"
+
+
+def test_a_failed_recovery_of_a_live_owner_here_is_stopped_once_that_process_is_gone(
+    scheduler: rota.Scheduler, clock: ManualClock, memory_url: str
+) -> None:
+    alive = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    owner = f"{socket.gethostname()}:{alive.pid}:paused"
+    try:
+        with rota.open(memory_url, clock=clock, owner=owner) as paused:
+            paused.register("job", lambda ctx: None)
+            paused.submit("w", binding="job")
+            claimed = paused.service.lifecycle.start_pass().claimed[0]
+            paused.service.lifecycle.invoke(claimed.attempt.execution_id, 1)
+            paused.host.held.clear()  # it stalls holding nothing it could release
+        scheduler.register("job", lambda ctx: None)
+        clock.advance(61)
+        scheduler.tick()
+        for _ in range(200):  # its recovery runs off the loop
+            view = scheduler.work("w")
+            if view is not None and view.attempts[0].outcome is not None:
+                break
+            scheduler.host.wake.wait(0.05)
+            scheduler.host.wake.clear()
+        scheduler.tick()
+        view = scheduler.work("w")
+        assert view is not None and view.attempts[0].error is not None
+        assert view.attempts[0].error.code == "recovery_failed"
+        assert not view.attempts[0].stop_confirmed
+        # Its owner lives: the call may run there, so the stop is not verified from here.
+        assert scheduler.executors["job"].stop("w/1", 2, None) == "unknown"
+    finally:
+        alive.kill()
+        alive.wait(timeout=10)
+    scheduler.host.stops.request("w/1")  # ask again now (the check is paced in real time)
+    for _ in range(200):
+        scheduler.tick()
+        view = scheduler.work("w")
+        if view is not None and view.attempts[0].stop_confirmed:
+            break
+        scheduler.host.wake.wait(0.05)
+        scheduler.host.wake.clear()
+    view = scheduler.work("w")
+    assert view is not None and view.attempts[0].stop_confirmed  # its owner is gone

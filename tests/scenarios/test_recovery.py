@@ -12,12 +12,14 @@ from rota.domain.emit import Emit, work_stream
 from rota.domain.events import (
     AttemptLost,
     AttemptRecovered,
+    AttemptRecoveryFailed,
     AttemptTimedOut,
     LeaseReleased,
     RetryArmed,
     WorkHeld,
 )
 from rota.domain.policy import RetryPolicy
+from rota.domain.results import Result
 
 from .harness import T0, Story, events, pinned
 from .test_lifecycle import story_with_input
@@ -301,3 +303,104 @@ def test_evidence_comes_from_the_owner_that_started_the_work_not_the_last_recove
     assert attempt.launch_owner == "host-a"
     story.when(lambda w: rc.adopted(w, 1, 3, story.now))
     assert story.state.current.launch_owner == "host-c"  # type: ignore[union-attr]
+
+
+# -- failed recoveries: stop and confirm, and the ceiling --------------------------------
+
+
+def failed_recovery(story: Story, policy: RetryPolicy, number: int, limit: int) -> list[Emit]:
+    """Attempt `number` starts, its lease lapses, recovery claims it and its executor
+    finds no evidence of it."""
+    pin = pinned(retry=policy)
+    story.when(lambda w: lc.claim(w, now=story.now, owner="host-a", pinned=pin))
+    story.when(lambda w: lc.invoke(w, number, 1, story.now, False))
+    story.now += timedelta(seconds=60)
+    recover(story)
+    return story.when(
+        lambda w: rc.recovery_failed(w, number, 2, story.now, evidence="unknown", limit=limit)
+    )
+
+
+def next_attempt(story: Story, emits: list[Emit], number: int) -> None:
+    """The failed attempt's stop is confirmed and its retry timer fires."""
+    if not story.state.current.stop_confirmed:  # type: ignore[union-attr]
+        story.when(lambda w: lc.confirm_stopped(w, number, 2))
+    (armed,) = [e for e in events(emits) if isinstance(e, RetryArmed)]
+    story.now = armed.due_at
+    story.when(lambda w: lc.fire_retry(w, story.now))
+
+
+def test_a_failed_recovery_ends_the_attempt_keeping_its_slot_and_arms_its_retry() -> None:
+    story = story_with_input()
+    emits = failed_recovery(story, RetryPolicy(), 1, limit=3)
+    kinds = [type(e).__name__ for e in events(emits)]
+    assert kinds == ["AttemptRecoveryFailed", "AttemptFailed", "RetryArmed"]
+    noted = events(emits)[0]
+    assert noted == AttemptRecoveryFailed(
+        work_id="w", attempt=1, epoch=2, evidence="unknown", failures=1, limit=3
+    )
+    work = story.state
+    attempt = work.current
+    assert attempt is not None
+    assert (attempt.status, attempt.outcome, attempt.error_code) == (
+        "ended",
+        "failed",
+        "recovery_failed",
+    )
+    assert attempt.holds_slot and not attempt.stop_confirmed  # until the stop is verified
+    assert work.state == "retry_wait" and rc.failed_recoveries(work) == 1
+    assert recover(story) == []  # never claimed again at a higher epoch
+    # Its fence: a stale epoch cannot fail it.
+    story.refused(
+        lambda w: rc.recovery_failed(w, 1, 2, story.now, evidence="unknown", limit=3),
+        "lease_lost",
+    )
+
+
+def test_the_ceiling_of_failed_recoveries_holds_the_work_until_released() -> None:
+    story = story_with_input()
+    policy = RetryPolicy(max_attempts=10, delays=(1.0,) * 9)
+    for number in (1, 2):
+        emits = failed_recovery(story, policy, number, limit=3)
+        assert not any(isinstance(e, WorkHeld) for e in events(emits))
+        next_attempt(story, emits, number)
+    emits = failed_recovery(story, policy, 3, limit=3)
+    (held,) = [e for e in events(emits) if isinstance(e, WorkHeld)]
+    assert held.kind == "recovery_exhausted"
+    assert "w/3: recovery failed 3 times in a row" in held.reason
+    next_attempt(story, emits, 3)
+    work = story.state
+    assert work.state == "held" and not work.startable
+    # The operator releases it: the Work may start again; the row goes on, so the next
+    # failed recovery in it holds the Work again at once.
+    story.when(lambda w: rc.release_hold(w, work_id="w", kind=None))
+    assert story.state.startable
+    emits = failed_recovery(story, policy, 4, limit=3)
+    assert [e.failures for e in events(emits) if isinstance(e, AttemptRecoveryFailed)] == [4]
+    assert any(isinstance(e, WorkHeld) for e in events(emits))
+
+
+def test_a_success_ends_a_row_of_failed_recoveries() -> None:
+    story = story_with_input()
+    policy = RetryPolicy(max_attempts=10, delays=(1.0,) * 9)
+    emits = failed_recovery(story, policy, 1, limit=2)
+    next_attempt(story, emits, 1)
+    story.when(lambda w: lc.claim(w, now=story.now, owner="host-a", pinned=pinned(retry=policy)))
+    story.when(lambda w: lc.invoke(w, 2, 1, story.now, False))
+    story.now += timedelta(seconds=60)
+    recover(story)
+    story.when(lambda w: rc.adopted(w, 2, 2, story.now))  # this recovery found its attempt
+    failed = Result(outcome="failed", error_code="boom")
+    next_attempt(story, story.when(lambda w: lc.finish(w, 2, 2, story.now, failed)), 2)
+    # A later failed recovery is the first of a new row, under the limit of two: not held.
+    emits = failed_recovery(story, policy, 3, limit=2)
+    assert not any(isinstance(e, WorkHeld) for e in events(emits))
+    assert [e.failures for e in events(emits) if isinstance(e, AttemptRecoveryFailed)] == [1]
+
+
+def test_no_hold_when_the_failure_already_ends_the_work() -> None:
+    story = story_with_input()
+    policy = RetryPolicy(max_attempts=1, terminal_on_exhaustion=True)
+    emits = failed_recovery(story, policy, 1, limit=1)
+    assert not any(isinstance(e, WorkHeld) for e in events(emits))
+    assert story.state.state == "failed"

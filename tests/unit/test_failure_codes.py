@@ -24,7 +24,7 @@ LOGGED = {
     "failed", "timed_out", "lost", "cancelled", "killed", "exit_<n>", "signal_<n>",
     "invalid_config", "invalid_result", "reported_failure", "unhandled_exception",
     "invalid_retry_hint", "executor_error", "launch_ambiguous", "launch_unacknowledged",
-    "environment_unavailable", "unsupported_generation",
+    "environment_unavailable", "unsupported_generation", "recovery_failed",
 }  # fmt: skip
 
 

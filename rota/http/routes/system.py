@@ -28,26 +28,27 @@ CLEARS = {
     "gate": "POST /v1/work/{id}/settle-gate (admin; the gate's registration decides)",
     "budget": "POST /v1/work/{id}/release",
     "crash_loop": "POST /v1/work/{id}/release",
+    "recovery_exhausted": "POST /v1/work/{id}/release",
     "operator": "POST /v1/work/{id}/release",
 }
 
 
 @router.get("/capacity", responses=documented(*GUARDED, 503), dependencies=[READ])
 def capacity(api: Annotated[ApiContext, Depends(context)]) -> Capacity:
-    """Each pool's limit (0: unbounded), `in_use` (read from storage on this request) and
-    `waiting`: served by the daemon, the ready Work its last start pass held back for that
-    pool (0 after a restart until the first pass); by `rota serve`, a dry run of admission
-    now. Work held back by a scope limit counts in no pool."""
-    scheduler = api.scheduler
-    capacity = scheduler.queries.capacity
-    # Both catch up: in_use is what the log says now.
-    source: Literal["last_pass", "dry_run"] = "dry_run" if api.read_only else "last_pass"
-    view = capacity.current() if api.read_only else capacity.by_last_pass()
+    """Each pool's limit (0: unbounded), `in_use` (read from storage on this request),
+    `waiting`: the ready Work the daemon's last start pass held back for that pool (0 after
+    a restart until the first pass; `rota serve` runs no pass, so always 0 there), and
+    `preview`: what a dry run of admission now holds back. Work held back by a scope limit
+    counts in no pool."""
+    # Caught up: in_use is what the log says now.
+    view = api.scheduler.queries.capacity.current()
     shown = msgspec.to_builtins(view)
+    source: Literal["last_pass", "none"] = "none" if api.read_only else "last_pass"
     return Capacity(
         pools={pool: PoolCapacity(**numbers) for pool, numbers in shown["pools"].items()},
         scopes=shown["scopes"],
         waiting=shown["waiting"],
+        preview=shown["preview"],
         waiting_from=source,
     )
 

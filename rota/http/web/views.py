@@ -32,6 +32,7 @@ from rota.replay.log_checks import check_checkpoint
 from rota.replay.state_checks import (
     BUDGET_ADVICE,
     CRASH_LOOP_ADVICE,
+    RECOVERY_ADVICE,
     check_holds,
     check_leases,
     check_timers,
@@ -232,6 +233,7 @@ def audit(api: ApiContext) -> dict[str, Any]:
             check_timers(state, at),
             check_holds(state, "budget", "budgets", BUDGET_ADVICE),
             check_holds(state, "crash_loop", "crash_loop", CRASH_LOOP_ADVICE),
+            check_holds(state, "recovery_exhausted", "recovery_exhausted", RECOVERY_ADVICE),
         ]
 
     found = scheduler.queries.state.at_head(checked)
