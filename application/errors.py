@@ -102,7 +102,9 @@ class PortCode(ErrorCode):
     """The schedule runner gave up on a tick after its retries; the message names the
     schedule and the tick phase, the cause chain the store error (the next pass tries again)."""
     UNKNOWN_BINDING = "unknown_binding"
-    """The Work's binding is not configured: configure or register it (the Work waits)."""
+    """The binding is not defined in this process and no scheduler on the store has served
+    it: a submit is refused (check the name; register it, e.g. `rota run --app`, first). As
+    a *Waiting* reason: the Work's binding is served elsewhere, not here (the Work waits)."""
     UNKNOWN_EXECUTOR = "unknown_executor"
     """The binding names an executor that is not registered: register it (submit refuses it)."""
     UNKNOWN_EXECUTION = "unknown_execution"

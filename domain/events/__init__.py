@@ -68,7 +68,7 @@ from rota.domain.events.schedule import (
     ScheduleResumed,
     ScheduleSkipped,
 )
-from rota.domain.events.work import InputAccepted, WorkSubmitted
+from rota.domain.events.work import BindingServed, InputAccepted, WorkSubmitted
 
 ALL_EVENTS: tuple[type[Event], ...] = (
     WorkSubmitted,
@@ -116,6 +116,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     ControlAcknowledged,
     ControlSettled,
     *SCHEDULE_EVENTS,
+    BindingServed,
 )
 
 __all__ = [
@@ -132,6 +133,7 @@ __all__ = [
     "AttemptRecovered",
     "AttemptResumed",
     "AttemptTimedOut",
+    "BindingServed",
     "BudgetCharged",
     "BudgetExceeded",
     "BudgetHeld",

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
-import sys
 from collections.abc import Iterator
-from typing import Any
 
-from rota.infrastructure.decision_lines import FIELDS_ATTRIBUTE
+from rota.foreground import Status
 from rota.infrastructure.logging import (
     FORMATS,
     LEVELS,
-    JsonFormatter,
     LogSettings,
     configured,
     log_settings,
@@ -45,39 +41,6 @@ def log_options(parser: argparse.ArgumentParser) -> None:
 def settings_of(args: argparse.Namespace) -> LogSettings:
     """The run's log settings; a bad `$ROTA_LOG_FORMAT` or `$ROTA_LOG_LEVEL` is `usage`."""
     return log_settings(getattr(args, "log_format", None), getattr(args, "log_level", None))
-
-
-class Status:
-    """The daemon's status lines (running, stopped, a forced stop) in the run's format.
-
-    A line is written whole, in one write under the run's log handler's lock: a record
-    that another thread logs meanwhile (a launch refused as the daemon stops) comes before
-    or after it, never between the line and its newline."""
-
-    def __init__(self, settings: LogSettings, handler: logging.Handler | None = None) -> None:
-        self.settings = settings
-        self.handler = handler
-
-    def say(self, text: str, message: str, **fields: Any) -> None:
-        """`rota: <text>` on stderr in the text format; a record `message` in JSON."""
-        line = f"rota: {text}"
-        if self.settings.format == "json":
-            # Shown whatever the level, as the text lines are: an operator waits for them.
-            record = logging.makeLogRecord(
-                {"name": "rota.daemon", "levelname": "INFO", "levelno": logging.INFO,
-                 "msg": message, FIELDS_ATTRIBUTE: {"kind": "daemon", **fields}}
-            )  # fmt: skip
-            line = JsonFormatter().format(record)
-        handler = self.handler
-        if handler is not None:
-            handler.acquire()
-        try:
-            with contextlib.suppress(OSError):
-                sys.stderr.write(line + "\n")
-                sys.stderr.flush()
-        finally:
-            if handler is not None:
-                handler.release()
 
 
 @contextlib.contextmanager

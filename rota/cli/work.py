@@ -12,6 +12,7 @@ from typing import Any, get_args
 import msgspec
 
 from rota.application.queries.work_views import WorkSummary, WorkView
+from rota.cli.app import app_option
 from rota.cli.common import UsageError, open_rota, print_json, read_input
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.state import WorkStateName
@@ -339,6 +340,7 @@ def register(commands: Any) -> None:
         "--safety", choices=("undeclared", "idempotent", "deduplicated"), default="undeclared"
     )
     _input_options(submit)
+    app_option(submit)
     submit.set_defaults(handler=cmd_submit)
 
     accept = commands.add_parser("accept", help="give an existing Work one more input")

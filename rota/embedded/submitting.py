@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rota.application.errors import PortCode
 from rota.application.group_commit import SubmitGroup
 from rota.application.host import Host
 from rota.application.ports import AppendResult, EventStore, Executor
@@ -74,6 +75,8 @@ class Submits:
         # (the two dict reads are atomic; a registration racing a submit may go either way).
         known = self.service.bindings.get(item.binding)
         self.binding_paths.require_executor(known, self.executors)
+        if known is None and not self.service.lifecycle.served(item.binding):
+            raise unknown_binding(item.binding, sorted(self.service.bindings))
         return submit_command(item)
 
     def _handle(self, command: SubmitWork, recorded: AppendResult) -> WorkHandle[Any]:
@@ -95,4 +98,16 @@ class Submits:
         )
 
 
-__all__ = ["Submits"]
+def unknown_binding(name: str, defined: list[str]) -> RotaError:
+    """`unknown_binding`: a binding defined nowhere the submit can see (rota.cli.app)."""
+    listed = ", ".join(defined[:10]) + (" ..." if len(defined) > 10 else "") or "none"
+    return RotaError(
+        f"no binding {name!r}: it is not defined here (bindings: {listed}) and no scheduler "
+        "running on this store has served it; check the name, or define it ([[bindings]] "
+        "in the config, Scheduler.register) and run a daemon that registers it (rota run "
+        "--app MODULE:FUNCTION) before submitting",
+        code=PortCode.UNKNOWN_BINDING,
+    )
+
+
+__all__ = ["Submits", "unknown_binding"]
