@@ -47,13 +47,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             if server is not None:
                 server.stop()
         _run_summary(scheduler, as_json=args.json)
-    if app is not None:
-        # The app's in-process callables still running die with the process, as after a
-        # crash (their leases were released: the next daemon recovers them); Python would
-        # otherwise wait at exit for their threads to return.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        if app is not None:
+            # The app's in-process callables still running die with the process (their
+            # leases were released: the next daemon recovers them), as the guide says;
+            # closing the scheduler would wait for their threads to return, for ever
+            # if one never does. The log is already durable; the projections are saved.
+            scheduler.service.save_projections()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
     return 0
 
 

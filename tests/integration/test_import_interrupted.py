@@ -37,6 +37,7 @@ DEADLINE = 60.0
 def export_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("source")
     with rota.open(folder / "source.db", config={}) as scheduler:
+        scheduler.register("b", lambda ctx: None)
         scheduler.submit_many({"work_id": f"w{i}", "binding": "b"} for i in range(WORKS))
         out = folder / "log.jsonl"
         export_to_file(scheduler.store, out)
