@@ -26,6 +26,7 @@ import msgspec
 from rota import bootstrap
 from rota.application.ports import EventStore
 from rota.cli.common import UsageError, load_config, print_json
+from rota.domain.errors import RotaError
 from rota.infrastructure.config import Config
 from rota.infrastructure.store_url import backend
 from rota.infrastructure.stores import redact_url
@@ -80,9 +81,14 @@ def _import_beside(
 ) -> tuple[ChainReport, int]:
     """Import into `<log_file>.importing`, then rename it onto `log_file`."""
     partial = log_file.absolute().with_name(log_file.name + IMPORTING_SUFFIX)
-    with bootstrap.open_log(f"sqlite:///{partial}", config, importing=True) as store:
-        resumed = _resumed(store)
-        report = import_export(export, store, progress=progress)
+    url = f"sqlite:///{partial}"
+    try:
+        with bootstrap.open_log(url, config, importing=True) as store:
+            resumed = _resumed(store)
+            report = import_export(export, store, progress=progress)
+    except BaseException:
+        _drop_if_empty(url, partial)  # refused before any row (a bad export): leave nothing
+        raise
     # Closed: the WAL is checkpointed into the file and removed, so the file is the store.
     with contextlib.suppress(FileNotFoundError):
         os.rmdir(f"{partial}.wake")  # the commit nudges' directory, if one was made
@@ -93,6 +99,18 @@ def _import_beside(
     finally:
         os.close(directory)
     return report, resumed
+
+
+def _drop_if_empty(url: str, partial: Path) -> None:
+    """Remove `partial` when it holds no event (nothing to resume)."""
+    try:
+        with bootstrap.open_log(url, create=False, importing=True) as store:
+            empty = store.head().position == 0
+    except RotaError:
+        return
+    if empty:
+        for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+            leftover.unlink(missing_ok=True)
 
 
 def _resumed(store: EventStore) -> int:

@@ -10,6 +10,7 @@ then kills it: no sleep stands in for a condition.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -158,6 +159,10 @@ def test_an_import_into_an_existing_store_is_marked_until_it_ends(
     with pytest.raises(rota.RotaError) as opened:
         rota.open(target)
     assert opened.value.code == "import_incomplete"
+    doctor = run_rota(tmp_path, "--store", f"sqlite:///{target}", "doctor", "--json")
+    assert doctor.returncode == 1
+    chain = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "hash_chain")
+    assert chain["status"] == "fail" and "unfinished import: 2000 of the 3000" in chain["detail"]
 
     again = run_rota(tmp_path, "import", str(export_file), "--to", f"sqlite:///{target}")
     assert again.returncode == 0, again.stderr
@@ -200,3 +205,13 @@ def test_a_killed_postgres_import_is_refused_until_resumed(
         assert again.returncode == 0, again.stderr
         assert "after position 2000" in again.stdout.decode()
         assert run_rota(tmp_path, "--store", url, "audit", "verify").returncode == 0
+
+
+def test_a_refused_import_leaves_nothing_behind(tmp_path: Path, export_file: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    lines = export_file.read_bytes().splitlines(keepends=True)
+    bad.write_bytes(b"".join(lines[:-1]))  # cut short: the header's head is not reached
+    target = tmp_path / "new.db"
+    done = run_rota(tmp_path, "import", str(bad), "--to", f"sqlite:///{target}")
+    refused(done, "invalid_export", 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "new.db.lock"]
