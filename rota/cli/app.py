@@ -51,7 +51,7 @@ class App:
         except RotaError:
             raise
         except Exception as exc:
-            raise _failed(f"{self.spec} raised", exc, "see the line it names") from None
+            raise _app_failed(f"{self.spec} raised", exc, "see the line it names") from None
         if inspect.isawaitable(result):
             close = getattr(result, "close", None)
             if callable(close):
@@ -101,9 +101,9 @@ def find_function(spec: str) -> AppFunction:
                 "directory, PYTHONPATH and the installed packages)",
                 code=EntryCode.APP_NOT_FOUND,
             ) from None
-        raise _failed(f"importing {module_name} failed", exc, _hint(module_name)) from None
+        raise _app_failed(f"importing {module_name} failed", exc, _hint(module_name)) from None
     except (Exception, SystemExit) as exc:
-        raise _failed(f"importing {module_name} failed", exc, _hint(module_name)) from None
+        raise _app_failed(f"importing {module_name} failed", exc, _hint(module_name)) from None
     found: object = module
     for part in attribute.split("."):
         try:
@@ -138,7 +138,7 @@ def _hint(module_name: str) -> str:
     return f"run python -c 'import {module_name}' for the traceback"
 
 
-def _failed(what: str, exc: BaseException, hint: str) -> RotaError:
+def _app_failed(what: str, exc: BaseException, hint: str) -> RotaError:
     """`app_failed`: the exception's type and where it was raised, never its message (it
     may hold anything, environment values included) nor a traceback."""
     frames = traceback.extract_tb(exc.__traceback__)

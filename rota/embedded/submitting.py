@@ -75,9 +75,10 @@ class Submits:
         # (the two dict reads are atomic; a registration racing a submit may go either way).
         known = self.service.bindings.get(item.binding)
         self.binding_paths.require_executor(known, self.executors)
+        command = submit_command(item)  # its fields checked first (a malformed name ...)
         if known is None and not self.service.lifecycle.served(item.binding):
             raise unknown_binding(item.binding, sorted(self.service.bindings))
-        return submit_command(item)
+        return command
 
     def _handle(self, command: SubmitWork, recorded: AppendResult) -> WorkHandle[Any]:
         return WorkHandle(

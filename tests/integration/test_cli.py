@@ -293,8 +293,9 @@ def test_store_selection(home: Path) -> None:
     ok(home, "submit", "c", "--binding", "ok")
     assert (home / "configured.db").exists()
     (home / "rota.toml").unlink()  # a missing default config means the defaults
-    ok(home, "submit", "d", "--binding", "ok")
-    assert (home / "rota.db").exists()
+    done = rota(home, "submit", "d", "--binding", "ok")  # no config: 'ok' is known nowhere
+    one_line_error(done, "unknown_binding")
+    assert (home / "rota.db").exists()  # the defaults' store was the one opened
 
 
 # -- the daemon --------------------------------------------------------------------------
