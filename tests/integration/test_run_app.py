@@ -261,3 +261,12 @@ def test_rota_daemon_run_logs_an_embedded_scheduler_as_rota_run_does(tmp_path: P
     assert lines[0]["message"] == "running" and lines[-1]["message"] == "stopped"
     completed = next(x for x in lines if x.get("event") == "core.execution.completed")
     assert completed["logger"] == "rota.decisions" and completed["work"] == "w"
+
+
+def test_rota_run_creates_a_store_whose_folder_does_not_exist(tmp_path: Path) -> None:
+    store = tmp_path / "fresh" / "machine" / "rota.db"
+    done = rota(tmp_path, "--store", f"sqlite:///{store}", "run", "--until-idle")
+    assert done.returncode == 0, done.stderr  # was store_busy: no folder for its lock file
+    assert store.is_file() and (store.parent / "rota.db.lock").is_file()
+    verify = rota(tmp_path, "--store", f"sqlite:///{store}", "audit", "verify")
+    assert verify.returncode == 0, verify.stderr
