@@ -13,7 +13,7 @@ from rota.application.ports import AppendResult, EventStore, Executor
 from rota.application.queries.work_views import WorkView
 from rota.application.service import SchedulerService
 from rota.domain.errors import DomainCode, RotaError
-from rota.domain.submission import SubmitWork
+from rota.domain.submission import BINDING, SubmitWork
 from rota.embedded.bindings import BindingPaths
 from rota.embedded.handles import WorkHandle
 from rota.embedded.submission_values import (
@@ -75,8 +75,10 @@ class Submits:
         # (the two dict reads are atomic; a registration racing a submit may go either way).
         known = self.service.bindings.get(item.binding)
         self.binding_paths.require_executor(known, self.executors)
-        command = submit_command(item)  # its fields checked first (a malformed name ...)
-        if known is None and not self.service.lifecycle.served(item.binding):
+        command = submit_command(item)
+        # A malformed name is the domain's to refuse (`invalid_work`), when it decides.
+        well_formed = BINDING.fullmatch(item.binding) is not None
+        if known is None and well_formed and not self.service.lifecycle.served(item.binding):
             raise unknown_binding(item.binding, sorted(self.service.bindings))
         return command
 
