@@ -106,6 +106,9 @@ class PortCode(ErrorCode):
     UNKNOWN_GRANT = "unknown_grant"
     """A Work opts into a binding grant this scheduler does not define: define it in the
     config's `[[grants]]` (or `Scheduler.grant`) or submit without it."""
+    """The binding is not defined in this process and no scheduler on the store has served
+    it: a submit is refused (check the name; register it, e.g. `rota run --app`, first). As
+    a *Waiting* reason: the Work's binding is served elsewhere, not here (the Work waits)."""
     UNKNOWN_EXECUTOR = "unknown_executor"
     """The binding names an executor that is not registered: register it (submit refuses it)."""
     UNKNOWN_EXECUTION = "unknown_execution"

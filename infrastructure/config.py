@@ -13,6 +13,9 @@ pool_limits = { gpu = 2 }   # any other pool an executor declares (0: unbounded)
 lease_seconds = 60
 timeout_seconds = 3600
 
+[app]
+module = "myjobs.tasks:register"   # rota run imports it and calls register(scheduler)
+
 [[bindings]]
 name = "report"
 executor = "shell"
@@ -105,6 +108,9 @@ from rota.infrastructure.schedule_config import check_schedules
 
 DEFAULT_CONFIG = Path("rota.toml")
 POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# `[app] module` and `rota run --app`: `package.module:function` (fullmatch).
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+APP_SPEC = re.compile(rf"{_NAME}(?:\.{_NAME})*:{_NAME}(?:\.{_NAME})*")
 # The two pools with settings of their own: `pool_limits` names neither.
 RESERVED_POOLS = {POOL_AGENTS: "concurrency", POOL_JOBS: "job_concurrency"}
 
@@ -132,6 +138,18 @@ class EntryCode(ErrorCode):
     """`rota schedule apply --prune` read no config file (no `--config`, no `$ROTA_CONFIG`
     and no ./rota.toml), so it would remove every schedule a config defined: name the file
     (`--config FILE`)."""
+    APP_INVALID = "app_invalid"
+    """`--app` or `[app] module` is not `package.module:attribute` (dotted Python names,
+    one colon): write it as that."""
+    APP_NOT_FOUND = "app_not_found"
+    """The `--app` module cannot be found (check the name, the current directory and
+    PYTHONPATH), or it has no such attribute."""
+    APP_NOT_CALLABLE = "app_not_callable"
+    """The `--app` attribute is not a plain function taking the scheduler (a class instance
+    without `__call__`, a constant, an `async def`): point at `register(scheduler)`."""
+    APP_FAILED = "app_failed"
+    """Importing the `--app` module, or calling its function, raised: the message names the
+    exception's type and where; run `python -c "import MODULE"` to see the traceback."""
 
 
 class ConfigError(RotaError):
@@ -155,6 +173,12 @@ class Config:
         self.store_url = model.store.url
         self.audit = model.audit
         self.http = model.http
+        self.app = model.app.module  # `[app] module`: what `rota run` loads (rota.cli.app)
+        if self.app is not None and not APP_SPEC.fullmatch(self.app):
+            raise ConfigError(
+                f"{source}: app.module: {self.app[:80]!a} is not 'package.module:function' "
+                "(dotted Python names and one colon)"
+            )
         self.synchronous = model.store.synchronous
         s = model.settings
         for pool in s.pool_limits:

@@ -164,8 +164,16 @@ class HistoricalModel(BaseModel):
     executors: list[str] | None = None  # None: every registration
 
 
+class AppModel(BaseModel):
+    """`[app]`: the Python module `rota run` loads to register its callables (rota.cli.app)."""
+
+    model_config = ConfigDict(extra="forbid")
+    module: str | None = None  # "package.module:function", checked by `Config` (APP_SPEC)
+
+
 class ConfigModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    app: AppModel = AppModel()
     audit: AuditModel = AuditModel()
     store: StoreModel = StoreModel()
     settings: SettingsModel = SettingsModel()
@@ -179,6 +187,7 @@ class ConfigModel(BaseModel):
 
 
 __all__ = [
+    "AppModel",
     "AuditModel",
     "BindingModel",
     "BudgetModel",

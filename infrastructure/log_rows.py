@@ -16,6 +16,9 @@ from rota.domain.events import Event
 from rota.infrastructure.chain import encode_header
 from rota.infrastructure.codec import Codec
 
+# The `rota_meta` key an unfinished import leaves in a store (`EventStore.mark_import`).
+IMPORTING = "import_incomplete"
+
 
 class Row:
     """One event about to be written, before its position, time and hash are known."""

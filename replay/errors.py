@@ -58,3 +58,6 @@ class ReplayCode(ErrorCode):
     """Importing into a store that already holds events: import into an empty store."""
     IMPORT_UNSUPPORTED = "import_unsupported"
     """The target store cannot import yet (the message says why)."""
+    IMPORT_INCOMPLETE = "import_incomplete"
+    """The store holds an import that was interrupted: run the same `rota import` again
+    (it resumes), or remove the store and import into a new one."""

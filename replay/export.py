@@ -298,11 +298,16 @@ def import_export(
 
     Refuses, before writing anything: a store that is not empty (`store_not_empty`), a file
     that fails `verify_export` (`invalid_export`), a partial export (`partial_export`).
-    Writes pages of `page` rows, each in one transaction (`EventStore.append_raw`), and
-    finally verifies the store's chain ends at the export's head hash (`import_mismatch`).
+    Marks the store unfinished (`EventStore.mark_import`: every other open refuses it,
+    `import_incomplete`), writes pages of `page` rows, each in one transaction
+    (`EventStore.append_raw`), verifies the store's chain ends at the export's head hash
+    (`import_mismatch`), and only then clears the mark. A store an interrupted import of
+    this same export left marked is resumed after its last page; one marked by another
+    export's import is refused (`import_incomplete`).
     """
     head = store.head()
-    if head.position:
+    marker = _unfinished(store)
+    if head.position and marker is None:
         raise StoreError(
             f"the target store {redact_url(store.url)} already holds {head.position} events; "
             "import only into an empty store",
@@ -324,16 +329,28 @@ def import_export(
                 f"{header.from_}; import a whole-log export (without --from)",
                 code=ReplayCode.PARTIAL_EXPORT,
             )
-        with progress(header.head_position, "import") as bar:
+        wanted = import_marker(header)
+        if marker is not None and marker != wanted:
+            raise StoreError(
+                f"the target store {redact_url(store.url)} holds an unfinished import of "
+                f"another export ({head.position} events of one whose head is {marker}), not "
+                f"of {path}: import that export again to finish it, or import into a new store",
+                code=ReplayCode.IMPORT_INCOMPLETE,
+            )
+        if marker is None:
+            _mark(store, wanted)
+        with progress(header.head_position - head.position, "import") as bar:
             batch: list[RawRecord] = []
             for record in read_records(src, header):
+                if record.position <= head.position:
+                    continue  # written by the interrupted import this one resumes
                 batch.append(record)
                 if len(batch) >= page:
-                    _write(store, batch, first=bar.done == 0)
+                    _write(store, batch)
                     bar.advance(len(batch))
                     batch = []
             if batch:
-                _write(store, batch, first=bar.done == 0)
+                _write(store, batch)
                 bar.advance(len(batch))
     final = verify_chain_with(store, progress)
     if not final.ok or (final.head_position, final.head_hash) != (
@@ -346,16 +363,31 @@ def import_export(
             f"{header.head_position} {header.head_hash}; {final.reason or 'no chain error'})",
             code=PortCode.IMPORT_MISMATCH,
         )
+    store.mark_import(None)
     return final
 
 
-def _write(store: EventStore, batch: list[RawRecord], *, first: bool) -> None:
+def import_marker(header: ExportHeader) -> str:
+    """What an unfinished import of this export leaves in the store: its head."""
+    return f"{header.head_position} {header.head_hash}"
+
+
+def _unfinished(store: EventStore) -> str | None:
     try:
-        store.append_raw(batch)
+        return store.unfinished_import()
+    except NotImplementedError:
+        return None
+
+
+def _mark(store: EventStore, marker: str) -> None:
+    try:
+        store.mark_import(marker)
     except NotImplementedError as exc:
-        if not first:
-            raise
         raise StoreError(
             f"the store {redact_url(store.url)} cannot import yet: {exc}",
             code=ReplayCode.IMPORT_UNSUPPORTED,
         ) from None
+
+
+def _write(store: EventStore, batch: list[RawRecord]) -> None:
+    store.append_raw(batch)

@@ -27,8 +27,19 @@ def check_log_integrity(store: Backend, immutable: bool) -> Check:
     return Check("log_integrity", "fail", found.detail, FULL_RESTORE)
 
 
+RESUME_IMPORT = (
+    "run the same 'rota import EXPORT --to URL' again to finish it (it resumes), or remove "
+    "this store and import into a new one"
+)
+
+
 def check_chain(log: EventStore, progress: ProgressFactory = silent) -> Check:
     report = verify_chain_with(log, progress)
+    marker = log.unfinished_import()
+    if report.ok and marker is not None:  # a sound chain, but only part of an export's
+        total = marker.partition(" ")[0]
+        detail = f"an unfinished import: {report.head_position} of the {total} events"
+        return Check("hash_chain", "fail", detail, RESUME_IMPORT)
     if report.ok:
         detail = f"{report.checked} events chained, head {report.head_position} "
         return Check("hash_chain", "ok", detail + report.head_hash[:16])

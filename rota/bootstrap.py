@@ -33,13 +33,15 @@ from rota.application.ports import (
     ProjectionStore,
 )
 from rota.application.service import SchedulerService
+from rota.domain.errors import RotaError
 from rota.domain.policy import Binding, Registration, Settings
 from rota.infrastructure.config import Config
 from rota.infrastructure.decision_lines import DecisionLog
 from rota.infrastructure.executors import builtin_executor_types, builtin_registrations
 from rota.infrastructure.projection_stores import open_projection_store
-from rota.infrastructure.stores import open_store
+from rota.infrastructure.stores import open_store, redact_url
 from rota.infrastructure.tracing import attempt_tracer
+from rota.replay.errors import ReplayCode
 
 logger = logging.getLogger("rota")
 
@@ -60,14 +62,39 @@ def open_log(
     *,
     clock: Clock | None = None,
     create: bool = True,
+    importing: bool = False,
 ) -> EventStore:
     """The event store `url` names, with the configuration's store settings.
 
     `create`: create the store if it does not exist (the commands that write: submit, run,
-    import, and `rota.open`); without it a missing store is `store_not_found`."""
+    import, and `rota.open`); without it a missing store is `store_not_found`. A store an
+    interrupted import left unfinished is refused (`import_incomplete`) unless `importing`
+    (the import that finishes it)."""
     synchronous = config.synchronous if config is not None else None
     settings = {"synchronous": synchronous} if synchronous is not None else {}
-    return open_store(os.fspath(url), clock=clock, create=create, **settings)
+    store = open_store(os.fspath(url), clock=clock, create=create, **settings)
+    if not importing:
+        try:
+            refuse_unfinished_import(store)
+        except BaseException:
+            store.close()
+            raise
+    return store
+
+
+def refuse_unfinished_import(store: EventStore) -> None:
+    """`import_incomplete` for a store holding only part of an export (`mark_import`)."""
+    marker = store.unfinished_import()
+    if marker is None:
+        return
+    position, _, head_hash = marker.partition(" ")
+    raise RotaError(
+        f"the store {redact_url(store.url)} holds an unfinished import: "
+        f"{store.head().position} of the {position} events of an export whose head hash is "
+        f"{head_hash[:16]}...; run the same 'rota import EXPORT --to URL' again to finish it "
+        "(it resumes where it stopped), or remove this store and import into a new one",
+        code=ReplayCode.IMPORT_INCOMPLETE,
+    )
 
 
 def open_projections(

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rota.application.host import Host, TickReport
 from rota.application.ports import EventStore
@@ -14,6 +15,9 @@ from rota.domain.errors import RotaError
 from rota.infrastructure.config import EntryCode
 from rota.infrastructure.config_models import AuditModel
 from rota.replay.checkpoint import Checkpointer
+
+if TYPE_CHECKING:
+    from rota.scheduler import Scheduler
 
 log = logging.getLogger("rota.scheduler")  # the facade's logger, as before the loop moved here
 COUNTED = ("started", "finished", "timed_out", "lost", "recovered", "relaunched", "fired")
@@ -196,3 +200,20 @@ class DaemonLoop:
                     return
                 log.warning("waiting for commits failed (%s); trying again in 1 s", exc.code)
                 stop.wait(1.0)
+
+
+def run(
+    scheduler: Scheduler,
+    *,
+    log_format: str | None = None,
+    log_level: str | None = None,
+    drain: float = 0.0,
+) -> None:
+    """Run `scheduler`'s daemon loop as `rota run` does: until SIGTERM/SIGINT, with every
+    record (the decision lines included) on stderr in `log_format` (`text`, `json`) at
+    `log_level` and above, the status lines, and `drain` seconds for running attempts on
+    the first signal. See `rota.foreground.run` and the guide ("Running the daemon from
+    your program")."""
+    from rota.foreground import run as run_foreground
+
+    run_foreground(scheduler, log_format=log_format, log_level=log_level, drain=drain)

@@ -315,7 +315,10 @@ class Scheduler(SchedulerOperations):
 
         A binding whose executor is not registered (yet) is refused (`unknown_executor`,
         naming the binding's field path): no Work is accepted that nothing here could run.
-        A binding not defined at all is accepted; its Work waits (`unknown_binding`).
+        A binding not defined here is accepted only when a scheduler running on this store
+        (`run()`, `rota run`) has served it (`core.binding.served`); its Work then waits
+        until one runs (`waiting` `unknown_binding`). A binding known nowhere is refused at
+        once (`unknown_binding`): register before you submit.
 
         Submits from several threads at once are group-committed: they share one store
         transaction, each caller getting its own handle or its own refusal.
@@ -376,7 +379,11 @@ class Scheduler(SchedulerOperations):
         released and detached processes (shell jobs) keep running for the next host to
         adopt; with `drain` seconds it first waits, that long at most, for the attempts it
         holds to end.
+
+        Before its first pass it records (`core.binding.served`, once per name ever) the
+        bindings it can run, so that a submit from another process accepts Work on them.
         """
+        self._registry.record_served()
         self._daemon.run(stop, drain=drain)
 
     @property

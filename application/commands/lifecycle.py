@@ -29,7 +29,8 @@ from rota.domain import admission, lifecycle, pages
 from rota.domain.admission import GateDecision, Waiting
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, Refusal, RotaError
-from rota.domain.events import AttemptClaimed, AttemptResumed, InputAccepted
+from rota.domain.events import AttemptClaimed, AttemptResumed, BindingServed, InputAccepted
+from rota.domain.events.work import binding_served_identity as identity
 from rota.domain.policy import Pinned
 from rota.domain.results import Result
 from rota.domain.state import WorkState
@@ -113,6 +114,24 @@ class LifecycleCommands:
         if msgspec.to_builtins(recorded.event) != msgspec.to_builtins(given):
             raise DeliveryConflict(identity, recorded.position)
         return True
+
+    def record_served(self, bindings: Sequence[str]) -> int:
+        """Record `core.binding.served` for each of `bindings` the log has not recorded yet
+        (once per name, ever: its delivery identity); returns how many were recorded."""
+        new = [name for name in sorted(set(bindings)) if not self.served(name)]
+        owner = self.config.owner
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            return [
+                Emit(f"binding/{name}", BindingServed(binding=name, owner=owner), identity(name))
+                for name in new
+            ], {}
+
+        return self.tx.transact(decide).written if new else 0
+
+    def served(self, binding: str) -> bool:
+        """Whether some scheduler serving this store has recorded that it runs `binding`."""
+        return self.tx.store.find_delivery(identity(binding)) is not None
 
     def submit_batch(
         self, commands: Sequence[SubmitWork], *, atomic: bool = False

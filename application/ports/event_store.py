@@ -143,6 +143,18 @@ class EventStore(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} cannot import raw rows yet")
 
+    def unfinished_import(self) -> str | None:
+        """What an import into this store that has not finished was loading (the marker
+        `mark_import` left: the export's head position and hash), or None. A store with
+        one holds only part of a log: `bootstrap.open_log` refuses it (`import_incomplete`)
+        to every command but the import that finishes it."""
+        return None
+
+    def mark_import(self, marker: str | None) -> None:
+        """Record, in its own transaction, that an import into this store has begun and
+        not finished (`marker`), or with None that it finished."""
+        raise NotImplementedError(f"{type(self).__name__} cannot import raw rows yet")
+
     @abc.abstractmethod
     def wait_for_commit(self, after: int, timeout: float) -> bool:
         """Block until the log holds a position > after (from any process) or timeout."""

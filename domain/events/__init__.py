@@ -71,7 +71,7 @@ from rota.domain.events.schedule import (
     ScheduleResumed,
     ScheduleSkipped,
 )
-from rota.domain.events.work import InputAccepted, WorkSubmitted
+from rota.domain.events.work import BindingServed, InputAccepted, WorkSubmitted
 
 ALL_EVENTS: tuple[type[Event], ...] = (
     WorkSubmitted,
@@ -121,6 +121,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     ControlSettled,
     WaitJudged,
     *SCHEDULE_EVENTS,
+    BindingServed,
 )
 
 __all__ = [
@@ -138,6 +139,7 @@ __all__ = [
     "AttemptRecoveryFailed",
     "AttemptResumed",
     "AttemptTimedOut",
+    "BindingServed",
     "BudgetCharged",
     "BudgetExceeded",
     "BudgetHeld",

@@ -48,3 +48,22 @@ class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True)
     key: str
     payload: Any = None
     correlation_key: str | None = None
+
+
+class BindingServed(Event, tag="core.binding.served", frozen=True, kw_only=True):
+    """A scheduler that runs Work (`rota run`, `Scheduler.run`) had an executor for
+    `binding` when it began running: a submit from any process accepts Work on it from now
+    on, while a binding known nowhere (not defined in the submitter, never served) is
+    refused at submit (`unknown_binding`). Recorded once per binding name, ever (its
+    delivery identity); `owner` is the scheduler that first served it. Folds ignore it."""
+
+    stream_pattern: ClassVar[str] = "binding/<binding>"
+    delivery_pattern: ClassVar[str | None] = "binding/<binding>/served"
+
+    binding: str
+    owner: str
+
+
+def binding_served_identity(binding: str) -> str:
+    """The delivery identity of `BindingServed` for `binding`."""
+    return f"binding/{binding}/served"

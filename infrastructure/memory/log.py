@@ -56,6 +56,7 @@ class MemoryLog:
         self.shared = 0
         self.exclusive = False
         self.store_id = uuid.uuid4().hex
+        self.importing: str | None = None  # an unfinished import's marker (`mark_import`)
         self.commit = threading.Condition(threading.Lock())
         self.rows: list[RawRecord] = []  # position p is rows[p - 1]
         self.streams: dict[str, list[int]] = {}  # stream -> positions, version v at [v - 1]
@@ -101,6 +102,13 @@ class MemoryStore(EventStore):
     @property
     def store_id(self) -> str:
         return self.log.store_id
+
+    def unfinished_import(self) -> str | None:
+        return self.log.importing
+
+    def mark_import(self, marker: str | None) -> None:
+        self._check()
+        self.log.importing = marker
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -13,11 +13,14 @@ inlined as a quoted literal (`json_literal`).
 from __future__ import annotations
 
 from importlib.resources import files
+from typing import Any
 
 import msgspec
+import psycopg
 from psycopg import sql as pg_sql
 
 from rota.infrastructure.chain import GENESIS_HEX
+from rota.infrastructure.log_rows import IMPORTING
 
 SCHEMA_VERSION = 1
 # The schedule streams (`schedule/<name>`, `schedules/leader`) have a partial index of their
@@ -73,6 +76,15 @@ def schedule_index_ddl(s: str) -> pg_sql.Composed:
         schema=pg_sql.Identifier(s),
         prefix=pg_sql.Literal(SCHEDULE_PREFIX),
     )
+
+
+def mark_import_in(cursor: psycopg.Cursor[Any], s: str, marker: str | None) -> None:
+    """Set (or with None clear) the unfinished import's marker of schema `s`."""
+    table = pg_sql.SQL("{schema}.rota_meta").format(schema=pg_sql.Identifier(s))
+    cursor.execute(pg_sql.SQL("DELETE FROM {t} WHERE key = %s").format(t=table), (IMPORTING,))
+    if marker is not None:
+        insert = pg_sql.SQL("INSERT INTO {t} VALUES (%s, %s)").format(t=table)
+        cursor.execute(insert, (IMPORTING, marker))
 
 
 class LogStatements:

@@ -1,37 +1,34 @@
 """The shared store: the log in PostgreSQL through psycopg 3 and a connection pool.
 
-`postgresql://user@host/db?schema=rota` (the `schema` parameter picks the schema, default
-`rota`; see `names`). The schema holds `events`, `head` (one row: last position and hash),
-`rota_meta` and `tracking` (`log_sql`). Every append locks the `head` row and keeps the
-lock until it commits, so appends commit in position order and a reader that has seen
-position N has seen every event at or below N (`transactions`, `appends`); reads take no
-locks (`reads`). Time is the DATABASE's clock, so hosts with skewed clocks agree
-(`database_clock`; the `clock` argument is ignored). Connections, their session settings
-and the retry of transient failures are `connections`'.
+`postgresql://user@host/db?schema=rota` (the `schema` parameter picks the schema, default `rota`;
+see `names`). The schema holds `events`, `head` (one row: last position and hash), `rota_meta` and
+`tracking` (`log_sql`). Every append locks the `head` row and keeps the lock until it commits, so
+appends commit in position order and a reader that has seen position N has seen every event at or
+below N (`transactions`, `appends`); reads take no locks (`reads`). Time is the DATABASE's clock,
+so hosts with skewed clocks agree (`database_clock`; the `clock` argument is ignored). Connections,
+their session settings and the retry of transient failures are `connections`'.
 
-Retries: a write is retried as `connections` says; a retry after a lost commit
-acknowledgement (the connection dropped during COMMIT) runs the body again with
-`Tx.retrying` set, and an append then finds its delivery identities recorded (`appends`).
-Tests simulate a lost acknowledgement with the `_fault_after_commit` hook (called with the
-connection right after COMMIT).
+Retries: a write is retried as `connections` says; a retry after a lost commit acknowledgement (the
+connection dropped during COMMIT) runs the body again with `Tx.retrying` set, and an append then
+finds its delivery identities recorded (`appends`). Tests simulate a lost acknowledgement with the
+`_fault_after_commit` hook (right after COMMIT).
 
-Wake-ups: appends `pg_notify` the schema's channel in their transaction; `wait_for_commit`
-LISTENs on a dedicated connection (started on first use; its thread sleeps on the socket,
-no timer, with TCP keepalives), and also polls `max(position)` in case a NOTIFY is lost:
-every `poll_interval` seconds (10) once the connection has received a notification (its own
-probe, sent right after LISTEN), every second until then (behind a transaction-pooling
-PgBouncer none arrives), fast while no listener runs; it is woken at once by local commits.
-`wake_waiters` ends the waits in progress. `nothing_after` trusts the commit generation only
-while the listener is proven, so an idle pass reads the log once, not once per step.
+Wake-ups: appends `pg_notify` the schema's channel in their transaction; `wait_for_commit` LISTENs
+on a dedicated connection (started on first use; its thread sleeps on the socket, no timer, with
+TCP keepalives), and also polls `max(position)` in case a NOTIFY is lost: every `poll_interval`
+seconds (10) once the connection has received a notification (its own probe, sent right after
+LISTEN), every second until then (behind a transaction-pooling PgBouncer none arrives), fast while
+no listener runs; it is woken at once by local commits. `wake_waiters` ends the waits in progress.
+`nothing_after` trusts the commit generation only while the listener is proven, so an idle pass
+reads the log once, not once per step.
 
-Like every store, it is safe to share between threads and must not be used in a child process
-after `fork()` (open it again there; closing it in the child leaves the parent's sockets alone).
+Like every store, it is safe to share between threads and not to use in a child after `fork()`
+(open it again there; closing it in the child leaves the parent's sockets alone).
 
-`synchronous` (the SQLite setting, accepted so one configuration serves both stores):
-`normal` sets `synchronous_commit=off` (a server crash may lose the last acknowledged
-commits, never corrupt the log); `full` and `extra` keep the server's setting (`on` unless a
-DBA chose otherwise, e.g. `remote_apply` for synchronous replication).
-"""
+`synchronous` (the SQLite setting, accepted so one configuration serves both stores): `normal` sets
+`synchronous_commit=off` (a server crash may lose the last acknowledged commits, never corrupt the
+log); `full` and `extra` keep the server's setting (`on` unless a DBA chose otherwise, e.g.
+`remote_apply` for synchronous replication)."""
 
 from __future__ import annotations
 
@@ -59,7 +56,7 @@ from rota.application.ports import (
     RecordedEvent,
 )
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
-from rota.infrastructure.log_rows import Row
+from rota.infrastructure.log_rows import IMPORTING, Row
 from rota.infrastructure.postgres.appends import LogAppends
 from rota.infrastructure.postgres.connections import SYNCHRONOUS_COMMIT, TRANSIENT, LogConnections
 from rota.infrastructure.postgres.database_clock import DatabaseClock
@@ -68,6 +65,7 @@ from rota.infrastructure.postgres.log_sql import (
     SCHEMA_VERSION,
     LogStatements,
     ddl,
+    mark_import_in,
     schedule_index_ddl,
 )
 from rota.infrastructure.postgres.names import identifier, split_schema
@@ -76,10 +74,7 @@ from rota.infrastructure.postgres.transactions import Tx
 from rota.infrastructure.store_url import store_not_found
 
 log = logging.getLogger(__name__)
-
 T = TypeVar("T")
-
-
 UNPROVEN_POLL = 1.0  # a waiter's poll while LISTEN has not shown it delivers (seconds)
 
 
@@ -176,7 +171,7 @@ class PostgresStore(EventStore):
             self.write(create)
         elif found[-1] is None:
             self._add_schedule_index()
-        version = int(self._meta("schema_version"))
+        version = int(self._meta("schema_version") or 0)
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"schema {s!r} has store schema version {version}, newer than this rota's "
@@ -204,14 +199,19 @@ class PostgresStore(EventStore):
                 type(exc.__cause__ or exc).__name__,
             )
 
-    def _meta(self, key: str) -> str:
-        return str(
-            self._query(f'SELECT value FROM "{self.schema}".rota_meta WHERE key = %s', (key,))[0][0]
-        )
+    def _meta(self, key: str) -> str | None:
+        rows = self._query(f'SELECT value FROM "{self.schema}".rota_meta WHERE key = %s', (key,))
+        return str(rows[0][0]) if rows else None
 
     @property
     def store_id(self) -> str:
-        return self._meta("store_id")
+        return self._meta("store_id") or ""  # written with the schema
+
+    def unfinished_import(self) -> str | None:
+        return self._meta(IMPORTING)
+
+    def mark_import(self, marker: str | None) -> None:
+        self.write(lambda tx: mark_import_in(tx.cursor, self.schema, marker))
 
     # -- writing ---------------------------------------------------------------------
 

@@ -26,6 +26,10 @@ class FileDaemonLock:
     def acquire(self) -> bool:
         if self._fd is not None:
             return True
+        if not self.exclusive:
+            # A daemon creates its store, folder and all (as submit does); recover-corrupt
+            # (exclusive) never creates anything for a store that is not there.
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(self.path, flags, 0o644)
         try:

@@ -55,7 +55,7 @@ from rota.application.ports import (
 )
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
-from rota.infrastructure.log_rows import Row
+from rota.infrastructure.log_rows import IMPORTING, Row
 from rota.infrastructure.sqlite.appends import LogAppends
 from rota.infrastructure.sqlite.durability import WalSync
 from rota.infrastructure.sqlite.log_file import (
@@ -183,6 +183,19 @@ class SQLiteStore(EventStore):
         row = self._reader().execute("SELECT value FROM rota_meta WHERE key='store_id'").fetchone()
         assert row is not None  # written with the schema version when the store was created
         return str(row[0])
+
+    def unfinished_import(self) -> str | None:
+        row = self._reader().execute(f"SELECT value FROM rota_meta WHERE key='{IMPORTING}'")
+        found = row.fetchone()
+        return None if found is None else str(found[0])
+
+    def mark_import(self, marker: str | None) -> None:
+        def mark(cursor: apsw.Cursor) -> None:
+            cursor.execute(f"DELETE FROM rota_meta WHERE key='{IMPORTING}'")
+            if marker is not None:
+                cursor.execute(f"INSERT INTO rota_meta VALUES ('{IMPORTING}', ?)", (marker,))
+
+        self.write(mark)
 
     # -- writing ---------------------------------------------------------------------
 

@@ -5,9 +5,11 @@ default file means the defaults; a missing named file is an error); `rota config
 checks it and `rota config show` prints every value with where it came from. The store is
 `--store URL`, else `$ROTA_STORE`, else the config's `[store] url`. Bindings come from the
 config's `[[bindings]]`; the CLI runs shell bindings (and any executor rota registers
-itself). Python callables cannot be given here: Work bound to one stays `ready` (waiting
-`unknown_binding`) until a process that registers it runs. `run` and `submit` refuse a
-config whose bindings name an executor the CLI does not have (`unknown_executor`).
+itself), and your Python callables when `run` is given the function that registers them
+(`--app MODULE:FUNCTION` or `[app] module`, rota.cli.app). `run` and `submit` refuse a
+config whose bindings name an executor neither the CLI nor the app has (`unknown_executor`),
+and `submit` a binding known nowhere (`unknown_binding`: not defined here, never served by
+a daemon on the store).
 
 Each command prints its result on stdout (JSON with `--json`) and exits 0 on success. On
 failure it prints one line on stderr, `rota: <code>: <what was wrong>` (with `--json`, one

@@ -144,16 +144,32 @@ def open_rota(
     args: argparse.Namespace, *, runs: bool = False, read_only: bool = False
 ) -> Scheduler:
     """The scheduler the arguments name. `runs`: for a command that runs or accepts Work
-    (`run`, `submit`), which refuses a config naming an executor the CLI does not have
-    (it registers only the built-in ones) before the store is opened, and creates the store
-    if it does not exist; every other command refuses a missing store (`store_not_found`)."""
+    (`run`, `submit`), which loads the app (`--app` or `[app] module`, rota.cli.app: its
+    module is imported before the store is opened, its function called after) and refuses
+    a config binding naming an executor neither rota nor the app registers
+    (`unknown_executor`; without an app, before the store is opened), and creates the
+    store if it does not exist; every other command refuses a missing store
+    (`store_not_found`)."""
     config = load_config(args)
     url = store_url(args, config)
+    app = None
     if runs:
-        config.check_executors(builtin_registrations())
+        from rota.cli.app import load_app
+
+        app = load_app(args, config)
+        if app is None:
+            config.check_executors(builtin_registrations())
     else:
         bootstrap.open_log(url, config, create=False).close()
-    return open_scheduler(url, config=config, read_only=read_only)
+    scheduler = open_scheduler(url, config=config, read_only=read_only)
+    if app is not None:
+        try:
+            app.register_on(scheduler)
+            scheduler.check_bindings()
+        except BaseException:
+            scheduler.close()
+            raise
+    return scheduler
 
 
 def print_json(value: Any) -> None:

@@ -27,8 +27,11 @@ from rota.infrastructure.stores import redact_url
 def cmd_validate(args: argparse.Namespace) -> int:
     config = load_config(args)  # an invalid file is invalid_config (exit 2), naming the field
     problems = unknown_bindings(config.model.schedules, config.bindings)
-    if problems:
+    app = config.model.app.module
+    if problems and app is None:
         raise ConfigError(f"{config.source}: " + "; ".join(problems))
+    # With [app], a schedule may name a binding the app registers in Python: a note.
+    by_app = problems if app is not None else []
     builtin = builtin_registrations()
     elsewhere = sorted(n for n, b in config.bindings.items() if b.executor not in builtin)
     stale, unread = ([], None) if args.no_store else _not_in_config(args, config)
@@ -39,6 +42,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         "schedules": sorted(config.schedules),
         "not_run_by_cli": elsewhere,
         "not_in_config": stale,
+        "bindings_left_to_the_app": by_app,
     }
     if unread is not None:
         result["store_not_read"] = unread
@@ -54,6 +58,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             f"note: rota run and rota submit refuse this file: bindings {', '.join(elsewhere)} "
             "name an executor only an embedding process registers"
         )
+    for problem in by_app:
+        print(f"note: {problem}, unless the app ({app}) registers it")
     for name in stale:
         print(f"note: {not_in_config_line(name)}")
     if unread is not None:

@@ -9,20 +9,17 @@ from typing import Any
 
 import msgspec
 
-from rota import bootstrap
 from rota.application.ports import RecordedEvent
 from rota.application.queries.work_views import event_view
 from rota.cli.common import (
     UsageError,
     cannot_write,
     count,
-    load_config,
     open_log,
     position,
     print_json,
 )
 from rota.cli.run_logs import log_options, progress_logging
-from rota.infrastructure.stores import redact_url
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -162,23 +159,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from rota.replay.export import import_export
+    from rota.cli.import_command import cmd_import as run_import  # all or nothing; resumes
 
-    target = args.to or args.store
-    if not target:
-        raise UsageError("import needs the target store: rota import EXPORT --to URL")
-    config = load_config(args)
-    with progress_logging(args) as progress, bootstrap.open_log(target, config) as store:
-        report = import_export(args.export, store, progress=progress)
-        url = redact_url(store.url)
-    if args.json:
-        print_json({**msgspec.to_builtins(report), "store": url})
-    else:
-        print(
-            f"imported {report.checked} events into {url}, "
-            f"head {report.head_position} {report.head_hash} (chain verified)"
-        )
-    return 0
+    return run_import(args)
 
 
 # -- the parser --------------------------------------------------------------------------
@@ -262,9 +245,12 @@ def register(commands: Any) -> None:
         help="load an export into an empty store, verifying the chain",
         description="Load a whole-log export into an EMPTY store (e.g. to move from SQLite "
         "to PostgreSQL). The file is verified before anything is written; rows keep their "
-        "positions, times and hashes. The target is '--to URL' (alias '--store URL' after "
-        "the command), else the global 'rota --store URL import ...'; $ROTA_STORE and the "
-        "config's store are never used as an import target.",
+        "positions, times and hashes. All or nothing: an interrupted import leaves no store "
+        "that looks whole (SQLite: it fills FILE.importing, renamed onto FILE at the end; "
+        "PostgreSQL: the store is refused, import_incomplete, until it ends), and running "
+        "the same import again resumes it. The target is '--to URL' (alias '--store URL' "
+        "after the command), else the global 'rota --store URL import ...'; $ROTA_STORE and "
+        "the config's store are never used as an import target.",
     )
     imp.add_argument("export", metavar="EXPORT", help="the export file")
     imp.add_argument(

@@ -14,15 +14,13 @@ import argparse
 import contextlib
 import dataclasses
 import logging
-import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from rota.infrastructure.decision_lines import FIELDS_ATTRIBUTE
+from rota.foreground import Status, json_record
 from rota.infrastructure.logging import (
     FORMATS,
     LEVELS,
-    JsonFormatter,
     LogSettings,
     configured,
     log_settings,
@@ -51,35 +49,6 @@ def settings_of(args: argparse.Namespace) -> LogSettings:
     return log_settings(getattr(args, "log_format", None), getattr(args, "log_level", None))
 
 
-class Status:
-    """The daemon's status lines (running, stopped, a forced stop) in the run's format.
-
-    A line is written whole, in one write under the run's log handler's lock: a record
-    that another thread logs meanwhile (a launch refused as the daemon stops) comes before
-    or after it, never between the line and its newline."""
-
-    def __init__(self, settings: LogSettings, handler: logging.Handler | None = None) -> None:
-        self.settings = settings
-        self.handler = handler
-
-    def say(self, text: str, message: str, **fields: Any) -> None:
-        """`rota: <text>` on stderr in the text format; a record `message` in JSON."""
-        line = f"rota: {text}"
-        if self.settings.format == "json":
-            # Shown whatever the level, as the text lines are: an operator waits for them.
-            line = json_record("rota.daemon", "INFO", message, kind="daemon", **fields)
-        handler = self.handler
-        if handler is not None:
-            handler.acquire()
-        try:
-            with contextlib.suppress(OSError):
-                sys.stderr.write(line + "\n")
-                sys.stderr.flush()
-        finally:
-            if handler is not None:
-                handler.release()
-
-
 @contextlib.contextmanager
 def progress_logging(args: argparse.Namespace) -> Iterator[ProgressFactory]:
     """For a long command (verify, rebuild, export, import, doctor, recover-corrupt): its
@@ -101,16 +70,6 @@ def progress_logging(args: argparse.Namespace) -> Iterator[ProgressFactory]:
             yield factory(json=bool(getattr(args, "json", False)))
         finally:
             LOGGER.setLevel(previous)
-
-
-def json_record(logger: str, level: str, message: str, **fields: Any) -> str:
-    """One JSON log line (as `JsonFormatter` writes them) for a line the command writes
-    itself: its status lines, and its refusal under `--log-format json`."""
-    record = logging.makeLogRecord(
-        {"name": logger, "levelname": level, "levelno": logging.getLevelName(level),
-         "msg": message, FIELDS_ATTRIBUTE: fields}
-    )  # fmt: skip
-    return JsonFormatter().format(record)
 
 
 @contextlib.contextmanager

@@ -49,7 +49,7 @@ def check_http(args: argparse.Namespace, listen: str | None) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from rota.cli.run_command import stop_on_signals
+    from rota.foreground import stop_on_signals
 
     listen = check_http(args, args.listen)
     stop = threading.Event()

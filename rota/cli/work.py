@@ -13,6 +13,7 @@ import msgspec
 from rota.application.commands.requests import Receipt
 from rota.application.commands.waits import InjectAnswer
 from rota.application.queries.work_views import WorkView
+from rota.cli.app import app_option
 from rota.cli.common import open_rota, print_json, read_input
 from rota.cli.work_reads import STATE_ORDER, cmd_work_list, cmd_work_show, work_view
 from rota.domain.errors import DomainCode, RotaError
@@ -237,6 +238,7 @@ def register(commands: Any) -> None:
         "--safety", choices=("undeclared", "idempotent", "deduplicated"), default="undeclared"
     )
     _input_options(submit)
+    app_option(submit)
     submit.set_defaults(handler=cmd_submit)
 
     accept = commands.add_parser("accept", help="give an existing Work one more input")

@@ -184,6 +184,14 @@ class Registry:
         grant = check_grant(Grant(name=name, config=dict(config or {})))
         self.service.set_grant(grant, environment)
 
+    def record_served(self) -> int:
+        """Record (`core.binding.served`, once per name ever) every binding this scheduler
+        can run: defined, and its executor registered here."""
+        with self.service.configuring():
+            bindings = list(self.service.bindings.values())
+            names = [b.name for b in bindings if b.executor in self.executors]
+        return self.service.lifecycle.record_served(names)
+
     def check_bindings(self) -> None:
         """Refuse (`unknown_executor`) a defined binding on an unregistered executor."""
         with self.service.configuring():

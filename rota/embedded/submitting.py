@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rota.application.errors import PortCode
 from rota.application.group_commit import SubmitGroup
 from rota.application.host import Host
 from rota.application.ports import AppendResult, EventStore, Executor
 from rota.application.queries.work_views import WorkView
 from rota.application.service import SchedulerService
 from rota.domain.errors import DomainCode, RotaError
-from rota.domain.submission import SubmitWork
+from rota.domain.submission import BINDING, SubmitWork
 from rota.embedded.bindings import BindingPaths
 from rota.embedded.handles import WorkHandle
 from rota.embedded.submission_values import (
@@ -74,7 +75,12 @@ class Submits:
         # (the two dict reads are atomic; a registration racing a submit may go either way).
         known = self.service.bindings.get(item.binding)
         self.binding_paths.require_executor(known, self.executors)
-        return submit_command(item)
+        command = submit_command(item)
+        # A malformed name is the domain's to refuse (`invalid_work`), when it decides.
+        well_formed = BINDING.fullmatch(item.binding) is not None
+        if known is None and well_formed and not self.service.lifecycle.served(item.binding):
+            raise unknown_binding(item.binding, sorted(self.service.bindings))
+        return command
 
     def _handle(self, command: SubmitWork, recorded: AppendResult) -> WorkHandle[Any]:
         return WorkHandle(
@@ -95,4 +101,16 @@ class Submits:
         )
 
 
-__all__ = ["Submits"]
+def unknown_binding(name: str, defined: list[str]) -> RotaError:
+    """`unknown_binding`: a binding defined nowhere the submit can see (rota.cli.app)."""
+    listed = ", ".join(defined[:10]) + (" ..." if len(defined) > 10 else "") or "none"
+    return RotaError(
+        f"no binding {name!r}: it is not defined here (bindings: {listed}) and no scheduler "
+        "running on this store has served it; check the name, or define it ([[bindings]] "
+        "in the config, Scheduler.register) and run a daemon that registers it (rota run "
+        "--app MODULE:FUNCTION) before submitting",
+        code=PortCode.UNKNOWN_BINDING,
+    )
+
+
+__all__ = ["Submits", "unknown_binding"]

@@ -34,6 +34,7 @@ def test_metrics_count_works_attempts_holds_and_pools(idle_api: Api) -> None:
     )
     s.submit("a", binding="echo", scope="root/team/deep/er")
     s.submit("g", binding="echo")
+    s.service.lifecycle.record_served(["unconfigured"])  # a daemon elsewhere serves it
     s.submit("x", binding="unconfigured")
     s.run_until_idle(timeout=30)
     got = samples(scrape(idle_api))

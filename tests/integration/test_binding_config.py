@@ -111,8 +111,9 @@ def test_submit_refuses_a_binding_whose_executor_is_not_registered_yet() -> None
         assert error.code == "unknown_executor"
         assert error.message.startswith("<config>: bindings[0].executor: no executor 'picky'")
         assert s.events() == [] and s.work("w") is None  # nothing accepted
-        s.submit("ghost", binding="undefined")  # an unknown binding still waits, as before
-        assert s.work("ghost").waiting.code == "unknown_binding"
+        # A binding known nowhere (not defined here, never served) is refused at once.
+        assert refusal(lambda: s.submit("ghost", binding="undefined")).code == "unknown_binding"
+        assert s.work("ghost") is None
 
 
 def test_the_embedded_flow_open_register_submit_still_runs() -> None:

@@ -84,10 +84,27 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Path:
     view = as_json(home, "submit", "good", "--binding", "ok", "--input", '{"n": 1}')
     assert view["state"] == "ready" and view["pending"][0]["key"].startswith("sha256:")
     ok(home, "submit", "bad", "--binding", "boom", "--scope", "root/ops")
-    ok(home, "submit", "ghost", "--binding", "nope")
+    refused = rota(home, "submit", "ghost", "--binding", "nope")  # known nowhere yet
+    assert "no binding 'nope'" in one_line_error(refused, "unknown_binding")
+    _serve_elsewhere(home / "rota.db", "nope")
+    ok(home, "submit", "ghost", "--binding", "nope")  # served by another process: it waits
     summary = as_json(home, "run", "--until-idle")  # returns although ghost stays ready
     assert summary["states"] == {"ready": 1, "retry_wait": 1, "completed": 1}
     return home
+
+
+def _serve_elsewhere(store: Path, binding: str) -> None:
+    """An embedded daemon that registers `binding` starts (recording that it serves it,
+    `core.binding.served`) and stops before its first pass."""
+    import threading
+
+    import rota as rota_api
+
+    with rota_api.open(store, config={}) as scheduler:
+        scheduler.register(binding, lambda ctx: None)
+        stopped = threading.Event()
+        stopped.set()
+        scheduler.run(stopped)
 
 
 # -- submit, run, read -------------------------------------------------------------------
@@ -276,8 +293,9 @@ def test_store_selection(home: Path) -> None:
     ok(home, "submit", "c", "--binding", "ok")
     assert (home / "configured.db").exists()
     (home / "rota.toml").unlink()  # a missing default config means the defaults
-    ok(home, "submit", "d", "--binding", "ok")
-    assert (home / "rota.db").exists()
+    done = rota(home, "submit", "d", "--binding", "ok")  # no config: 'ok' is known nowhere
+    one_line_error(done, "unknown_binding")
+    assert (home / "rota.db").exists()  # the defaults' store was the one opened
 
 
 # -- the daemon --------------------------------------------------------------------------

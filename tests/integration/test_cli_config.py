@@ -101,3 +101,25 @@ def test_config_validate(tmp_path: Path) -> None:
     assert as_json.returncode == 2
     error = json.loads(as_json.stderr)["error"]
     assert error["code"] == "invalid_config" and "settings.concurrency" in error["message"]
+
+
+APP_SCHEDULES = """\
+[app]
+module = "jobs:register"
+
+[[schedules]]
+name = "nightly"
+binding = "from-python"
+cron = "0 3 * * *"
+"""
+
+
+def test_with_an_app_a_schedules_python_binding_is_a_note_not_an_error(tmp_path: Path) -> None:
+    (tmp_path / "rota.toml").write_text(APP_SCHEDULES)
+    done = rota(tmp_path, "config", "validate", "--no-store")
+    assert done.returncode == 0, done.stderr
+    assert "note: schedules[0].binding: no [[bindings]] table defines 'from-python'" in done.stdout
+    assert "unless the app (jobs:register) registers it" in done.stdout
+    (tmp_path / "rota.toml").write_text(APP_SCHEDULES.split("\n", 3)[3])  # without [app]
+    refused = rota(tmp_path, "config", "validate", "--no-store")
+    assert refused.returncode == 2 and "schedules[0].binding" in refused.stderr

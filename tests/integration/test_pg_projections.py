@@ -166,6 +166,7 @@ def test_a_keeper_saves_whole_after_another_process_rebuilt_the_tables(url: str)
         assert isinstance(scheduler.service.projection.works, StoredWorks)
         with open_store(url) as log, PostgresProjectionStore(url) as other:
             rebuild(log, other)  # another process: a new generation of the tables
+        scheduler.register("echo", lambda ctx: None)  # known here: a submit is accepted
         scheduler.submit("c", binding="echo", input={"work": "c"})
         live = scheduler.service.stored
         assert live is not None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import rota
-from rota.cli import run_command
+from rota import foreground
 
 
 class Said:
@@ -58,11 +58,11 @@ def test_a_sigterm_taken_by_another_thread_stops_the_daemon() -> None:
         helper = threading.Thread(target=other_thread, daemon=True)
         helper.start()
         try:
-            run_command._daemon(scheduler, said)  # type: ignore[arg-type]
+            foreground.run_in_foreground(scheduler, said)  # type: ignore[arg-type]
         finally:
             returned.set()
             helper.join(30)
     assert not rescued.is_set(), "the daemon kept running after a SIGTERM to another thread"
     assert said.lines == ["running", "stopped"]
-    assert signal.getsignal(signal.SIGTERM) is not run_command._daemon  # handlers restored
+    assert signal.getsignal(signal.SIGTERM) is not foreground.run_in_foreground  # handlers restored
     assert signal.set_wakeup_fd(-1) == -1  # and the wakeup fd

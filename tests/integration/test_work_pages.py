@@ -43,6 +43,7 @@ def populate(target: str) -> None:
             scope = "root/team" if n % 3 else "root/other"
             scheduler.submit(work_id, binding="echo", scope=scope, input={"n": n})
         scheduler.run_until_idle(timeout=30)
+        scheduler.service.lifecycle.record_served(["later"])  # a daemon elsewhere serves it
         for work_id in READY:
             scheduler.submit(work_id, binding="later", scope="root/team/sub", input={})
 
