@@ -38,6 +38,11 @@ url = "sqlite:///rota.db"
 
 [http]
 tokens = "tokens.json"
+
+[[bindings]]
+name = "b"
+executor = "shell"
+command = ["true"]
 """
 
 

@@ -1,0 +1,228 @@
+"""Submission commands: define Work and accept its input (one, a batch, many), and the
+bindings a daemon serves (`core.binding.served`). `LifecycleCommands` is built on them.
+
+Each command reads the projection, calls a pure decision of `rota.domain` and appends
+through the transaction loop (`rota.application.transactions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from rota.application.collection import fewer_collections
+from rota.application.configuration import Configuration
+from rota.application.errors import DeliveryConflict, PortCode
+from rota.application.ports import AppendResult, RecordedEvent
+from rota.application.transactions import Transactions
+from rota.domain import lifecycle
+from rota.domain.emit import Emit, work_stream
+from rota.domain.errors import DomainCode, Refusal, RotaError
+from rota.domain.events import BindingServed, InputAccepted
+from rota.domain.events.work import binding_served_identity as identity
+from rota.domain.submission import SubmitWork
+from rota.projections.held_works import OnDemandWorks
+
+
+def result_start(result: AppendResult) -> int:
+    """The log head before `result`'s append: its new events follow it directly."""
+    if not result.written:
+        return max((r.position for r in result.recorded), default=0)
+    newest = max(r.position for r in result.recorded)
+    return newest - result.written
+
+
+class SubmissionCommands:
+    """Work and input over one transaction loop and configuration."""
+
+    def __init__(self, tx: Transactions, config: Configuration) -> None:
+        self.tx = tx
+        self.config = config
+
+    # -- Work and input ----------------------------------------------------------------
+
+    def submit(self, command: SubmitWork) -> AppendResult:
+        """Define a Work (idempotently) and accept the command's inputs."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            return self._submit_one(command, self.tx.now())
+
+        return self.tx.transact(decide)
+
+    def _submit_one(self, command: SubmitWork, now: datetime) -> tuple[list[Emit], dict[str, int]]:
+        work_id = command.work_id
+        existing = self.tx.projection.works.get(work_id)
+        emits = lifecycle.submit(existing, command)
+        unknown = self.config.unknown_grants(command.grants)
+        if unknown and emits:  # (a Work already defined with them is a no-op, not refused)
+            raise Refusal(
+                f"Work {work_id!r} opts into grant {unknown[0]!r}, which is not configured: "
+                f"define it under [[grants]] (or Scheduler.grant); defined: "
+                f"{sorted(self.config.grants) or 'none'}",
+                code=PortCode.UNKNOWN_GRANT,
+            )
+        state = existing if existing is not None else lifecycle.new_work(command, now)
+        for given in command.inputs:
+            try:
+                emit = lifecycle.accept_input(
+                    state,
+                    work_id=work_id,
+                    payload=given.payload,
+                    key=given.key,
+                    correlation_key=given.correlation_key,
+                )
+            except Refusal as refusal:
+                # A caller retrying a submit whose input was accepted (and maybe already run)
+                # gets a no-op, not an error: the input's delivery identity is in the log.
+                if refusal.code == DomainCode.WORK_TERMINAL and self._accepted(
+                    work_id, given.payload, given.key, given.correlation_key
+                ):
+                    continue
+                raise
+            emits.append(emit)
+        expected = {} if existing is not None else {work_stream(work_id): 0}
+        return emits, expected
+
+    def _accepted(
+        self, work_id: str, payload: Any, key: str | None, correlation_key: str | None
+    ) -> bool:
+        """Whether this very input is recorded; the key recorded with another input is a
+        `DeliveryConflict`, as the store's rule says (a key names one input)."""
+        key = key if key is not None else lifecycle.derived_input_key(payload)
+        identity = f"input/{work_id}/{key}"
+        recorded = self.tx.store.find_delivery(identity)
+        if recorded is None:
+            return False
+        given = InputAccepted(
+            work_id=work_id, key=key, payload=payload, correlation_key=correlation_key
+        )
+        if msgspec.to_builtins(recorded.event) != msgspec.to_builtins(given):
+            raise DeliveryConflict(identity, recorded.position)
+        return True
+
+    def record_served(self, bindings: Sequence[str]) -> int:
+        """Record `core.binding.served` for each of `bindings` the log has not recorded yet
+        (once per name, ever: its delivery identity); returns how many were recorded."""
+        new = [name for name in sorted(set(bindings)) if not self.served(name)]
+        owner = self.config.owner
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            return [
+                Emit(f"binding/{name}", BindingServed(binding=name, owner=owner), identity(name))
+                for name in new
+            ], {}
+
+        return self.tx.transact(decide).written if new else 0
+
+    def served(self, binding: str) -> bool:
+        """Whether some scheduler serving this store has recorded that it runs `binding`."""
+        return self.tx.store.find_delivery(identity(binding)) is not None
+
+    def submit_batch(
+        self, commands: Sequence[SubmitWork], *, atomic: bool = False
+    ) -> list[AppendResult | RotaError]:
+        """Submit several Works (each a `submit` command) in one append.
+
+        Returns, per command in order, what it recorded or the refusal it got. Not
+        `atomic`: a refused command is left out and the others are appended (a group
+        commit of independent callers); `atomic`: the first refusal is raised and nothing
+        is appended. A command whose Work an earlier command of the batch also submits is
+        decided on the state before the batch, so callers give each Work at most once.
+        """
+        slices: list[tuple[int, int] | RotaError] = []
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            slices.clear()
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            now = self.tx.now()
+            self._prefetch([command.work_id for command in commands])
+            for command in commands:
+                try:
+                    more, fences = self._submit_one(command, now)
+                except RotaError as refusal:
+                    if atomic:
+                        raise
+                    slices.append(refusal)
+                    continue
+                slices.append((len(emits), len(emits) + len(more)))
+                emits.extend(more)
+                expected.update(fences)
+            return emits, expected
+
+        result = self.tx.transact(decide)
+        start = result_start(result)  # positions past it are this append's writes
+        out: list[AppendResult | RotaError] = []
+        for item in slices:
+            if isinstance(item, RotaError):
+                out.append(item)
+                continue
+            recorded = result.recorded[item[0] : item[1]]
+            out.append(AppendResult(recorded, sum(1 for r in recorded if r.position > start)))
+        return out
+
+    def _prefetch(self, work_ids: list[str]) -> None:
+        """Find the Works a batch names in one log read, not one per Work (when the held
+        Works are looked up on demand)."""
+        held = self.tx.projection.works
+        if isinstance(held, OnDemandWorks):
+            held.prefetch(work_ids)
+
+    def submit_many(self, commands: Sequence[SubmitWork]) -> AppendResult:
+        """Submit several Works in one append, all or nothing (bulk loading)."""
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            emits: list[Emit] = []
+            expected: dict[str, int] = {}
+            now = self.tx.now()
+            self._prefetch([command.work_id for command in commands])
+            for command in commands:
+                more, fences = self._submit_one(command, now)
+                emits.extend(more)
+                expected.update(fences)
+            return emits, expected
+
+        with fewer_collections():  # a bulk load: many containers, no cyclic garbage
+            return self.tx.transact(decide)
+
+    def accept(
+        self,
+        work_id: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        correlation_key: str | None = None,
+    ) -> RecordedEvent:
+        found: list[RecordedEvent] = []
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            found.clear()
+            try:
+                emit = lifecycle.accept_input(
+                    self.tx.projection.works.get(work_id),
+                    work_id=work_id,
+                    payload=payload,
+                    key=key,
+                    correlation_key=correlation_key,
+                )
+            except Refusal as refusal:
+                # A repeat of an accept the Work took before it ended: the recorded input.
+                if refusal.code == DomainCode.WORK_TERMINAL and self._accepted(
+                    work_id, payload, key, correlation_key
+                ):
+                    given = key if key is not None else lifecycle.derived_input_key(payload)
+                    recorded = self.tx.store.find_delivery(f"input/{work_id}/{given}")
+                    assert recorded is not None
+                    found.append(recorded)
+                    return [], {}
+                raise
+            return [emit], {}
+
+        result = self.tx.transact(decide)
+        return found[0] if found else result.recorded[0]
+
+
+__all__ = ["SubmissionCommands", "result_start"]
