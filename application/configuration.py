@@ -96,7 +96,8 @@ class Configuration:
         """
         binding = attempt.pinned.binding
         secrets = dict(self._secrets.get(binding.name, {}))
-        for name in attempt.grants:
+        grants = attempt.grants
+        for name in grants:
             secrets.update(self._grant_secrets.get(name, {}))
         current = self.bindings.get(binding.name)
         if current is not None and self._digest(current, attempt.grants) != binding.secrets_digest:
@@ -106,7 +107,7 @@ class Configuration:
                 binding.name,
                 attempt.execution_id,
             )
-        missing = [name for name in attempt.grants if name not in self.grants]
+        missing = [name for name in grants if name not in self.grants] if grants else None
         if missing:
             log.warning(
                 "attempt %s took grants %s, which are no longer configured; launching "
@@ -119,7 +120,7 @@ class Configuration:
     def _digest(self, binding: Binding, grants: tuple[str, ...]) -> str | None:
         """The secrets digest of `binding` with `grants`: the binding's own when no grant
         sets environment values, else a digest over all the values it launches with."""
-        if not any(self._grant_secrets.get(name) for name in grants):
+        if not grants or not any(self._grant_secrets.get(name) for name in grants):
             return binding.secrets_digest
         values = dict(self._secrets.get(binding.name, {}))
         for name in grants:
@@ -152,7 +153,7 @@ class Configuration:
             raise NotEligible(
                 f"binding {binding_name!r} is not configured", code=PortCode.UNKNOWN_BINDING
             )
-        unknown = self.unknown_grants(grants)
+        unknown = self.unknown_grants(grants) if grants else None
         if unknown:
             raise NotEligible(
                 f"grant {unknown[0]!r} is not configured (define it under [[grants]] or "

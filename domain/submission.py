@@ -85,7 +85,7 @@ def submit(existing: WorkState | None, command: SubmitWork) -> list[Emit]:
         raise InvalidCommand(
             f"binding {binding[:80]!a} must match {BINDING.pattern}", code=DomainCode.INVALID_WORK
         )
-    grants = check_grants(command.grants)
+    grants = check_grants(command.grants) if command.grants else ()
     event = _submitted(work_id, scope, binding, kind, trigger, safety, grants)
     if existing is not None:
         same = (existing.scope, existing.binding, existing.kind, existing.trigger, existing.safety)

@@ -56,7 +56,7 @@ class SubmissionCommands:
         work_id = command.work_id
         existing = self.tx.projection.works.get(work_id)
         emits = lifecycle.submit(existing, command)
-        unknown = self.config.unknown_grants(command.grants)
+        unknown = self.config.unknown_grants(command.grants) if command.grants else None
         if unknown and emits:  # (a Work already defined with them is a no-op, not refused)
             raise Refusal(
                 f"Work {work_id!r} opts into grant {unknown[0]!r}, which is not configured: "
