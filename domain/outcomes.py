@@ -185,8 +185,11 @@ def time_out(work: WorkState, attempt: int, epoch: int, now: datetime) -> list[E
     return emits
 
 
-def confirm_stopped(work: WorkState, attempt: int, expected_epoch: int) -> list[Emit]:
-    """The trusted host verified the ended attempt's processes stopped."""
+def confirm_stopped(
+    work: WorkState, attempt: int, expected_epoch: int, evidence: str = "verified"
+) -> list[Emit]:
+    """The trusted host verified the ended attempt's processes stopped (`evidence`:
+    `verified` by an executor's stop, or `operator: WHO` when a person vouches for it)."""
     current = work.current
     if current is None or current.number != attempt:
         raise Refusal(
@@ -200,5 +203,7 @@ def confirm_stopped(work: WorkState, attempt: int, expected_epoch: int) -> list[
         raise Refusal(f"{current.execution_id} has not ended", code=DomainCode.NOT_ENDED)
     if current.stop_confirmed:
         return []
-    event = StopConfirmed(work_id=work.work_id, attempt=attempt, epoch=expected_epoch)
+    event = StopConfirmed(
+        work_id=work.work_id, attempt=attempt, epoch=expected_epoch, evidence=evidence
+    )
     return [Emit(work_stream(work.work_id), event)]

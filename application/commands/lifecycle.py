@@ -193,10 +193,12 @@ class LifecycleCommands(SubmissionCommands):
     def time_out(self, execution_id: str, epoch: int) -> AppendResult:
         return self.tx.fenced(execution_id, lambda w, n, now: lifecycle.time_out(w, n, epoch, now))
 
-    def confirm_stopped(self, execution_id: str, expected_epoch: int) -> AppendResult:
+    def confirm_stopped(
+        self, execution_id: str, expected_epoch: int, evidence: str = "verified"
+    ) -> AppendResult:
         def decide() -> tuple[list[Emit], dict[str, int]]:
             work, number = self.tx.execution(execution_id)
-            emits = lifecycle.confirm_stopped(work, number, expected_epoch)
+            emits = lifecycle.confirm_stopped(work, number, expected_epoch, evidence)
             return emits, {work_stream(work.work_id): work.version}
 
         return self.tx.transact(decide)

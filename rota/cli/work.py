@@ -171,6 +171,33 @@ def cmd_interrupt(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_confirm_stopped(args: argparse.Namespace) -> int:
+    """Vouch that the Work's ended attempt's processes are gone, freeing its slot (for an
+    attempt whose stop no executor can verify: its host is gone for good)."""
+    with open_rota(args) as scheduler:
+        view = work_view(scheduler, args.work)
+        attempt = view.attempts[-1] if view.attempts else None
+        if attempt is None or attempt.state != "ended":
+            state = "has no attempt" if attempt is None else f"'s attempt is {attempt.state}"
+            raise RotaError(
+                f"Work {args.work!r} {state}: only an ended attempt's stop can be confirmed",
+                code=DomainCode.NOT_ENDED,
+            )
+        done = attempt.stop_confirmed
+        if not done:
+            scheduler.confirm_stopped(attempt.execution, attempt.epoch, by=args.by)
+        view = work_view(scheduler, args.work)
+    if args.json:
+        print_json(view)
+    elif done:
+        print(f"{args.work}: attempt {attempt.number}'s stop was already confirmed")
+    else:
+        print(
+            f"{args.work}: attempt {attempt.number}'s stop confirmed by {args.by}; its slot is free"
+        )
+    return 0
+
+
 def cmd_capacity(args: argparse.Namespace) -> int:
     with open_rota(args) as scheduler:
         view = scheduler.capacity()
@@ -280,6 +307,19 @@ def register(commands: Any) -> None:
     interrupt = commands.add_parser("interrupt", help="fence and interrupt the running attempt")
     interrupt.add_argument("work", metavar="WORK")
     _operator_options(interrupt, cmd_interrupt)
+
+    confirm = commands.add_parser(
+        "confirm-stopped",
+        help="vouch that the ended attempt's processes are gone (frees its slot)",
+        description="Record that the Work's ended attempt's processes are gone (evidence "
+        "'operator: BY' in core.execution.stop_confirmed), freeing its capacity slot. Only "
+        "for an attempt no executor can verify the stop of (its host is gone for good): "
+        "check first that nothing of it runs. See docs/operator.md.",
+    )
+    confirm.add_argument("work", metavar="WORK")
+    confirm.add_argument("--by", default="operator", help="who vouches (recorded in the log)")
+    confirm.add_argument("--json", action="store_true")
+    confirm.set_defaults(handler=cmd_confirm_stopped)
 
     capacity = commands.add_parser(
         "capacity",

@@ -195,6 +195,12 @@ class SchedulerOperations(SchedulerReads):
         """
         return LeaseHold(self.service, execution_id, epoch, cancel=cancel)
 
-    def confirm_stopped(self, execution_id: str, expected_epoch: int) -> None:
-        """Record verified stop evidence for an ended attempt, freeing its slot."""
-        self.service.lifecycle.confirm_stopped(execution_id, expected_epoch)
+    def confirm_stopped(
+        self, execution_id: str, expected_epoch: int, *, by: str | None = None
+    ) -> None:
+        """Record verified stop evidence for an ended attempt, freeing its slot. `by`: a
+        person vouches that its processes are gone (recorded as evidence `operator: BY`),
+        where no executor could verify the stop (its host is gone for good)."""
+        evidence = "verified" if by is None else f"operator: {by}"
+        self.service.lifecycle.confirm_stopped(execution_id, expected_epoch, evidence)
+        self.host.wake.set()
