@@ -97,6 +97,26 @@ def wait_for(worker: threading.Thread, ended: threading.Event, wake: int) -> Non
     worker.join()
 
 
+def until_stopped(stop: threading.Event) -> None:
+    """Block the main thread until a signal handler sets `stop`, whichever thread the kernel
+    delivered the signal to (as `wait_for`: a wait on the signal wakeup pipe, which the
+    signal's C handler writes to in any thread; `Event.wait` is a lock wait only the main
+    thread's own signals interrupt, so a SIGTERM taken by uvicorn's thread went unseen)."""
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    previous = signal.set_wakeup_fd(write)
+    try:
+        while not stop.is_set():
+            select.select([read], [], [])
+            with contextlib.suppress(BlockingIOError):
+                os.read(read, 512)
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(read)
+        os.close(write)
+
+
 def run_in_foreground(scheduler: Scheduler, status: Status, *, drain: float = 0.0) -> None:
     """`Scheduler.run` on a worker thread until SIGTERM/SIGINT; handlers restored after."""
     stop = threading.Event()
@@ -185,4 +205,12 @@ def run(
             status.say("stopped", "stopped")
 
 
-__all__ = ["Status", "json_record", "run", "run_in_foreground", "stop_on_signals", "wait_for"]
+__all__ = [
+    "Status",
+    "json_record",
+    "run",
+    "run_in_foreground",
+    "stop_on_signals",
+    "until_stopped",
+    "wait_for",
+]

@@ -49,7 +49,7 @@ def check_http(args: argparse.Namespace, listen: str | None) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from rota.foreground import stop_on_signals
+    from rota.foreground import stop_on_signals, until_stopped
 
     listen = check_http(args, args.listen)
     stop = threading.Event()
@@ -58,8 +58,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server = start_http(scheduler, args, listen, status, read_only=True)
             try:
                 with stop_on_signals(stop.set):
-                    while not stop.wait(3600):
-                        pass
+                    until_stopped(stop)
             finally:
                 server.stop()
         status.say("stopped", "stopped")
