@@ -54,11 +54,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     listen = check_http(args, args.listen)
     stop = threading.Event()
     with run_logging(args) as status:
-        with open_rota(args, read_only=True) as scheduler:
+        # The handlers first: once it says where it listens, a SIGTERM stops it gracefully.
+        with stop_on_signals(stop.set), open_rota(args, read_only=True) as scheduler:
             server = start_http(scheduler, args, listen, status, read_only=True)
             try:
-                with stop_on_signals(stop.set):
-                    until_stopped(stop)
+                until_stopped(stop)
             finally:
                 server.stop()
         status.say("stopped", "stopped")

@@ -70,14 +70,18 @@ def test_every_stderr_line_is_json_the_http_servers_too(
     assert process.stderr is not None
     said: list[str] = []
     try:
+        url = ""
+        ready = command[0] == "serve"  # (serve says where it listens once it can stop)
         for line in process.stderr:
             said.append(line)
             record = json.loads(line)
             if record["message"] == "http listening":
                 url = str(record["url"])
+            ready = ready or record["message"] == "running"  # rota run's signal handlers
+            if url and ready:
                 break
         else:
-            raise AssertionError(f"never said where it listens: {said}")
+            raise AssertionError(f"never said where it listens and that it runs: {said}")
         host, port = url.removeprefix("http://").rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=TIMEOUT) as sock:
             sock.sendall(b"NOT HTTP\r\n\r\n")
