@@ -47,6 +47,7 @@ from rota.domain.schedule_specs import (
     times_after,
     times_between,
 )
+from rota.domain.state import WorkState
 from rota.projections.schedules_projection import ScheduleRow, schedule_stream, source_of
 
 REASONS = {
@@ -67,9 +68,11 @@ class ScheduleMetricsRead(msgspec.Struct, frozen=True, kw_only=True):
     owner: str
 
 
-def schedule_view(row: ScheduleRow) -> ScheduleView:
+def schedule_view(row: ScheduleRow, works: Mapping[str, WorkState]) -> ScheduleView:
+    """The view of `row`, its health judged against the Works its fires fed."""
     d = row.definition
     state = "quarantined" if row.quarantined else "paused" if row.paused else "active"
+    found = schedule_health.assess(row, works)
     return ScheduleView(
         name=row.name,
         state=state,
@@ -90,18 +93,17 @@ def schedule_view(row: ScheduleRow) -> ScheduleView:
         skipped=row.skipped,
         last_fired=rfc3339(row.last_fired) if row.last_fired else None,
         quarantined=row.quarantined,
+        health=found.status,
+        health_reason=found.reason,
     )
-
-
-def _rows(service: SchedulerService) -> list[ScheduleRow]:
-    with service.lock:
-        service.catch_up()
-        return sorted(service.schedules.projection.active(), key=lambda r: r.name)
 
 
 def rows(service: SchedulerService) -> list[ScheduleView]:
     """Every schedule's view, by name, at the log head."""
-    return [schedule_view(row) for row in _rows(service)]
+    with service.lock:
+        service.catch_up()
+        found = sorted(service.schedules.projection.active(), key=lambda r: r.name)
+        return [schedule_view(row, service.projection.works) for row in found]
 
 
 def show(service: SchedulerService, name: str) -> ScheduleView:
@@ -124,7 +126,8 @@ def show(service: SchedulerService, name: str) -> ScheduleView:
             )
             for d in row.versions
         ]
-        return msgspec.structs.replace(schedule_view(row), versions=versions)
+        view = schedule_view(row, service.projection.works)
+        return msgspec.structs.replace(view, versions=versions)
 
 
 def next_times(service: SchedulerService, name: str, count: int = 10) -> list[UpcomingTime]:

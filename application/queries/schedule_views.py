@@ -48,6 +48,10 @@ class ScheduleView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     skipped: int
     last_fired: str | None
     quarantined: str | None
+    # Its health (rota.application.queries.schedule_health): `stuck` or `quarantined` with
+    # the reason; left out of the JSON while `ok`.
+    health: str = "ok"
+    health_reason: str | None = None
     versions: list[ScheduleVersion] | UnsetType = UNSET
 
 

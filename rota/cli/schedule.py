@@ -47,10 +47,11 @@ def _print(value: Any, as_json: bool, lines: list[str]) -> int:
 
 def _line(view: ScheduleView) -> str:
     extra = f" ({view.quarantined})" if view.quarantined else ""
+    stuck = f"; STUCK: {view.health_reason}" if view.health == "stuck" else ""
     return (
         f"{view.name}: {view.state}{extra}, v{view.version} {view.spec!r} "
         f"{view.timezone} -> {view.binding}, boundary {view.boundary}, "
-        f"{view.fired} fired, {view.skipped} skipped"
+        f"{view.fired} fired, {view.skipped} skipped{stuck}"
     )
 
 

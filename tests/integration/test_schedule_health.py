@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 
 import rota
@@ -74,12 +75,19 @@ def test_a_run_that_does_not_end_makes_its_schedule_stuck_after_three_overlaps(
     assert stuck.reason == "the newest 3 nominal times did not run: 3 skipped (overlap)"
     said = _doctor_says(scheduler)
     assert said == f"fail: tick stuck ({stuck.reason})", said  # doctor agrees, word for word
+    (listed,) = scheduler.schedules.list()  # `rota schedule list/show` carry it too
+    shown = scheduler.schedules.show("tick")
+    for view in (listed, shown):
+        assert (view.state, view.health, view.health_reason) == ("active", "stuck", stuck.reason)
     gate.set()  # the run ends; the next nominal time fires and runs
     scheduler.run_until_idle(timeout=30)
     clock.advance(60)
     scheduler.run_until_idle(timeout=30)
     assert _health(scheduler)["tick"].status == "ok"
     assert _doctor_says(scheduler).startswith("ok")
+    healthy = scheduler.schedules.show("tick")
+    assert (healthy.health, healthy.health_reason) == ("ok", None)
+    assert "health" not in msgspec.to_builtins(healthy)  # left out of the JSON while ok
 
 
 def test_fires_piling_up_as_pending_make_a_schedule_stuck(
