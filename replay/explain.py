@@ -24,7 +24,7 @@ from rota.application.ports import EventStore, ProjectionStore
 from rota.application.queries.explain import ReadyLook, ready_look
 from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp, parse_timestamp
-from rota.domain import admission
+from rota.domain import admission, waits
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.evolve import evolve
 from rota.domain.recovery import failed_recoveries
@@ -120,7 +120,8 @@ def explain(
     elif state == "retry_wait":
         _retrying(work, story, say)
     elif state in ("running", "waiting"):
-        _live(attempts[-1], state, now or store.now(), say)
+        wait = work.current.wait if work.current is not None else None
+        _live(attempts[-1], state, now or store.now(), say, waits.describe(wait))
         _pinned(work, attempts[-1], service, say)
     elif state == "ready" and not work.startable and attempts:
         _unverified(work, attempts[-1], say)
@@ -213,12 +214,14 @@ def _retrying(work: WorkState, story: WorkHistory, say: Any) -> None:
     say(Statement("retrying", text, cited))
 
 
-def _live(attempt: AttemptHistory, state: str, now: datetime, say: Any) -> None:
+def _live(
+    attempt: AttemptHistory, state: str, now: datetime, say: Any, waits_for: str = "any input"
+) -> None:
     segment = attempt.segments[-1] if attempt.segments else None
     cited = [attempt.claimed]
     if state == "waiting":
         out = attempt.outcome
-        text = f"parked: attempt {attempt.number} waits for input"
+        text = f"parked: attempt {attempt.number} waits for {waits_for}"
         cited += [out.position] if out else []
         say(Statement("waiting", text, cited))
         return

@@ -297,3 +297,14 @@ def test_an_inject_into_a_parked_attempt_with_a_request_id_repeats_from_the_log(
         scheduler.inject("w", {"ok": True}, request_id="ticket-1")  # another payload
     assert caught.value.code == "request_id_reused"
     assert scheduler.store.head() == head
+
+
+def test_explain_names_what_a_parked_attempt_waits_for(scheduler: rota.Scheduler) -> None:
+    from rota.replay.explain import explain
+
+    seen: list[list[Any]] = []
+    scheduler.register("agent", waiter([rota.KeyWait(key="approval")], seen))
+    scheduler.submit("w", binding="agent", input="start")
+    settle(scheduler, lambda: state(scheduler) == "waiting")
+    (waiting,) = [s for s in explain(scheduler.store, "w").statements if s.kind == "waiting"]
+    assert waiting.text == "parked: attempt 1 waits for input key 'approval'"
