@@ -383,8 +383,14 @@ class Scheduler(SchedulerOperations):
         Before its first pass it records (`core.binding.served`, once per name ever) the
         bindings it can run, so that a submit from another process accepts Work on them.
         """
-        self._registry.record_served()
+        self.record_served()
         self._daemon.run(stop, drain=drain)
+
+    def record_served(self) -> int:
+        """Record that this scheduler runs its bindings (`core.binding.served`, once per
+        name ever), so a submit from another process accepts Work on them; `run()` does it
+        before its first pass. Returns how many were new."""
+        return self._registry.record_served()
 
     @property
     def daemon(self) -> DaemonLoop:

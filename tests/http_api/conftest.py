@@ -99,6 +99,9 @@ def scheduler(tmp_path: Path) -> Iterator[rota.Scheduler]:
 def api(scheduler: rota.Scheduler, tmp_path: Path) -> Iterator[Api]:
     """The daemon's API: the loop runs on a thread, as under `rota run --http`."""
     stop = threading.Event()
+    # What `run` records before its first pass, recorded here first: a test's view of the
+    # log (`Api.head`) is then not raced by the loop's start.
+    scheduler.record_served()
     loop = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
     loop.start()
     served = start_api(scheduler, tmp_path)

@@ -19,3 +19,13 @@ def test_a_submit_to_a_binding_known_nowhere_is_409_and_records_nothing(idle_api
     accepted = client.post("/v1/works", json=body, headers={"Idempotency-Key": "k2"})
     assert accepted.status_code == 200, accepted.text
     assert accepted.json()["work"]["waiting"]["code"] == "unknown_binding"
+
+
+def test_record_served_is_what_run_records_first(idle_api: Api) -> None:
+    scheduler = idle_api.scheduler
+    scheduler.register("later-served", lambda ctx: None)
+    assert scheduler.record_served() >= 1  # its bindings, once per name ever
+    head = scheduler.store.head()
+    assert scheduler.record_served() == 0  # nothing new: nothing appended
+    assert scheduler.store.head() == head
+    assert scheduler.service.lifecycle.served("later-served")
