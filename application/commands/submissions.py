@@ -105,17 +105,32 @@ class SubmissionCommands:
 
     def record_served(self, bindings: Sequence[str]) -> int:
         """Record `core.binding.served` for each of `bindings` the log has not recorded yet
-        (once per name, ever: its delivery identity); returns how many were recorded."""
-        new = [name for name in sorted(set(bindings)) if not self.served(name)]
+        (once per name, ever: its delivery identity); returns how many were recorded.
+
+        Schedulers starting together race to record the same name, each with its own
+        owner: the loser's append is a `DeliveryConflict` on the identity the winner
+        recorded, which is what this wants recorded, so it asks again for the names still
+        missing (each round one name at least is recorded by someone, so it ends)."""
         owner = self.config.owner
+        for _ in range(len(set(bindings)) + 1):
+            new = [name for name in sorted(set(bindings)) if not self.served(name)]
+            if not new:
+                return 0
 
-        def decide() -> tuple[list[Emit], dict[str, int]]:
-            return [
-                Emit(f"binding/{name}", BindingServed(binding=name, owner=owner), identity(name))
-                for name in new
-            ], {}
+            def decide(new: list[str] = new) -> tuple[list[Emit], dict[str, int]]:
+                return [
+                    Emit(
+                        f"binding/{name}", BindingServed(binding=name, owner=owner), identity(name)
+                    )
+                    for name in new
+                ], {}
 
-        return self.tx.transact(decide).written if new else 0
+            try:
+                return self.tx.transact(decide).written
+            except DeliveryConflict as conflict:
+                if not conflict.delivery_id.startswith("binding/"):
+                    raise
+        return 0
 
     def served(self, binding: str) -> bool:
         """Whether some scheduler serving this store has recorded that it runs `binding`."""

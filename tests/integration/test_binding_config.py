@@ -190,3 +190,31 @@ def test_a_custom_executor_refusing_its_config_at_launch_fails_permanently(
             "then retry the Work",
         }
         assert "core.retry.armed" not in types(s)
+
+
+def test_record_served_racing_another_owner_records_each_name_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two schedulers starting together both see "a" unrecorded; the other records it
+    # first, with its own owner. The loser's append conflicts on "a"'s identity: it
+    # records what is still missing ("b") instead of failing its start.
+    store = f"sqlite:///{tmp_path / 'race.db'}"
+    with rota.open(store, owner="first") as first, rota.open(store, owner="second") as second:
+        lifecycle = second.service.lifecycle
+        real = lifecycle.served
+        stale = {"a"}
+
+        def served_seen_before_the_other(binding: str) -> bool:
+            if binding in stale:
+                stale.discard(binding)
+                first.service.lifecycle.record_served(["a"])
+                return False
+            return real(binding)
+
+        monkeypatch.setattr(lifecycle, "served", served_seen_before_the_other)
+        assert lifecycle.record_served(["a", "b"]) == 1
+        served = [e for e in second.events() if e.type == "core.binding.served"]
+        assert sorted((e.data["binding"], e.data["owner"]) for e in served) == [
+            ("a", "first"),
+            ("b", "second"),
+        ]
