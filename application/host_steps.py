@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -90,9 +89,9 @@ class StopVerification:
 
     def run(self, report: Report) -> None:
         projection = self.service.projection
-        now = time.monotonic()
+        now = self.launches.ticks()  # the host's clock (injected), not the machine's
         for holders in list(projection.slots.values()):
-            for execution_id in list(holders):
+            for execution_id in sorted(holders):  # in id order: the same order every run
                 found = projection.attempt(execution_id)
                 if found is None:
                     continue
