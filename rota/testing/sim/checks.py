@@ -1,0 +1,133 @@
+"""The checks of a run: the named invariants after every event, and the world's own.
+
+After every step the world calls `after_step()`: the events the step appended are read
+from the log (through a handle no fault touches) and handed one by one, with their raw
+rows, to the invariant `Checker` (`rota.testing.sim.invariants`), and folded into a
+reference projection. Then the checks only the world can make:
+
+- `no_internal_error`: a pass or a launcher task of the engine raised something that is
+  not a `RotaError` (an `AttributeError` inside a pass is a bug, whatever the daemon loop
+  does with it in production);
+- `projection_matches_log`: every live host's projection, once caught up, equals a fold
+  of the log (checked every `DIGEST_EVERY` steps and at rest);
+- `acknowledged_not_lost` (at rest): every Work whose submit a client saw answered is in
+  the log;
+- `rebuild_matches_live` (at rest): a rebuild from position 0 equals the live fold.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rota.application.timestamps import recorded_times
+from rota.projections.scheduler import SchedulerProjection
+from rota.replay.rebuild import folded
+from rota.testing.sim.invariants import INVARIANTS, Checker, Violation
+
+if TYPE_CHECKING:
+    from rota.application.host import TickReport
+    from rota.testing.sim.hosts import SimHost
+    from rota.testing.sim.world import World
+
+DIGEST_EVERY = 64
+PAGE = 1000
+WORLD_CHECKS = {
+    "no_internal_error": "A pass or a launcher task never raises anything but a RotaError.",
+    "projection_matches_log": "Every live host's caught-up projection equals a fold of the log.",
+    "acknowledged_not_lost": "Every Work whose submit was answered is in the log.",
+    "rebuild_matches_live": "A rebuild from position 0 equals the live fold of the log.",
+}
+
+
+def names() -> dict[str, str]:
+    """Every check a run makes, by name, with its one-line statement."""
+    return {**INVARIANTS, **WORLD_CHECKS}
+
+
+class Checks:
+    """The checks of one world (module docstring)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.checker = Checker(world.settings)
+        self.reference = SchedulerProjection()
+        self.position = 0
+        self.steps = 0
+
+    def after_step(self) -> Violation | None:
+        """Check what the last step appended, then the world's checks; the first violation."""
+        self.steps += 1
+        found = self._new_events()
+        if found is not None:
+            return found
+        for host in self.world.hosts.values():
+            error = host.take_internal_error()
+            if error is not None:
+                return Violation(
+                    "no_internal_error", f"{host.owner}: {error}", (self.position,)
+                )
+        if self.steps % DIGEST_EVERY == 0:
+            return self._projections()
+        return None
+
+    def _new_events(self) -> Violation | None:
+        log = self.world.log
+        while True:
+            batch = log.read(self.position, PAGE)
+            if not batch:
+                return None
+            raws = log.read_raw(self.position, len(batch))
+            times = recorded_times(batch, {})
+            for recorded, raw, at in zip(batch, raws, times, strict=True):
+                violations = self.checker.observe(recorded, raw)
+                self.reference.apply(
+                    recorded.position, recorded.stream, recorded.version, at, recorded.event
+                )
+                self.position = recorded.position
+                if violations:
+                    return violations[0]
+
+    def _projections(self) -> Violation | None:
+        expected: str | None = None
+        for host in self.world.live_hosts():
+            projection = host.service.projection
+            if projection.position != self.position:
+                continue  # not caught up: its next pass is
+            if expected is None:
+                self.reference.settle()
+                expected = self.reference.digest()
+            if projection.digest() != expected:
+                return Violation(
+                    "projection_matches_log",
+                    f"{host.owner}'s projection at position {self.position} differs from a "
+                    "fold of the log",
+                    (self.position,),
+                )
+        return None
+
+    def note_report(self, host: SimHost, report: TickReport) -> None:
+        """What a pass reported (its step errors are store faults or refusals)."""
+
+    def at_rest(self) -> Violation | None:
+        """The checks of a finished run (module docstring)."""
+        found = self._new_events() or self._projections()
+        if found is not None:
+            return found
+        missing = sorted(w for w in self.world.acknowledged if w not in self.reference.works)
+        if missing:
+            return Violation(
+                "acknowledged_not_lost",
+                f"{len(missing)} answered submits are not in the log: {', '.join(missing[:5])}",
+                (self.position,),
+            )
+        rebuilt, _ = folded(self.world.log)
+        self.reference.settle()
+        if rebuilt.digest() != self.reference.digest():
+            return Violation(
+                "rebuild_matches_live",
+                "a rebuild from position 0 differs from the live fold",
+                (self.position,),
+            )
+        violations = self.checker.at_rest(self.world.clock.now())
+        return violations[0] if violations else None
+

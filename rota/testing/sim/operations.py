@@ -1,0 +1,204 @@
+"""The workload's actions, performed on a simulated deployment.
+
+Clients and operators reach the engine through a live host's service, as the HTTP API
+and the CLI do; a call can fail as any call can (a store fault, a crash of that host),
+and a client whose submit was not answered submits again later, with the same Work id:
+the submit is idempotent, so nothing may be doubled or lost. An operator vouches for a
+stop (`confirm_stopped`) only when nothing of the attempt runs: the simulated operator
+is careful, as the runbook asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rota.application.errors import StoreError
+from rota.domain.errors import Refusal, RotaError
+from rota.domain.submission import SubmitWork, WorkInput
+from rota.testing.sim.faults import SimCrash
+from rota.testing.sim.hosts import SimHost
+from rota.testing.sim.workload import bindings
+
+if TYPE_CHECKING:
+    from rota.testing.sim.world import World
+
+RETRY_AFTER = 7.0  # seconds before a client or operator whose call failed tries again
+BY = "sim-operator"
+
+
+def perform(world: World, kind: str, args: dict[str, Any]) -> None:
+    """Perform one action (see `rota.testing.sim.workload` for the kinds)."""
+    chaos = CHAOS.get(kind)
+    if chaos is not None:
+        chaos(world, args)
+        return
+    hosts = world.live_hosts()
+    if not hosts:
+        world.workload.add(world.clock.t + RETRY_AFTER, kind, **args)
+        return
+    host = hosts[world.random.randrange(len(hosts))]
+    call = CALLS[kind]
+    try:
+        answered = call(world, host, args)
+    except SimCrash as crash:
+        world.kill(host, crash.where)
+        answered = False
+    except Refusal:
+        world.count(f"refused {kind}")
+        return
+    except (StoreError, RotaError):
+        answered = False
+    if not answered and kind in RETRIED:
+        world.workload.add(world.clock.t + RETRY_AFTER, kind, **args)
+    host.host.wake.set()
+
+
+def submit(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    command = SubmitWork(
+        work_id=args["work_id"],
+        binding=args["binding"],
+        scope=args["scope"],
+        safety=args["safety"],
+        inputs=(WorkInput(payload=args["payload"]),),
+    )
+    host.service.lifecycle.submit(command)
+    world.acknowledged[command.work_id] = world.acknowledged.get(command.work_id, 0) + 1
+    return True
+
+
+def define_schedule(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    definition = {k: v for k, v in args.items() if v is not None and k != "name"}
+    host.service.schedules.define(args["name"], actor=BY, source="api", **definition)
+    return True
+
+
+def cancel(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    host.service.admission.cancel(args["target"], reason="simulated operator", by=BY)
+    return True
+
+
+def interrupt(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    host.service.control.interrupt(args["target"], by=BY)
+    return True
+
+
+def retry(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    host.service.lifecycle.request_retry(args["target"], requested_by=BY)
+    return True
+
+
+def release_hold(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    host.service.recovery.release_hold(args["target"], by=BY)
+    return True
+
+
+def confirm_stopped(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    """Vouch for the stop of the Work's ended attempt, only if nothing of it runs."""
+    work = host.service.projection.works.get(args["target"])
+    attempt = work.current if work is not None else None
+    if attempt is None or attempt.live or attempt.stop_confirmed:
+        return True
+    if world.machine.running(attempt.execution_id):
+        world.count("operator declined to confirm a stop")
+        return True
+    host.service.lifecycle.confirm_stopped(attempt.execution_id, attempt.epoch, f"operator: {BY}")
+    return True
+
+
+def pause_schedule(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    host.service.schedules.pause(args["target"], actor=BY, reason="simulated operator")
+    return True
+
+
+def resume_schedule(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    host.service.schedules.resume(args["target"], actor=BY, reason="simulated operator")
+    return True
+
+
+def reload(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    """A configuration reload on every live daemon: each binding's config changes, a new
+    generation; attempts pinned to the old one keep their executors."""
+    world.generation = args["generation"]
+    for each in world.live_hosts():
+        service = each.service
+        with service.configuring():
+            before = service.generation
+            for binding in bindings(world.generation).values():
+                service.set_binding(binding)
+            each.host.keep_generation(before, dict(each.executors))
+    return True
+
+
+# -- chaos: the machine room ---------------------------------------------------------------
+
+
+def crash(world: World, args: dict[str, Any]) -> None:
+    host = world.hosts.get(args["host"])
+    if host is not None and host.alive:
+        world.kill(host, "by chaos (SIGKILL)")
+
+
+def start(world: World, args: dict[str, Any]) -> None:
+    host = world.hosts.get(args["host"])
+    if host is None or not host.alive:
+        world.start_host(args["host"])
+
+
+def pause(world: World, args: dict[str, Any]) -> None:
+    """SIGSTOP: the host does nothing until it resumes, past its leases."""
+    host = world.hosts.get(args["host"])
+    if host is not None and host.alive and not host.stopped(world.clock.t):
+        lease = world.settings.lease_seconds
+        host.paused_until = world.clock.t + world.random.uniform(0.5 * lease, 4 * lease)
+        world.count("pauses")
+
+
+def restart(world: World, args: dict[str, Any]) -> None:
+    """SIGTERM, then the daemon is started again a little later."""
+    host = world.hosts.get(args["host"])
+    if host is None or not host.alive:
+        return
+    world.dead.add(host.owner)
+    try:
+        host.stop_gracefully()
+    except SimCrash:
+        pass  # it died while stopping
+    except Exception:  # noqa: S110 (a stop that failed is a process that exited anyway)
+        pass
+    world.machine.host_died(host.owner)
+    world.count("graceful restarts")
+    world.workload.add(world.clock.t + world.random.uniform(0.5, 20.0), "start", host=host.name)
+
+
+def step_forward(world: World, args: dict[str, Any]) -> None:
+    world.clock.step(world.random.uniform(5.0, 900.0))
+    world.count("clock steps")
+
+
+def step_back(world: World, args: dict[str, Any]) -> None:
+    world.clock.step(-world.random.uniform(5.0, 900.0))
+    world.count("clock steps")
+
+
+CALLS: dict[str, Callable[[World, SimHost, dict[str, Any]], bool]] = {
+    "submit": submit,
+    "define_schedule": define_schedule,
+    "cancel": cancel,
+    "interrupt": interrupt,
+    "retry": retry,
+    "release_hold": release_hold,
+    "confirm_stopped": confirm_stopped,
+    "pause_schedule": pause_schedule,
+    "resume_schedule": resume_schedule,
+    "reload": reload,
+}
+CHAOS: dict[str, Callable[[World, dict[str, Any]], None]] = {
+    "crash": crash,
+    "start": start,
+    "pause": pause,
+    "restart": restart,
+    "step_forward": step_forward,
+    "step_back": step_back,
+}
+RETRIED = frozenset({"submit", "define_schedule", "reload"})

@@ -1,0 +1,172 @@
+"""What happens to a simulated deployment from outside: clients, operators, chaos.
+
+A `Workload` is drawn once from the run's seeded random source, before the run: a
+timeline of `Action`s (submits and duplicate submits, operator commands, schedule
+pauses, configuration reloads, host crashes, pauses, graceful restarts and wall-clock
+steps). The world performs each when true time reaches it, on a live host picked by the
+same random source. What the engine decides is never part of the workload; only what a
+person, a client or the machine room does to it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+from rota.domain.events.admission import Budget
+from rota.domain.policy import Binding, RetryPolicy, Settings
+
+SCOPES = ("root", "team-a", "team-b")
+SAFETIES = ("undeclared", "idempotent", "deduplicated")
+ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Australia/Sydney")
+OPERATOR = ("cancel", "interrupt", "retry", "release_hold", "confirm_stopped")
+CHAOS = ("crash", "pause", "restart", "step_forward", "step_back")
+
+
+@dataclass(order=True)
+class Action:
+    """One thing done at true time `t` (seconds since the run began)."""
+
+    t: float
+    seq: int
+    kind: str = field(compare=False)
+    args: dict[str, Any] = field(compare=False, default_factory=dict)
+
+
+@dataclass
+class Shape:
+    """The size of a run (the CLI's options)."""
+
+    hosts: int = 3
+    works: int = 100
+    schedules: int = 10
+    hours: float = 6.0
+    operators: int = 40
+    chaos: int = 30
+    reloads: int = 3
+    faults: bool = True
+
+
+def settings() -> Settings:
+    """Small limits, so that capacity, scopes and leases are contended."""
+    return Settings(
+        concurrency=4,
+        job_concurrency=3,
+        lease_seconds=30.0,
+        timeout_seconds=900.0,
+        scope_limits={"team-a": 2},
+        crash_loop_limit=5,
+        recovery_failure_limit=3,
+    )
+
+
+def bindings(reload: int = 0) -> dict[str, Binding]:
+    """The bindings Works run on; `reload` changes their config (a new generation)."""
+    config = {"reload": reload}
+    lost = RetryPolicy(max_attempts=3, delays=(10.0, 30.0), retry_on_lost=True)
+    once = RetryPolicy(max_attempts=2, delays=(5.0,))
+    return {
+        "calls-retry": Binding(
+            name="calls-retry", executor="sim-calls", config=config, retry=lost,
+            timeout_seconds=600.0,
+        ),
+        "calls-once": Binding(
+            name="calls-once", executor="sim-calls", config=config, retry=once,
+            timeout_seconds=120.0,
+        ),
+        "jobs-retry": Binding(
+            name="jobs-retry", executor="sim-jobs", config=config, retry=lost,
+            timeout_seconds=900.0,
+        ),
+        "jobs-once": Binding(
+            name="jobs-once", executor="sim-jobs", config=config, retry=once,
+            timeout_seconds=300.0,
+        ),
+    }  # fmt: skip
+
+
+def budgets() -> list[Budget]:
+    return [Budget(id="tokens", unit="tokens", max=1500.0, per="scope", period="day")]
+
+
+class Workload:
+    """The timeline of one run (module docstring)."""
+
+    def __init__(self, random: Random, shape: Shape) -> None:
+        self.random = random
+        self.shape = shape
+        self.horizon = shape.hours * 3600.0
+        self.actions: list[Action] = []
+        self._seq = 0
+        self.work_ids: list[str] = []
+        self.schedule_names: list[str] = []
+        self._draw()
+
+    def add(self, t: float, kind: str, **args: Any) -> None:
+        """Add an action (the world adds retries of failed client calls this way)."""
+        self._seq += 1
+        bisect.insort(self.actions, Action(t, self._seq, kind, args))
+
+    def due(self, t: float) -> list[Action]:
+        """The actions whose time has come, in order (taken off the timeline)."""
+        cut = 0
+        while cut < len(self.actions) and self.actions[cut].t <= t:
+            cut += 1
+        taken, self.actions = self.actions[:cut], self.actions[cut:]
+        return taken
+
+    def next_at(self) -> float | None:
+        return self.actions[0].t if self.actions else None
+
+    def _at(self, share: float = 1.0) -> float:
+        return round(self.random.uniform(0.0, self.horizon * share), 3)
+
+    def _draw(self) -> None:
+        random, shape = self.random, self.shape
+        for i in range(shape.schedules):
+            name = f"s{i}"
+            self.schedule_names.append(name)
+            every = random.choice((None, "5m", "17m", "1h"))
+            cron = None if every else random.choice(("30 2 * * *", "*/20 * * * *", "0 * * * *"))
+            self.add(
+                0.0,
+                "define_schedule",
+                name=name,
+                binding=random.choice(("calls-retry", "jobs-retry", "calls-once")),
+                every=every,
+                cron=cron,
+                timezone=random.choice(ZONES),
+                catchup=random.choice(("latest", "all", "skip")),
+                overlap=random.choice(("skip", "allow")),
+            )
+        for i in range(shape.works):
+            work_id = f"w{i}"
+            self.work_ids.append(work_id)
+            t = self._at(0.8)
+            submit = {
+                "work_id": work_id,
+                "binding": random.choice(("calls-retry", "calls-once", "jobs-retry", "jobs-once")),
+                "scope": random.choice(SCOPES),
+                "safety": random.choice(SAFETIES),
+                "payload": {"n": i},
+            }
+            self.add(t, "submit", **submit)
+            if random.random() < 0.15:  # a client that did not hear back submits again
+                self.add(t + random.uniform(0.0, 120.0), "submit", **submit)
+        for _ in range(shape.operators):
+            kind = random.choice((*OPERATOR, "pause_schedule", "resume_schedule"))
+            target = random.choice(self.work_ids) if self.work_ids else None
+            if kind.endswith("_schedule"):
+                target = random.choice(self.schedule_names) if self.schedule_names else None
+            if target is not None:
+                self.add(self._at(), kind, target=target)
+        for reload in range(1, shape.reloads + 1):
+            self.add(self._at(), "reload", generation=reload)
+        if not shape.faults:
+            return
+        hosts = [f"h{i + 1}" for i in range(shape.hosts)]
+        for _ in range(shape.chaos):
+            kind = random.choice(CHAOS)
+            self.add(self._at(), kind, host=random.choice(hosts))

@@ -1,0 +1,221 @@
+"""One simulated run: hosts, machine, clock and faults, stepped by one seeded source.
+
+`World(seed, shape).run()` builds a deployment on a fresh in-memory log (or an SQLite
+file), draws its `Workload`, and then repeats one step until the horizon: it lists what
+could happen next (a host's cadence pass when the daemon loop would run one, a task on
+a host's launcher, a process ending, a due action of the workload) and lets the seeded
+`Random` pick one; when nothing can happen it moves true time to the next moment
+something can. After every step it reads the events the step appended and hands each
+to the invariant checker (`rota.testing.sim.checks`); the first violation stops the run.
+
+There are no threads, sleeps or wall-clock reads inside a run, and nothing iterates an
+unordered set, so a seed names one run: the same seed gives the same log byte for byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+from rota import bootstrap
+from rota.application.ports import EventStore
+from rota.infrastructure.memory.backend import forget
+from rota.testing.sim.checks import Checks, Violation
+from rota.testing.sim.clock import SimClock
+from rota.testing.sim.executors import ExecutorFaults, Machine
+from rota.testing.sim.faults import FaultPlan, FaultRates, SimCrash
+from rota.testing.sim.hosts import SimHost
+from rota.testing.sim.operations import perform
+from rota.testing.sim.workload import Shape, Workload, bindings, budgets, settings
+
+_RUNS = itertools.count(1)
+LOGGERS = ("rota", "rota.decisions", "rota.host", "rota.transactions")
+
+
+@dataclass
+class Outcome:
+    """What one run did (the CLI prints it)."""
+
+    seed: int
+    steps: int = 0
+    events: int = 0
+    simulated_seconds: float = 0.0
+    head_hash: str = ""
+    violation: Violation | None = None
+    faults: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class World:
+    """One run (module docstring)."""
+
+    def __init__(self, seed: int, shape: Shape | None = None, *, until: int | None = None) -> None:
+        self.seed = seed
+        self.shape = shape or Shape()
+        self.until = until  # stop once the log holds this position (replaying a failure)
+        self.random = Random(seed)
+        self.clock = SimClock()
+        rates = FaultRates.default() if self.shape.faults else FaultRates.none()
+        self.plan = FaultPlan(self.random, rates)
+        faults = ExecutorFaults.default() if self.shape.faults else ExecutorFaults()
+        self.machine = Machine(self.random, faults, now=lambda: self.clock.t)
+        self.url = f"memory://rota-sim-{seed}-{next(_RUNS)}"
+        self.log: EventStore = bootstrap.open_log(self.url, clock=self.clock)
+        self.settings = settings()
+        self.generation = 0
+        self.workload = Workload(self.random, self.shape)
+        self.hosts: dict[str, SimHost] = {}
+        self.instances: dict[str, int] = {}
+        self.dead: set[str] = set()
+        self.outcome = Outcome(seed)
+        self.checks = Checks(self)
+        self.acknowledged: dict[str, int] = {}  # Work id -> how often a submit was answered
+        for i in range(self.shape.hosts):
+            self.start_host(f"h{i + 1}")
+
+    # -- hosts -------------------------------------------------------------------------------
+
+    def start_host(self, name: str) -> SimHost:
+        """Start (or restart, under a new owner) the daemon of machine slot `name`."""
+        number = self.instances.get(name, 0) + 1
+        self.instances[name] = number
+        owner = name if number == 1 else f"{name}.{number}"
+        host = SimHost(
+            name,
+            owner,
+            self.log.reopened() or bootstrap.open_log(self.url, clock=self.clock),
+            self.plan,
+            self.machine,
+            settings=self.settings,
+            bindings=bindings(self.generation),
+            is_alive=self.is_alive,
+        )
+        with self.plan.disarmed():
+            host.service.admission.configure_budgets(budgets())
+        self.hosts[name] = host
+        return host
+
+    def is_alive(self, owner: str) -> bool:
+        return owner not in self.dead
+
+    def kill(self, host: SimHost, where: str) -> None:
+        """The host died (a crash): drop it; its calls die; restart it a while later."""
+        host.alive = False
+        host.store.dead = True
+        self.dead.add(host.owner)
+        self.machine.host_died(host.owner)
+        self.count("crashes")
+        self.workload.add(self.clock.t + self.random.uniform(1.0, 90.0), "start", host=host.name)
+
+    def live_hosts(self) -> list[SimHost]:
+        return [h for h in self.hosts.values() if h.alive and not h.stopped(self.clock.t)]
+
+    def count(self, what: str) -> None:
+        self.outcome.counts[what] = self.outcome.counts.get(what, 0) + 1
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        """Step until the horizon, a violation, or `until`; then check the run at rest."""
+        try:
+            with quiet():
+                while self.outcome.violation is None and self.clock.t < self.workload.horizon:
+                    if self.until is not None and self.checks.position >= self.until:
+                        break
+                    self.step()
+                    self.outcome.violation = self.checks.after_step()
+                if self.outcome.violation is None and self.until is None:
+                    self.outcome.violation = self.checks.at_rest()
+        finally:
+            self.finish()
+        return self.outcome
+
+    def finish(self) -> None:
+        outcome = self.outcome
+        outcome.events = self.checks.position
+        outcome.simulated_seconds = self.clock.t
+        outcome.head_hash = self.log.head().hash if self.checks.position else ""
+        outcome.faults = {**self.plan.counts, **self.machine.counts}
+        forget(self.url[len("memory://") :])
+
+    def step(self) -> None:
+        """Do one thing the seeded source picks, or move time on (module docstring)."""
+        self.outcome.steps += 1
+        t = self.clock.t
+        for action in self.workload.due(t):
+            self.act(action.kind, action.args)
+            return  # one action a step; the rest are due again next step
+        choices: list[tuple[str, Any]] = []
+        head = self.log.head().position
+        for host in self.live_hosts():
+            if host.wants_pass(head, t):
+                choices.append(("pass", host))
+            choices.extend(("task", (host, i)) for i in range(len(host.pool.tasks)))
+        choices.extend(("end", proc) for proc in self.machine.due())
+        if not choices:
+            self.advance()
+            return
+        kind, subject = choices[self.random.randrange(len(choices))]
+        if kind == "pass":
+            self.guarded(subject, lambda: self.pass_of(subject, head))
+        elif kind == "task":
+            host, index = subject
+            self.guarded(host, lambda: host.pool.run(index))
+        else:
+            self.machine.finish(subject)
+
+    def pass_of(self, host: SimHost, head: int) -> None:
+        report = host.tick()
+        failed = report is None
+        if report is not None:
+            self.checks.note_report(host, report)
+        host.after_pass(head, self.clock.t, failed)
+
+    def guarded(self, host: SimHost, fn: Any) -> None:
+        """Run host code; a simulated crash kills the host; any other escape is noted."""
+        try:
+            fn()
+        except SimCrash as crash:
+            self.kill(host, crash.where)
+
+    def advance(self) -> None:
+        """Nothing can happen now: move true time to the next moment something can."""
+        t = self.clock.t
+        moments = [self.workload.horizon]
+        upcoming = self.workload.next_at()
+        if upcoming is not None:
+            moments.append(upcoming)
+        end = self.machine.next_end()
+        if end is not None:
+            moments.append(end)
+        for host in self.hosts.values():
+            if host.alive:
+                moments.append(host.paused_until if host.stopped(t) else host.due_at)
+        nxt = min(m for m in moments if m is not None)
+        self.clock.advance_to(max(nxt, t + 0.001))
+
+    def act(self, kind: str, args: dict[str, Any]) -> None:
+        """Perform one action of the workload (`rota.testing.sim.operations`)."""
+        perform(self, kind, args)
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """rota's own log lines are off during a run (a run makes hundreds of thousands)."""
+    loggers = [logging.getLogger(name) for name in LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+__all__ = ["Outcome", "World"]
