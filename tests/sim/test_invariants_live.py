@@ -210,6 +210,51 @@ def test_a_result_reported_twice_in_one_batch_is_recorded_once() -> None:
     assert found == [], [str(v) for v in found]
 
 
+class QuickAdoptable(rota.Executor):
+    """An adoptable executor (`recover`) whose launch finishes at once: it reports its
+    result from inside `launch` and persists no recovery metadata (nothing is left to
+    adopt). The launcher then reports a second result for the same attempt and epoch
+    (`launch_unacknowledged`, holding resources)."""
+
+    capabilities = frozenset({"recover"})
+    inline = True
+
+    def __init__(self) -> None:
+        self.name = "quick"
+
+    def launch(self, ctx: rota.LaunchContext, done: Any) -> None:
+        done(rota.Result(data="done"))
+
+    def recover(self, ctx: rota.LaunchContext, metadata: Any, done: Any) -> Any:
+        return "unknown"
+
+
+def quick_adoptable() -> list[Violation]:
+    clock = ManualClock(START)
+    with rota.open("memory://", clock=clock) as scheduler:
+        scheduler.register("quick", executor=QuickAdoptable())
+        scheduler.submit("w", binding="quick")
+        run(scheduler, clock, 3600, every=600)
+        return check_store(scheduler.store, scheduler.settings)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="real bug: the launcher's launch_unacknowledged failure for an executor that "
+    "already reported its result is recorded after the completion (same batch, one "
+    "snapshot): a completed run-once Work fails, holds its slot and arms a retry",
+)
+def test_an_adoptable_launch_that_reports_at_once_completes_once() -> None:
+    found = quick_adoptable()
+    assert found == [], [str(v) for v in found]
+
+
+def test_the_second_result_of_a_quick_adoptable_launch_is_reported() -> None:
+    found = quick_adoptable()
+    assert reported(found) == {"fenced_write_while_live"}
+    assert "core.execution.failed for w/1 at epoch 1, which is ended" in found[0].message
+
+
 def test_the_duplicate_result_is_reported_by_fenced_write_while_live() -> None:
     found = duplicate_result("failed")
     assert reported(found) == {"fenced_write_while_live"}
