@@ -98,8 +98,6 @@ class Work:
     submitted_at: int
     attempts: int = 0
     current: Attempt | None = None
-    # Attempts replaced while still holding their slot (a violation already reported).
-    stranded: list[Attempt] = field(default_factory=list)
     cancelled_at: int = 0
     holds: dict[tuple[str, str], int] = field(default_factory=dict)  # (kind, holder) -> at
     budget_pass: bool = False
@@ -161,9 +159,8 @@ class Model:
             rule(self, work, event, at)
 
     def _claimed(self, work: Work, event: AttemptClaimed, at: int) -> None:
-        old = work.current
-        if old is not None and old.holds:
-            work.stranded.append(old)  # still holds its slot (reported by the invariants)
+        # A replaced attempt that still holds its slot keeps it (in `pools`, `scopes`):
+        # slot_freed_after_stop reports the replacement.
         attempt = Attempt(
             work.work_id,
             event.attempt,
