@@ -134,12 +134,12 @@ class OneLiveAttempt(Invariant):
 class NoStaleEpochWrite(Invariant):
     """No write at an epoch other than the attempt's current one is accepted into the log.
 
-    Seed 001: "Old outcomes, metadata callbacks and renewals fail after expiry, release,
-    cancellation or a newer epoch." and "Confirmations cannot target an attempt that has
-    since been adopted at another epoch." Every fenced write (launch phases, the invoke
+    Seed 001 (001_a97b7b12fa97a199.txt): "Old outcomes, metadata callbacks and renewals fail after
+    expiry, release, cancellation or a newer epoch." and "Confirmations cannot target an attempt
+    that has since been adopted at another epoch." Every fenced write (launch phases, the invoke
     marker, recovery metadata, renewal, release, outcome, adoption, lost, failed recovery,
-    interrupt), a stop confirmation and a handoff continuation must name the Work's current
-    attempt at its current epoch.
+    interrupt), a stop confirmation and a handoff continuation must name the Work's current attempt
+    at its current epoch.
     """
 
     name = "no_stale_epoch_write"
@@ -178,12 +178,12 @@ class FencedWriteWhileLive(Invariant):
     """A fenced write (an outcome above all) is accepted only while its attempt is live and
     its lease not released.
 
-    Seed 001: "Observe waits outside storage, then applies a lease-fenced structured
-    result." and "Old outcomes, metadata callbacks and renewals fail after expiry, release,
-    cancellation or a newer epoch." An outcome for an attempt that already ended or parked
-    would end it twice (and free a slot its stop never confirmed). The one write after a
-    release is the `lost` appended with the release of its expired lease; an interrupt
-    fences a live attempt whatever its lease.
+    Seed 001 (001_a97b7b12fa97a199.txt): "Observe waits outside storage, then applies a lease-fenced
+    structured result." and "Old outcomes, metadata callbacks and renewals fail after expiry,
+    release, cancellation or a newer epoch." An outcome for an attempt that already ended or parked
+    would end it twice (and free a slot its stop never confirmed). The one write after a release is
+    the `lost` appended with the release of its expired lease; an interrupt fences a live attempt
+    whatever its lease.
     """
 
     name = "fenced_write_while_live"
@@ -221,9 +221,9 @@ class FencedWriteWhileLive(Invariant):
 class LeaseNeverShortened(Invariant):
     """A renewal never moves an attempt's lease expiry earlier.
 
-    Seed 001: "Renew sets the expiry to now plus the lease duration unless the stored
-    expiry is later (the clock stepped back), which it keeps: a renewal never shortens a
-    lease". Compared with the expiry the same epoch's claim, resume, recovery or last
+    Seed 001 (001_a97b7b12fa97a199.txt): "Renew sets the expiry to now plus the lease duration
+    unless the stored expiry is later (the clock stepped back), which it keeps: a renewal never
+    shortens a lease". Compared with the expiry the same epoch's claim, resume, recovery or last
     renewal set.
     """
 
@@ -253,14 +253,14 @@ class LeaseNeverShortened(Invariant):
 class RelaunchOnlyWhenNothingStarted(Invariant):
     """A relaunch only when the launch provably started nothing.
 
-    Seed 001: "It never calls Run to replace a process. The exception is an attempt whose
-    launch lost its lease before it started anything. [...] Either its executor is known
-    never to have been called (Invoke is pending), or it was called after a sandbox or
-    container was bound (Isolated), which holds every process until it is pinned. A segment
-    with no Invoke, such as one an earlier release began, proves neither and is adopted."
-    and "A timeout that recovers authority to time an attempt out never relaunches it." A
-    relaunch with reason `not_started` is the executor's recover proving it (fenced at the
-    current epoch, which one_live_attempt checks).
+    Seed 001 (001_a97b7b12fa97a199.txt): "It never calls Run to replace a process. The exception is
+    an attempt whose launch lost its lease before it started anything. [...] Either its executor is
+    known never to have been called (Invoke is pending), or it was called after a sandbox or
+    container was bound (Isolated), which holds every process until it is pinned. A segment with no
+    Invoke, such as one an earlier release began, proves neither and is adopted." and "A timeout
+    that recovers authority to time an attempt out never relaunches it." A relaunch with reason
+    `not_started` is the executor's recover proving it (fenced at the current epoch, which
+    one_live_attempt checks).
     """
 
     name = "relaunch_only_when_nothing_started"
@@ -303,9 +303,9 @@ class RelaunchOnlyWhenNothingStarted(Invariant):
 class NoStartAfterTerminal(Invariant):
     """A cancelled Work never gets a new attempt, resume, recovery or retry.
 
-    Seed 001: "Work cancellation atomically fences attempts, Waits, owned timers and queue
-    eligibility through the router." and "Old due generations, terminal Work and replay
-    remain historical".
+    Seed 001 (001_a97b7b12fa97a199.txt): "Work cancellation atomically fences attempts, Waits, owned
+    timers and queue eligibility through the router." and "Old due generations, terminal Work and
+    replay remain historical".
     """
 
     name = "no_start_after_terminal"
@@ -328,10 +328,10 @@ class NoStartAfterTerminal(Invariant):
 class NoStartWhileHeld(Invariant):
     """Held Work does not start: no claim or resume while a hold stands.
 
-    Seed 001: "Start refuses a turn when an applicable ledger has reached its Max. The
-    refusal commits a hold of kind budget [...] Input keeps queueing while it is held." and,
-    of a start gate's hold, "Input keeps queueing while it is held, and held Work is not
-    asked again." Holds: budget, gate, crash_loop, recovery_exhausted, operator.
+    Seed 001 (001_a97b7b12fa97a199.txt): "Start refuses a turn when an applicable ledger has reached
+    its Max. The refusal commits a hold of kind budget [...] Input keeps queueing while it is held."
+    and, of a start gate's hold, "Input keeps queueing while it is held, and held Work is not asked
+    again." Holds: budget, gate, crash_loop, recovery_exhausted, operator.
     """
 
     name = "no_start_while_held"

@@ -15,12 +15,12 @@ SHOWN = 16  # the holders' positions a capacity violation names at most
 class CapacityRespected(Invariant):
     """No start takes a pool or a limited scope past its limit, counting unconfirmed holds.
 
-    Seed 001: "An attempt holds a slot while it is unfinished and not parked, and also after
-    it ends until its resource exclusion is confirmed." and "Scope limits still count every
-    pool." and "Real serializable storage prevents competing schedulers from [...]
-    exceeding configured capacity." Slots only grow by a claim or a resume, so checking each
-    of them checks every position. Limits are the checker's settings
-    (`Settings.pool_limit`, 0: unbounded; `scope_limits` with their descendants).
+    Seed 001 (001_a97b7b12fa97a199.txt): "An attempt holds a slot while it is unfinished and not
+    parked, and also after it ends until its resource exclusion is confirmed." and "Scope limits
+    still count every pool." and "Real serializable storage prevents competing schedulers from [...]
+    exceeding configured capacity." Slots only grow by a claim or a resume, so checking each of them
+    checks every position. Limits are the checker's settings (`Settings.pool_limit`, 0: unbounded;
+    `scope_limits` with their descendants).
     """
 
     name = "capacity_respected"
@@ -75,14 +75,14 @@ class CapacityRespected(Invariant):
 class SlotFreedAfterStop(Invariant):
     """A slot that holds resources is freed only by a confirmed stop.
 
-    Seed 001: "Durable attempt holds survive restart, including terminal attempts with
-    uncertain external processes, and count against Work/global/ancestor capacity. [...]
-    Replacement remains blocked until the trusted host supplies
-    ConfirmStopped(executionID, expectedEpoch)." and "Interrupt fences the old attempt and
-    leaves Work ready before sending control, but retains its resource hold until stopping
-    is verified." So a Work's next attempt is not claimed while its previous one still holds
-    its slot (timed out, interrupted, cancelled while live, a failure that holds
-    resources), and a stop is confirmed only for an ended attempt that holds one.
+    Seed 001 (001_a97b7b12fa97a199.txt): "Durable attempt holds survive restart, including terminal
+    attempts with uncertain external processes, and count against Work/global/ancestor capacity.
+    [...] Replacement remains blocked until the trusted host supplies ConfirmStopped(executionID,
+    expectedEpoch)." and "Interrupt fences the old attempt and leaves Work ready before sending
+    control, but retains its resource hold until stopping is verified." So a Work's next attempt is
+    not claimed while its previous one still holds its slot (timed out, interrupted, cancelled while
+    live, a failure that holds resources), and a stop is confirmed only for an ended attempt that
+    holds one.
     """
 
     name = "slot_freed_after_stop"

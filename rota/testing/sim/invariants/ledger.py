@@ -49,14 +49,14 @@ class BudgetLedgerBalanced(Invariant):
     """Budget ledgers equal the sum of the charges due: each start's turns and attempts,
     and each outcome's usage, charged once.
 
-    Seed 001: "putAttemptState stages the part of an attempt's usage that is not yet staged
-    [...] so a finish, park, failure or timeout each charge it once. Staged usage is charged
-    to the ledgers [...] at the next Start or Scheduler.SettleBudgets" and "An admitted turn
-    is charged one turns, and one attempts when it creates an execution." So a usage charge
-    answers a staged outcome not charged before, with exactly its usage per applicable
-    budget; a start under budgets that count turns or attempts comes with its admission
-    charge; changing the budgets first charges what was staged; and at rest nothing staged
-    is left uncharged. `ledgers()` gives the totals, to compare with a projection's.
+    Seed 001 (001_a97b7b12fa97a199.txt): "putAttemptState stages the part of an attempt's usage that
+    is not yet staged [...] so a finish, park, failure or timeout each charge it once. Staged usage
+    is charged to the ledgers [...] at the next Start or Scheduler.SettleBudgets" and "An admitted
+    turn is charged one turns, and one attempts when it creates an execution." So a usage charge
+    answers a staged outcome not charged before, with exactly its usage per applicable budget; a
+    start under budgets that count turns or attempts comes with its admission charge; changing the
+    budgets first charges what was staged; and at rest nothing staged is left uncharged. `ledgers()`
+    gives the totals, to compare with a projection's.
     """
 
     name = "budget_ledger_balanced"
@@ -181,11 +181,11 @@ class BudgetHeldAtMax(Invariant):
     """No start is admitted while an applicable ledger has reached its max, but for the one
     start a released budget hold lets through.
 
-    Seed 001: "Start refuses a turn when an applicable ledger has reached its Max." and
-    "Releasing a budget hold (Control.ReleaseWork) leaves a pass that covers the first
-    admission after it, over budget or not [...] the turn after is checked again." The
-    ledger is read before the start's own admission charge, in the window of the start's
-    time (the charge's own window where it has one).
+    Seed 001 (001_a97b7b12fa97a199.txt): "Start refuses a turn when an applicable ledger has reached
+    its Max." and "Releasing a budget hold (Control.ReleaseWork) leaves a pass that covers the first
+    admission after it, over budget or not [...] the turn after is checked again." The ledger is
+    read before the start's own admission charge, in the window of the start's time (the charge's
+    own window where it has one).
     """
 
     name = "budget_held_at_max"

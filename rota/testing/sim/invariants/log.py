@@ -21,8 +21,10 @@ class DeliveryIdentityUnique(LogInvariant):
     DESIGN.md: "Each transition that can be repeated has a delivery identity
     (`turn/<execution>/<epoch>[/<key>]`, `retry/<work>/<failure-seq>`, ...). Appending an
     identity that is already in the log is a no-op returning the original event." Seed 001
-    of a turn: "delivery turn/<execution>/<lease epoch>[/<key>], so a repeated transition
-    is a no-op".
+    (001_a97b7b12fa97a199.txt) of a turn: "delivery turn/<execution>/<lease epoch>[/<key>],
+    so a repeated transition is a no-op"; seed 000 (000_7093870176ee4035.txt) names
+    "unknown tokens double-committed" a stop condition and wants "no fabricated
+    deliveries".
     """
 
     name = "delivery_identity_unique"

@@ -12,10 +12,11 @@ from rota.testing.sim.invariants.model import Model
 class RetryTimerFiredOnce(Invariant):
     """No retry timer fires twice, and none fires that was not armed or was disarmed.
 
-    Seed 001: "The timer driver must first accept through AcceptDerivedInTx and atomically
-    remove/fire the timer. A due clock alone never clears eligibility." and "Old due
-    generations, terminal Work and replay remain historical". A fire names the generation
-    of the Work's armed timer; firing removes it, as do a manual retry and a cancel.
+    Seed 001 (001_a97b7b12fa97a199.txt): "The timer driver must first accept through
+    AcceptDerivedInTx and atomically remove/fire the timer. A due clock alone never clears
+    eligibility." and "Old due generations, terminal Work and replay remain historical". A fire
+    names the generation of the Work's armed timer; firing removes it, as do a manual retry and a
+    cancel.
     """
 
     name = "retry_timer_fired_once"
@@ -48,10 +49,10 @@ class RetryTimerFiredOnce(Invariant):
 class BackoffRespected(Invariant):
     """No attempt starts while the Work's retry timer is armed and not yet fired.
 
-    Seed 001: "Failures arm a durable retry Timer template with the failed attempt
-    generation and trigger ancestry." and "Ordinary queued input during backoff does not
-    clear it." (an armed timer blocks scheduling until it fires, a manual retry disarms it,
-    or the Work is cancelled).
+    Seed 001 (001_a97b7b12fa97a199.txt): "Failures arm a durable retry Timer template with the
+    failed attempt generation and trigger ancestry." and "Ordinary queued input during backoff does
+    not clear it." (an armed timer blocks scheduling until it fires, a manual retry disarms it, or
+    the Work is cancelled).
     """
 
     name = "backoff_respected"

@@ -159,15 +159,14 @@ class SchedulePastResolved(Invariant):
     """At rest, every nominal time already due of an active schedule is fired or skipped
     with a reason.
 
-    Seed 003: "schedules never fire without a runner, and the runner dies on any hiccup
-    rather than skipping/retrying" was the bug; the fix is a runner that survives, so every
-    due time gets its answer. `rota.domain.events.schedule`: "Every nominal time of a
-    schedule is accounted for by exactly one of `core.schedule.fired` or a
-    `core.schedule.skipped` / `core.schedule.quarantined` range that covers it". Checked
-    only at rest (the runner ran a pass at `now` holding the leader lease): the first
-    nominal time past a schedule's boundary must not be due (nominal plus jitter) by `now`.
-    Removed and quarantined schedules fire no more by design; a spec that no longer parses
-    is the quarantine's business.
+    Seed 003 (003_651bbef6f4e1a956.txt): "schedules never fire without a runner, and the runner dies
+    on any hiccup rather than skipping/retrying" was the bug; the fix is a runner that survives, so
+    every due time gets its answer. `rota.domain.events.schedule`: "Every nominal time of a schedule
+    is accounted for by exactly one of `core.schedule.fired` or a `core.schedule.skipped` /
+    `core.schedule.quarantined` range that covers it". Checked only at rest (the runner ran a pass
+    at `now` holding the leader lease): the first nominal time past a schedule's boundary must not
+    be due (nominal plus jitter) by `now`. Removed and quarantined schedules fire no more by design;
+    a spec that no longer parses is the quarantine's business.
     """
 
     name = "schedule_past_resolved"
