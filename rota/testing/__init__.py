@@ -1,0 +1,1 @@
+"""rota.testing: the deterministic simulator and the time-skipping test kit."""

@@ -1,0 +1,1 @@
+"""The deterministic simulator of the whole engine (issue 29)."""
