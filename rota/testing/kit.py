@@ -34,13 +34,16 @@ once, where a lease left to lapse would record `leader_lost` and log a warning p
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any
+from typing import Any, TypeVar, Unpack, overload
 from zoneinfo import ZoneInfo
 
+from rota.application.ports import LaunchContext
 from rota.domain.errors import RotaError
+from rota.domain.results import Result
 from rota.embedded.opening import open as open_scheduler
+from rota.embedded.registering import RegisterOptions, TypedBinding
 from rota.infrastructure.clock import ManualClock
 from rota.infrastructure.config import Config, EntryCode
 from rota.scheduler import Scheduler
@@ -52,6 +55,7 @@ OWNER = "rota.testing"  # a fixed owner: the same test writes the same log
 IDLE_TIMEOUT = 10.0  # real seconds a pass may wait for running callables
 MAX_STOPS = 10_000  # due moments one call may stop at
 SKIP_REASON = "rota.testing: virtual time skipped ahead"
+T = TypeVar("T")
 
 
 class TimeSkipError(RuntimeError):
@@ -67,7 +71,8 @@ def _zone(zone: str | tzinfo) -> tzinfo:
 class TestScheduler:
     """A `rota.Scheduler` under a virtual clock, with time skipping and history reads.
 
-    The usual calls are the scheduler's own (`register`, `bind`, `submit`, `schedule`,
+    The usual calls are the scheduler's own (`register`, which runs callables inline by
+    default, `bind`, `submit`, `schedule`,
     `schedules`, `work`, `works`, `executions`, `events`, `release`, `cancel`, `retry`,
     `handle`, `tick`); `scheduler` is the whole `rota.Scheduler`, `clock` its `ManualClock`.
     """
@@ -86,7 +91,6 @@ class TestScheduler:
         self.scheduler, self.clock = scheduler, clock
         self.zone = _zone(zone)
         self.idle_timeout, self.max_stops = idle_timeout, max_stops
-        self.register = scheduler.register
         self.bind = scheduler.bind
         self.submit = scheduler.submit
         self.schedule = scheduler.schedule
@@ -101,6 +105,41 @@ class TestScheduler:
         self.handle = scheduler.handle
         self.tick = scheduler.tick
         self.closed = False
+
+    @overload
+    def register(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], Result | Awaitable[Result]],
+        **options: Unpack[RegisterOptions],
+    ) -> TypedBinding[Any]: ...
+    @overload
+    def register(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], Awaitable[T]],
+        **options: Unpack[RegisterOptions],
+    ) -> TypedBinding[T]: ...
+    @overload
+    def register(
+        self, name: str, fn: Callable[[LaunchContext], T], **options: Unpack[RegisterOptions]
+    ) -> TypedBinding[T]: ...
+    @overload
+    def register(
+        self, name: str, fn: None = None, **options: Unpack[RegisterOptions]
+    ) -> TypedBinding[Any]: ...
+    def register(
+        self,
+        name: str,
+        fn: Callable[[LaunchContext], object] | None = None,
+        **options: Unpack[RegisterOptions],
+    ) -> TypedBinding[Any]:
+        """`Scheduler.register`, with `inline=True` by default: a pass runs the callables
+        it starts one after the other on its own thread, in claim order, so the same test
+        writes the same log every time. `inline=False` runs them on the pool, as in
+        production (the order outcomes are recorded in then follows thread timing)."""
+        options.setdefault("inline", True)
+        return self.scheduler.register(name, fn, **options)
 
     @property
     def now(self) -> datetime:
