@@ -351,7 +351,8 @@ def open_test(
     """A `TestScheduler` on a fresh private `memory://` store, its clock at `start`.
 
     `config` is what `rota.open` takes (a dict of `rota.toml`'s tables, a `Config`, a
-    file); None is the defaults, never `./rota.toml`. `zone` is the zone failure messages
+    file); None is the defaults, never `./rota.toml`. Its `[[schedules]]` are applied, as
+    `rota run` applies them (source `config`); register their bindings' callables next. `zone` is the zone failure messages
     show times in (besides UTC). `idle_timeout`: real seconds to wait for running callables;
     `max_stops`: due moments one `advance` or `run_until_quiet` may stop at.
     """
@@ -363,6 +364,12 @@ def open_test(
     scheduler = open_scheduler(
         "memory://", config={} if config is None else config, clock=clock, owner=OWNER
     )
+    try:
+        if scheduler.config.schedules:  # as `rota run` applies them when it starts
+            scheduler.schedules.apply(scheduler.config.schedules)
+    except BaseException:
+        scheduler.close()
+        raise
     return TestScheduler(
         scheduler, clock, zone=shown_zone, idle_timeout=idle_timeout, max_stops=max_stops
     )

@@ -342,3 +342,16 @@ def test_closed_means_closed(rt: TestScheduler) -> None:
     assert rt.closed
     with pytest.raises(RuntimeError, match="closed"):
         rt.advance(HOUR)
+
+
+def test_the_configs_schedules_are_applied_as_rota_run_applies_them() -> None:
+    config = {
+        "schedules": [{"name": "nightly", "binding": "report", "cron": "0 3 * * *"}],
+        "bindings": [{"name": "report", "executor": "report"}],
+    }
+    with open_test(config, start=START) as rt:
+        assert rt.schedules.show("nightly").source == "config"
+        rt.register("report", lambda ctx: "ok", binding=False)  # the config's binding
+        rt.advance(timedelta(days=2))
+        assert rt.fired_at("nightly") == [START + 3 * HOUR, START + 27 * HOUR]
+        assert rt.fire("nightly", at=START + 3 * HOUR).outcome == "completed"
