@@ -33,7 +33,9 @@ once, where a lease left to lapse would record `leader_lost` and log a warning p
 
 from __future__ import annotations
 
+import contextvars
 import os
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, TypeVar, Unpack, overload
@@ -53,6 +55,8 @@ from rota.testing.moments import DueMoment, due_moments
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 OWNER = "rota.testing"  # a fixed owner: the same test writes the same log
 IDLE_TIMEOUT = 10.0  # real seconds a pass may wait for running callables
+JOIN_MARGIN = 0.5  # past idle_timeout: the loop's own timeout reports first, when it can
+PASS_THREAD = "rota-testing-passes"
 MAX_STOPS = 10_000  # due moments one call may stop at
 SKIP_REASON = "rota.testing: virtual time skipped ahead"
 T = TypeVar("T")
@@ -105,6 +109,7 @@ class TestScheduler:
         self.handle = scheduler.handle
         self.tick = scheduler.tick
         self.closed = False
+        self._stuck: threading.Thread | None = None  # a pass that outlived idle_timeout
 
     @overload
     def register(
@@ -149,19 +154,43 @@ class TestScheduler:
     # -- moving time ----------------------------------------------------------------------
 
     def run_until_idle(self) -> None:
-        """Run passes until nothing is ready or running, without moving time."""
+        """Run passes until nothing is ready or running, without moving time.
+
+        The passes run on a thread of their own (with the test's context variables), so a
+        callable that never returns, inline or not, is a `TimeSkipError` after
+        `idle_timeout` real seconds instead of a test that hangs."""
         self._check_open()
-        try:
-            self.scheduler.run_until_idle(timeout=self.idle_timeout)
-        except RotaError as exc:
-            if exc.code != EntryCode.TIMEOUT:
-                raise
-            running = ", ".join(sorted(self.scheduler.queries.state.leases_held()))
-            raise TimeSkipError(
-                f"attempts still running after {self.idle_timeout} s of real time ({running})"
-                ": time moves only once nothing runs, so a callable that waits for what the "
-                "test does next never returns; give idle_timeout more for slow callables"
-            ) from exc
+        if self._stuck is not None and self._stuck.is_alive():
+            raise TimeSkipError(f"an earlier pass is still running: {self._running()}")
+        failures: list[BaseException] = []
+
+        def passes() -> None:
+            try:
+                self.scheduler.run_until_idle(timeout=self.idle_timeout)
+            except BaseException as exc:  # handed to the test's thread below
+                failures.append(exc)
+
+        worker = threading.Thread(
+            target=contextvars.copy_context().run, args=(passes,), name=PASS_THREAD, daemon=True
+        )
+        worker.start()
+        worker.join(self.idle_timeout + JOIN_MARGIN)
+        if worker.is_alive():
+            self._stuck = worker
+            raise TimeSkipError(self._running())
+        if failures:
+            failure = failures[0]
+            if isinstance(failure, RotaError) and failure.code == EntryCode.TIMEOUT:
+                raise TimeSkipError(self._running()) from failure
+            raise failure
+
+    def _running(self) -> str:
+        held = ", ".join(sorted(self.scheduler.queries.state.leases_held())) or "none held yet"
+        return (
+            f"attempts still running after {self.idle_timeout} s of real time ({held}): "
+            "time moves only once nothing runs, so a callable that waits for what the test "
+            "does next never returns; give idle_timeout more for slow callables"
+        )
 
     def advance(self, delta: timedelta) -> list[datetime]:
         """Move virtual time `delta` forward, stopping at every due moment on the way and
@@ -352,9 +381,10 @@ def open_test(
 
     `config` is what `rota.open` takes (a dict of `rota.toml`'s tables, a `Config`, a
     file); None is the defaults, never `./rota.toml`. Its `[[schedules]]` are applied, as
-    `rota run` applies them (source `config`); register their bindings' callables next. `zone` is the zone failure messages
-    show times in (besides UTC). `idle_timeout`: real seconds to wait for running callables;
-    `max_stops`: due moments one `advance` or `run_until_quiet` may stop at.
+    `rota run` applies them (source `config`); register their bindings' callables next.
+    `zone` is the zone failure messages show times in (besides UTC). `idle_timeout`: real
+    seconds to wait for running callables; `max_stops`: due moments one `advance` or
+    `run_until_quiet` may stop at.
     """
     begin = assertions.aware(start, "open_test(start=...)")
     if idle_timeout <= 0 or max_stops < 1:

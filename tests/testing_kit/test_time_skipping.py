@@ -4,6 +4,7 @@ budget hold stays until released; bad input and endless schedules are clear erro
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -355,3 +356,38 @@ def test_the_configs_schedules_are_applied_as_rota_run_applies_them() -> None:
         rt.advance(timedelta(days=2))
         assert rt.fired_at("nightly") == [START + 3 * HOUR, START + 27 * HOUR]
         assert rt.fire("nightly", at=START + 3 * HOUR).outcome == "completed"
+
+
+def test_an_inline_callable_that_never_returns_is_a_clear_error_not_a_hang() -> None:
+    release = threading.Event()
+    rt = open_test(start=START, idle_timeout=0.2)
+    try:
+        rt.register("stuck", lambda ctx: release.wait(30))  # inline, the kit's default
+        rt.submit("w", binding="stuck")
+        with pytest.raises(TimeSkipError, match=r"still running after 0.2 s"):
+            rt.advance(HOUR)
+        with pytest.raises(TimeSkipError, match="an earlier pass is still running"):
+            rt.run_until_idle()
+        assert rt.now == START
+    finally:
+        release.set()
+        rt.close()
+
+
+def test_async_callables_and_context_variables_reach_the_passes(rt: TestScheduler) -> None:
+    tenant: contextvars.ContextVar[str] = contextvars.ContextVar("tenant")
+    tenant.set("acme")
+
+    async def job(ctx: rota.LaunchContext) -> str:
+        if ctx.attempt == 1:
+            raise rota.Fail("later", "once")
+        return "done"
+
+    rt.register("async-job", job, retry=rota.RetryPolicy(delays=(60,)))
+    rt.register("sync-job", lambda ctx: tenant.get())
+    rt.submit("a", binding="async-job")
+    rt.submit("s", binding="sync-job")
+    rt.advance(timedelta(minutes=5))
+    assert rt.retried_after("a") == [timedelta(minutes=1)]
+    assert rt.handle("a").result() == "done"
+    assert rt.handle("s").result() == "acme"
