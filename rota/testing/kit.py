@@ -15,9 +15,9 @@ with rota.testing.open_test(start=datetime(2026, 3, 1, tzinfo=UTC)) as rt:
 name): the same cadence, commands, log and read models as production. Time moves only when
 the test says so, and only when nothing runs:
 - `run_until_idle()` runs passes until nothing is ready or running, waiting (in real time,
-  at most `idle_timeout` seconds) for the callables the passes started, on their threads;
-  virtual time stands still meanwhile, so every outcome is recorded at the instant its
-  attempt started;
+  at most `idle_timeout` seconds) for the callables the passes started (inline, one after
+  the other in claim order, unless registered with `inline=False`); virtual time stands
+  still meanwhile, so every outcome is recorded at the instant its attempt started;
 - `advance(delta)` / `advance_to(when)` go forward, stopping at every due moment on the way
   (`rota.testing.moments`: retry timers, schedule due times) and running until idle at
   each, so a fire happens at its nominal time and a retry at its delay, never skipped nor
@@ -76,9 +76,9 @@ class TestScheduler:
     """A `rota.Scheduler` under a virtual clock, with time skipping and history reads.
 
     The usual calls are the scheduler's own (`register`, which runs callables inline by
-    default, `bind`, `submit`, `schedule`,
-    `schedules`, `work`, `works`, `executions`, `events`, `release`, `cancel`, `retry`,
-    `handle`, `tick`); `scheduler` is the whole `rota.Scheduler`, `clock` its `ManualClock`.
+    default, `bind`, `submit`, `schedule`, `schedules`, `work`, `works`, `executions`,
+    `events`, `release`, `cancel`, `retry`, `handle`, `tick`); `scheduler` is the whole
+    `rota.Scheduler`, `clock` its `ManualClock`, `zone` the zone messages show times in.
     """
 
     __test__ = False  # a library class, not a pytest test class
