@@ -282,7 +282,7 @@ def test_a_callable_still_running_after_idle_timeout_is_a_clear_error() -> None:
         rt.register("stuck", lambda ctx: release.wait(30), inline=False)
         rt.submit("w", binding="stuck")
         try:
-            with pytest.raises(TimeSkipError, match=r"still running after 0.2 s.*w/1"):
+            with pytest.raises(TimeSkipError, match=r"still running after 0.2 s"):
                 rt.advance(HOUR)
             assert rt.now == START  # time did not move under a running attempt
         finally:
