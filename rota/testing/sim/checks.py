@@ -63,9 +63,7 @@ class Checks:
         for host in self.world.hosts.values():
             error = host.take_internal_error()
             if error is not None:
-                return Violation(
-                    "no_internal_error", f"{host.owner}: {error}", (self.position,)
-                )
+                return Violation("no_internal_error", f"{host.owner}: {error}", (self.position,))
         if self.steps % DIGEST_EVERY == 0:
             return self._projections()
         return None
@@ -130,4 +128,3 @@ class Checks:
             )
         violations = self.checker.at_rest(self.world.clock.now())
         return violations[0] if violations else None
-

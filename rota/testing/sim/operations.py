@@ -10,6 +10,7 @@ is careful, as the runbook asks.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -160,12 +161,9 @@ def restart(world: World, args: dict[str, Any]) -> None:
     if host is None or not host.alive:
         return
     world.dead.add(host.owner)
-    try:
+    # It died while stopping, or its stop failed: the process exited anyway.
+    with contextlib.suppress(SimCrash, Exception):
         host.stop_gracefully()
-    except SimCrash:
-        pass  # it died while stopping
-    except Exception:  # noqa: S110 (a stop that failed is a process that exited anyway)
-        pass
     world.machine.host_died(host.owner)
     world.count("graceful restarts")
     world.workload.add(world.clock.t + world.random.uniform(0.5, 20.0), "start", host=host.name)

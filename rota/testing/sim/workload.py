@@ -109,13 +109,11 @@ class Workload:
         self._seq += 1
         bisect.insort(self.actions, Action(t, self._seq, kind, args))
 
-    def due(self, t: float) -> list[Action]:
-        """The actions whose time has come, in order (taken off the timeline)."""
-        cut = 0
-        while cut < len(self.actions) and self.actions[cut].t <= t:
-            cut += 1
-        taken, self.actions = self.actions[:cut], self.actions[cut:]
-        return taken
+    def pop_due(self, t: float) -> Action | None:
+        """The first action whose time has come, taken off the timeline (None: none)."""
+        if self.actions and self.actions[0].t <= t:
+            return self.actions.pop(0)
+        return None
 
     def next_at(self) -> float | None:
         return self.actions[0].t if self.actions else None

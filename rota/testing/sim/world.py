@@ -25,11 +25,12 @@ from typing import Any
 from rota import bootstrap
 from rota.application.ports import EventStore
 from rota.infrastructure.memory.backend import forget
-from rota.testing.sim.checks import Checks, Violation
+from rota.testing.sim.checks import Checks
 from rota.testing.sim.clock import SimClock
 from rota.testing.sim.executors import ExecutorFaults, Machine
 from rota.testing.sim.faults import FaultPlan, FaultRates, SimCrash
 from rota.testing.sim.hosts import SimHost
+from rota.testing.sim.invariants import Violation
 from rota.testing.sim.operations import perform
 from rota.testing.sim.workload import Shape, Workload, bindings, budgets, settings
 
@@ -74,6 +75,7 @@ class World:
         self.dead: set[str] = set()
         self.outcome = Outcome(seed)
         self.checks = Checks(self)
+        self.end = self.workload.horizon
         self.acknowledged: dict[str, int] = {}  # Work id -> how often a submit was answered
         for i in range(self.shape.hosts):
             self.start_host(f"h{i + 1}")
@@ -121,19 +123,46 @@ class World:
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> Outcome:
-        """Step until the horizon, a violation, or `until`; then check the run at rest."""
+        """Step until the horizon, a violation, or `until`; then settle and check the run
+        at rest."""
         try:
             with quiet():
-                while self.outcome.violation is None and self.clock.t < self.workload.horizon:
-                    if self.until is not None and self.checks.position >= self.until:
-                        break
-                    self.step()
-                    self.outcome.violation = self.checks.after_step()
+                self.loop(self.workload.horizon)
                 if self.outcome.violation is None and self.until is None:
-                    self.outcome.violation = self.checks.at_rest()
+                    self.settle()
+                    if self.outcome.violation is None:
+                        self.outcome.violation = self.checks.at_rest()
         finally:
             self.finish()
         return self.outcome
+
+    def loop(self, end: float) -> None:
+        self.end = end
+        while self.outcome.violation is None and self.clock.t < end:
+            if self.until is not None and self.checks.position >= self.until:
+                return
+            self.step()
+            self.outcome.violation = self.checks.after_step()
+
+    def settle(self) -> None:
+        """The storm ends: no more faults, chaos or workload; every host is started again
+        and the deployment runs three leases on, then until nothing more happens at that
+        moment. What holds "at rest" is checked after this."""
+        self.plan.armed = False
+        self.machine.faults = ExecutorFaults()
+        for name, host in sorted(self.hosts.items()):
+            host.paused_until = None
+            if host.alive and host.store.broken:  # its store broke for good: restart it
+                self.kill(host, "to mend its store")
+            if not host.alive:
+                self.start_host(name)
+        self.workload.actions.clear()  # (the restarts `kill` planned)
+        self.loop(self.clock.t + 3 * self.settings.lease_seconds + 10.0)
+        for _ in range(10_000):  # what is due at this very moment, and nothing later
+            if self.outcome.violation is not None or not self.choices():
+                return
+            self.step(advance=False)
+            self.outcome.violation = self.checks.after_step()
 
     def finish(self) -> None:
         outcome = self.outcome
@@ -143,26 +172,34 @@ class World:
         outcome.faults = {**self.plan.counts, **self.machine.counts}
         forget(self.url[len("memory://") :])
 
-    def step(self) -> None:
-        """Do one thing the seeded source picks, or move time on (module docstring)."""
-        self.outcome.steps += 1
-        t = self.clock.t
-        for action in self.workload.due(t):
-            self.act(action.kind, action.args)
-            return  # one action a step; the rest are due again next step
-        choices: list[tuple[str, Any]] = []
-        head = self.log.head().position
+    def choices(self) -> list[tuple[str, Any]]:
+        """What can happen now: passes the daemon loops would run, launcher tasks, and
+        processes whose end has come."""
+        t, head = self.clock.t, self.log.head().position
+        found: list[tuple[str, Any]] = []
         for host in self.live_hosts():
             if host.wants_pass(head, t):
-                choices.append(("pass", host))
-            choices.extend(("task", (host, i)) for i in range(len(host.pool.tasks)))
-        choices.extend(("end", proc) for proc in self.machine.due())
+                found.append(("pass", (host, head)))
+            found.extend(("task", (host, i)) for i in range(len(host.pool.tasks)))
+        found.extend(("end", proc) for proc in self.machine.due())
+        return found
+
+    def step(self, *, advance: bool = True) -> None:
+        """Do one thing the seeded source picks, or move time on (module docstring)."""
+        self.outcome.steps += 1
+        action = self.workload.pop_due(self.clock.t)
+        if action is not None:
+            self.act(action.kind, action.args)  # one action a step
+            return
+        choices = self.choices()
         if not choices:
-            self.advance()
+            if advance:
+                self.advance()
             return
         kind, subject = choices[self.random.randrange(len(choices))]
         if kind == "pass":
-            self.guarded(subject, lambda: self.pass_of(subject, head))
+            host, head = subject
+            self.guarded(host, lambda: self.pass_of(host, head))
         elif kind == "task":
             host, index = subject
             self.guarded(host, lambda: host.pool.run(index))
@@ -186,7 +223,7 @@ class World:
     def advance(self) -> None:
         """Nothing can happen now: move true time to the next moment something can."""
         t = self.clock.t
-        moments = [self.workload.horizon]
+        moments = [self.end]
         upcoming = self.workload.next_at()
         if upcoming is not None:
             moments.append(upcoming)
@@ -195,7 +232,8 @@ class World:
             moments.append(end)
         for host in self.hosts.values():
             if host.alive:
-                moments.append(host.paused_until if host.stopped(t) else host.due_at)
+                paused = host.paused_until if host.stopped(t) else None
+                moments.append(paused if paused is not None else host.due_at)
         nxt = min(m for m in moments if m is not None)
         self.clock.advance_to(max(nxt, t + 0.001))
 
