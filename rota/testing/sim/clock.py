@@ -9,10 +9,26 @@ resumed VM) moves `now()` by `offset` and never moves `monotonic()`, which is tr
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from random import Random
 
-# A Saturday evening before a DST night in Europe (2026-03-29 01:00 UTC): schedules
-# in Europe/Berlin and America/New_York meet their spring-forward nights early in a run.
-DEFAULT_START = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
+# Moments a DST night turns (UTC): Europe/Berlin springs forward and falls back, so
+# does America/New_York, Australia/Sydney falls back. A run starts up to an hour before
+# one of them (`dst_start`), so its schedules in those zones meet a skipped or a
+# repeated local hour within the first hours simulated.
+DST_NIGHTS = (
+    datetime(2026, 3, 29, 1, 0, tzinfo=UTC),
+    datetime(2026, 10, 25, 1, 0, tzinfo=UTC),
+    datetime(2026, 3, 8, 7, 0, tzinfo=UTC),
+    datetime(2026, 11, 1, 6, 0, tzinfo=UTC),
+    datetime(2026, 4, 4, 16, 0, tzinfo=UTC),
+)
+DEFAULT_START = datetime(2026, 3, 29, 0, 15, tzinfo=UTC)
+
+
+def dst_start(random: Random) -> datetime:
+    """A start up to an hour before one of the `DST_NIGHTS`, whole seconds."""
+    night = DST_NIGHTS[random.randrange(len(DST_NIGHTS))]
+    return night - timedelta(seconds=random.randrange(3600))
 
 
 class SimClock:

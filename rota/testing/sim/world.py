@@ -19,14 +19,16 @@ import itertools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from random import Random
 from typing import Any
 
 from rota import bootstrap
 from rota.application.ports import EventStore
 from rota.infrastructure.memory.backend import forget
+from rota.replay.export import export_to_file
 from rota.testing.sim.checks import Checks
-from rota.testing.sim.clock import SimClock
+from rota.testing.sim.clock import SimClock, dst_start
 from rota.testing.sim.executors import ExecutorFaults, Machine
 from rota.testing.sim.faults import FaultPlan, FaultRates, SimCrash
 from rota.testing.sim.hosts import SimHost
@@ -55,18 +57,28 @@ class Outcome:
 class World:
     """One run (module docstring)."""
 
-    def __init__(self, seed: int, shape: Shape | None = None, *, until: int | None = None) -> None:
+    def __init__(
+        self,
+        seed: int,
+        shape: Shape | None = None,
+        *,
+        until: int | None = None,
+        keep: bool = False,
+    ) -> None:
         self.seed = seed
+        self.keep = keep  # keep the log after the run (`export`); else it is dropped
         self.shape = shape or Shape()
         self.until = until  # stop once the log holds this position (replaying a failure)
         self.random = Random(seed)
-        self.clock = SimClock()
+        self.clock = SimClock(dst_start(self.random))
         rates = FaultRates.default() if self.shape.faults else FaultRates.none()
         self.plan = FaultPlan(self.random, rates)
         faults = ExecutorFaults.default() if self.shape.faults else ExecutorFaults()
         self.machine = Machine(self.random, faults, now=lambda: self.clock.t)
         self.url = f"memory://rota-sim-{seed}-{next(_RUNS)}"
         self.log: EventStore = bootstrap.open_log(self.url, clock=self.clock)
+        # The store's id is in an export's header: named by the seed, not drawn at random.
+        self.log.log.store_id = f"rota-sim-{seed}"  # type: ignore[attr-defined]
         self.settings = settings()
         self.generation = 0
         self.workload = Workload(self.random, self.shape)
@@ -170,6 +182,12 @@ class World:
         outcome.simulated_seconds = self.clock.t
         outcome.head_hash = self.log.head().hash if self.checks.position else ""
         outcome.faults = {**self.plan.counts, **self.machine.counts}
+        if not self.keep:
+            forget(self.url[len("memory://") :])
+
+    def export(self, path: Path) -> None:
+        """Write the run's log as `rota export` writes one (the world was made with `keep`)."""
+        export_to_file(self.log, path)
         forget(self.url[len("memory://") :])
 
     def choices(self) -> list[tuple[str, Any]]:

@@ -1,0 +1,195 @@
+"""`python -m rota.testing.sim`: run seeds of the simulator, report, replay a failure.
+
+    python -m rota.testing.sim --seed 7                 one run, a line about it
+    python -m rota.testing.sim --seeds 50 --json        seeds 1..50 (--first moves them)
+    python -m rota.testing.sim --seeds 200 --fresh      200 seeds drawn from the OS
+    python -m rota.testing.sim --seed 7 --until 1800    replay seed 7 up to a position
+    python -m rota.testing.sim --seed 7 --export F      and write its log as an export
+
+A run is named by its seed and its shape (`--hours --hosts --works --schedules
+--no-faults`): the same seed and shape give the same log, byte for byte, in any process
+(`digest` is the head of the hash chain; `--export` writes the log in `rota export`'s
+format). On a violation it prints the seed, the invariant, the event positions involved
+and the command that replays it, writes a regression case with `--regressions DIR`
+(`seed-<S>.json`: the seed, the shape and what was found), and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rota.testing.sim.checks import names
+from rota.testing.sim.workload import Shape
+from rota.testing.sim.world import Outcome, World
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m rota.testing.sim",
+        description="Run rota's engine under the deterministic simulator.",
+    )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--seed", type=int, help="run this one seed")
+    which.add_argument("--seeds", type=int, default=None, help="run this many seeds")
+    p.add_argument("--first", type=int, default=1, help="the first of --seeds (default 1)")
+    p.add_argument("--fresh", action="store_true", help="draw --seeds from the OS instead")
+    p.add_argument("--until", type=int, help="stop once the log holds this position")
+    p.add_argument("--hours", type=float, default=2.0, help="simulated hours a run (2)")
+    p.add_argument("--hosts", type=int, default=3, help="simulated hosts (3)")
+    p.add_argument("--works", type=int, default=100, help="Works submitted a run (100)")
+    p.add_argument("--schedules", type=int, default=10, help="schedules defined (10)")
+    p.add_argument("--no-faults", action="store_true", help="no faults, crashes or chaos")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--export", type=Path, help="write the (one) run's log as an export")
+    p.add_argument("--regressions", type=Path, help="write each failing seed here")
+    return p
+
+
+def shape_of(args: argparse.Namespace) -> Shape:
+    for name in ("hours", "hosts", "works", "schedules"):
+        if getattr(args, name) <= 0:
+            raise SystemExit(f"--{name} must be positive, got {getattr(args, name)}")
+    return Shape(
+        hosts=args.hosts,
+        works=args.works,
+        schedules=args.schedules,
+        hours=args.hours,
+        faults=not args.no_faults,
+    )
+
+
+def seeds_of(args: argparse.Namespace) -> list[int]:
+    if args.seed is not None:
+        return [args.seed]
+    count = 1 if args.seeds is None else args.seeds
+    if count <= 0:
+        raise SystemExit(f"--seeds must be positive, got {count}")
+    if args.fresh:
+        return [secrets.randbits(32) for _ in range(count)]
+    return list(range(args.first, args.first + count))
+
+
+def replay_command(seed: int, shape: Shape, position: int | None = None) -> str:
+    words = ["python -m rota.testing.sim", f"--seed {seed}"]
+    defaults = Shape()
+    for name in ("hours", "hosts", "works", "schedules"):
+        if getattr(shape, name) != getattr(defaults, name):
+            words.append(f"--{name} {getattr(shape, name)}")
+    if not shape.faults:
+        words.append("--no-faults")
+    if position is not None:
+        words.append(f"--until {position}")
+    return " ".join(words)
+
+
+def run_json(outcome: Outcome) -> dict[str, Any]:
+    found = outcome.violation
+    return {
+        "seed": outcome.seed,
+        "steps": outcome.steps,
+        "events": outcome.events,
+        "simulated_seconds": round(outcome.simulated_seconds, 3),
+        "digest": outcome.head_hash,
+        "violation": None
+        if found is None
+        else {
+            "invariant": found.invariant,
+            "message": found.message,
+            "positions": list(found.positions),
+        },
+        "faults": dict(sorted(outcome.faults.items())),
+        "counts": dict(sorted(outcome.counts.items())),
+    }
+
+
+def write_regression(directory: Path, outcome: Outcome, shape: Shape) -> Path:
+    """A regression case: the seed, the shape, and what the run found."""
+    assert outcome.violation is not None
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"seed-{outcome.seed}.json"
+    case = {
+        "seed": outcome.seed,
+        "shape": {
+            "hours": shape.hours,
+            "hosts": shape.hosts,
+            "works": shape.works,
+            "schedules": shape.schedules,
+            "faults": shape.faults,
+        },
+        "found": run_json(outcome)["violation"],
+        "expected": "clean",
+    }
+    path.write_text(json.dumps(case, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    shape, seeds = shape_of(args), seeds_of(args)
+    if (args.export or args.until is not None) and len(seeds) != 1:
+        raise SystemExit("--export and --until need one run: give --seed")
+    began, runs, failed = time.process_time(), [], 0
+    for seed in seeds:
+        world = World(seed, shape, until=args.until, keep=args.export is not None)
+        outcome = world.run()
+        runs.append(outcome)
+        if args.export is not None:
+            world.export(args.export)
+        if outcome.violation is not None:
+            failed += 1
+            if args.regressions is not None:
+                write_regression(args.regressions, outcome, shape)
+        if not args.json:
+            print(line(outcome, shape), flush=True)
+    cpu = max(time.process_time() - began, 1e-9)
+    events = sum(o.events for o in runs)
+    hours = sum(o.simulated_seconds for o in runs) / 3600.0
+    summary = {
+        "seeds": [o.seed for o in runs],
+        "invariants": sorted(names()),
+        "events": events,
+        "simulated_hours": round(hours, 3),
+        "cpu_seconds": round(cpu, 3),
+        "simulated_hours_per_cpu_minute": round(hours / (cpu / 60.0), 2),
+        "events_per_second": round(events / cpu, 1),
+        "violations": failed,
+        "runs": [run_json(o) for o in runs],
+    }
+    if args.json:
+        json.dump(summary, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(
+            f"{len(runs)} seeds, {events} events checked against {len(names())} invariants, "
+            f"{hours:.1f} simulated hours in {cpu:.1f} CPU s "
+            f"({summary['simulated_hours_per_cpu_minute']} h per CPU minute, "
+            f"{summary['events_per_second']:.0f} events/s); {failed} violations"
+        )
+    return 1 if failed else 0
+
+
+def line(outcome: Outcome, shape: Shape) -> str:
+    found = outcome.violation
+    head = (
+        f"seed {outcome.seed}: {outcome.events} events, "
+        f"{outcome.simulated_seconds / 3600:.2f} h, digest {outcome.head_hash[:16]}"
+    )
+    if found is None:
+        return f"{head}: clean"
+    where = ", ".join(str(p) for p in found.positions)
+    last = max(found.positions) if found.positions else None
+    return (
+        f"{head}: VIOLATION of {found.invariant} at positions {where}\n  {found.message}\n"
+        f"  replay: {replay_command(outcome.seed, shape, last)}"
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
