@@ -52,9 +52,12 @@ pytest: $(BIN)/.installed
 SOAK_TESTS := tests/integration/test_crash.py tests/integration/test_postgres_scheduler.py \
 	tests/integration/test_recover_corrupt.py tests/integration/test_projection_property.py \
 	tests/integration/test_projection_store.py tests/integration/test_clock_jump.py \
-	tests/integration/test_schedule_clock_jumps.py tests/integration/test_cli_fuzz.py
+	tests/integration/test_schedule_clock_jumps.py tests/integration/test_cli_fuzz.py \
+	tests/sim/test_simulator.py
+# ... and the simulator on 500 fresh seeds, each failing seed written as a regression case.
 soak: $(BIN)/.installed
 	ROTA_SOAK=1 $(BIN)/pytest -n $(PYTEST_WORKERS) $(SOAK_TESTS)
+	$(BIN)/python -P -m rota.testing.sim --seeds 500 --fresh --regressions tests/sim/regressions
 
 test: lint typecheck pytest
 
