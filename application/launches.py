@@ -65,6 +65,8 @@ class Held:
     # renewals; its run time is spent at `budget_end` (see `Launches.running`).
     renew_due: float = 0.0
     budget_end: float = float("inf")
+    # True once the executor reported a result through `done` (a launch may finish at once).
+    reported: bool = False
 
 
 class Launches:
@@ -314,6 +316,7 @@ class Launches:
         """The callback an executor reports the attempt's result through (any thread)."""
 
         def done(result: Result) -> None:
+            held.reported = True
             self.results.put((held.execution_id, held.epoch, result))
             if self._batching:
                 # `launch_claimed` sets `wake` once its batch is through; if it just
@@ -384,6 +387,8 @@ class Launches:
         finally:
             held.launching = False
         if "recover" in executor.capabilities and not ctx.recovery_persisted:
+            if held.reported:
+                return  # it finished during its launch: nothing is left to recover
             if ctx.cancel.is_set():
                 return  # cancelled (a lost lease): the launch's fenced writes were refused
             log.warning(

@@ -7,13 +7,17 @@ correct executor answers from the operating system: rota's guarantees are about 
 the scheduler does with honest evidence, so the simulated evidence is honest, and "no
 evidence" (`unknown`) is one of the answers a seed may choose.
 
-Two kinds, as rota's own:
+Three kinds, two as rota's own and one as many others' executors are:
 - `SimCalls` (pool `agents`, like the in-process executor): a call lives in the host
   process that launched it; it dies with that host; it cannot be adopted by another.
 - `SimJobs` (pool `jobs`, like the shell executor): a detached process that outlives its
   host. Its launch creates the process held back, persists its recovery metadata, then
   lets it start (`isolates`); recovery finds it through that metadata and attaches to it,
   reports its kept result, says it never started, or that it is gone; `stop` kills it.
+- `SimEager` (pool `jobs`, not isolating): a detached process started BEFORE its metadata
+  is persisted, as an executor that cannot hold its process back does. A crash between
+  the start and the persist leaves a process no record finds; a quick one finishes, and
+  reports, before its launch has returned.
 
 The world injects executor faults through `ExecutorFaults`: a definite launch error
 (nothing started), an ambiguous one (raised after the process started), a launch that
@@ -63,6 +67,7 @@ class ExecutorFaults:
     slow: float = 0.0
     recover_unknown: float = 0.0
     stop_unknown: float = 0.0
+    finish_in_launch: float = 0.0
 
     @classmethod
     def default(cls) -> ExecutorFaults:
@@ -75,6 +80,7 @@ class ExecutorFaults:
             slow=0.05,
             recover_unknown=0.05,
             stop_unknown=0.1,
+            finish_in_launch=0.1,
         )
 
 
@@ -126,7 +132,8 @@ class Machine:
         failed = self.random.random() < self.fail_rate
         usage = {"tokens": float(self.random.randint(1, 50))}
         if failed:
-            result = Result(outcome="failed", error_code="exit_1", usage=usage)
+            code = self.random.choice((1, 2))  # a shell command's exit status
+            result = Result(outcome="failed", error_code=f"exit_{code}", usage=usage)
         else:
             result = Result(outcome="completed", data={"pid": proc.pid}, usage=usage)
         proc.state, proc.result, proc.kept = "finished", result, proc.detached
@@ -293,3 +300,30 @@ class SimJobs(SimExecutor):
                 proc.kept = False
 
     quick_forget = True
+
+
+class SimEager(SimJobs):
+    """Detached processes started before their metadata is persisted (module docstring)."""
+
+    name = "sim-eager"
+    isolates = False
+
+    def launch(self, ctx: LaunchContext, done: Done) -> None:
+        machine = self.machine
+        with ctx.phase("executor"):
+            if machine.chance("launch_error"):
+                raise ExecutorError("simulated: the executor could not start anything")
+            proc = machine.spawn(ctx, self.host, detached=True)
+            machine.start(proc, done)
+            if machine.chance("finish_in_launch"):
+                machine.finish(proc)  # over already: it reports from inside `launch`
+            if machine.chance("crash_in_launch"):
+                self.crash("inside a launch, between its start and its persist")
+            if machine.chance("unacknowledged"):
+                return
+            try:
+                ctx.persist_recovery({"pid": proc.pid})
+            except Exception:
+                if proc.state == "running":  # it could not be pinned: kill what it started
+                    proc.state, proc.reporter = "killed", None
+                raise

@@ -19,7 +19,7 @@ from rota.application.ports import EventStore, Executor
 from rota.application.service import SchedulerService
 from rota.domain.errors import RotaError
 from rota.domain.policy import Binding, Settings
-from rota.testing.sim.executors import Machine, SimCalls, SimJobs
+from rota.testing.sim.executors import Machine, SimCalls, SimEager, SimJobs
 from rota.testing.sim.faults import FaultPlan, FaultyStore, SimCrash
 from rota.testing.sim.pool import SimPool
 
@@ -54,6 +54,7 @@ class SimHost:
         self.executors: dict[str, Executor] = {
             "sim-calls": SimCalls(machine, owner, is_alive, self.crash),
             "sim-jobs": SimJobs(machine, owner, is_alive, self.crash),
+            "sim-eager": SimEager(machine, owner, is_alive, self.crash),
         }
         with plan.disarmed():  # a process that cannot open its store does not start
             self.service: SchedulerService = bootstrap.build_service(

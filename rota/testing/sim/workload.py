@@ -19,6 +19,7 @@ from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, RetryPolicy, Settings
 
 SCOPES = ("root", "team-a", "team-b")
+BINDINGS = ("calls-retry", "calls-once", "jobs-retry", "jobs-once", "eager-retry")
 SAFETIES = ("undeclared", "idempotent", "deduplicated")
 ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Australia/Sydney")
 OPERATOR = ("cancel", "interrupt", "retry", "release_hold", "confirm_stopped")
@@ -79,6 +80,10 @@ def bindings(reload: int = 0) -> dict[str, Binding]:
         "jobs-retry": Binding(
             name="jobs-retry", executor="sim-jobs", config=config, retry=lost,
             timeout_seconds=900.0,
+        ),
+        "eager-retry": Binding(
+            name="eager-retry", executor="sim-eager", config=config, retry=lost,
+            timeout_seconds=600.0,
         ),
         "jobs-once": Binding(
             name="jobs-once", executor="sim-jobs", config=config, retry=once,
@@ -145,7 +150,7 @@ class Workload:
             t = self._at(0.8)
             submit = {
                 "work_id": work_id,
-                "binding": random.choice(("calls-retry", "calls-once", "jobs-retry", "jobs-once")),
+                "binding": random.choice(BINDINGS),
                 "scope": random.choice(SCOPES),
                 "safety": random.choice(SAFETIES),
                 "payload": {"n": i},
