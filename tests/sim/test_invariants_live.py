@@ -239,3 +239,51 @@ def quick_adoptable() -> list[Violation]:
 def test_an_adoptable_launch_that_reports_at_once_completes_once() -> None:
     found = quick_adoptable()
     assert found == [], [str(v) for v in found]
+
+
+@pytest.fixture
+def caught_up(clock: ManualClock) -> Iterator[rota.Scheduler]:
+    """A catch-up-`all` schedule (max_catchup 3) after a ten-minute gap: seven due times
+    coalesced, the newest three answered (one fired, two skipped for overlap)."""
+    with rota.open("memory://", clock=clock) as scheduler:
+        scheduler.register("job", lambda ctx: None, inline=True)
+        scheduler.schedule("each", binding="job", every="1m", catchup="all", max_catchup=3)
+        run(scheduler, clock, 120)
+        clock.advance(600)
+        run(scheduler, clock, 30)
+        yield scheduler
+
+
+def test_catchup_all_coalescing_past_max_catchup_violates_nothing(
+    caught_up: rota.Scheduler,
+) -> None:
+    log = log_of(caught_up)
+    coalesced = [
+        r.event
+        for r in log
+        if isinstance(r.event, ScheduleSkipped) and r.event.reason == "coalesced"
+    ]
+    assert len(coalesced) == 1 and coalesced[0].count > 3
+    checker = Checker(caught_up.settings)
+    found = checker.observe_all(log) + checker.at_rest(caught_up.service.now())
+    assert found == [], [str(v) for v in found]
+
+
+def test_catchup_all_keeps_every_reports_a_time_coalesced_below_max_catchup(
+    caught_up: rota.Scheduler,
+) -> None:
+    # The overlap skips of the catch-up's append recorded as coalesced instead: only one
+    # due time answered, so coalescing was not the true reason.
+    log = log_of(caught_up)
+    target = next(
+        r for r in log if isinstance(r.event, ScheduleSkipped) and r.event.reason == "overlap"
+    )
+    assert isinstance(target.event, ScheduleSkipped)
+    forged = msgspec.structs.replace(
+        target, event=msgspec.structs.replace(target.event, reason="coalesced")
+    )
+    tampered = [forged if r.position == target.position else r for r in log]
+    checker = Checker(caught_up.settings)
+    found = checker.observe_all(tampered) + checker.at_rest(caught_up.service.now())
+    assert reported(found) == {"catchup_all_keeps_every"}, [str(v) for v in found]
+    assert "coalesced" in found[0].message and "answered only 1" in found[0].message

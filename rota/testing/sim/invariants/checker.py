@@ -38,7 +38,11 @@ from rota.testing.sim.invariants.retries import (
     LostRetriedOnlyIfIdempotent,
     RetryTimerFiredOnce,
 )
-from rota.testing.sim.invariants.schedules import ScheduleFiredOnce, SchedulePastResolved
+from rota.testing.sim.invariants.schedules import (
+    CatchupAllKeepsEvery,
+    ScheduleFiredOnce,
+    SchedulePastResolved,
+)
 
 # Every invariant class, in the order they are asked (and listed).
 ALL: tuple[type[Invariant], ...] = (
@@ -56,6 +60,7 @@ ALL: tuple[type[Invariant], ...] = (
     NoStartWhileHeld,
     ScheduleFiredOnce,
     SchedulePastResolved,
+    CatchupAllKeepsEvery,
     BudgetLedgerBalanced,
     BudgetHeldAtMax,
     DeliveryIdentityUnique,
@@ -95,6 +100,7 @@ class Checker:
             NoStartWhileHeld(),
             fired_once,
             SchedulePastResolved(fired_once),
+            CatchupAllKeepsEvery(),
             self.ledger,
             BudgetHeldAtMax(self.ledger),
             DeliveryIdentityUnique(),

@@ -199,3 +199,88 @@ class SchedulePastResolved(Invariant):
                     )
                 break
         return found
+
+
+@dataclass(slots=True)
+class Coalesced:
+    """A `coalesced` skip of a catch-up-`all` schedule, and what its append chose."""
+
+    name: str
+    recorded_at: str
+    position: int
+    count: int
+    last: datetime
+    max_catchup: int
+    chosen: int = 0
+
+
+class CatchupAllKeepsEvery(Invariant):
+    """Under catch-up `all`, a due time is coalesced only when more than `max_catchup` were
+    due together: the append that records the coalesced range also answers the newest
+    `max_catchup` due times (each fired, or skipped for overlap).
+
+    docs/schedules.md, "Policies": "`all` fires every due time in the window, the newest
+    `max_catchup` (older: `coalesced`)"; DESIGN.md: "each nominal time fires once as an
+    event, or is recorded skipped with its reason" (the reason must be the true one). A
+    time fired before by a backfill counts as answered.
+    """
+
+    name = "catchup_all_keeps_every"
+    events = (ScheduleDefined, ScheduleFired, ScheduleSkipped)
+
+    def __init__(self) -> None:
+        self.policy: dict[str, tuple[str, int]] = {}  # name -> (catchup, max_catchup)
+        self.backfilled: dict[str, set[datetime]] = {}
+        self.pending: list[Coalesced] = []
+
+    def observe(self, recorded: RecordedEvent, model: Model) -> list[Violation]:
+        event = recorded.event
+        found = self._resolve(recorded.recorded_at)
+        if isinstance(event, ScheduleDefined):
+            self.policy[event.name] = (event.catchup, event.max_catchup)
+        elif isinstance(event, ScheduleFired):
+            if event.backfill:
+                self.backfilled.setdefault(event.name, set()).add(event.nominal)
+            elif not event.manual:
+                self._count(event.name, recorded.recorded_at)
+        elif isinstance(event, ScheduleSkipped):
+            if event.reason == "overlap":
+                self._count(event.name, recorded.recorded_at, event.count)
+            elif event.reason == "coalesced" and self.policy.get(event.name, ("",))[0] == "all":
+                limit = self.policy[event.name][1]
+                self.pending.append(
+                    Coalesced(
+                        event.name, recorded.recorded_at, recorded.position, event.count,
+                        event.last, limit,
+                    )
+                )  # fmt: skip
+        return found
+
+    def _count(self, name: str, recorded_at: str, n: int = 1) -> None:
+        for item in self.pending:
+            if item.name == name and item.recorded_at == recorded_at:
+                item.chosen += n
+
+    def _resolve(self, recorded_at: str | None) -> list[Violation]:
+        """Judge the coalesced ranges whose append is over (a later append, or at rest)."""
+        found: list[Violation] = []
+        keep: list[Coalesced] = []
+        for item in self.pending:
+            if item.recorded_at == recorded_at:
+                keep.append(item)
+                continue
+            ahead = sum(1 for n in self.backfilled.get(item.name, ()) if n > item.last)
+            if item.chosen + ahead < item.max_catchup:
+                found.append(
+                    self.violation(
+                        f"schedule {item.name} (catch-up all, max_catchup {item.max_catchup}) "
+                        f"coalesced {item.count} due times while its append answered only "
+                        f"{item.chosen + ahead} newer ones",
+                        item.position,
+                    )
+                )
+        self.pending = keep
+        return found
+
+    def at_rest(self, now: datetime, model: Model) -> list[Violation]:
+        return self._resolve(None)
