@@ -135,6 +135,7 @@ def test_the_json_report_names_seeds_invariants_events_time_and_digests(
         (["--seeds", "0"], "--seeds must be positive, got 0"),
         (["--hours", "-1"], "--hours must be positive, got -1.0"),
         (["--seeds", "2", "--until", "5"], "--export and --until need one run: give --seed"),
+        (["--sqlite", "/nonexistent/x"], "--sqlite /nonexistent/x: not a folder; create it first"),
     ],
 )
 def test_bad_options_are_refused_with_what_to_change(argv: list[str], message: str) -> None:
@@ -149,3 +150,12 @@ def test_regression_cases_stay_clean(case: Path) -> None:
     outcome = World(recorded["seed"], Shape(**recorded["shape"])).run()
     assert recorded["expected"] == "clean"
     assert outcome.violation is None, f"{case.name} ({recorded['found']}): {outcome.violation}"
+
+
+def test_a_run_on_sqlite_files_is_clean_and_names_one_log(tmp_path: Path) -> None:
+    # Every host opens its own connection to one SQLite file, as daemons on one machine do.
+    first = World(3, SHORT, sqlite=tmp_path).run()
+    again = World(3, SHORT, sqlite=tmp_path).run()
+    assert first.violation is None and first.events > 300
+    assert first.head_hash == again.head_hash
+    assert len(list(tmp_path.glob("rota-sim-3-*.db"))) == 2

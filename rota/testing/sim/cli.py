@@ -5,6 +5,7 @@
     python -m rota.testing.sim --seeds 200 --fresh      200 seeds drawn from the OS
     python -m rota.testing.sim --seed 7 --until 1800    replay seed 7 up to a position
     python -m rota.testing.sim --seed 7 --export F      and write its log as an export
+    python -m rota.testing.sim --seeds 5 --sqlite DIR   on SQLite files in DIR (slower)
 
 A run is named by its seed and its shape (`--hours --hosts --works --schedules
 --no-faults`): the same seed and shape give the same log, byte for byte, in any process
@@ -46,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--works", type=int, default=100, help="Works submitted a run (100)")
     p.add_argument("--schedules", type=int, default=10, help="schedules defined (10)")
     p.add_argument("--no-faults", action="store_true", help="no faults, crashes or chaos")
+    p.add_argument("--sqlite", type=Path, metavar="DIR", help="run on SQLite files in DIR (slower)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--export", type=Path, help="write the (one) run's log as an export")
     p.add_argument("--regressions", type=Path, help="write each failing seed here")
@@ -135,9 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     shape, seeds = shape_of(args), seeds_of(args)
     if (args.export or args.until is not None) and len(seeds) != 1:
         raise SystemExit("--export and --until need one run: give --seed")
+    if args.sqlite is not None and not args.sqlite.is_dir():
+        raise SystemExit(f"--sqlite {args.sqlite}: not a folder; create it first")
     began, runs, failed = time.process_time(), [], 0
     for seed in seeds:
-        world = World(seed, shape, until=args.until, keep=args.export is not None)
+        world = World(
+            seed, shape, until=args.until, keep=args.export is not None, sqlite=args.sqlite
+        )
         outcome = world.run()
         runs.append(outcome)
         if args.export is not None:

@@ -26,6 +26,7 @@ from typing import Any
 from rota import bootstrap
 from rota.application.ports import EventStore
 from rota.infrastructure.memory.backend import forget
+from rota.infrastructure.stores import open_store
 from rota.replay.export import export_to_file
 from rota.testing.sim.checks import Checks
 from rota.testing.sim.clock import SimClock, dst_start
@@ -64,6 +65,7 @@ class World:
         *,
         until: int | None = None,
         keep: bool = False,
+        sqlite: Path | None = None,
     ) -> None:
         self.seed = seed
         self.keep = keep  # keep the log after the run (`export`); else it is dropped
@@ -75,10 +77,17 @@ class World:
         self.plan = FaultPlan(self.random, rates)
         faults = ExecutorFaults.default() if self.shape.faults else ExecutorFaults()
         self.machine = Machine(self.random, faults, now=lambda: self.clock.t)
-        self.url = f"memory://rota-sim-{seed}-{next(_RUNS)}"
-        self.log: EventStore = bootstrap.open_log(self.url, clock=self.clock)
-        # The store's id is in an export's header: named by the seed, not drawn at random.
-        self.log.log.store_id = f"rota-sim-{seed}"  # type: ignore[attr-defined]
+        # The log: a named in-memory store, or (`sqlite`: a folder) an SQLite file every
+        # host opens a connection of its own to, as the daemons of one machine do.
+        if sqlite is None:
+            self.url = f"memory://rota-sim-{seed}-{next(_RUNS)}"
+        else:
+            self.url = str(sqlite / f"rota-sim-{seed}-{next(_RUNS)}.db")
+        self.log: EventStore = self.open_log()
+        if sqlite is None:
+            # The store's id is in an export's header: named by the seed, not drawn at
+            # random (an SQLite file's is drawn when it is created).
+            self.log.log.store_id = f"rota-sim-{seed}"  # type: ignore[attr-defined]
         self.settings = settings()
         self.generation = 0
         self.workload = Workload(self.random, self.shape)
@@ -102,7 +111,7 @@ class World:
         host = SimHost(
             name,
             owner,
-            self.log.reopened() or bootstrap.open_log(self.url, clock=self.clock),
+            self.open_log(),
             self.plan,
             self.machine,
             settings=self.settings,
@@ -113,6 +122,12 @@ class World:
             host.service.admission.configure_budgets(budgets())
         self.hosts[name] = host
         return host
+
+    def open_log(self) -> EventStore:
+        """A new handle on the run's log (a connection of its own, for SQLite)."""
+        if self.url.startswith("memory://"):
+            return bootstrap.open_log(self.url, clock=self.clock)
+        return open_store(self.url, clock=self.clock, synchronous="normal")
 
     def is_alive(self, owner: str) -> bool:
         return owner not in self.dead
@@ -183,12 +198,22 @@ class World:
         outcome.head_hash = self.log.head().hash if self.checks.position else ""
         outcome.faults = {**self.plan.counts, **self.machine.counts}
         if not self.keep:
+            self.drop()
+
+    def drop(self) -> None:
+        """Let go of the run's log: forget a memory store; close an SQLite file's
+        connections (the folder is the caller's)."""
+        if self.url.startswith("memory://"):
             forget(self.url[len("memory://") :])
+            return
+        for host in self.hosts.values():
+            host.store.inner.close()
+        self.log.close()
 
     def export(self, path: Path) -> None:
         """Write the run's log as `rota export` writes one (the world was made with `keep`)."""
         export_to_file(self.log, path)
-        forget(self.url[len("memory://") :])
+        self.drop()
 
     def choices(self) -> list[tuple[str, Any]]:
         """What can happen now: passes the daemon loops would run, launcher tasks, and
