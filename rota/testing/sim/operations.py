@@ -75,22 +75,26 @@ def define_schedule(world: World, host: SimHost, args: dict[str, Any]) -> bool:
 
 
 def cancel(world: World, host: SimHost, args: dict[str, Any]) -> bool:
-    host.service.admission.cancel(args["target"], reason="simulated operator", by=BY)
+    host.service.admission.cancel(
+        args["target"], reason="simulated operator", by=BY, request_id=args.get("request_id")
+    )
     return True
 
 
 def interrupt(world: World, host: SimHost, args: dict[str, Any]) -> bool:
-    host.service.control.interrupt(args["target"], by=BY)
+    host.service.control.interrupt(args["target"], by=BY, request_id=args.get("request_id"))
     return True
 
 
 def retry(world: World, host: SimHost, args: dict[str, Any]) -> bool:
-    host.service.lifecycle.request_retry(args["target"], requested_by=BY)
+    host.service.lifecycle.request_retry(
+        args["target"], requested_by=BY, request_id=args.get("request_id")
+    )
     return True
 
 
 def release_hold(world: World, host: SimHost, args: dict[str, Any]) -> bool:
-    host.service.recovery.release_hold(args["target"], by=BY)
+    host.service.recovery.release_hold(args["target"], by=BY, request_id=args.get("request_id"))
     return True
 
 

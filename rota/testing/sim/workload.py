@@ -23,6 +23,7 @@ BINDINGS = ("calls-retry", "calls-once", "jobs-retry", "jobs-once", "eager-retry
 SAFETIES = ("undeclared", "idempotent", "deduplicated")
 ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Australia/Sydney")
 OPERATOR = ("cancel", "interrupt", "retry", "release_hold", "confirm_stopped")
+REQUESTED = frozenset({"cancel", "interrupt", "retry", "release_hold"})  # take a request id
 CHAOS = ("crash", "pause", "restart", "step_forward", "step_back")
 
 
@@ -158,13 +159,23 @@ class Workload:
             self.add(t, "submit", **submit)
             if random.random() < 0.15:  # a client that did not hear back submits again
                 self.add(t + random.uniform(0.0, 120.0), "submit", **submit)
-        for _ in range(shape.operators):
+        for number in range(shape.operators):
             kind = random.choice((*OPERATOR, "pause_schedule", "resume_schedule"))
             target = random.choice(self.work_ids) if self.work_ids else None
             if kind.endswith("_schedule"):
                 target = random.choice(self.schedule_names) if self.schedule_names else None
-            if target is not None:
-                self.add(self._at(), kind, target=target)
+            if target is None:
+                continue
+            at = self._at()
+            if kind in REQUESTED and random.random() < 0.5:
+                # With a request id, as the HTTP API sends one; sometimes sent twice (a
+                # retry after a timeout): the second is the first's answer, not a new one.
+                self.add(at, kind, target=target, request_id=f"op-{number}")
+                if random.random() < 0.5:
+                    again = at + random.uniform(0.0, 300.0)
+                    self.add(again, kind, target=target, request_id=f"op-{number}")
+            else:
+                self.add(at, kind, target=target)
         for reload in range(1, shape.reloads + 1):
             self.add(self._at(), "reload", generation=reload)
         if not shape.faults:
