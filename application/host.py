@@ -52,6 +52,7 @@ from rota.application.host_steps import (
     RuntimeRecovery,
     StartGates,
     StopVerification,
+    first_of_each,
 )
 from rota.application.launches import Held, Launches
 from rota.application.ports import Clock, Environment, Executor, Gate, TraceContext
@@ -242,7 +243,9 @@ class Host:
                 break
         if not batch:
             return
-        batch = self._first_of_each(batch)
+        batch, later = first_of_each(batch)
+        for item in later:  # decided next pass, against what the first one recorded
+            self.results.put(item)
         refused = self.service.lifecycle.finish_many(batch)
         held, running = self.held, self.launches.running
         executors: list[Executor | None] = []  # the held attempts' (else looked up later)
@@ -268,23 +271,6 @@ class Host:
                 forgets.append((execution_id, epoch, executor))
             # Else its lease lapsed (a clock jump, a stalled host): recovery adopts it,
             # and the executor hands the result it kept to the new epoch.
-
-    def _first_of_each(self, batch: list[tuple[str, int, Result]]) -> list[tuple[str, int, Result]]:
-        """The first result of each attempt in `batch`; a later one of the same attempt goes
-        back to the queue, to be decided on the next pass against what the first recorded.
-        One append fences every item against one snapshot, so two results of one attempt
-        in it would both pass the fence (the second for an attempt the first ended: a
-        completion followed by a failure would fail a completed Work; simulator, issue 29)."""
-        seen: set[str] = set()
-        first: list[tuple[str, int, Result]] = []
-        for item in batch:
-            if item[0] in seen:
-                self.results.put(item)
-                self.wake.set()
-            else:
-                seen.add(item[0])
-                first.append(item)
-        return first
 
     def _let_go_of_ended(self) -> None:
         """Stop holding attempts the log says ended (interrupted, cancelled) or moved to a

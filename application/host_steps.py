@@ -1,4 +1,5 @@
-"""The host's steps besides launching: start gates, recovery, stop verification, control.
+"""The host's steps besides launching: start gates, recovery, stop verification, control
+(and `first_of_each`, which orders the results a pass observes).
 
 Each is a collaborator of `rota.application.host.Host`, built over the service, the
 host's executors (`ExecutorDirectory`) and its launches (`Launches`); the host calls them
@@ -307,3 +308,22 @@ class ControlDispatch:
         except Refusal as refusal:
             log.info("answer to %s refused: %s", control.intent, refusal)
         self.launches.wake.set()
+
+
+def first_of_each(
+    batch: list[tuple[str, int, Result]],
+) -> tuple[list[tuple[str, int, Result]], list[tuple[str, int, Result]]]:
+    """The first result of each attempt in `batch`, and the later ones of the same attempts.
+
+    One append fences every item against one snapshot, so two results of one attempt in
+    it would both pass the fence, the second for an attempt the first ended (a launch that
+    finished inside `launch()` and then got an unacknowledged failure ended a completed
+    Work failed; found by the simulator, issue 29). The host decides the later ones on
+    its next pass, against what the first recorded."""
+    seen: set[str] = set()
+    first: list[tuple[str, int, Result]] = []
+    later: list[tuple[str, int, Result]] = []
+    for item in batch:
+        (later if item[0] in seen else first).append(item)
+        seen.add(item[0])
+    return first, later

@@ -81,6 +81,14 @@ class StateQueries:
         with self.service.lock:
             return self.service.projection.position
 
+    def digest(self) -> tuple[int, str]:
+        """The position the projection applied (no catching up) and its canonical digest
+        (equal states, equal digests): what the simulator compares with a fold of the log."""
+        with self.service.lock:
+            projection = self.service.projection
+            projection.settle()
+            return projection.position, projection.digest()
+
     def at_head(self, read: Callable[[SchedulerProjection, datetime], T]) -> AtHead[T]:
         """Catch up to the log head, then `read(projection, now)` under the lock. `read`
         must not keep the projection: it changes once the lock is released."""

@@ -88,13 +88,12 @@ class Checks:
     def _projections(self) -> Violation | None:
         expected: str | None = None
         for host in self.world.live_hosts():
-            projection = host.service.projection
-            if projection.position != self.position:
+            if host.queries.state.applied() != self.position:
                 continue  # not caught up: its next pass is
             if expected is None:
                 self.reference.settle()
                 expected = self.reference.digest()
-            if projection.digest() != expected:
+            if host.queries.state.digest() != (self.position, expected):
                 return Violation(
                     "projection_matches_log",
                     f"{host.owner}'s projection at position {self.position} differs from a "

@@ -16,6 +16,7 @@ from typing import NoReturn
 from rota import bootstrap
 from rota.application.host import Host, TickReport
 from rota.application.ports import EventStore, Executor
+from rota.application.queries import Queries
 from rota.application.service import SchedulerService
 from rota.domain.errors import RotaError
 from rota.domain.policy import Binding, Settings
@@ -67,6 +68,7 @@ class SimHost:
             self.host: Host = bootstrap.build_host(self.service, self.executors)
         self.pool = SimPool()
         self.host.launches.pool = self.pool
+        self.queries = Queries(self.service, self.host)  # what the checks read
 
     def crash(self, where: str) -> NoReturn:
         """Die here: the store refuses every later call of this instance."""

@@ -100,14 +100,14 @@ def release_hold(world: World, host: SimHost, args: dict[str, Any]) -> bool:
 
 def confirm_stopped(world: World, host: SimHost, args: dict[str, Any]) -> bool:
     """Vouch for the stop of the Work's ended attempt, only if nothing of it runs."""
-    work = host.service.projection.works.get(args["target"])
-    attempt = work.current if work is not None else None
-    if attempt is None or attempt.live or attempt.stop_confirmed:
+    view = host.queries.works.work(args["target"])
+    attempt = view.attempts[-1] if view is not None and view.attempts else None
+    if attempt is None or attempt.state != "ended" or attempt.stop_confirmed:
         return True
-    if world.machine.running(attempt.execution_id):
+    if world.machine.running(attempt.execution):
         world.count("operator declined to confirm a stop")
         return True
-    host.service.lifecycle.confirm_stopped(attempt.execution_id, attempt.epoch, f"operator: {BY}")
+    host.service.lifecycle.confirm_stopped(attempt.execution, attempt.epoch, f"operator: {BY}")
     return True
 
 
