@@ -22,6 +22,22 @@ from rota.testing.sim.workload import Shape
 from rota.testing.sim.world import World
 
 REGRESSIONS = Path(__file__).parent / "regressions"
+REACHED = (
+    "core.execution.recovered",
+    "core.execution.adopted",
+    "core.execution.lost",
+    "core.execution.recovery_failed",
+    "core.execution.stop_confirmed",
+    "core.execution.timed_out",
+    "core.execution.released",
+    "core.retry.fired",
+    "core.work.cancelled",
+    "core.schedule.fired",
+    "core.schedule.skipped",
+    "core.schedule.leader_lost",
+    "core.schedule.leader_released",
+    "core.budget.exceeded",
+)
 SEEDS = scale(10, 300, "ROTA_SIM_SEEDS")
 SHORT = Shape(hours=0.5)
 
@@ -61,6 +77,7 @@ def test_the_same_seed_writes_the_same_log_in_other_processes(tmp_path: Path) ->
 def test_a_budget_of_seeds_runs_clean_and_reaches_every_fault_kind() -> None:
     faults: dict[str, int] = {}
     counts: dict[str, int] = {}
+    types: dict[str, int] = {}
     for seed in range(1, SEEDS + 1):
         outcome = World(seed, Shape(hours=2.0)).run()
         found = outcome.violation
@@ -69,6 +86,10 @@ def test_a_budget_of_seeds_runs_clean_and_reaches_every_fault_kind() -> None:
             faults[name] = faults.get(name, 0) + n
         for name, n in outcome.counts.items():
             counts[name] = counts.get(name, 0) + n
+        for name, n in outcome.types.items():
+            types[name] = types.get(name, 0) + n
+        defined = outcome.types.get("core.schedule.defined", 0)
+        assert defined >= Shape().schedules, f"seed {seed}: {defined} schedules defined"
     # Sometimes-assertions: the runs reached every kind of fault, not just ran clean.
     for kind in ("crash_before_append", "crash_after_append", "append_error", "read_error"):
         assert faults.get(kind, 0) > 0, f"no {kind} in {SEEDS} seeds: {faults}"
@@ -76,6 +97,9 @@ def test_a_budget_of_seeds_runs_clean_and_reaches_every_fault_kind() -> None:
         assert faults.get(kind, 0) > 0, f"no {kind} in {SEEDS} seeds: {faults}"
     for kind in ("crashes", "pauses", "graceful restarts", "clock steps"):
         assert counts.get(kind, 0) > 0, f"no {kind} in {SEEDS} seeds: {counts}"
+    # ... and the engine answered them in every way: recovery, loss, retry, stops, holds.
+    for kind in REACHED:
+        assert types.get(kind, 0) > 0, f"no {kind} in {SEEDS} seeds: {sorted(types)}"
 
 
 class Tripwire(Checker):

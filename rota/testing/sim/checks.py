@@ -9,7 +9,8 @@ reference projection. Then the checks only the world can make:
   not a `RotaError` (an `AttributeError` inside a pass is a bug, whatever the daemon loop
   does with it in production);
 - `projection_matches_log`: every live host's projection, once caught up, equals a fold
-  of the log (checked every `DIGEST_EVERY` steps and at rest);
+  of the log (checked every `DIGEST_EVERY` steps and at rest), whose budget ledgers equal
+  the invariants' own sum of the charges (`budget_ledger_balanced`);
 - `acknowledged_not_lost` (at rest): every Work whose submit a client saw answered is in
   the log;
 - `rebuild_matches_live` (at rest): a rebuild from position 0 equals the live fold.
@@ -76,7 +77,9 @@ class Checks:
                 return None
             raws = log.read_raw(self.position, len(batch))
             times = recorded_times(batch, {})
+            seen = self.world.outcome.types
             for recorded, raw, at in zip(batch, raws, times, strict=True):
+                seen[recorded.type] = seen.get(recorded.type, 0) + 1
                 violations = self.checker.observe(recorded, raw)
                 self.reference.apply(
                     recorded.position, recorded.stream, recorded.version, at, recorded.event
@@ -86,6 +89,11 @@ class Checks:
                     return violations[0]
 
     def _projections(self) -> Violation | None:
+        # The engine's fold of the budgets against the invariants' own sum of the charges.
+        self.reference.settle()
+        unbalanced = self.checker.compare_ledgers(dict(self.reference.ledgers), self.position)
+        if unbalanced:
+            return unbalanced[0]
         expected: str | None = None
         for host in self.world.live_hosts():
             if host.queries.state.applied() != self.position:

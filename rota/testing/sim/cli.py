@@ -108,6 +108,7 @@ def run_json(outcome: Outcome) -> dict[str, Any]:
         },
         "faults": dict(sorted(outcome.faults.items())),
         "counts": dict(sorted(outcome.counts.items())),
+        "event_types": dict(sorted(outcome.types.items())),
     }
 
 

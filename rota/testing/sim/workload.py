@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from rota.application.commands.schedules import CATCHUPS, OVERLAPS
 from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, RetryPolicy, Settings
 
@@ -142,8 +143,8 @@ class Workload:
                 every=every,
                 cron=cron,
                 timezone=random.choice(ZONES),
-                catchup=random.choice(("latest", "all", "skip")),
-                overlap=random.choice(("skip", "allow")),
+                catchup=random.choice(CATCHUPS),
+                overlap=random.choice(OVERLAPS),
             )
         for i in range(shape.works):
             work_id = f"w{i}"

@@ -53,6 +53,7 @@ class Outcome:
     violation: Violation | None = None
     faults: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    types: dict[str, int] = field(default_factory=dict)  # events recorded, by type
 
 
 class World:
