@@ -6,7 +6,8 @@ happens: nothing, a transient store error (`StoreUnavailable`, what a dropped co
 or a busy database gives), or a crash of the host, either before the append (nothing
 written) or after it committed and before the caller heard so (the write is durable and
 its acknowledgement is lost: a retry must reuse its delivery identity). A host whose
-store broke for good (a permanent fault) fails every call until it is restarted.
+store broke for a while (a lasting fault: its connection is down) fails every call until
+the fault ends or the host is restarted.
 
 A crash is `SimCrash`, a `BaseException`: no `except Exception` in rota catches it, so it
 unwinds the host's stack as a SIGKILL would end it, and the world drops the host.
@@ -15,7 +16,7 @@ unwinds the host's stack as a SIGKILL would end it, and the world drops the host
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from random import Random
@@ -47,7 +48,10 @@ class FaultRates:
     crash_after_append: float = 0.0
     append_error: float = 0.0
     read_error: float = 0.0
-    permanent: float = 0.0  # a store error that lasts until the host restarts
+    permanent: float = 0.0  # a store error that lasts (30 s to 15 min, or to a restart)
+    # Another host steps between a decision and its append (what PostgreSQL's sessions
+    # do at will): the append's expected versions must catch what that step wrote.
+    interleave: float = 0.0
 
     @classmethod
     def none(cls) -> FaultRates:
@@ -60,7 +64,8 @@ class FaultRates:
             crash_after_append=0.002,
             append_error=0.01,
             read_error=0.002,
-            permanent=0.0005,
+            permanent=0.0002,
+            interleave=0.05,
         )
 
 
@@ -72,6 +77,20 @@ class FaultPlan:
     rates: FaultRates
     armed: bool = True  # off while the world itself reads (invariants, the client)
     counts: dict[str, int] = field(default_factory=dict)
+    # The world's step of another host than the one named (None: no interleaving).
+    preempt: Callable[[str], None] | None = None
+    now: Callable[[], float] = lambda: 0.0  # true time (the world's clock)
+    _nested: bool = False
+
+    def interleave(self, host: str) -> None:
+        """Maybe let another host take a step now, before `host`'s append (not nested)."""
+        if self.preempt is None or self._nested or not self.happens("interleave"):
+            return
+        self._nested = True
+        try:
+            self.preempt(host)
+        finally:
+            self._nested = False
 
     def happens(self, kind: str) -> bool:
         rate = getattr(self.rates, kind)
@@ -99,7 +118,9 @@ class FaultyStore(EventStore):
         self.url = inner.url
         self.path = inner.path
         self.clock = inner.clock
-        self.broken = False  # a permanent fault: every call fails until the host restarts
+        # A lasting fault (this host's connection is down): every call fails until true
+        # time `broken_until`, or until the host restarts.
+        self.broken_until: float | None = None
         self.dead = False  # the host crashed: its code must not write again
 
     # -- fault points ---------------------------------------------------------------------
@@ -108,12 +129,17 @@ class FaultyStore(EventStore):
         if self.dead:
             raise SimCrash(f"{self.host}: a dead host's code went on")
         if self.broken:
-            raise StoreUnavailable(f"the store is unreachable from {self.host} (permanent)")
+            raise StoreUnavailable(f"the store is unreachable from {self.host} (lasting)")
         if self.plan.happens("permanent"):
-            self.broken = True
+            self.broken_until = self.plan.now() + self.plan.random.uniform(30.0, 900.0)
             raise StoreUnavailable(f"the store became unreachable from {self.host}")
         if self.plan.happens(kind):
             raise StoreUnavailable(f"the store failed a call of {self.host} (transient)")
+
+    @property
+    def broken(self) -> bool:
+        """Whether a lasting fault holds now."""
+        return self.broken_until is not None and self.plan.now() < self.broken_until
 
     def _crash(self, where: str) -> None:
         self.dead = True
@@ -125,6 +151,9 @@ class FaultyStore(EventStore):
         if not self.dead and self.plan.happens("crash_before_append"):
             self._crash("before an append")
         self._enter("append_error")
+        self.plan.interleave(self.host)
+        if self.dead:  # (the world stepped another host; nothing of this one changed)
+            raise SimCrash(f"{self.host}: a dead host's code went on")
         result = self.inner.append(events, expected)
         if result.written and self.plan.happens("crash_after_append"):
             self._crash("after an append committed, before its acknowledgement")

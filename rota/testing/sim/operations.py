@@ -28,13 +28,15 @@ RETRY_AFTER = 7.0  # seconds before a client or operator whose call failed tries
 BY = "sim-operator"
 
 
-def perform(world: World, kind: str, args: dict[str, Any]) -> None:
-    """Perform one action (see `rota.testing.sim.workload` for the kinds)."""
+def perform(world: World, kind: str, args: dict[str, Any], besides: str | None = None) -> None:
+    """Perform one action (see `rota.testing.sim.workload` for the kinds); `besides`: a
+    host in the middle of a transaction, which the call must not reach (within one process
+    the service's lock serializes calls)."""
     chaos = CHAOS.get(kind)
     if chaos is not None:
         chaos(world, args)
         return
-    hosts = world.live_hosts()
+    hosts = [h for h in world.live_hosts() if h.owner != besides]
     if not hosts:
         world.workload.add(world.clock.t + RETRY_AFTER, kind, **args)
         return
@@ -45,11 +47,14 @@ def perform(world: World, kind: str, args: dict[str, Any]) -> None:
     except SimCrash as crash:
         world.kill(host, crash.where)
         answered = False
-    except Refusal:
-        world.count(f"refused {kind}")
+    except Refusal as refusal:
+        world.count(f"refused {kind} ({refusal.code})")
         return
-    except (StoreError, RotaError):
+    except (StoreError, RotaError) as error:
+        world.count(f"{kind} failed ({error.code})")
         answered = False
+    if answered:
+        world.count(f"{kind} answered")
     if not answered and kind in RETRIED:
         world.workload.add(world.clock.t + RETRY_AFTER, kind, **args)
     host.host.wake.set()
@@ -65,6 +70,12 @@ def submit(world: World, host: SimHost, args: dict[str, Any]) -> bool:
     )
     host.service.lifecycle.submit(command)
     world.acknowledged[command.work_id] = world.acknowledged.get(command.work_id, 0) + 1
+    return True
+
+
+def input_(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    """More input for a Work (refused once the Work is cancelled, or before it exists)."""
+    host.service.lifecycle.accept(args["target"], args["payload"], key=args["key"])
     return True
 
 
@@ -185,6 +196,7 @@ def step_back(world: World, args: dict[str, Any]) -> None:
 
 CALLS: dict[str, Callable[[World, SimHost, dict[str, Any]], bool]] = {
     "submit": submit,
+    "input": input_,
     "define_schedule": define_schedule,
     "cancel": cancel,
     "interrupt": interrupt,
@@ -203,4 +215,6 @@ CHAOS: dict[str, Callable[[World, dict[str, Any]], None]] = {
     "step_forward": step_forward,
     "step_back": step_back,
 }
-RETRIED = frozenset({"submit", "define_schedule", "reload"})
+# A call that failed (a store fault, a crash of the host it reached) is sent again later,
+# to a host picked again: every kind a client or an operator makes.
+RETRIED = frozenset(CALLS)

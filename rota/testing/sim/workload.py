@@ -108,6 +108,7 @@ class Workload:
         self.actions: list[Action] = []
         self._seq = 0
         self.work_ids: list[str] = []
+        self.submitted_at: dict[str, float] = {}
         self.schedule_names: list[str] = []
         self._draw()
 
@@ -115,6 +116,10 @@ class Workload:
         """Add an action (the world adds retries of failed client calls this way)."""
         self._seq += 1
         bisect.insort(self.actions, Action(t, self._seq, kind, args))
+
+    def peek_due(self, t: float) -> Action | None:
+        """The first action whose time has come, left on the timeline (None: none)."""
+        return self.actions[0] if self.actions and self.actions[0].t <= t else None
 
     def pop_due(self, t: float) -> Action | None:
         """The first action whose time has come, taken off the timeline (None: none)."""
@@ -127,6 +132,13 @@ class Workload:
 
     def _at(self, share: float = 1.0) -> float:
         return round(self.random.uniform(0.0, self.horizon * share), 3)
+
+    def _soon_after(self, target: str) -> float:
+        """A moment while Work `target` is likely still running (a schedule: any time)."""
+        submitted = self.submitted_at.get(target)
+        if submitted is None:
+            return self._at()
+        return round(submitted + self.random.uniform(1.0, 240.0), 3)
 
     def _draw(self) -> None:
         random, shape = self.random, self.shape
@@ -158,8 +170,18 @@ class Workload:
                 "payload": {"n": i},
             }
             self.add(t, "submit", **submit)
+            self.submitted_at[work_id] = t
             if random.random() < 0.15:  # a client that did not hear back submits again
                 self.add(t + random.uniform(0.0, 120.0), "submit", **submit)
+        for number in range(shape.works // 3):  # more input for Works submitted before
+            target = random.choice(self.work_ids) if self.work_ids else None
+            if target is None:
+                continue
+            at, key = self._soon_after(target), f"more-{number}"
+            self.add(at, "input", target=target, key=key, payload={"more": number})
+            if random.random() < 0.2:  # sent again, with the same key
+                self.add(at + random.uniform(0.0, 60.0), "input", target=target, key=key,
+                         payload={"more": number})  # fmt: skip
         for number in range(shape.operators):
             kind = random.choice((*OPERATOR, "pause_schedule", "resume_schedule"))
             target = random.choice(self.work_ids) if self.work_ids else None
@@ -167,7 +189,7 @@ class Workload:
                 target = random.choice(self.schedule_names) if self.schedule_names else None
             if target is None:
                 continue
-            at = self._at()
+            at = self._soon_after(target)
             if kind in REQUESTED and random.random() < 0.5:
                 # With a request id, as the HTTP API sends one; sometimes sent twice (a
                 # retry after a timeout): the second is the first's answer, not a new one.
@@ -177,6 +199,10 @@ class Workload:
                     self.add(again, kind, target=target, request_id=f"op-{number}")
             else:
                 self.add(at, kind, target=target)
+            if kind == "cancel" and random.random() < 0.5:
+                # A client sends input at the very moment an operator cancels: whichever
+                # the log records first, input is never accepted after the cancel.
+                self.add(at, "input", target=target, key=f"racing-{number}", payload=number)
         for reload in range(1, shape.reloads + 1):
             self.add(self._at(), "reload", generation=reload)
         if not shape.faults:

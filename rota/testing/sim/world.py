@@ -78,6 +78,7 @@ class World:
         self.plan = FaultPlan(self.random, rates)
         faults = ExecutorFaults.default() if self.shape.faults else ExecutorFaults()
         self.machine = Machine(self.random, faults, now=lambda: self.clock.t)
+        self.plan.preempt, self.plan.now = self.preempt, lambda: self.clock.t
         # The log: a named in-memory store, or (`sqlite`: a folder) an SQLite file every
         # host opens a connection of its own to, as the daemons of one machine do.
         if sqlite is None:
@@ -180,7 +181,7 @@ class World:
         self.machine.faults = ExecutorFaults()
         for name, host in sorted(self.hosts.items()):
             host.paused_until = None
-            if host.alive and host.store.broken:  # its store broke for good: restart it
+            if host.alive and host.store.broken:  # its connection is down: restart it
                 self.kill(host, "to mend its store")
             if not host.alive:
                 self.start_host(name)
@@ -249,6 +250,27 @@ class World:
             self.guarded(host, lambda: host.pool.run(index))
         else:
             self.machine.finish(subject)
+
+    def preempt(self, owner: str) -> None:
+        """Between a decision of `owner` and its append, another host takes one step (a
+        pass, or a task of its launcher), as a concurrent session would."""
+        others = [c for c in self.choices() if c[0] != "end" and c[1][0].owner != owner]
+        action = self.workload.peek_due(self.clock.t)
+        if action is not None:
+            others.append(("act", (None, action)))  # a client's or operator's call
+        if not others:
+            return
+        self.count("interleavings")
+        kind, subject = others[self.random.randrange(len(others))]
+        host = subject[0]
+        if kind == "act":
+            taken = self.workload.pop_due(self.clock.t)
+            assert taken is subject[1]
+            perform(self, taken.kind, taken.args, besides=owner)
+        elif kind == "pass":
+            self.guarded(host, lambda: self.pass_of(host, subject[1]))
+        else:
+            self.guarded(host, lambda: host.pool.run(subject[1]))
 
     def pass_of(self, host: SimHost, head: int) -> None:
         report = host.tick()

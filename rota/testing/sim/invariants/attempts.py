@@ -16,6 +16,7 @@ from rota.domain.events import (
     Event,
     HandoffContinued,
     HandoffRefused,
+    InputAccepted,
     LaunchInvoked,
     LaunchPhaseBegan,
     LaunchPhaseEnded,
@@ -319,6 +320,34 @@ class NoStartAfterTerminal(Invariant):
         return [
             self.violation(
                 f"{recorded.type} for {work.work_id} after it was cancelled",
+                work.cancelled_at,
+                recorded.position,
+            )
+        ]
+
+
+class NoInputAfterTerminal(Invariant):
+    """A cancelled Work accepts no more input: an input answered "accepted" is one the
+    Work will consider, so none is recorded once the Work is cancelled.
+
+    Seed 001 (001_a97b7b12fa97a199.txt): "Work cancellation atomically fences attempts,
+    Waits, owned timers and queue eligibility through the router."; rota.domain.submission
+    refuses it ("Work ... is cancelled; it accepts no more input", `work_terminal`), so a
+    record of one means a decision was made against a state the log had moved past.
+    """
+
+    name = "no_input_after_terminal"
+    events = (InputAccepted,)
+
+    def observe(self, recorded: RecordedEvent, model: Model) -> list[Violation]:
+        event = recorded.event
+        assert isinstance(event, InputAccepted)
+        work = model.works.get(event.work_id)
+        if work is None or not work.cancelled_at:
+            return []
+        return [
+            self.violation(
+                f"input {event.key!r} accepted for {work.work_id} after it was cancelled",
                 work.cancelled_at,
                 recorded.position,
             )

@@ -17,6 +17,7 @@ from rota.domain.policy import Settings
 from rota.testing.sim.invariants.attempts import (
     FencedWriteWhileLive,
     LeaseNeverShortened,
+    NoInputAfterTerminal,
     NoStaleEpochWrite,
     NoStartAfterTerminal,
     NoStartWhileHeld,
@@ -57,6 +58,7 @@ ALL: tuple[type[Invariant], ...] = (
     BackoffRespected,
     LostRetriedOnlyIfIdempotent,
     NoStartAfterTerminal,
+    NoInputAfterTerminal,
     NoStartWhileHeld,
     ScheduleFiredOnce,
     SchedulePastResolved,
@@ -97,6 +99,7 @@ class Checker:
             BackoffRespected(),
             LostRetriedOnlyIfIdempotent(),
             NoStartAfterTerminal(),
+            NoInputAfterTerminal(),
             NoStartWhileHeld(),
             fired_once,
             SchedulePastResolved(fired_once),
