@@ -1,0 +1,199 @@
+"""What-if from history: a recorded export's workload replayed under another configuration.
+
+The recorded export is a clean simulated run (one host, no faults, chaos, operators,
+reloads or schedules): 40 Works over six minutes on the simulator's five bindings and
+three scopes, with contended pools, so admission order and waits are decided by the
+limits. Its configuration is written as a rota.toml from the simulator's own settings,
+bindings and budgets (`rota.testing.sim.workload`), and halved from there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from rota.domain.policy import Binding, Settings
+from rota.infrastructure.config import ConfigError
+from rota.testing.sim import cli
+from rota.testing.sim.recorded import read_export
+from rota.testing.sim.whatif import replay
+from rota.testing.sim.whatif_report import (
+    calibration,
+    inferred_plan,
+    plan_from_config,
+    pool_peaks,
+    what_if,
+)
+from rota.testing.sim.workload import Shape, bindings, budgets, settings
+from rota.testing.sim.world import World
+
+SHAPE = Shape(
+    hosts=1, works=40, schedules=0, hours=0.1, operators=0, chaos=0, reloads=0, faults=False
+)
+
+
+def recorded_export(directory: Path, seed: int) -> Path:
+    world = World(seed, SHAPE, keep=True)
+    assert world.run().violation is None
+    path = directory / f"seed-{seed}.jsonl"
+    world.export(path)
+    return path
+
+
+def toml(value: Any) -> str:
+    return json.dumps(value)  # a JSON string, number, bool or list of those is TOML too
+
+
+def config_text(limits: Settings, named: dict[str, Binding]) -> str:
+    """A rota.toml holding `limits`, `named` and the simulator's budgets."""
+    lines = ["[settings]"]
+    for key in ("concurrency", "job_concurrency", "lease_seconds", "timeout_seconds"):
+        lines.append(f"{key} = {toml(getattr(limits, key))}")
+    for path, limit in limits.scope_limits.items():
+        lines += ["[[scopes]]", f"path = {toml(path)}", f"limits = {{ concurrency = {limit} }}"]
+    for budget in budgets():
+        lines.append("[[budgets]]")
+        for key in ("id", "unit", "max", "per", "period"):
+            lines.append(f"{key} = {toml(getattr(budget, key))}")
+    for binding in named.values():
+        retry = binding.retry
+        lines += [
+            "[[bindings]]",
+            f"name = {toml(binding.name)}",
+            f"executor = {toml(binding.executor)}",
+            f"timeout_seconds = {toml(binding.timeout_seconds)}",
+            f"retry = {{ max_attempts = {retry.max_attempts}, "
+            f"delays = {toml(list(retry.delays or ()))}, "
+            f"retry_on_lost = {toml(retry.retry_on_lost)} }}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("whatif")
+    recorded = settings()
+    halved = msgspec.structs.replace(
+        recorded,
+        concurrency=recorded.concurrency // 2,
+        job_concurrency=max(1, recorded.job_concurrency // 2),
+    )
+    found = {"export": recorded_export(directory, 3), "other": recorded_export(directory, 9)}
+    for name, limits in (("recorded", recorded), ("halved", halved)):
+        found[name] = directory / f"{name}.toml"
+        found[name].write_text(config_text(limits, bindings(0)), encoding="utf-8")
+    return found
+
+
+@pytest.mark.parametrize("export", ["export", "other"])
+def test_replay_under_recorded_config_reproduces_admission_order(
+    files: dict[str, Path], export: str
+) -> None:
+    report = what_if(files[export], None, files["recorded"])
+    assert report["calibration"]["claims"] > SHAPE.works
+    assert report["calibration"] == {
+        "match": True,
+        "claims": report["calibration"]["claims"],
+        "first_divergence": None,
+    }
+
+
+def test_replayed_attempts_take_their_recorded_duration(files: dict[str, Path]) -> None:
+    recorded = read_export(files["export"])
+    simulated = replay(recorded, plan_from_config(files["recorded"], recorded))
+    for work in recorded.works.values():
+        again = simulated.works[work.work_id]
+        assert again.first_claim == pytest.approx(work.first_claim, abs=0.01)
+        assert (again.completed_at is None) == (work.completed_at is None)
+        if work.completed_at is not None:
+            assert again.completed_at == pytest.approx(work.completed_at, abs=0.01)
+
+
+def test_halved_pool_limit_reports_longer_waits_for_the_same_completions(
+    files: dict[str, Path],
+) -> None:
+    report = what_if(files["export"], files["halved"], files["recorded"])
+    assert report["calibration"]["match"] is True
+    overall = report["groups"]["all"]["all"]
+    assert overall["simulated"]["mean_wait_s"] > overall["recorded"]["mean_wait_s"]
+    assert overall["simulated"]["p95_wait_s"] > overall["recorded"]["p95_wait_s"]
+    assert overall["simulated"]["completed"] == overall["recorded"]["completed"]
+    recorded = read_export(files["export"])
+    assert set(report["groups"]["binding"]) == {w.binding for w in recorded.works.values()}
+    simulated = replay(recorded, plan_from_config(files["halved"], recorded))
+    done = {w.work_id for w in recorded.works.values() if w.completed_at is not None}
+    assert {w.work_id for w in simulated.works.values() if w.completed_at is not None} == done
+    peaks = pool_peaks(simulated)
+    assert peaks["agents"] <= 2 and peaks["jobs"] <= 1
+
+
+def test_calibration_names_the_first_divergence(files: dict[str, Path]) -> None:
+    recorded = read_export(files["export"])
+    other = read_export(files["export"])
+    (t1, w1, a1), (t2, w2, a2) = other.claims[3], other.claims[4]
+    other.claims[3], other.claims[4] = (t1, w2, a2), (t2, w1, a1)
+    found = calibration(recorded, other)
+    assert found["match"] is False
+    assert found["first_divergence"] == {
+        "index": 3,
+        "recorded": f"{w1}/{a1}",
+        "simulated": f"{w2}/{a2}",
+    }
+
+
+def test_inferred_config_bounds_pools_by_what_the_log_held(files: dict[str, Path]) -> None:
+    recorded = read_export(files["export"])
+    plan = inferred_plan(recorded)
+    limits = settings()
+    assert 1 <= plan.settings.concurrency <= limits.concurrency
+    assert 1 <= plan.settings.job_concurrency <= limits.job_concurrency
+    assert set(plan.bindings) == {w.binding for w in recorded.works.values()}
+    assert plan.budgets == tuple(budgets())
+    simulated = replay(recorded, plan)
+    assert len(simulated.works) == len(recorded.works)
+
+
+def test_cli_prints_the_report_as_json(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--workload-from", str(files["export"]), "--recorded-config", str(files["recorded"])]
+    code = cli.main([*argv, "--config", str(files["halved"]), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert report["calibration"]["match"] is True
+    assert report["config"] == str(files["halved"])
+    assert set(report["groups"]["scope"]) == {"root", "team-a", "team-b"}
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "admission order matches" in text and "by binding" in text
+
+
+def test_missing_export_says_so(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="does not exist"):
+        cli.main(["--workload-from", str(tmp_path / "none.jsonl")])
+
+
+def test_config_without_the_exports_bindings_is_refused(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    alien = tmp_path / "alien.toml"
+    alien.write_text('[[bindings]]\nname = "other"\nexecutor = "sim-calls"\n', "utf-8")
+    argv = ["--workload-from", str(files["export"]), "--config", str(alien)]
+    with pytest.raises(SystemExit, match="defines no binding named calls-once, calls-retry"):
+        cli.main(argv)
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text(
+        config_text(settings(), bindings(0)).replace('"sim-jobs"', '"not-recorded"'), "utf-8"
+    )
+    recorded = read_export(files["export"])
+    with pytest.raises(ConfigError, match="not-recorded"):
+        plan_from_config(wrong, recorded)
+
+
+def test_config_options_need_an_export(files: dict[str, Path]) -> None:
+    with pytest.raises(SystemExit, match="go with --workload-from"):
+        cli.main(["--config", str(files["halved"])])
