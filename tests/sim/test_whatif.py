@@ -3,7 +3,9 @@
 The recorded export is a clean simulated run (one host, no faults, chaos, operators,
 reloads or schedules): 40 Works over six minutes on the simulator's five bindings and
 three scopes, with contended pools, so admission order and waits are decided by the
-limits. Its configuration is written as a rota.toml from the simulator's own settings,
+limits. Three more add what the simulator's operators do (cancels of running attempts,
+retries, interrupts), schedules and configuration reloads.
+Their configuration is written as a rota.toml from the simulator's own settings,
 bindings and budgets (`rota.testing.sim.workload`), and halved from there.
 """
 
@@ -34,12 +36,14 @@ from rota.testing.sim.world import World
 SHAPE = Shape(
     hosts=1, works=40, schedules=0, hours=0.1, operators=0, chaos=0, reloads=0, faults=False
 )
+BUSY = Shape(hosts=1, works=40, schedules=2, hours=0.1, faults=False)
+OPERATED = (3, 13, 30)  # seeds whose operators cancel, retry and interrupt between them
 
 
-def recorded_export(directory: Path, seed: int) -> Path:
-    world = World(seed, SHAPE, keep=True)
+def recorded_export(directory: Path, seed: int, shape: Shape = SHAPE) -> Path:
+    world = World(seed, shape, keep=True)
     assert world.run().violation is None
-    path = directory / f"seed-{seed}.jsonl"
+    path = directory / f"seed-{seed}-{'operated' if shape.operators else 'clean'}.jsonl"
     world.export(path)
     return path
 
@@ -82,14 +86,18 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         concurrency=recorded.concurrency // 2,
         job_concurrency=max(1, recorded.job_concurrency // 2),
     )
-    found = {"export": recorded_export(directory, 3), "other": recorded_export(directory, 9)}
+    found = {
+        "export": recorded_export(directory, 3),
+        "other": recorded_export(directory, 9),
+        **{f"operated-{n}": recorded_export(directory, n, BUSY) for n in OPERATED},
+    }
     for name, limits in (("recorded", recorded), ("halved", halved)):
         found[name] = directory / f"{name}.toml"
         found[name].write_text(config_text(limits, bindings(0)), encoding="utf-8")
     return found
 
 
-@pytest.mark.parametrize("export", ["export", "other"])
+@pytest.mark.parametrize("export", ["export", "other", *(f"operated-{n}" for n in OPERATED)])
 def test_replay_under_recorded_config_reproduces_admission_order(
     files: dict[str, Path], export: str
 ) -> None:
@@ -102,8 +110,22 @@ def test_replay_under_recorded_config_reproduces_admission_order(
     }
 
 
-def test_replayed_attempts_take_their_recorded_duration(files: dict[str, Path]) -> None:
-    recorded = read_export(files["export"])
+def test_operators_commands_are_replayed_at_their_moment(files: dict[str, Path]) -> None:
+    kinds = set()
+    for seed in OPERATED:
+        recorded = read_export(files[f"operated-{seed}"])
+        kinds |= {kind for _, kind, _, _ in recorded.operations}
+        simulated = replay(recorded, plan_from_config(files["recorded"], recorded))
+        again = [(round(t, 1), kind, work) for t, kind, work, _ in simulated.operations]
+        assert again == [(round(t, 1), kind, work) for t, kind, work, _ in recorded.operations]
+    assert kinds == {"cancel", "retry", "interrupt"}
+
+
+@pytest.mark.parametrize("export", ["export", "operated-13"])
+def test_replayed_attempts_take_their_recorded_duration(
+    files: dict[str, Path], export: str
+) -> None:
+    recorded = read_export(files[export])
     simulated = replay(recorded, plan_from_config(files["recorded"], recorded))
     for work in recorded.works.values():
         again = simulated.works[work.work_id]

@@ -28,6 +28,7 @@ from rota.domain.events.admission import (
     GateHeld,
     WorkCancelled,
 )
+from rota.domain.events.control import ControlRequested
 from rota.domain.events.execution import (
     AttemptClaimed,
     AttemptCompleted,
@@ -35,14 +36,17 @@ from rota.domain.events.execution import (
     AttemptHandedOff,
     AttemptParked,
     AttemptTimedOut,
+    StopConfirmed,
 )
-from rota.domain.events.recovery import AttemptLost, WorkHeld
+from rota.domain.events.recovery import AttemptLost, HoldReleased, WorkHeld
+from rota.domain.events.retry import ManualRetry, RetryRequested
 from rota.domain.events.work import InputAccepted, WorkSubmitted
 from rota.domain.policy import Binding, Registration
 from rota.infrastructure.codec import DEFAULT_CODEC
 from rota.replay.export import open_export, read_header, read_records
 
 HOLDS = (WorkHeld, BudgetHeld, GateHeld)
+OPERATIONS = (WorkCancelled, ManualRetry, RetryRequested, HoldReleased, ControlRequested)
 ENDS = (AttemptCompleted, AttemptFailed, AttemptHandedOff, AttemptParked, AttemptTimedOut)
 
 
@@ -64,6 +68,7 @@ class Attempt:
     permanent: bool = False
     usage: dict[str, float] = field(default_factory=dict)
     data: Any = None
+    stop_confirmed_at: float | None = None  # when a stop of it was verified
 
     @property
     def duration(self) -> float | None:
@@ -95,7 +100,6 @@ class Work:
     attempts: dict[int, Attempt] = field(default_factory=dict)
     holds: int = 0
     completed_at: float | None = None
-    cancelled_at: float | None = None
 
     @property
     def first_claim(self) -> float | None:
@@ -113,6 +117,8 @@ class Recording:
     bindings: dict[str, Binding] = field(default_factory=dict)  # as last pinned
     registrations: dict[str, Registration] = field(default_factory=dict)
     budgets: tuple[Budget, ...] = ()
+    # What operators did to Works: (t, cancel | retry | release_hold | interrupt, work, arg)
+    operations: list[tuple[float, str, str, str]] = field(default_factory=list)
     lease_seconds: float = 60.0
     timeout_seconds: float = 3600.0
     max_segments: int = 50
@@ -174,12 +180,27 @@ def _apply(rec: Recording, event: Any, t: float) -> None:
         work = rec.works.get(event.work_id)
         if work is not None:
             work.holds += 1
-    elif isinstance(event, WorkCancelled):
+    elif isinstance(event, StopConfirmed):
         work = rec.works.get(event.work_id)
-        if work is not None:
-            work.cancelled_at = t
+        attempt = None if work is None else work.attempts.get(event.attempt)
+        if attempt is not None and attempt.stop_confirmed_at is None:
+            attempt.stop_confirmed_at = t
+    elif isinstance(event, OPERATIONS):
+        _operation(rec, event, t)
     elif isinstance(event, BudgetsConfigured):
         rec.budgets = tuple(event.budgets)
+
+
+def _operation(rec: Recording, event: Any, t: float) -> None:
+    """Note an operator's command (a replay performs it at the same moment)."""
+    if isinstance(event, WorkCancelled):
+        rec.operations.append((t, "cancel", event.work_id, ""))
+    elif isinstance(event, ManualRetry | RetryRequested):
+        rec.operations.append((t, "retry", event.work_id, ""))
+    elif isinstance(event, HoldReleased):
+        rec.operations.append((t, "release_hold", event.work_id, event.kind))
+    elif isinstance(event, ControlRequested) and event.kind == "interrupt":
+        rec.operations.append((t, "interrupt", event.work_id, ""))
 
 
 def _claimed(rec: Recording, event: AttemptClaimed, t: float) -> None:

@@ -2,13 +2,14 @@
 
 `replay(recording, plan)` runs the real engine (one `SchedulerService` and `Host`, as
 `rota run` composes them) over a fresh in-memory log, with a `SimClock` starting at the
-recording's first event. It submits each Work (and each later input, and each operator
-cancel) at its recorded time, and launches every attempt on a `ReplayExecutor` registered
-under the recorded registration's name, pool and capabilities: the attempt takes the
-recorded attempt's duration (claim to outcome) and ends with its recorded outcome. What
-the engine decides (admission, retries, holds) is left to the engine under `plan`'s
-settings, bindings and budgets; the replay's own log is then read with the same fold as
-the recording (`rota.testing.sim.recorded.read_events`).
+recording's first event. It submits each Work (and each later input, and performs each
+operator's command: cancel, retry, release a hold, interrupt) at its recorded time, and
+launches every attempt on a `ReplayExecutor` registered under the recorded
+registration's name, pool and capabilities: the attempt takes the recorded attempt's
+duration (claim to outcome) and ends with its recorded outcome. What the engine decides
+(admission, retries, holds) is left to the engine under `plan`'s settings, bindings and
+budgets; the replay's own log is then read with the same fold as the recording
+(`rota.testing.sim.recorded.read_events`).
 
 The run is deterministic and has no faults: one host, launcher tasks run in the order
 they were handed over, processes end in time order, and time moves only when nothing can
@@ -17,6 +18,7 @@ happen now. It stops once nothing is due and every Work is settled.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from rota.application.executor_directory import registration_of
 from rota.application.host import Host
 from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
 from rota.application.service import SchedulerService
+from rota.domain.errors import RotaError
 from rota.domain.events.admission import Budget
 from rota.domain.policy import Binding, Registration, Settings
 from rota.domain.results import Result
@@ -69,6 +72,8 @@ class Processes:
     def __init__(self, now: Callable[[], float]) -> None:
         self.now = now
         self.running: list[Proc] = []
+        # (moment, attempt): a stop the log verified then is asked for again at that moment
+        self.wakes: list[tuple[float, str]] = []
         self._seq = itertools.count(1)
 
     def start(self, execution_id: str, length: float, result: Result, done: Done) -> None:
@@ -138,7 +143,16 @@ class ReplayExecutor(Executor):
         return "attached" if self.procs.has(ctx.execution_id) else "stopped"
 
     def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
+        """The process is killed at once; its stop is verified no sooner than the log
+        verified it (a process takes a while to exit: until then the answer is unknown)."""
         self.procs.drop(execution_id)
+        work_id, _, number = execution_id.rpartition("/")
+        work = self.recording.works.get(work_id)
+        attempt = None if work is None else work.attempts.get(int(number))
+        confirmed = None if attempt is None else attempt.stop_confirmed_at
+        if confirmed is not None and self.procs.now() < confirmed:
+            self.procs.wakes.append((confirmed, execution_id))
+            return "unknown"
         return "stopped"
 
     def interrupt(self, execution_id: str, epoch: int) -> bool:
@@ -153,7 +167,8 @@ def _attempt(work: Work, number: int) -> Attempt | None:
 
 def timeline(recording: Recording) -> list[tuple[float, int, str, Any]]:
     """What clients and operators did, in time order: submits (with the inputs accepted at
-    the submit's moment), later inputs (a submit of the same Work), and cancels."""
+    the submit's moment), later inputs (a submit of the same Work), and operators'
+    commands."""
     found: list[tuple[float, int, str, Any]] = []
     seq = itertools.count()
     for work in recording.works.values():
@@ -161,8 +176,8 @@ def timeline(recording: Recording) -> list[tuple[float, int, str, Any]]:
         found.append((work.submitted_at, next(seq), "submit", _submit(work, first)))
         for later in work.inputs[len(first) :]:
             found.append((later.at, next(seq), "submit", _submit(work, [later])))
-        if work.cancelled_at is not None:
-            found.append((work.cancelled_at, next(seq), "cancel", work.work_id))
+    for t, kind, work_id, arg in recording.operations:
+        found.append((t, next(seq), kind, (work_id, arg)))
     found.sort(key=lambda a: (a[0], a[1]))
     return found
 
@@ -230,10 +245,7 @@ def _loop(
         t = clock.t
         if actions and actions[0][0] <= t:
             _, _, kind, arg = actions.pop(0)
-            if kind == "submit":
-                service.lifecycle.submit(arg)
-            else:
-                service.admission.cancel(arg, reason="as recorded", by=BY)
+            perform(service, kind, arg)
             host.wake.set()
             continue
         if pool.tasks:
@@ -241,6 +253,10 @@ def _loop(
             continue
         if procs.finish_due():
             continue
+        for moment, execution_id in [w for w in procs.wakes if w[0] <= t]:
+            procs.wakes.remove((moment, execution_id))
+            host.stops.request(execution_id)
+            host.wake.set()
         head = service.store.head().position
         if head != seen or host.wake.is_set() or not host.results.empty() or t >= due_at:
             host.wake.clear()
@@ -253,10 +269,30 @@ def _loop(
         moments = [due_at, end + 1.0]
         if actions:
             moments.append(actions[0][0])
+        moments += [moment for moment, _ in procs.wakes]
         next_end = procs.next_end()
         if next_end is not None:
             moments.append(next_end)
         clock.advance_to(max(min(moments), t + 0.001))
+
+
+def perform(service: SchedulerService, kind: str, arg: Any) -> None:
+    """One client's or operator's command. A command the engine refuses here (the Work is
+    not where it was in the log: nothing to retry, no hold to release) is skipped, as an
+    operator would skip it."""
+    if kind == "submit":
+        service.lifecycle.submit(arg)
+        return
+    work_id, detail = arg
+    with contextlib.suppress(RotaError):
+        if kind == "cancel":
+            service.admission.cancel(work_id, reason="as recorded", by=BY)
+        elif kind == "retry":
+            service.lifecycle.request_retry(work_id, requested_by=BY)
+        elif kind == "release_hold":
+            service.recovery.release_hold(work_id, kind=detail, by=BY)
+        elif kind == "interrupt":
+            service.control.interrupt(work_id, by=BY)
 
 
 def _settled(service: SchedulerService) -> bool:
