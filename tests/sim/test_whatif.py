@@ -12,17 +12,18 @@ bindings and budgets (`rota.testing.sim.workload`), and halved from there.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from rota.domain.policy import Binding, Settings
+from rota.domain.policy import Binding, Registration, Settings
 from rota.infrastructure.config import ConfigError
 from rota.testing.sim import cli
-from rota.testing.sim.recorded import read_export
-from rota.testing.sim.whatif import replay
+from rota.testing.sim.recorded import Attempt, Recording, Work, read_export
+from rota.testing.sim.whatif import Processes, ReplayExecutor, replay
 from rota.testing.sim.whatif_report import (
     calibration,
     inferred_plan,
@@ -219,3 +220,23 @@ def test_config_without_the_exports_bindings_is_refused(
 def test_config_options_need_an_export(files: dict[str, Path]) -> None:
     with pytest.raises(SystemExit, match="go with --workload-from"):
         cli.main(["--config", str(files["halved"])])
+
+
+def test_replay_executor_scripts_attempts_the_log_did_not_have() -> None:
+    registration = Registration(name="sim-calls")
+    recording = Recording(start=datetime(2026, 3, 29, tzinfo=UTC))
+    work = Work("w1", "b", "root", "run-once", "all", "undeclared", (), 0.0)
+    work.attempts[1] = Attempt(1, 10.0, "agents", registration, 14.0, "failed", "exit_2")
+    work.attempts[2] = Attempt(2, 20.0, "agents", registration, 26.0, "completed")
+    running = Work("w2", "b", "root", "run-once", "all", "undeclared", (), 0.0)
+    running.attempts[1] = Attempt(1, 30.0, "agents", registration)
+    never = Work("w3", "b", "root", "run-once", "all", "undeclared", (), 50.0)
+    recording.works.update(w1=work, w2=running, w3=never)
+    executor = ReplayExecutor(registration, recording, Processes(lambda: 0.0))
+    length, result = executor.script("w1/1")
+    assert (length, result.outcome, result.error_code) == (4.0, "failed", "exit_2")
+    assert executor.script("w1/2")[0] == 6.0
+    assert executor.script("w1/3") == executor.script("w1/2")  # past the log: its last
+    assert executor.script("w2/1")[0] == float("inf")  # still running when the log ended
+    length, result = executor.script("w3/1")
+    assert (length, result.outcome) == (5.0, "completed")  # never started: the mean

@@ -121,14 +121,17 @@ class ReplayExecutor(Executor):
             self.procs.start(ctx.execution_id, length, result, done)
 
     def script(self, execution_id: str) -> tuple[float, Result]:
-        """The recorded attempt's duration and result; an attempt the log never had takes
-        the Work's last recorded one (or its binding's mean duration, completed)."""
+        """The recorded attempt's duration and result. An attempt number the log never
+        reached takes the Work's last recorded attempt; a Work the log never started takes
+        its binding's mean recorded duration and completes. An attempt still running when
+        the log ended (or stopped by a cancel or an interrupt), and a timed-out one, run
+        until the engine stops them or times them out: the log says no more of them."""
         work_id, _, number = execution_id.rpartition("/")
         work = self.recording.works.get(work_id)
-        attempt = None if work is None else _attempt(work, int(number))
-        if attempt is None or attempt.duration is None:
-            return float("inf"), Result(outcome="completed")  # the engine times it out
-        if attempt.outcome in ("timed_out",):
+        if work is None or not work.attempts:
+            return self.mean(None if work is None else work.binding), Result(outcome="completed")
+        attempt = _attempt(work, int(number))
+        if attempt is None or attempt.duration is None or attempt.outcome == "timed_out":
             return float("inf"), Result(outcome="completed")
         if attempt.outcome in ("failed", "lost"):
             code = "lost" if attempt.outcome == "lost" else attempt.error_code
@@ -138,6 +141,18 @@ class ReplayExecutor(Executor):
             )  # fmt: skip
             return attempt.duration, failed
         return attempt.duration, Result(outcome="completed", data=attempt.data, usage=attempt.usage)
+
+    def mean(self, binding: str | None) -> float:
+        """The mean recorded duration of `binding`'s ended attempts (of all, if it has
+        none; 0 if no attempt ended at all)."""
+        ended = [
+            (work.binding, attempt.duration)
+            for work in self.recording.works.values()
+            for attempt in work.attempts.values()
+            if attempt.duration is not None
+        ]
+        own = [d for b, d in ended if b == binding] or [d for _, d in ended]
+        return sum(own) / len(own) if own else 0.0
 
     def recover(self, ctx: LaunchContext, metadata: Any, done: Done) -> Recovery:
         return "attached" if self.procs.has(ctx.execution_id) else "stopped"
