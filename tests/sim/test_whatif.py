@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 from rota.domain.policy import Binding, Registration, Settings
-from rota.infrastructure.config import ConfigError
+from rota.infrastructure.config import Config, ConfigError
 from rota.testing.sim import cli
 from rota.testing.sim.recorded import Attempt, Recording, Work, read_export
 from rota.testing.sim.whatif import Processes, ReplayExecutor, replay
@@ -28,6 +28,7 @@ from rota.testing.sim.whatif_report import (
     calibration,
     inferred_plan,
     plan_from_config,
+    plan_of,
     pool_peaks,
     what_if,
 )
@@ -240,3 +241,26 @@ def test_replay_executor_scripts_attempts_the_log_did_not_have() -> None:
     assert executor.script("w2/1")[0] == float("inf")  # still running when the log ended
     length, result = executor.script("w3/1")
     assert (length, result.outcome) == (5.0, "completed")  # never started: the mean
+
+
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
+
+
+def test_a_scenario_log_calibrates_under_its_own_config() -> None:
+    """A log rota wrote in a real scenario (tests/histories: in-process executors, a
+    crash and its recovery): its config has no [[bindings]], so the pinned ones are kept."""
+    expected = json.loads((HISTORIES / "expected.json").read_text("utf-8"))
+    recorded = read_export(HISTORIES / "recovery.jsonl")
+    plan = plan_of(Config.parse(expected["histories"]["recovery"]["config"]), recorded)
+    assert plan.bindings == recorded.bindings
+    assert calibration(recorded, replay(recorded, plan))["match"] is True
+
+
+def test_a_command_the_engine_refuses_in_the_replay_is_skipped_and_reported(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = cli.main(["--workload-from", str(HISTORIES / "lifecycle.jsonl"), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert list(report["skipped"]) == ["calibration"]
+    assert any("accepts no more input" in line for line in report["skipped"]["calibration"])

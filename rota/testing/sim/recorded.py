@@ -119,6 +119,7 @@ class Recording:
     budgets: tuple[Budget, ...] = ()
     # What operators did to Works: (t, cancel | retry | release_hold | interrupt, work, arg)
     operations: list[tuple[float, str, str, str]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # a replay's refused commands
     lease_seconds: float = 60.0
     timeout_seconds: float = 3600.0
     max_segments: int = 50

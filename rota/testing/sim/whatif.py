@@ -18,7 +18,6 @@ happen now. It stops once nothing is due and every Work is settled.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -237,9 +236,12 @@ def replay(recording: Recording, plan: Plan, *, limit: float | None = None) -> R
             pool = SimPool()
             host.launches.pool = pool
             end = limit if limit is not None else 10 * recording.end + 86_400.0
-            _loop(service, host, pool, procs, clock, timeline(recording), end)
+            skipped: list[str] = []
+            _loop(service, host, pool, procs, clock, timeline(recording), end, skipped)
             events = log.read(0, limit=log.head().position + 1)
-        return read_events(events, "the replay")
+        found = read_events(events, "the replay")
+        found.skipped = skipped
+        return found
     finally:
         forget(url[len("memory://") :])
 
@@ -252,6 +254,7 @@ def _loop(
     clock: SimClock,
     actions: list[tuple[float, int, str, Any]],
     end: float,
+    skipped: list[str],
 ) -> None:
     """Step until nothing is due and every Work is settled (or `end`): due actions first,
     then launcher tasks, then ended processes, then a cadence pass when one is wanted."""
@@ -260,7 +263,9 @@ def _loop(
         t = clock.t
         if actions and actions[0][0] <= t:
             _, _, kind, arg = actions.pop(0)
-            perform(service, kind, arg)
+            refused = perform(service, kind, arg)
+            if refused is not None:
+                skipped.append(f"at {t:.3f} s: {refused}")
             host.wake.set()
             continue
         if pool.tasks:
@@ -291,15 +296,16 @@ def _loop(
         clock.advance_to(max(min(moments), t + 0.001))
 
 
-def perform(service: SchedulerService, kind: str, arg: Any) -> None:
+def perform(service: SchedulerService, kind: str, arg: Any) -> str | None:
     """One client's or operator's command. A command the engine refuses here (the Work is
-    not where it was in the log: nothing to retry, no hold to release) is skipped, as an
-    operator would skip it."""
-    if kind == "submit":
-        service.lifecycle.submit(arg)
-        return
-    work_id, detail = arg
-    with contextlib.suppress(RotaError):
+    not where it was in the log: it completed before a later input, there is nothing to
+    retry or no hold to release) is skipped, as its client or operator would skip it, and
+    described (returned) for the report."""
+    try:
+        if kind == "submit":
+            service.lifecycle.submit(arg)
+            return None
+        work_id, detail = arg
         if kind == "cancel":
             service.admission.cancel(work_id, reason="as recorded", by=BY)
         elif kind == "retry":
@@ -308,6 +314,9 @@ def perform(service: SchedulerService, kind: str, arg: Any) -> None:
             service.recovery.release_hold(work_id, kind=detail, by=BY)
         elif kind == "interrupt":
             service.control.interrupt(work_id, by=BY)
+    except RotaError as refused:
+        return f"{kind}: {refused}"
+    return None
 
 
 def _settled(service: SchedulerService) -> bool:

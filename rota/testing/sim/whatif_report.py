@@ -26,18 +26,28 @@ from rota.testing.sim.whatif import Plan, replay
 
 
 def plan_from_config(path: Path, recording: Recording) -> Plan:
-    """The configuration at `path`, refused when it cannot run the export's Works."""
-    config = Config.load(path, required=True)
+    """The configuration at `path`, refused when it cannot run the export's Works. A
+    config without any [[bindings]] keeps the bindings the log pinned (an application
+    that registers callables in process defines its bindings in code, not in rota.toml)."""
+    config = plan_of(Config.load(path, required=True), recording)
+    return Plan(config.settings, config.bindings, config.budgets, str(path))
+
+
+def plan_of(config: Config, recording: Recording) -> Plan:
+    """`config` as a plan for `recording` (`plan_from_config`)."""
+    if not config.bindings:
+        return Plan(config.settings, dict(recording.bindings), config.budgets, config.source)
     used = sorted({w.binding for w in recording.works.values()})
     missing = [b for b in used if b not in config.bindings]
     if missing:
         raise ConfigError(
-            f"{path}: defines no binding named {', '.join(missing)}, which the export's Works "
-            f"run on: add them as [[bindings]] (executors the export registered: "
-            f"{', '.join(sorted(recording.registrations))})"
+            f"{config.source}: defines no binding named {', '.join(missing)}, which the "
+            f"export's Works run on: add them as [[bindings]] (executors the export "
+            f"registered: {', '.join(sorted(recording.registrations))}), or leave out "
+            "[[bindings]] to keep the recorded ones"
         )
     config.check_executors(sorted(recording.registrations))
-    return Plan(config.settings, dict(config.bindings), config.budgets, str(path))
+    return Plan(config.settings, dict(config.bindings), config.budgets, config.source)
 
 
 def inferred_plan(recording: Recording) -> Plan:
@@ -159,6 +169,8 @@ def render(report: dict[str, Any]) -> str:
             f"  first divergence at claim {d['index']}: "
             f"recorded {d['recorded']}, simulated {d['simulated']}"
         )
+    for run, refused in report["skipped"].items():
+        lines += [f"{run}: skipped (refused by the engine) {line}" for line in refused]
     head = f"{'':<22}" + "".join(f"{c:>12}" for c in COLUMNS)
     for kind in ("all", "binding", "scope"):
         lines += ["", f"by {kind}: recorded / simulated", head]
@@ -192,6 +204,8 @@ def what_if(export: Path, config: Path | None, recorded_config: Path | None) -> 
         "recorded_config": base.source,
         "config": alternative.source,
         "calibration": calibration(recorded, calibrated),
+        "skipped": {"calibration": calibrated.skipped}
+        | ({} if simulated is calibrated else {"simulated": simulated.skipped}),
         "groups": side_by_side(recorded, simulated),
     }
 
@@ -219,6 +233,7 @@ __all__ = [
     "figures",
     "inferred_plan",
     "plan_from_config",
+    "plan_of",
     "pool_peaks",
     "render",
     "side_by_side",
