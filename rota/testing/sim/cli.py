@@ -6,6 +6,8 @@
     python -m rota.testing.sim --seed 7 --until 1800    replay seed 7 up to a position
     python -m rota.testing.sim --seed 7 --export F      and write its log as an export
     python -m rota.testing.sim --seeds 5 --sqlite DIR   on SQLite files in DIR (slower)
+    python -m rota.testing.sim --workload-from F --recorded-config R.toml --config ALT.toml
+                                                        what-if: F's workload under ALT.toml
 
 A run is named by its seed and its shape (`--hours --hosts --works --schedules
 --no-faults`): the same seed and shape give the same log, byte for byte, in any process
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rota.testing.sim.checks import names
+from rota.testing.sim.whatif_report import what_if_main
 from rota.testing.sim.workload import Shape
 from rota.testing.sim.world import Outcome, World
 
@@ -51,6 +54,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--export", type=Path, help="write the (one) run's log as an export")
     p.add_argument("--regressions", type=Path, help="write each failing seed here")
+    p.add_argument(
+        "--workload-from", type=Path, help="what-if: replay this export's workload instead"
+    )
+    p.add_argument("--config", type=Path, help="what-if: the configuration to replay under")
+    p.add_argument(
+        "--recorded-config", type=Path, help="what-if: the configuration the export ran under"
+    )
     return p
 
 
@@ -135,6 +145,10 @@ def write_regression(directory: Path, outcome: Outcome, shape: Shape) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.workload_from is not None:
+        return what_if_main(args.workload_from, args.config, args.recorded_config, args.json)
+    if args.config is not None or args.recorded_config is not None:
+        raise SystemExit("--config and --recorded-config go with --workload-from EXPORT")
     shape, seeds = shape_of(args), seeds_of(args)
     if (args.export or args.until is not None) and len(seeds) != 1:
         raise SystemExit("--export and --until need one run: give --seed")
