@@ -83,8 +83,12 @@ class SubmissionCommands:
                     continue
                 raise
             emits.append(emit)
-        expected = {} if existing is not None else {work_stream(work_id): 0}
-        return emits, expected
+        # Input for an existing Work is decided on its state (terminal or not): appended
+        # at the version read, so a cancel another host recorded meanwhile re-decides it
+        # (found by the simulator, issue 29: input was accepted after a cancel).
+        if existing is None:
+            return emits, {work_stream(work_id): 0}
+        return emits, ({work_stream(work_id): existing.version} if emits else {})
 
     def _accepted(
         self, work_id: str, payload: Any, key: str | None, correlation_key: str | None
@@ -215,9 +219,10 @@ class SubmissionCommands:
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             found.clear()
+            work = self.tx.projection.works.get(work_id)
             try:
                 emit = lifecycle.accept_input(
-                    self.tx.projection.works.get(work_id),
+                    work,
                     work_id=work_id,
                     payload=payload,
                     key=key,
@@ -234,7 +239,8 @@ class SubmissionCommands:
                     found.append(recorded)
                     return [], {}
                 raise
-            return [emit], {}
+            assert work is not None  # (accept_input refuses an unknown Work)
+            return [emit], {work_stream(work_id): work.version}  # (see `_submit_one`)
 
         result = self.tx.transact(decide)
         return found[0] if found else result.recorded[0]
