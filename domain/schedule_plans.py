@@ -119,11 +119,15 @@ def plan(
         if not overlap_allows(definition.overlap, Busy(pending, running)):
             verdicts.append((nominal, "overlap"))
             continue
-        fires.append(
-            Fire(nominal, at, cancel_running=definition.overlap == "cancel_other" and running)
-        )
+        cancel = definition.overlap == "cancel_other" and running
+        fires.append(Fire(nominal, at, cancel_running=cancel))
         verdicts.append((nominal, None))
         pending += 1
+        if cancel:
+            # That fire interrupts the running attempt; a later fire of this plan finds it
+            # interrupted already and must not interrupt it again (simulator, issue 29:
+            # two catch-up fires wrote two interrupts of one attempt in one append).
+            running = False
     return Plan(fires, _skip_runs(verdicts), new_boundary, upcoming)
 
 

@@ -98,6 +98,18 @@ def test_overlap_policies() -> None:
     assert [(s.reason, s.count) for s in skipped] == [("coalesced", 2), ("overlap", 1)]
 
 
+def test_cancel_other_interrupts_the_running_attempt_once_per_plan() -> None:
+    # A catch-up of three due times under cancel_other: the first fire interrupts the
+    # running attempt; the later ones find it interrupted already (found by the simulator:
+    # two interrupts of one attempt in one append).
+    d = definition(overlap="cancel_other", catchup="all")
+    now = T0 + timedelta(minutes=3)
+    fires = plan(d, EVERY_MINUTE, boundary=T0, now=now, busy=Busy(running=True)).fires
+    assert [f.cancel_running for f in fires] == [True, False, False]
+    idle = plan(d, EVERY_MINUTE, boundary=T0, now=now, busy=Busy()).fires
+    assert [f.cancel_running for f in idle] == [False, False, False]
+
+
 def test_paused_skips_every_due_time() -> None:
     p = plan(
         definition(),
