@@ -121,6 +121,8 @@ def test_a_violation_stops_the_run_and_says_how_to_replay_it(
     out = capsys.readouterr().out
     assert "seed 3: " in out and "VIOLATION of tripwire at positions 149, 150" in out
     assert "replay: python -m rota.testing.sim --seed 3 --hours 0.5 --until 150" in out
+    involved = [row for row in out.splitlines() if row.startswith(("  149 ", "  150 "))]
+    assert len(involved) == 2 and all('{"type":"core.' in row for row in involved)
     case = json.loads((tmp_path / "seed-3.json").read_text())
     assert case["seed"] == 3 and case["shape"]["hours"] == 0.5
     assert case["found"]["invariant"] == "tripwire" and case["found"]["positions"] == [149, 150]

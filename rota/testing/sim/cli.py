@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from rota.testing.sim.checks import names
 from rota.testing.sim.whatif_report import what_if_main
 from rota.testing.sim.workload import Shape
@@ -156,19 +158,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"--sqlite {args.sqlite}: not a folder; create it first")
     began, runs, failed = time.process_time(), [], 0
     for seed in seeds:
-        world = World(
-            seed, shape, until=args.until, keep=args.export is not None, sqlite=args.sqlite
-        )
+        world = World(seed, shape, until=args.until, keep=True, sqlite=args.sqlite)
         outcome = world.run()
         runs.append(outcome)
-        if args.export is not None:
-            world.export(args.export)
         if outcome.violation is not None:
             failed += 1
             if args.regressions is not None:
                 write_regression(args.regressions, outcome, shape)
         if not args.json:
             print(line(outcome, shape), flush=True)
+            if outcome.violation is not None:
+                print(involved(world, outcome.violation.positions), flush=True)
+        if args.export is not None:
+            world.export(args.export)
+        else:
+            world.drop()
     cpu = max(time.process_time() - began, 1e-9)
     events = sum(o.events for o in runs)
     hours = sum(o.simulated_seconds for o in runs) / 3600.0
@@ -194,6 +198,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{summary['events_per_second']:.0f} events/s); {failed} violations"
         )
     return 1 if failed else 0
+
+
+def involved(world: World, positions: Sequence[int]) -> str:
+    """The events a violation names, one line each (position, time, stream, event)."""
+    lines = []
+    for position in sorted(set(positions)):
+        if position < 1:
+            continue
+        for recorded in world.log.read(position - 1, 1):
+            data = msgspec.json.encode(recorded.event).decode()
+            data = data if len(data) <= 240 else data[:237] + "..."
+            lines.append(f"  {position} {recorded.recorded_at} {recorded.stream}: {data}")
+    return "\n".join(lines)
 
 
 def line(outcome: Outcome, shape: Shape) -> str:
