@@ -266,8 +266,10 @@ class Host:
                 continue
             log.info("result of %s refused: %s", execution_id, refused[execution_id])
             if not self.service.recovery.adoptable(execution_id, epoch):
-                # Over (cancelled, ended at another epoch): nothing recovers it here.
+                # Over (cancelled, timed out): nothing recovers it here. Its process has
+                # just ended: a stop still to verify is checked again on this pass.
                 self.launches.settled(execution_id)
+                self.stops.request(execution_id)
                 forgets.append((execution_id, epoch, executor))
             # Else its lease lapsed (a clock jump, a stalled host): recovery adopts it,
             # and the executor hands the result it kept to the new epoch.

@@ -27,6 +27,7 @@ from rota import bootstrap
 from rota.application.executor_directory import registration_of
 from rota.application.host import Host
 from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
+from rota.application.queries import Queries
 from rota.application.service import SchedulerService
 from rota.domain.errors import RotaError
 from rota.domain.events.admission import Budget
@@ -259,6 +260,7 @@ def _loop(
     """Step until nothing is due and every Work is settled (or `end`): due actions first,
     then launcher tasks, then ended processes, then a cadence pass when one is wanted."""
     due_at, seen = 0.0, -1
+    host_queries = Queries(service, host)
     while clock.t <= end:
         t = clock.t
         if actions and actions[0][0] <= t:
@@ -284,7 +286,7 @@ def _loop(
             seen = head
             due_at = t + max(host.next_wake(5.0), 0.001)
             continue
-        if not actions and procs.next_end() is None and _settled(service):
+        if not actions and procs.next_end() is None and _settled(host_queries):
             return
         moments = [due_at, end + 1.0]
         if actions:
@@ -319,8 +321,11 @@ def perform(service: SchedulerService, kind: str, arg: Any) -> str | None:
     return None
 
 
-def _settled(service: SchedulerService) -> bool:
-    return all(w.state in SETTLED for w in service.projection.works.values())
+def _settled(queries: Queries) -> bool:
+    """Whether every Work is settled (nothing left to start, run or retry)."""
+    return queries.state.at_head(
+        lambda projection, now: all(w.state in SETTLED for w in projection.works.values())
+    ).value
 
 
 __all__ = ["Plan", "Processes", "ReplayExecutor", "replay", "timeline"]
