@@ -52,7 +52,8 @@ pytest: $(BIN)/.installed
 SOAK_TESTS := tests/integration/test_crash.py tests/integration/test_postgres_scheduler.py \
 	tests/integration/test_recover_corrupt.py tests/integration/test_projection_property.py \
 	tests/integration/test_projection_store.py tests/integration/test_clock_jump.py \
-	tests/integration/test_schedule_clock_jumps.py tests/integration/test_cli_fuzz.py
+	tests/integration/test_schedule_clock_jumps.py tests/integration/test_cli_fuzz.py \
+	tests/sim/test_mutants.py
 soak: $(BIN)/.installed
 	ROTA_SOAK=1 $(BIN)/pytest -n $(PYTEST_WORKERS) $(SOAK_TESTS)
 

@@ -2,9 +2,8 @@
 applied to a copy of the tree, is reported by the invariant it breaks within its seed budget,
 and the seed that caught it runs clean on an unpatched copy (the control).
 
-The searches cost seconds to minutes of CPU each: `make test` runs those that are caught
-within `QUICK_SEEDS` seeds (the budget in mutants.toml says how many it may take), and
-`make soak` (`ROTA_SOAK=1`) runs them all. That every patch still applies to the tree is
+The searches cost seconds to minutes of CPU each: `make test` runs the mutants marked `suite`
+in mutants.toml (caught within a seed or two), `ROTA_SOAK=1` runs them all. That every patch still applies to the tree is
 checked always, and cheaply: a patch the code moved away from fails loudly, naming it.
 """
 
@@ -28,15 +27,11 @@ from .mutation import (
 )
 
 MUTANTS = mutants()
-# Mutants the simulator catches within this many seeds run under make test (measured:
-# tests/sim/mutation.py prints seeds to detection); the rest only under make soak.
-QUICK_SEEDS = 3
-QUICK = {"freed_slot_counted_before_stop"}
 
 
 def _marks(mutant: Mutant) -> list[pytest.MarkDecorator]:
     marks: list[pytest.MarkDecorator] = [pytest.mark.slow]
-    if mutant.name not in QUICK and not SOAK:
+    if not mutant.suite and not SOAK:
         marks.append(pytest.mark.skip(reason="a long search: runs under make soak (ROTA_SOAK=1)"))
     if mutant.blind:
         marks.append(pytest.mark.xfail(reason=mutant.blind, strict=True))
