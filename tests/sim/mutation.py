@@ -178,11 +178,14 @@ def _built_wrapper() -> Path | None:
     return None
 
 
-def simulate(root: Path, first: int, last: int, hours: float) -> list[dict[str, Any]]:
+def simulate(
+    root: Path, first: int, last: int, hours: float, cpu_limit: float = SEED_CPU_LIMIT
+) -> list[dict[str, Any]]:
     """Run seeds `first`..`last` on the tree at `root` in a subprocess, stopping at the
-    first violation; one record per seed run."""
+    first violation (a seed past `cpu_limit` CPU seconds is one: `stuck`); one record per
+    seed run."""
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": "0"}
-    limit = str(SEED_CPU_LIMIT)
+    limit = str(cpu_limit)
     command = [
         sys.executable,
         "-P",

@@ -3,8 +3,9 @@ applied to a copy of the tree, is reported by the invariant it breaks within its
 and the seed that caught it runs clean on an unpatched copy (the control).
 
 The searches cost seconds to minutes of CPU each: `make test` runs the mutants marked `suite`
-in mutants.toml (caught within a seed or two), `ROTA_SOAK=1` runs them all. That every patch still applies to the tree is
-checked always, and cheaply: a patch the code moved away from fails loudly, naming it.
+in mutants.toml (caught within a seed or two), `ROTA_SOAK=1` (make soak) runs them all. That
+every patch still applies to the tree is checked always, and cheaply: a patch the code moved
+away from fails loudly, naming it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from trial_scale import SOAK
 
 from .mutation import (
     LAYERS,
+    STUCK,
     Mutant,
     PatchDoesNotApply,
     check_applies,
@@ -82,6 +84,17 @@ def test_the_copy_is_what_the_simulator_imports() -> None:
         (root / "domain" / "fences.py").write_text("raise ImportError('the copy is imported')\n")
         with pytest.raises(RuntimeError, match="the copy is imported"):
             simulate(root, 1, 1, 0.01)
+
+
+@pytest.mark.slow
+def test_a_run_that_does_not_finish_is_reported_stuck() -> None:
+    """A livelock (a mutant's pass that keeps appending at one instant) ends the search
+    as a finding of its own instead of hanging it."""
+    with tree(None) as root:
+        (run,) = simulate(root, 1, 5, 2.0, cpu_limit=0.05)
+    assert run["seed"] == 1
+    assert run["violation"]["invariant"] == STUCK
+    assert "without finishing its run" in run["violation"]["message"]
 
 
 @pytest.mark.parametrize("mutant", [pytest.param(m, id=m.name, marks=_marks(m)) for m in MUTANTS])
