@@ -13,14 +13,20 @@ reference projection. Then the checks only the world can make:
   the invariants' own sum of the charges (`budget_ledger_balanced`);
 - `acknowledged_not_lost` (at rest): every Work whose submit a client saw answered is in
   the log;
-- `rebuild_matches_live` (at rest): a rebuild from position 0 equals the live fold.
+- `rebuild_matches_live` (at rest): a rebuild from position 0 equals the live fold;
+- `stop_confirmed_truly_stopped`: a stop confirmed as verified leaves no process of the
+  attempt running on the simulated machine (what the log alone cannot show);
+- `no_livelock`: at most `LIVELOCK` events are appended while true time stands still (a
+  pass that appends the same refusal forever at one moment is a livelock).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rota.application.ports import RecordedEvent
 from rota.application.timestamps import recorded_times
+from rota.domain.events import StopConfirmed
 from rota.projections.scheduler import SchedulerProjection
 from rota.replay.rebuild import folded
 from rota.testing.sim.invariants import INVARIANTS, Checker, Violation
@@ -37,7 +43,12 @@ WORLD_CHECKS = {
     "projection_matches_log": "Every live host's caught-up projection equals a fold of the log.",
     "acknowledged_not_lost": "Every Work whose submit was answered is in the log.",
     "rebuild_matches_live": "A rebuild from position 0 equals the live fold of the log.",
+    "stop_confirmed_truly_stopped": "A stop verified by its executor leaves nothing running.",
+    "no_livelock": "Time moves on: no more than a bounded number of events at one moment.",
 }
+# How many events may be appended without true time moving before it is a livelock (a run
+# appends a few hundred at one moment at most: a catch-up, a bulk of submits).
+LIVELOCK = 3000
 
 
 def names() -> dict[str, str]:
@@ -54,6 +65,7 @@ class Checks:
         self.reference = SchedulerProjection()
         self.position = 0
         self.steps = 0
+        self.moment = (-1.0, 0)  # (true time, the position when it began)
 
     def after_step(self) -> Violation | None:
         """Check what the last step appended, then the world's checks; the first violation."""
@@ -65,6 +77,16 @@ class Checks:
             error = host.take_internal_error()
             if error is not None:
                 return Violation("no_internal_error", f"{host.owner}: {error}", (self.position,))
+        t = self.world.clock.t
+        if t != self.moment[0]:
+            self.moment = (t, self.position)
+        elif self.position - self.moment[1] > LIVELOCK:
+            return Violation(
+                "no_livelock",
+                f"{self.position - self.moment[1]} events appended at one moment "
+                f"({self.world.clock.now().isoformat()}) and time does not move on",
+                (self.moment[1] + 1, self.position),
+            )
         if self.steps % DIGEST_EVERY == 0:
             return self._projections()
         return None
@@ -80,13 +102,33 @@ class Checks:
             seen = self.world.outcome.types
             for recorded, raw, at in zip(batch, raws, times, strict=True):
                 seen[recorded.type] = seen.get(recorded.type, 0) + 1
-                violations = self.checker.observe(recorded, raw)
+                violations = self.checker.observe(recorded, raw) + self._stopped(recorded)
                 self.reference.apply(
                     recorded.position, recorded.stream, recorded.version, at, recorded.event
                 )
                 self.position = recorded.position
                 if violations:
                     return violations[0]
+
+    def _stopped(self, recorded: RecordedEvent) -> list[Violation]:
+        """`stop_confirmed_truly_stopped`: the machine runs nothing of an attempt whose stop
+        its executor verified (the log alone cannot tell a verified stop from a false one;
+        the simulated machine knows what runs)."""
+        event = recorded.event
+        if not isinstance(event, StopConfirmed) or event.evidence != "verified":
+            return []
+        execution = f"{event.work_id}/{event.attempt}"
+        left = [p for p in self.world.machine.running(execution) if p.state == "running"]
+        if not left:
+            return []
+        return [
+            Violation(
+                "stop_confirmed_truly_stopped",
+                f"the stop of {execution} (epoch {event.epoch}) was confirmed as verified "
+                f"while its process {left[0].pid} still runs",
+                (recorded.position,),
+            )
+        ]
 
     def _projections(self) -> Violation | None:
         # The engine's fold of the budgets against the invariants' own sum of the charges.

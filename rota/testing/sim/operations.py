@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from rota.application.errors import StoreError
@@ -122,6 +123,30 @@ def confirm_stopped(world: World, host: SimHost, args: dict[str, Any]) -> bool:
     return True
 
 
+def trigger_now(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    """Fire a schedule now (`rota schedule trigger`), sometimes twice with one key."""
+    host.service.schedules.trigger_now(args["target"], key=args.get("key"), actor=BY)
+    return True
+
+
+def backfill(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    """Fire every nominal time of the last `hours` (`rota schedule backfill`): times fired
+    already are no-ops, by their delivery identities."""
+    now = host.queries.state.now()
+    start = now - timedelta(hours=args["hours"])
+    host.service.schedules.backfill(args["target"], start, now)
+    return True
+
+
+def cancel_retrying(world: World, host: SimHost, args: dict[str, Any]) -> bool:
+    """Cancel a Work that waits out a retry timer now (picked when the call is made)."""
+    timers = sorted(host.queries.state.metrics().timers)
+    if not timers:
+        return True
+    host.service.admission.cancel(timers[world.random.randrange(len(timers))], by=BY)
+    return True
+
+
 def pause_schedule(world: World, host: SimHost, args: dict[str, Any]) -> bool:
     host.service.schedules.pause(args["target"], actor=BY, reason="simulated operator")
     return True
@@ -203,6 +228,9 @@ CALLS: dict[str, Callable[[World, SimHost, dict[str, Any]], bool]] = {
     "retry": retry,
     "release_hold": release_hold,
     "confirm_stopped": confirm_stopped,
+    "trigger_now": trigger_now,
+    "backfill": backfill,
+    "cancel_retrying": cancel_retrying,
     "pause_schedule": pause_schedule,
     "resume_schedule": resume_schedule,
     "reload": reload,

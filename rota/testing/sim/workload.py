@@ -182,6 +182,19 @@ class Workload:
             if random.random() < 0.2:  # sent again, with the same key
                 self.add(at + random.uniform(0.0, 60.0), "input", target=target, key=key,
                          payload={"more": number})  # fmt: skip
+        for number, name in enumerate(self.schedule_names):
+            # Operators fire schedules by hand: now (a key, sometimes sent twice), and a
+            # backfill of the last hours (times fired already are no-ops).
+            if random.random() < 0.5:
+                key = f"manual-{number}"
+                at = self._at()
+                self.add(at, "trigger_now", target=name, key=key)
+                if random.random() < 0.3:
+                    self.add(at + random.uniform(0.0, 60.0), "trigger_now", target=name, key=key)
+            if random.random() < 0.5:
+                self.add(self._at(), "backfill", target=name, hours=random.choice((0.5, 1, 3)))
+        for _ in range(max(1, shape.operators // 8)):
+            self.add(self._at(), "cancel_retrying")  # a Work waiting out its retry timer
         for number in range(shape.operators):
             kind = random.choice((*OPERATOR, "pause_schedule", "resume_schedule"))
             target = random.choice(self.work_ids) if self.work_ids else None
