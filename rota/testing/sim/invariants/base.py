@@ -56,9 +56,11 @@ class Invariant:
 
 
 def summary(invariant: type[Invariant] | Invariant) -> str:
-    """The first line of an invariant's docstring (what the CLI's `--json` lists)."""
+    """The first sentence of an invariant's docstring (its statement, as docs list it)."""
     doc = type(invariant).__doc__ if isinstance(invariant, Invariant) else invariant.__doc__
-    return (doc or "").strip().splitlines()[0] if doc else ""
+    paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[: end + 1]
 
 
 def field(event: Event, name: str, default: Any = None) -> Any:
