@@ -35,6 +35,7 @@ from typing import Any, Literal, NoReturn
 from rota.application.errors import ExecutorError
 from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
 from rota.domain.results import Result
+from rota.testing.sim.faults import roll
 
 ProcState = Literal["held", "running", "finished", "killed", "abandoned"]
 
@@ -97,11 +98,7 @@ class Machine:
     counts: dict[str, int] = field(default_factory=dict)
 
     def chance(self, kind: str) -> bool:
-        rate = getattr(self.faults, kind)
-        if rate <= 0.0 or self.random.random() >= rate:
-            return False
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        return True
+        return roll(self.random, getattr(self.faults, kind), kind, self.counts)
 
     def spawn(self, ctx: LaunchContext, host: str, *, detached: bool) -> Proc:
         proc = Proc(self.next_pid, ctx.execution_id, ctx.epoch, host, detached)

@@ -40,6 +40,15 @@ class SimCrash(BaseException):
         self.where = where
 
 
+def roll(random: Random, rate: float, kind: str, counts: dict[str, int]) -> bool:
+    """Whether a fault of `kind` happens now at `rate` (a rate of 0 draws nothing), counted
+    in `counts`: the one roll every fault of a run goes through (store and executor)."""
+    if rate <= 0.0 or random.random() >= rate:
+        return False
+    counts[kind] = counts.get(kind, 0) + 1
+    return True
+
+
 @dataclass
 class FaultRates:
     """How often each store fault happens, per call (0 disables it)."""
@@ -93,11 +102,7 @@ class FaultPlan:
             self._nested = False
 
     def happens(self, kind: str) -> bool:
-        rate = getattr(self.rates, kind)
-        if not self.armed or rate <= 0.0 or self.random.random() >= rate:
-            return False
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        return True
+        return self.armed and roll(self.random, getattr(self.rates, kind), kind, self.counts)
 
     @contextlib.contextmanager
     def disarmed(self) -> Iterator[None]:
