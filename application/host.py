@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from rota.application.collection import fewer_collections
 from rota.application.commands.lifecycle import StartPass
@@ -129,6 +129,7 @@ class Host:
             service.schedules, service.owner, ttl_seconds=service.settings.lease_seconds
         )
         self.last_waiting: list[Waiting] = []
+        self.next_token: datetime | None = None
         self.starting = True  # False once draining or stopping: the start step is skipped
         self._tick_lock = threading.Lock()
         self._closed = False
@@ -378,6 +379,7 @@ class Host:
             self.wake.set()  # still to be asked: the next pass does
         report.waiting = start.waiting
         self.last_waiting = start.waiting
+        self.next_token = start.next_token
         if start.claimed:
             self.launches.launch_claimed(start.claimed)
         report.started += len(start.claimed)
@@ -393,14 +395,15 @@ class Host:
         if projection.live:
             return False
         now = self.service.now()
-        if any(due <= now for due in projection.timers.values()):
+        token = () if self.next_token is None else (self.next_token,)  # Work held for tokens
+        if any(due <= now for due in (*projection.timers.values(), *token)):
             return False
         blocked = {w.work_id for w in self.last_waiting if not w.code.startswith("capacity")}
         return not (projection.startable - blocked)
 
     def next_wake(self, default: float = 5.0) -> float:
-        """Seconds until the next renewal, deadline, retry timer or schedule fire (at most
-        `default`)."""
+        """Seconds until the next renewal, deadline, retry timer, schedule fire or token
+        (at most `default`)."""
         now, ticks = self.service.now(), self.launches.ticks()
         candidates = [default]
         with self.launches.held_lock:
@@ -409,12 +412,11 @@ class Host:
                 candidates.append(min(wall, held.renew_due - ticks))
                 wall = (held.deadline - now).total_seconds()
                 candidates.append(max(wall, held.budget_end - ticks))
-        due = self.service.projection.next_due()
-        if due is not None:
-            candidates.append((due - now).total_seconds())
-        fire = self.schedule_runner.next_due()
-        if fire is not None:
-            candidates.append((fire - now).total_seconds())
+        # A retry timer, a schedule fire, a token for Work held back by a rate.
+        dues = (self.service.projection.next_due(), self.schedule_runner.next_due())
+        for due in (*dues, self.next_token):
+            if due is not None:
+                candidates.append((due - now).total_seconds())
         # Another host's lease expiring is a moment to recover its attempt.
         # (Only future expiries: one that recovery cannot act on must not make us spin.)
         for _, attempt in self.service.projection.live_attempts():

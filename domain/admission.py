@@ -1,6 +1,8 @@
 """Admission: which ready Work may start now, and what each start records. Pure.
 
-A start pass walks ready Work oldest first and, for each, checks in order:
+A start pass walks ready Work in admission order (priority, then fair share between flows,
+then readiness; one start in every `share` for the oldest: `rota.domain.choosing`) and, for
+each, checks in order:
 0. a parked Work whose named wait predicate has input to judge, and no input it already
    matched, is handed back to be judged (`Plan.judge`, `wait_unjudged`), like the gates;
 1. its own pool, against that pool's limit only (`Settings.pool_limit`; 0: unbounded):
@@ -8,6 +10,9 @@ A start pass walks ready Work oldest first and, for each, checks in order:
    `capacity_concurrency` (`agents`, and a declared pool without an entry);
 2. its scope and every ancestor with a concurrency limit, counting every pool:
    `capacity_scope`;
+2b. flow control (`rota.domain.flow_checks`): a paused pool, scope or key (`flow_paused`),
+   a concurrency key at its limit (`capacity_key`), a rate bucket or throttle without
+   the tokens the Work costs (`rate_limited`, with when the next one is due);
 3. start gates, before a Work's first attempt only and only once capacity allows it:
    hold (`core.gate.held`, `gate_held`) or fail to decide (`start_gate`, nothing held);
    they are asked (`Plan.asks`) about the input that would trigger the attempt, and again
@@ -16,13 +21,13 @@ A start pass walks ready Work oldest first and, for each, checks in order:
    `over_budget`) unless a released budget hold left a pass; an admitted start is charged
    one `turns`, and one `attempts` when it creates an execution.
 Each start then claims (or resumes) the attempt. The plan names every stream whose
-version fences it (pools, limited scopes, the budget ledgers), so racing schedulers can
-never both admit past a limit.
+version fences it (pools, limited scopes, limited keys, rate buckets, the budget ledgers),
+so racing schedulers can never both admit past a limit or take the same token.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Literal
 
@@ -30,6 +35,7 @@ import msgspec
 
 from rota.domain import budgets as bg
 from rota.domain import starts
+from rota.domain.choosing import Chooser, Group
 from rota.domain.emit import Emit, pool_stream, work_stream
 from rota.domain.errors import DomainCode, NotEligible
 from rota.domain.events import CapacityClaimed
@@ -41,12 +47,15 @@ from rota.domain.events.admission import (
     GateHeld,
     ScopeCapacityClaimed,
 )
+from rota.domain.flow import OLDEST, flow_of
+from rota.domain.flow_checks import FlowPass, FlowView
 from rota.domain.policy import Pinned, Settings
 from rota.domain.state import WorkState
 from rota.domain.waits import unjudged, waking_inputs
 
 GateVerdict = Literal["let", "hold", "error"]
 LEDGERS = "budget/ledgers"
+NO_FLOW = FlowView()
 
 
 class GateDecision(msgspec.Struct, frozen=True):
@@ -79,6 +88,8 @@ class Plan(msgspec.Struct):
     # Parked Work whose named wait predicate has pending input to judge (asked outside
     # any write by the application, like the start gates; rota.domain.waits).
     judge: list[str] = msgspec.field(default_factory=list)
+    # When the first Work held back for tokens may start (a host wakes then).
+    next_token: datetime | None = None
 
 
 def ancestors(scope: str) -> list[str]:
@@ -88,7 +99,7 @@ def ancestors(scope: str) -> list[str]:
 
 
 def plan_starts(
-    works: list[WorkState],
+    works: Iterable[WorkState] | Mapping[Group, Iterator[WorkState]],
     *,
     now: datetime,
     owner: str,
@@ -102,9 +113,14 @@ def plan_starts(
     gated: bool = False,
     gates: Mapping[str, GateDecision] | None = None,
     limit: int = 256,
+    flow: FlowView = NO_FLOW,
 ) -> Plan:
-    """Plan one start pass over `works` (oldest first). See the module docstring."""
+    """Plan one start pass over `works`: ready Work by group (`(-priority, flow)`, each
+    oldest first), or a plain list in that order. See the module docstring."""
     plan = Plan([], [], set(), [], [])
+    groups = works if isinstance(works, Mapping) else group_ready(works)
+    chooser = Chooser(groups, fair=flow.fair, rules=flow.rules, limit=limit)
+    flows = FlowPass(flow, now)
     taken: dict[str, list[str]] = {}
     scope_taken: dict[str, list[str]] = {}
     charged: dict[tuple[str, str, str], float] = {}
@@ -114,9 +130,17 @@ def plan_starts(
     def used_now(budget: str, ledger: str, window: str) -> float:
         return used(budget, ledger, window) + charged.get((budget, ledger, window), 0.0)
 
-    for work in works:
-        if len(plan.started) >= limit:
+    while len(plan.started) < limit:
+        chosen = chooser.next()
+        if chosen is None:
             break
+        work, oldest = chosen
+        known = flows.known_full(work)
+        if known is not None:
+            plan.waiting.append(Waiting(work.work_id, known.code, known.detail))
+            if not chooser.skipped():
+                break
+            continue
         if unjudged(work) and not waking_inputs(work):
             plan.judge.append(work.work_id)
             detail = "its named wait predicate is asked about new input"
@@ -149,6 +173,12 @@ def plan_starts(
         if full is not None:
             detail = f"scope {full} is at its limit of {settings.scope_limits[full]}"
             plan.waiting.append(Waiting(work.work_id, DomainCode.CAPACITY_SCOPE, detail))
+            continue
+        held_back = flows.hold(work, pool, ancestors(work.scope) if flow.paused else [])
+        if held_back is not None:
+            plan.waiting.append(Waiting(work.work_id, held_back.code, held_back.detail))
+            if held_back.whole_flow:
+                chooser.drop(work, flow_of(work.keys))
             continue
         passes: list[str] = []
         first_start = not work.attempts
@@ -220,10 +250,14 @@ def plan_starts(
                 plan.emits.append(Emit(LEDGERS, event_c, identity))
             plan.fences.add(LEDGERS)
         claim = starts.claim(work, now=now, owner=owner, pinned=pinned)
+        if oldest:
+            passes.append(OLDEST)
         if passes:
             claim = Emit(claim.stream, msgspec.structs.replace(claim.event, passes=passes))
         plan.emits.append(claim)
         plan.started.append(work.work_id)
+        flows.admit(work, execution)
+        chooser.started(work, oldest, flow_of(work.keys))
         taken.setdefault(pool, []).append(execution)
         for scope in limited:
             scope_taken.setdefault(scope, []).append(execution)
@@ -236,7 +270,20 @@ def plan_starts(
         fence = ScopeCapacityClaimed(scope=scope, executions=executions)
         plan.emits.append(Emit(f"scope/{scope}", fence))
         plan.fences.add(f"scope/{scope}")
+    flow_emits, flow_fences = flows.emits()
+    plan.emits.extend(flow_emits)
+    plan.fences.update(flow_fences)
+    plan.next_token = flows.next_due
     return plan
+
+
+def group_ready(works: Iterable[WorkState]) -> dict[Group, Iterator[WorkState]]:
+    """Works in the groups a pass takes them in (`(-priority, flow)`), each group in the
+    order given (a caller's list, oldest first)."""
+    groups: dict[Group, list[WorkState]] = {}
+    for work in works:
+        groups.setdefault((-work.priority, flow_of(work.keys)), []).append(work)
+    return {group: iter(members) for group, members in sorted(groups.items())}
 
 
 def _trigger(work: WorkState) -> int:

@@ -98,6 +98,9 @@ class DomainCode(ErrorCode):
     """A result's artifact reference is malformed (name, URI scheme, credentials in the URI,
     digest, size) or repeats a name: fix the reference named."""
 
+    INVALID_FLOW = "invalid_flow"
+    """A priority, a concurrency key, a rate, a throttle or a flow rule is malformed, or a
+    pause names nothing that can pause: the message names the value and its form."""
     INVALID_GRANT = "invalid_grant"
     """A submit names a binding grant that is malformed or repeated, or too many (16 at most)."""
 
@@ -155,6 +158,15 @@ class DomainCode(ErrorCode):
     """Waiting: a parked attempt's named wait predicate is asked about new input first."""
     OVER_BUDGET = "over_budget"
     """Waiting: a budget ledger is at its max (`core.budget.held`): raise it or release the hold."""
+    CAPACITY_KEY = "capacity_key"
+    """Waiting: a concurrency key of the Work is at its limit (`[[keys]]`); it starts when a
+    slot under that key frees. Work of other keys is not held back."""
+    RATE_LIMITED = "rate_limited"
+    """Waiting: a rate bucket of the Work (`[[rates]]`, or its throttle) has too few tokens;
+    the message says when the next one is due."""
+    FLOW_PAUSED = "flow_paused"
+    """Waiting: the Work's pool, a key or its scope is paused (`rota pause`); nothing is
+    deleted, and it starts once resumed."""
 
 
 class RotaError(Exception):

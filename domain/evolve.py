@@ -46,6 +46,7 @@ from rota.domain.events.control import (
     ControlSettled,
 )
 from rota.domain.events.execution import _Outcome
+from rota.domain.events.flow import WorkReprioritized
 from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
@@ -102,6 +103,10 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
             version=1,
             submitted_at=at,
             grants=tuple(event.grants),
+            priority=event.priority,
+            keys=tuple(event.keys),
+            cost=event.cost,
+            throttle=event.throttle,
         )
     if work is None:
         return None
@@ -190,6 +195,7 @@ _RULES: tuple[tuple[type | tuple[type, ...], Rule], ...] = (
     (RecoveryPersisted, _on_current(on_recovery_persisted)),
     (StopConfirmed, _on_current(on_stop_confirmed)),
     (WaitJudged, _on_current(on_wait_judged)),
+    (WorkReprioritized, lambda work, event, position, at: replace(work, priority=event.priority)),
 )
 _RESOLVED: dict[type, Rule] = {}
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from rota.domain.artifacts import Artifact
+from rota.domain.events.work import Throttle
 from rota.domain.policy import Pinned
 from rota.domain.waits_types import WaitPredicate
 
@@ -197,6 +198,11 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     gate_pass: bool = False
     controls: tuple[Control, ...] = ()
     grants: tuple[str, ...] = ()  # the binding grants the Work opted into at submit
+    # Flow control (`rota.domain.flow`; `core.work.submitted`, `core.work.reprioritized`).
+    priority: int = 0
+    keys: tuple[str, ...] = ()
+    cost: int = 1
+    throttle: Throttle | None = None
 
     @property
     def current(self) -> AttemptState | None:

@@ -13,6 +13,8 @@ import msgspec
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal
 from rota.domain.events import InputAccepted, WorkSubmitted
+from rota.domain.events.work import Throttle
+from rota.domain.flow import check_cost, check_keys, check_priority
 from rota.domain.results import check_payload
 from rota.domain.state import WorkState
 
@@ -51,6 +53,10 @@ class SubmitWork(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     safety: str = "undeclared"
     inputs: tuple[WorkInput, ...] = ()
     grants: tuple[str, ...] = ()
+    priority: int = 0
+    keys: tuple[str, ...] = ()
+    cost: int = 1
+    throttle: Throttle | None = None
 
 
 def new_work(command: SubmitWork, now: datetime) -> WorkState:
@@ -64,6 +70,10 @@ def new_work(command: SubmitWork, now: datetime) -> WorkState:
         trigger=command.trigger,
         safety=command.safety,
         grants=command.grants,
+        priority=command.priority,
+        keys=command.keys,
+        cost=command.cost,
+        throttle=command.throttle,
         version=0,
         submitted_at=now,
     )
@@ -87,9 +97,18 @@ def submit(existing: WorkState | None, command: SubmitWork) -> list[Emit]:
         )
     grants = check_grants(command.grants) if command.grants else ()
     event = _submitted(work_id, scope, binding, kind, trigger, safety, grants)
+    if command.keys or command.priority or command.cost != 1 or command.throttle is not None:
+        event = msgspec.structs.replace(event, **_flow_fields(command))
     if existing is not None:
         same = (existing.scope, existing.binding, existing.kind, existing.trigger, existing.safety)
-        if same == (scope, binding, kind, trigger, safety) and existing.grants == grants:
+        # A resubmit does not change the priority (`reprioritize` does): keys, cost and
+        # throttle are part of the definition.
+        flow = (existing.keys, existing.cost, existing.throttle)
+        if (
+            same == (scope, binding, kind, trigger, safety)
+            and existing.grants == grants
+            and flow == (command.keys, command.cost, command.throttle)
+        ):
             return []
         raise Refusal(
             f"Work {work_id!r} already exists with another definition "
@@ -99,6 +118,24 @@ def submit(existing: WorkState | None, command: SubmitWork) -> list[Emit]:
             code=DomainCode.WORK_CONFLICT,
         )
     return [Emit(work_stream(work_id), event)]
+
+
+def _flow_fields(command: SubmitWork) -> dict[str, Any]:
+    """The flow-control fields of a submit, checked (`invalid_flow`)."""
+    throttle = command.throttle
+    if throttle is not None:
+        check_keys((throttle.key,))
+        if not (isinstance(throttle.period, int | float) and 0 < throttle.period <= 86400 * 366):
+            raise InvalidCommand(
+                f"throttle period {throttle.period!r} must be seconds, above 0 and at most a year",
+                code=DomainCode.INVALID_FLOW,
+            )
+    return {
+        "priority": check_priority(command.priority),
+        "keys": list(check_keys(command.keys)),
+        "cost": check_cost(command.cost),
+        "throttle": throttle,
+    }
 
 
 def check_grants(grants: tuple[str, ...]) -> tuple[str, ...]:

@@ -52,6 +52,16 @@ per = "work"                    # work, scope or all
 period = "day"                  # lifetime, day or week
 warn_at = 0.8
 
+[[keys]]                        # flow control (docs/guide.md, "Flow control")
+key = "tenant:*"                # every tenant:<name> key, each counted on its own
+concurrency = 2                 # at most 2 live attempts per tenant
+weight = 1                      # fair share between tenants (tenant:big weight 3 ...)
+
+[[rates]]
+key = "resource:stripe"         # a key, a prefix (tenant:*) or pool:<name>
+rate = "100/min"                # tokens a period; a start takes its Work's cost (1)
+burst = 10                      # the bucket holds at most this many
+
 [[schedules]]                   # see rota.infrastructure.schedule_config and docs/schedules.md
 name = "nightly"
 binding = "report"
@@ -86,6 +96,8 @@ from rota.application.ports import Executor
 from rota.application.secrets import SECRET_KEYS, grant_secrets, split_secrets
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
+from rota.domain.events.flow import FlowConfigured
+from rota.domain.flow import check_rules
 from rota.domain.grants import Grant, check_grant
 from rota.domain.policy import POOL_AGENTS, POOL_JOBS, Binding, Settings
 from rota.domain.submission import BINDING
@@ -216,6 +228,7 @@ class Config:
                 f"{ids[again]!r} too (a budget without an id is named by its unit, per, period "
                 "and scope); give them ids"
             )
+        self.flow = _flow(model, source)
         # generation -> the registrations whose current implementation serves it (None: all)
         self.historical: dict[str, frozenset[str] | None] = {
             h.generation: None if h.executors is None else frozenset(h.executors)
@@ -405,3 +418,16 @@ __all__ = [
     "shown",
     "unknown_executor",
 ]
+
+
+def _flow(model: ConfigModel, source: str) -> FlowConfigured:
+    """`[[keys]]`, `[[rates]]` and `[settings] starvation_share`, checked as the domain
+    checks them (`invalid_flow` words, with the source)."""
+    keys = [k.to_rule() for k in model.keys]
+    rates = [r.to_rule() for r in model.rates]
+    share = model.settings.starvation_share
+    try:
+        check_rules(keys, rates, share)
+    except InvalidCommand as exc:
+        raise ConfigError(f"{source}: {exc.message}") from None
+    return FlowConfigured(keys=keys, rates=rates, share=share)

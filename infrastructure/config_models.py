@@ -1,7 +1,7 @@
 """The pydantic models of the configuration file's sections (`[store]`, `[settings]`,
-`[[bindings]]`, `[[scopes]]`, `[[budgets]]`, `[audit]`, `[http]`, `[[historical]]`,
-`[[schedules]]`): each field's type, default and bounds; rota.infrastructure.config loads
-a file through them."""
+`[[bindings]]`, `[[scopes]]`, `[[budgets]]`, `[[keys]]`, `[[rates]]`, `[audit]`, `[http]`,
+`[[historical]]`, `[[schedules]]`): each field's type, default and bounds;
+rota.infrastructure.config loads a file through them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rota.domain.budgets import BUDGET_ID, derived_id
+from rota.domain.errors import InvalidCommand
 from rota.domain.events.admission import Budget
+from rota.domain.events.flow import KeyRule, RateRule
+from rota.domain.flow import DEFAULT_SHARE, MAX_COST, RULE_KEY, parse_rate
 from rota.domain.policy import MAX_RETRY_DELAYS, Binding, RetryPolicy
 from rota.domain.submission import BINDING
 from rota.infrastructure.schedule_config import ScheduleModel
@@ -36,6 +39,8 @@ class SettingsModel(BaseModel):
     max_segments: int = Field(50, ge=1, le=1000)
     crash_loop_limit: int = Field(5, ge=1, le=1000)
     recovery_failure_limit: int = Field(3, ge=1, le=1000)
+    # Of every `starvation_share` starts, one goes to the oldest ready Work (0: off).
+    starvation_share: int = Field(DEFAULT_SHARE, ge=0, le=1000)
 
 
 class RetryModel(BaseModel):
@@ -136,6 +141,42 @@ class BudgetModel(BaseModel):
         return budget if self.id else msgspec.structs.replace(budget, id=derived_id(budget))
 
 
+class KeyModel(BaseModel):
+    """`[[keys]]`: a concurrency key or a prefix of keys (`tenant:*`), its concurrency
+    limit (each key of a prefix counted on its own) and its fair-share weight."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str = Field(pattern=RULE_KEY.pattern)
+    concurrency: int | None = Field(None, ge=0, le=1_000_000)
+    weight: int | None = Field(None, ge=1, le=1000)
+
+    def to_rule(self) -> KeyRule:
+        return KeyRule(key=self.key, concurrency=self.concurrency, weight=self.weight)
+
+
+class RateModel(BaseModel):
+    """`[[rates]]`: a token bucket on a key, a prefix of keys or `pool:<name>`:
+    `rate = "100/min"`, holding at most `burst` tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str = Field(pattern=RULE_KEY.pattern)
+    rate: str
+    burst: int = Field(1, ge=1, le=MAX_COST)
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, value: str) -> str:
+        try:
+            parse_rate(value)
+        except InvalidCommand as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    def to_rule(self) -> RateRule:
+        count, period = parse_rate(self.rate)
+        return RateRule(key=self.key, count=count, period=period, burst=self.burst)
+
+
 class AuditModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     checkpoint_dir: str | None = None
@@ -181,6 +222,8 @@ class ConfigModel(BaseModel):
     grants: list[GrantModel] = []
     scopes: list[ScopeModel] = []
     budgets: list[BudgetModel] = []
+    keys: list[KeyModel] = []
+    rates: list[RateModel] = []
     historical: list[HistoricalModel] = []
     http: HttpModel = HttpModel()
     schedules: list[ScheduleModel] = []
@@ -195,7 +238,9 @@ __all__ = [
     "GrantModel",
     "HistoricalModel",
     "HttpModel",
+    "KeyModel",
     "PoolLimit",
+    "RateModel",
     "RetryModel",
     "ScopeLimitsModel",
     "ScopeModel",

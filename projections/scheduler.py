@@ -16,7 +16,6 @@ part in the fold or in `digest()`.
 from __future__ import annotations
 
 import hashlib
-import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -32,9 +31,12 @@ from rota.domain.events import (
     LeaseRenewed,
 )
 from rota.domain.events.admission import Budget
-from rota.domain.events.execution import _Outcome
+from rota.domain.events.execution import AttemptClaimed, _Outcome
 from rota.domain.evolve import evolve, renew
+from rota.domain.flow import Fairness, FlowRules
+from rota.domain.flow_checks import FlowView
 from rota.domain.state import AttemptState, WorkState
+from rota.projections import flow_index as fx
 from rota.projections.held_works import OnDemandWorks, is_quiet
 from rota.projections.scheduler_rows import (
     ACTIVE_ROW,
@@ -55,7 +57,8 @@ class SchedulerProjection:
     name = "scheduler"
     # 2: the `active` row (which Works a store-backed open must load); 3: lean Work rows
     # and `binding/` rows (`rota.projections.work_rows`)
-    version = 3
+    # 4: flow control (the `flow` and `fair` rows, priority and keys on Works)
+    version = 4
     # Told of every change the fold makes to a Work (the Work before, None for a new one,
     # and after): a `WorkTally` follows them. Not part of the state, rows or digest.
     watch: Callable[[WorkState | None, WorkState], None] | None = None
@@ -64,8 +67,7 @@ class SchedulerProjection:
         self.position = 0
         self.works: dict[str, WorkState] = {}
         self.startable: set[str] = set()
-        self._ready: list[tuple[int, str]] = []
-        self._found: list[tuple[int, str]] = []  # the heap entries `ready_order` last took
+        self._ready = fx.ReadyGroups(self._ready_work)
         self.slots: dict[str, set[str]] = {}
         self.live: dict[str, str] = {}
         self.timers: dict[str, datetime] = {}
@@ -80,6 +82,12 @@ class SchedulerProjection:
         self.staged: dict[int, tuple[str, str, dict[str, float], datetime]] = {}
         self.notified: set[str] = set()
         self.ledger_version = 0
+        # Flow control: rules, buckets, fences and pauses; fair share; who holds a slot
+        # under each key (`rota.projections.flow_index`).
+        self.flow = fx.FlowState()
+        self.fair = Fairness()
+        self.key_slots: dict[str, set[str]] = {}
+        self._rules: tuple[object, FlowRules] = (None, FlowRules())
         # Persisted row keys changed since the last save (not part of the state or digest).
         self.dirty: set[str] = set()
         self.codec = WorkCodec()  # the Work rows' encoding (bindings stored once)
@@ -110,6 +118,10 @@ class SchedulerProjection:
             self._index(before, after)
             if self.budgets and isinstance(event, _Outcome) and event.usage:
                 self._stage(work_id, position, at, event)
+            elif type(event) is AttemptClaimed and fx.fold_claim(
+                self.fair, self.rules, after, event
+            ):
+                dirty.add("fair")
         else:
             self.position = position
             self._apply_other(stream, version, event)
@@ -158,6 +170,10 @@ class SchedulerProjection:
                 dirty.add(stream)
                 if self.budgets and isinstance(event, _Outcome) and event.usage:
                     self._stage(work_id, position, at, event)
+                elif type(event) is AttemptClaimed and fx.fold_claim(
+                    self.fair, self.rules, after, event
+                ):
+                    dirty.add("fair")
             else:
                 self._apply_other(stream, record.version, event)
         for work_id, (count, expiry) in renewals.items():
@@ -171,8 +187,8 @@ class SchedulerProjection:
             self._reindex()
 
     def _reindex(self) -> None:
-        self.startable, self._ready, self._found, self.slots = set(), [], [], {}
-        self.live, self.timers, self.slot_scopes = {}, {}, {}
+        self.startable, self._ready, self.slots = set(), fx.ReadyGroups(self._ready_work), {}
+        self.live, self.timers, self.slot_scopes, self.key_slots = {}, {}, {}, {}
         works = self.works
         # Quiet Works not in memory name no index, so the indices come from those held.
         for work in works.in_memory() if isinstance(works, OnDemandWorks) else works.values():
@@ -189,8 +205,10 @@ class SchedulerProjection:
         self.dirty.add("staged")
 
     def _apply_other(self, stream: str, version: int, event: Event) -> None:
-        """An event outside the Works' streams: pools, turns, scopes, budgets."""
-        if stream.startswith("pool/"):
+        """An event outside the Works' streams: pools, turns, scopes, budgets, flow."""
+        if fx.apply_flow(self.flow, stream, version, event):
+            self.dirty.add("flow")
+        elif stream.startswith("pool/"):
             if isinstance(event, CapacityClaimed):
                 self.pool_versions[event.pool] = version
                 self.dirty.add("pool_versions")
@@ -224,9 +242,8 @@ class SchedulerProjection:
         work_id = after.work_id
         if after.startable:
             self.startable.add(work_id)
-            first = after.pending[0].position
-            if before is None or not before.startable or before.pending[0].position != first:
-                heapq.heappush(self._ready, (first, work_id))
+            if self._ready.moved(before, after):
+                self._ready.push(after)
         else:
             self.startable.discard(work_id)
         due = after.retry.next_due
@@ -253,6 +270,10 @@ class SchedulerProjection:
                 holders.discard(old_id)
             self.live.pop(old_id, None)
             self.slot_scopes.pop(old_id, None)
+            for key in before.keys if before is not None else ():
+                holding = self.key_slots.get(key)
+                if holding is not None:
+                    holding.discard(old_id)
         if current is not None:
             live = current.status in ("starting", "running")
             if live or (current.status == "ended" and not current.stop_confirmed):
@@ -263,6 +284,11 @@ class SchedulerProjection:
                     holders = self.slots[pool] = set()
                 holders.add(execution_id)
                 self.slot_scopes[execution_id] = after.scope
+                for key in after.keys:
+                    holding = self.key_slots.get(key)
+                    if holding is None:
+                        holding = self.key_slots[key] = set()
+                    holding.add(execution_id)
                 if live:
                     self.live[execution_id] = work_id
 
@@ -284,37 +310,25 @@ class SchedulerProjection:
         return self.ledgers.get((budget, ledger, window), 0.0)
 
     def ready_order(self, limit: int | None = None) -> list[WorkState]:
-        """Startable Works, oldest pending input first (at most `limit` of them).
+        """Startable Works by priority, then oldest pending input (at most `limit`)."""
+        return self._ready.ordered(limit)
 
-        A heap of (first pending position, Work) with lazy deletion: entries whose Work is
-        no longer startable, or whose first pending input changed, are dropped when met.
-        A pass costs O(limit log n), not a sort of every ready Work.
+    def ready_groups(self) -> dict[fx.Group, Iterator[WorkState]]:
+        """Startable Works by (-priority, flow), each group oldest first, lazily: what a
+        start pass chooses from (`rota.projections.flow_index.ReadyGroups`)."""
+        return self._ready.groups()
 
-        The entries a call takes off the heap are kept aside (`_found`) and put back at
-        the start of the next call, those still valid only: a Work the pass claimed costs
-        a set lookup then, not a push now and a pop of its stale entry later.
-        """
-        if limit is None:
-            limit = len(self.startable)
-        heap, ready = self._ready, self._ready_work
-        for entry in self._found:
-            if ready(entry) is not None:
-                heapq.heappush(heap, entry)
-        taken: list[tuple[int, str]] = []
-        found: list[WorkState] = []
-        seen: set[str] = set()
-        while heap and len(found) < limit:
-            entry = heapq.heappop(heap)
-            if entry[1] in seen:
-                continue
-            work = ready(entry)
-            if work is None:
-                continue
-            seen.add(entry[1])
-            found.append(work)
-            taken.append(entry)
-        self._found = taken
-        return found
+    @property
+    def rules(self) -> FlowRules:
+        """The flow rules in force (built once per `core.flow.configured`)."""
+        if self._rules[0] is not self.flow.config:
+            self._rules = (self.flow.config, FlowRules(self.flow.config))
+        return self._rules[1]
+
+    def flow_view(self) -> FlowView:
+        """What admission needs of flow control (`rota.domain.flow_checks`)."""
+        in_use = lambda key: len(self.key_slots.get(key, ()))  # noqa: E731
+        return FlowView(self.rules, self.flow.buckets, in_use, self.fair, self.flow.paused)
 
     def _ready_work(self, entry: tuple[int, str]) -> WorkState | None:
         """The Work a ready-heap entry names, if it is still startable at that first input;
@@ -364,6 +378,7 @@ class SchedulerProjection:
         h.update(canonical_encoder.encode(sorted(self.ledgers.items())))
         h.update(canonical_encoder.encode(sorted(self.staged)))
         h.update(canonical_encoder.encode(sorted(self.notified)))
+        h.update(fx.flow_bytes(self.flow, self.fair))
         h.update(f"|{self.turns}|{self.position}".encode())
         return h.hexdigest()
 

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from rota.domain.events.admission import Budget
+from rota.domain.flow import Fairness
 from rota.domain.state import WorkState
+from rota.projections.flow_index import FlowState
 from rota.projections.work_rows import BINDING_ROW, WorkCodec, canonical_encoder
 
 if TYPE_CHECKING:
@@ -38,6 +40,8 @@ SINGLETONS: dict[str, Any] = {
     "staged": Staged,
     "ledger_version": int,
     "turns": int,
+    "flow": FlowState,
+    "fair": Fairness,
 }
 _ledger_key_decoder = msgspec.json.Decoder(tuple[str, str, str])
 _float_decoder = msgspec.json.Decoder(float)

@@ -77,6 +77,7 @@ from rota.domain.errors import (
     RotaError,
     SchemaError,
 )
+from rota.domain.events.work import Throttle
 from rota.domain.failures import FailureCode
 from rota.domain.policy import Binding, RetryPolicy, Settings
 from rota.domain.results import Result
@@ -148,6 +149,7 @@ __all__ = [
     "StoreUnavailable",
     "Submission",
     "SystemClock",
+    "Throttle",
     "TriggeredFire",
     "TypedBinding",
     "UpcomingTime",

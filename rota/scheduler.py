@@ -45,6 +45,7 @@ from rota.application.ports import (
 from rota.application.queries import Queries
 from rota.application.queries.schedule_views import ScheduleView
 from rota.daemon import AuditCheckpoints, DaemonLoop
+from rota.domain.events.work import Throttle
 from rota.domain.policy import POOL_AGENTS, ControlFallback, HandoffPolicy, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.embedded.async_executors import AsyncCallables
@@ -121,6 +122,7 @@ class Scheduler(SchedulerOperations):
         self.service.catch_up()
         if not read_only:  # `rota serve` appends nothing, not even a changed [[budgets]]
             self.service.admission.configure_budgets(config.budgets)
+            self.service.admission.configure_flow(config.flow)
         self._audit = AuditCheckpoints(store, config.audit)
         self.checkpointer = self._audit.checkpointer
 
@@ -300,9 +302,19 @@ class Scheduler(SchedulerOperations):
         trigger: str = "all",
         safety: str = "undeclared",
         grants: Sequence[str] = (),
+        priority: int = 0,
+        keys: Sequence[str] = (),
+        cost: int = 1,
+        throttle: Throttle | None = None,
     ) -> WorkHandle[Any]:
         """Define a Work and accept its input; returns a `WorkHandle` on it (a
         `WorkHandle[T]` for a `TypedBinding[T]` from `register`).
+
+        Flow control (docs/guide.md, "Flow control"): higher `priority` starts first
+        (-1000..1000, default 0; `reprioritize` changes it); `keys` (at most 8, like
+        `tenant:acme`) are the concurrency keys the Work counts under, the first its fair-
+        share flow; `cost` is the tokens a start takes from each rate bucket it meets;
+        `throttle=rota.Throttle(key, period)` lets at most one start of that key a period.
 
         `grants` names binding grants (`grant()`, `[[grants]]`) the Work opts into: its
         attempts pin the binding with their config applied and launch with their
@@ -335,6 +347,10 @@ class Scheduler(SchedulerOperations):
                 trigger=trigger,
                 safety=safety,
                 grants=grants,
+                priority=priority,
+                keys=keys,
+                cost=cost,
+                throttle=throttle,
             )
         )
 

@@ -12,6 +12,10 @@ from rota.domain import admission, budgets, gates
 from rota.domain.emit import Emit, work_stream
 from rota.domain.events import BudgetCharged, BudgetsConfigured
 from rota.domain.events.admission import Budget
+from rota.domain.events.flow import FlowConfigured
+from rota.domain.flow import check_rules
+
+_NONE = FlowConfigured()  # no rules: a log without flow control needs no event
 
 
 class AdmissionCommands:
@@ -38,6 +42,19 @@ class AdmissionCommands:
             emits = self._settlements(len(projection.staged))
             emits.append(Emit(admission.LEDGERS, BudgetsConfigured(budgets=list(wanted))))
             return emits, {admission.LEDGERS: projection.ledger_version}
+
+        return self.tx.transact(decide).written > 0
+
+    def configure_flow(self, configured: FlowConfigured) -> bool:
+        """Record the key and rate rules in force when they differ from the log's (True if
+        recorded); fenced by the `flow/config` stream, so racing hosts record it once."""
+        check_rules(configured.keys, configured.rates, configured.share)
+
+        def decide() -> tuple[list[Emit], dict[str, int]]:
+            flow = self.tx.projection.flow
+            if flow.config == configured or (flow.config is None and configured == _NONE):
+                return [], {}
+            return [Emit("flow/config", configured)], {"flow/config": flow.config_version}
 
         return self.tx.transact(decide).written > 0
 

@@ -63,12 +63,13 @@ class LifecycleCommands(SubmissionCommands):
         waiting: list[Waiting] = []
         asks: list[str] = []
         judge: list[str] = []
+        next_token: list[datetime | None] = [None]
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             projection = self.tx.projection
             limits = self.config.settings.scope_limits
             plan = admission.plan_starts(
-                projection.ready_order(limit),
+                projection.ready_groups(),
                 now=self.tx.now(),
                 owner=self.config.owner,
                 settings=self.config.settings,
@@ -81,7 +82,9 @@ class LifecycleCommands(SubmissionCommands):
                 gated=gated,
                 gates=gates,
                 limit=limit,
+                flow=projection.flow_view(),
             )
+            next_token[:] = [plan.next_token]
             waiting[:] = plan.waiting
             asks[:] = plan.asks
             judge[:] = plan.judge
@@ -110,7 +113,7 @@ class LifecycleCommands(SubmissionCommands):
                 work = works[recorded.stream[5:]]
                 assert work.current is not None
                 claimed.append(Claimed(work, work.current, kind is AttemptResumed))
-        return StartPass(claimed, waiting, asks, judge)
+        return StartPass(claimed, waiting, asks, judge, next_token[0])
 
     def _fence_version(self, stream: str) -> int:
         projection = self.tx.projection
@@ -120,6 +123,10 @@ class LifecycleCommands(SubmissionCommands):
             return projection.scope_versions.get(stream[6:], 0)
         if stream == admission.LEDGERS:
             return projection.ledger_version
+        if stream.startswith("rate/"):
+            return projection.flow.rate_versions.get(stream[5:], 0)
+        if stream.startswith("key/"):
+            return projection.flow.key_versions.get(stream[4:], 0)
         raise ValueError(f"no fence for stream {stream!r}")
 
     def _pin_for_start(self, work: WorkState) -> Pinned:

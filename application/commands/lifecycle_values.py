@@ -4,6 +4,8 @@ Works it left waiting, what a retry-timer page fired (a submit's command is the 
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import msgspec
 
 from rota.domain.admission import Waiting
@@ -30,6 +32,7 @@ class StartPass(msgspec.Struct):
     waiting: list[Waiting]
     asks: list[str] = msgspec.field(default_factory=list)
     judge: list[str] = msgspec.field(default_factory=list)  # parked Work: judge its input
+    next_token: datetime | None = None  # when Work held back for tokens may start
 
 
 __all__ = ["Claimed", "FiredTimers", "StartPass"]

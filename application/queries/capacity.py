@@ -120,6 +120,7 @@ def dry_run_starts(
         notified=projection.notified,
         gated=False,
         limit=len(ready) + 1,
+        flow=projection.flow_view(),
     )
 
 

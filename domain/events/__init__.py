@@ -48,6 +48,14 @@ from rota.domain.events.execution import (
     TurnPublished,
     WaitJudged,
 )
+from rota.domain.events.flow import (
+    FlowConfigured,
+    FlowPaused,
+    FlowResumed,
+    KeyCapacityClaimed,
+    RateTaken,
+    WorkReprioritized,
+)
 from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
@@ -72,6 +80,15 @@ from rota.domain.events.schedule import (
     ScheduleSkipped,
 )
 from rota.domain.events.work import BindingServed, InputAccepted, WorkSubmitted
+
+FLOW_EVENTS = (
+    FlowConfigured,
+    RateTaken,
+    KeyCapacityClaimed,
+    WorkReprioritized,
+    FlowPaused,
+    FlowResumed,
+)
 
 ALL_EVENTS: tuple[type[Event], ...] = (
     WorkSubmitted,
@@ -122,10 +139,12 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     WaitJudged,
     *SCHEDULE_EVENTS,
     BindingServed,
+    *FLOW_EVENTS,
 )
 
 __all__ = [
     "ALL_EVENTS",
+    "FLOW_EVENTS",
     "OUTCOMES",
     "AttemptAdopted",
     "AttemptClaimed",
@@ -151,6 +170,9 @@ __all__ = [
     "ControlRequested",
     "ControlSettled",
     "Event",
+    "FlowConfigured",
+    "FlowPaused",
+    "FlowResumed",
     "GateHeld",
     "GateRefused",
     "GateReleased",
@@ -158,6 +180,7 @@ __all__ = [
     "HandoffRefused",
     "HoldReleased",
     "InputAccepted",
+    "KeyCapacityClaimed",
     "LaunchInvoked",
     "LaunchPhaseBegan",
     "LaunchPhaseEnded",
@@ -168,6 +191,7 @@ __all__ = [
     "LeaseReleased",
     "LeaseRenewed",
     "ManualRetry",
+    "RateTaken",
     "RecoveryPersisted",
     "RetryArmed",
     "RetryFired",
@@ -185,5 +209,6 @@ __all__ = [
     "WaitJudged",
     "WorkCancelled",
     "WorkHeld",
+    "WorkReprioritized",
     "WorkSubmitted",
 ]

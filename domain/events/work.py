@@ -11,6 +11,14 @@ TriggerSelector = Literal["all", "first", "last"]
 LostRetrySafety = Literal["undeclared", "idempotent", "deduplicated"]
 
 
+class Throttle(msgspec.Struct, frozen=True, gc=False):
+    """At most one start of the Works throttled on `key` every `period` seconds (a rate
+    bucket `throttle:<key>` of one token); a start due later waits, it is never dropped."""
+
+    key: str
+    period: float
+
+
 class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True):
     """A Work was defined: its id, scope, binding, kind, trigger selector and lost-retry safety.
 
@@ -31,6 +39,13 @@ class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True)
     trigger: TriggerSelector = "all"
     safety: LostRetrySafety = "undeclared"
     grants: list[str] = msgspec.field(default_factory=list)
+    # Flow control (`rota.domain.flow`): higher priority starts first; the concurrency keys
+    # the Work counts under (its first is its fair-share flow); the tokens a start takes
+    # from each rate bucket; and a throttle: at most one start of the key a period.
+    priority: int = 0
+    keys: list[str] = msgspec.field(default_factory=list)
+    cost: int = 1
+    throttle: Throttle | None = None
 
 
 class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True):

@@ -13,6 +13,7 @@ import msgspec
 from rota.application.ports import AppendResult, EventStore
 from rota.domain.emit import work_stream
 from rota.domain.errors import DomainCode, InvalidCommand
+from rota.domain.events.work import Throttle
 from rota.domain.submission import SubmitWork, WorkInput, derived_input_key
 
 INPUT_ACCEPTED = "core.input.accepted"
@@ -32,6 +33,10 @@ class Submission(msgspec.Struct, frozen=True):
     trigger: str = "all"
     safety: str = "undeclared"
     grants: Sequence[str] = ()
+    priority: int = 0
+    keys: Sequence[str] = ()
+    cost: int = 1
+    throttle: Throttle | None = None
 
 
 class SubmitOptions(TypedDict, total=False):
@@ -45,6 +50,10 @@ class SubmitOptions(TypedDict, total=False):
     trigger: str
     safety: str
     grants: Sequence[str]
+    priority: int
+    keys: Sequence[str]
+    cost: int
+    throttle: Throttle | None
 
 
 class SubmissionFields(SubmitOptions, total=False):
@@ -80,6 +89,10 @@ def submit_command(item: Submission) -> SubmitWork:
         safety=item.safety,
         inputs=inputs,
         grants=_grants(item.grants),
+        priority=item.priority,
+        keys=_keys(item.keys),
+        cost=item.cost,
+        throttle=item.throttle,
     )
 
 
@@ -92,6 +105,16 @@ def _grants(grants: object) -> tuple[str, ...]:
             code=DomainCode.INVALID_GRANT,
         )
     return tuple(grants)
+
+
+def _keys(keys: object) -> tuple[str, ...]:
+    """The concurrency keys of a submit, as a tuple (a lone string is refused)."""
+    if isinstance(keys, str) or not isinstance(keys, list | tuple):
+        raise InvalidCommand(
+            f"keys must be a list of keys (like ['tenant:acme']), not {type(keys).__name__}",
+            code=DomainCode.INVALID_FLOW,
+        )
+    return tuple(keys)
 
 
 def input_position(command: SubmitWork, recorded: AppendResult, store: EventStore) -> int | None:

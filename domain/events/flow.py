@@ -1,0 +1,116 @@
+"""Events of flow control: the key and rate rules in force, tokens taken from rate
+buckets, slots taken under concurrency keys, priority changes, and paused pools, keys and
+scopes (`rota.domain.flow`)."""
+
+from datetime import datetime
+from typing import ClassVar, Literal
+
+import msgspec
+
+from rota.domain.events.base import Event
+
+PauseTarget = Literal["pool", "key", "scope"]
+
+
+class KeyRule(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """`[[keys]]`: a concurrency key (`tenant:acme`) or a prefix of keys (`tenant:*`: the
+    default of every key it matches, each counted on its own), its concurrency limit
+    (None: unbounded) and its fair-share weight (None: 1)."""
+
+    key: str
+    concurrency: int | None = None
+    weight: int | None = None
+
+
+class RateRule(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """`[[rates]]`: a token bucket on a key (or a prefix of keys) or a pool (`pool:<name>`):
+    `count` tokens a `period` seconds (`rate = "100/min"`), holding at most `burst`."""
+
+    key: str
+    count: int
+    period: float
+    burst: int = 1
+
+
+class FlowConfigured(Event, tag="core.flow.configured", frozen=True, kw_only=True):
+    """The key and rate rules in force from this position on (recorded when the
+    configuration changes, like the budgets). With none, admission is what it was before
+    flow control: pools, scopes, gates and budgets, in priority then readiness order."""
+
+    stream_pattern: ClassVar[str] = "flow/config"
+
+    keys: list[KeyRule] = msgspec.field(default_factory=list)
+    rates: list[RateRule] = msgspec.field(default_factory=list)
+    # Of every `share` starts, at least one goes to the oldest ready Work, whatever its
+    # priority or flow (the starvation bound; `rota.domain.flow`).
+    share: int = 10
+
+
+class RateTake(msgspec.Struct, frozen=True, gc=False):
+    """Tokens one start took from a bucket."""
+
+    execution: str
+    cost: int = 1
+
+
+class RateTaken(Event, tag="core.rate.taken", frozen=True, kw_only=True):
+    """Starts took tokens from a rate bucket, in the claims' append (fences racing hosts).
+
+    The bucket is a GCRA fold in integer microseconds: with `tat` the theoretical arrival
+    time before (0 for a new bucket) and `now` = `decided_at`, each take moves
+    `t = max(tat, now)` on by `cost * interval_us`, and is allowed only if
+    `t - burst * interval_us <= now` (never below zero tokens); `tat_us` is the bucket after
+    the takes. `rule` names the `[[rates]]` entry that bounds the bucket."""
+
+    stream_pattern: ClassVar[str] = "rate/<bucket>"
+
+    bucket: str
+    rule: str
+    interval_us: int
+    burst: int
+    decided_at: datetime
+    takes: list[RateTake]
+    tat_us: int
+
+
+class KeyCapacityClaimed(Event, tag="core.capacity.key_claimed", frozen=True, kw_only=True):
+    """Slots under a concurrency key's limit were taken (fences racing claims)."""
+
+    stream_pattern: ClassVar[str] = "key/<key>"
+
+    key: str
+    executions: list[str]
+
+
+class WorkReprioritized(Event, tag="core.work.reprioritized", frozen=True, kw_only=True):
+    """A Work's priority changed (higher starts first; the default is 0)."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+
+    work_id: str
+    priority: int
+    previous: int
+    by: str = "operator"
+    reason: str = ""
+
+
+class FlowPaused(Event, tag="core.flow.paused", frozen=True, kw_only=True):
+    """A pool, a key or a scope was paused: none of its ready Work starts until resumed.
+    Nothing is deleted or re-queued; running attempts go on."""
+
+    stream_pattern: ClassVar[str] = "flow/pauses"
+
+    target: PauseTarget
+    name: str
+    by: str = "operator"
+    reason: str = ""
+
+
+class FlowResumed(Event, tag="core.flow.resumed", frozen=True, kw_only=True):
+    """A paused pool, key or scope was resumed."""
+
+    stream_pattern: ClassVar[str] = "flow/pauses"
+
+    target: PauseTarget
+    name: str
+    by: str = "operator"

@@ -1,0 +1,165 @@
+"""The scheduler projection's flow-control state: the rules in force, the rate buckets,
+the fence versions of keys and buckets, pauses, fair share, and two indices (who holds a
+slot under each key; ready Work by priority and flow).
+
+A deterministic fold, like the rest of the projection: `FlowState` and `Fairness` are
+persisted as the singleton rows `flow` and `fair` and hashed by `digest()`; the indices
+are derived from the Works (`ReadyGroups`, `key_slots`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from itertools import islice
+
+import msgspec
+
+from rota.domain.events import AttemptClaimed, Event
+from rota.domain.events.flow import (
+    FlowConfigured,
+    FlowPaused,
+    FlowResumed,
+    KeyCapacityClaimed,
+    RateTaken,
+)
+from rota.domain.flow import OLDEST, Fairness, FlowRules, flow_of, serve
+from rota.domain.state import WorkState
+
+Group = tuple[int, str]  # (-priority, flow): the heap order of ready Work's groups
+Entry = tuple[int, str]  # (first pending position, work id)
+
+
+class FlowState(msgspec.Struct, gc=False):
+    """What the flow-control events folded to (persisted as one row)."""
+
+    config: FlowConfigured | None = None
+    config_version: int = 0
+    buckets: dict[str, int] = msgspec.field(default_factory=dict)  # bucket -> tat (µs)
+    rate_versions: dict[str, int] = msgspec.field(default_factory=dict)
+    key_versions: dict[str, int] = msgspec.field(default_factory=dict)
+    paused: dict[str, str] = msgspec.field(default_factory=dict)  # "pool:x" -> reason
+    pause_version: int = 0
+
+
+def apply_flow(flow: FlowState, stream: str, version: int, event: Event) -> bool:
+    """Fold an event of a flow stream; False when `stream` is none of them."""
+    if stream.startswith("rate/"):
+        if isinstance(event, RateTaken):
+            flow.buckets[event.bucket] = event.tat_us
+            flow.rate_versions[event.bucket] = version
+        return True
+    if stream.startswith("key/"):
+        if isinstance(event, KeyCapacityClaimed):
+            flow.key_versions[event.key] = version
+        return True
+    if stream == "flow/config":
+        if isinstance(event, FlowConfigured):
+            flow.config = event
+        flow.config_version = version
+        return True
+    if stream == "flow/pauses":
+        if isinstance(event, FlowPaused):
+            flow.paused[f"{event.target}:{event.name}"] = event.reason
+        elif isinstance(event, FlowResumed):
+            flow.paused.pop(f"{event.target}:{event.name}", None)
+        flow.pause_version = version
+        return True
+    return False
+
+
+_NO_FLOW, _NO_FAIR = FlowState(), Fairness()
+
+
+def flow_bytes(flow: FlowState, fair: Fairness) -> bytes:
+    """What `digest()` hashes of flow control: nothing while there is none, so the digests
+    of logs written before flow control stay what they were."""
+    if flow == _NO_FLOW and fair == _NO_FAIR:
+        return b""
+    return msgspec.json.encode((flow, fair), order="sorted")
+
+
+def fold_claim(fair: Fairness, rules: FlowRules, work: WorkState, claim: AttemptClaimed) -> bool:
+    """Fair share's fold of one claim (`rota.domain.flow.serve`); False when there is
+    nothing to fold: a Work without keys while no Work with keys has started (one flow,
+    served in readiness order, needs no tags)."""
+    if not work.keys and not fair.finish:
+        return False
+    flow = flow_of(work.keys)
+    serve(fair, flow, rules.weight(flow), OLDEST in claim.passes)
+    return True
+
+
+class ReadyGroups:
+    """Startable Works by group (priority, then flow), each group a heap of (first pending
+    position, id) with lazy deletion: an entry whose Work is no longer startable at that
+    input, in that group, is dropped when met. `groups()` hands each group out lazily; the
+    entries a pass took are put back at the next call, those still valid only."""
+
+    def __init__(self, find: Callable[[Entry], WorkState | None]) -> None:
+        self.heaps: dict[Group, list[Entry]] = {}
+        self._find = find
+        self._found: list[tuple[Group, Entry]] = []
+
+    @staticmethod
+    def group(work: WorkState) -> Group:
+        return (-work.priority, flow_of(work.keys))
+
+    def push(self, work: WorkState) -> None:
+        group = (-work.priority, flow_of(work.keys))
+        heap = self.heaps.get(group)
+        if heap is None:
+            heap = self.heaps[group] = []
+        heapq.heappush(heap, (work.pending[0].position, work.work_id))
+
+    def moved(self, before: WorkState | None, after: WorkState) -> bool:
+        """Whether `after` needs a new entry (it was not startable, or is elsewhere now)."""
+        return (
+            before is None
+            or not before.startable
+            or before.pending[0].position != after.pending[0].position
+            or before.priority != after.priority
+        )
+
+    def valid(self, group: Group, entry: Entry) -> WorkState | None:
+        work = self._find(entry)
+        if work is None or (-work.priority, flow_of(work.keys)) != group:
+            return None
+        return work
+
+    def groups(self) -> dict[Group, Iterator[WorkState]]:
+        """Each group's startable Works, oldest first, lazily (see the class docstring)."""
+        for group, entry in self._found:
+            if self.valid(group, entry) is not None:
+                heap = self.heaps.get(group)
+                if heap is None:
+                    heap = self.heaps[group] = []
+                heapq.heappush(heap, entry)
+        self._found = []
+        for group in [g for g, heap in self.heaps.items() if not heap]:
+            del self.heaps[group]
+        return {group: self._drain(group, heap) for group, heap in self.heaps.items()}
+
+    def _drain(self, group: Group, heap: list[Entry]) -> Iterator[WorkState]:
+        seen: set[str] = set()
+        found = self._found
+        while heap:
+            entry = heapq.heappop(heap)
+            if entry[1] in seen:
+                continue
+            work = self.valid(group, entry)
+            if work is None:
+                continue
+            seen.add(entry[1])
+            found.append((group, entry))
+            yield work
+
+    def ordered(self, limit: int | None = None) -> list[WorkState]:
+        """Startable Works by priority then readiness (at most `limit`): explain and the
+        capacity view, which show every group at once."""
+        streams = [
+            ((group[0], work.pending[0].position, work.work_id, work) for work in works)
+            for group, works in self.groups().items()
+        ]
+        merged = heapq.merge(*streams, key=lambda item: item[:3])
+        return [item[3] for item in islice(merged, limit)]
