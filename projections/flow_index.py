@@ -81,9 +81,10 @@ def flow_bytes(flow: FlowState, fair: Fairness) -> bytes:
 
 def fold_claim(fair: Fairness, rules: FlowRules, work: WorkState, claim: AttemptClaimed) -> bool:
     """Fair share's fold of one claim (`rota.domain.flow.serve`); False when there is
-    nothing to fold: a Work without keys while no Work with keys has started (one flow,
-    served in readiness order, needs no tags)."""
-    if not work.keys and not fair.finish:
+    nothing to fold: until a Work with keys or a priority other than 0 starts, every
+    ready Work is in one group, served in readiness order, which needs no tags (and the
+    digests of logs from before flow control stay what they were)."""
+    if not work.keys and not work.priority and fair == _NO_FAIR:
         return False
     flow = flow_of(work.keys)
     serve(fair, flow, rules.weight(flow), OLDEST in claim.passes)
