@@ -48,7 +48,7 @@ def check_target(target: object, name: object) -> tuple[PauseTarget, str]:
             f"pause target {str(target)[:40]!a} must be one of {', '.join(TARGETS)}",
             code=DomainCode.INVALID_FLOW,
         )
-    pattern, form = _FORMS[cast(str, target)]
+    pattern, form = _FORMS[target]
     too_long = target == "scope" and isinstance(name, str) and len(name) > SCOPE_MAX
     if type(name) is not str or too_long or not pattern.fullmatch(name):
         raise InvalidCommand(
