@@ -2,7 +2,7 @@
 `rota paused` and `rota priority WORK N`.
 
 A pause deletes and re-queues nothing: the ready Work it covers waits with `flow_paused`
-(`rota work show` says which pause), running attempts go on, and the Work starts at the
+(`rota capacity` says which pause), running attempts go on, and the Work starts at the
 daemon's first pass after the resume. Each change is one event naming who acted (`--by`)
 and why (`--reason`); `--request-id` makes a repeat record nothing. Pausing what is paused
 and giving a Work its own priority record nothing either (exit 0, "already"); resuming
