@@ -29,7 +29,7 @@ def _noted(done: Receipt, fresh: str, already: str) -> str:
     request id says where its first answer is)."""
     if not done.repeated:
         return fresh
-    if done.request_id is not None:
+    if done.type and done.request_id is not None:
         return (
             f"{fresh} (request {done.request_id} was recorded at position {done.position}; "
             "nothing new recorded)"

@@ -103,6 +103,15 @@ def test_refusals_and_scopes(idle_api: Api) -> None:
     assert operator.delete("/v1/pauses/pool/jobs").json()["error"]["code"] == (
         "idempotency_key_required"
     )
+    # Only a DELETE without a body skips the media type check: one with a form body is
+    # refused before any route runs, as a POST is.
+    formed = operator.request(
+        "DELETE",
+        "/v1/pauses/pool/jobs",
+        content=b"a=1",
+        headers={"Content-Type": "application/x-www-form-urlencoded", "Idempotency-Key": "f"},
+    )
+    assert formed.status_code == 415
 
 
 def test_rota_serve_lists_pauses_and_changes_none(served: Api) -> None:

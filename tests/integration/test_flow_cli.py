@@ -1,17 +1,19 @@
-"""`rota pause | resume | paused | priority` as a real subprocess over a tmp rota.toml:
-what the operator sees, what the log records, and that `rota schedule pause` is
-unchanged beside them."""
+"""`rota pause | resume | paused | priority` over a tmp rota.toml (in process, and the
+refusals as a real subprocess): what the operator sees, what the log records, and that
+`rota schedule pause` is unchanged beside them."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import rota
 from integration.cli_process import refused
 from integration.cli_process import rota as run
+from rota.cli import run as run_in_process
 
 CONFIG = """\
 [store]
@@ -26,22 +28,33 @@ command = ["true"]
 
 @pytest.fixture
 def cwd(tmp_path: Path) -> Path:
-    (tmp_path / "rota.toml").write_text(CONFIG)
+    (tmp_path / "rota.toml").write_text(CONFIG.replace("flow.db", str(tmp_path / "flow.db")))
     return tmp_path
 
 
-def ok(cwd: Path, *args: str) -> str:
-    done = run(cwd, *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.decode()
+@pytest.fixture
+def ok(cwd: Path, capsys: pytest.CaptureFixture[str]) -> Any:
+    """`rota --config C ARGS...` in process: its stdout, once it exited 0."""
+
+    def call(cwd: Path, *args: str) -> str:
+        capsys.readouterr()
+        code = run_in_process(["--config", str(cwd / "rota.toml"), *args])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return out
+
+    return call
 
 
-def test_pause_list_resume_and_priority(cwd: Path) -> None:
+def test_pause_list_resume_and_priority(cwd: Path, ok: Any) -> None:
     ok(cwd, "submit", "w", "--binding", "ok", "--input", "{}")
     assert ok(cwd, "paused") == "nothing is paused\n"
     said = ok(cwd, "pause", "pool", "jobs", "--reason", "db upgrade", "--by", "ada")
     assert said == "pool jobs: paused (db upgrade)\n"
     assert ok(cwd, "pause", "pool", "jobs") == "pool jobs: already paused\n"
+    assert ok(cwd, "pause", "pool", "jobs", "--request-id", "r-0") == (
+        "pool jobs: already paused\n"
+    )
     ok(cwd, "pause", "key", "tenant:acme", "--request-id", "r-1")
     repeat = ok(cwd, "pause", "key", "tenant:acme", "--request-id", "r-1")
     assert "request r-1 was recorded at position" in repeat and "nothing new" in repeat
@@ -73,7 +86,7 @@ def test_pause_list_resume_and_priority(cwd: Path) -> None:
         ]
 
 
-def test_refusals_are_one_line_with_their_code(cwd: Path) -> None:
+def test_refusals_are_one_line_with_their_code(cwd: Path, ok: Any) -> None:
     ok(cwd, "submit", "w", "--binding", "ok")
     refused(run(cwd, "resume", "scope", "root"), "not_paused", 1)
     refused(run(cwd, "pause", "scope", "root//a"), "invalid_flow", 1)
@@ -82,7 +95,7 @@ def test_refusals_are_one_line_with_their_code(cwd: Path) -> None:
     refused(run(cwd, "priority", "nope", "1"), "unknown_work", 1)
 
 
-def test_schedule_pause_is_still_the_schedule_command(cwd: Path) -> None:
+def test_schedule_pause_is_still_the_schedule_command(cwd: Path, ok: Any) -> None:
     with rota.open(cwd / "flow.db") as s:
         s.schedule("nightly", binding="ok", every="1h")
     assert "paused" in ok(cwd, "schedule", "pause", "nightly")

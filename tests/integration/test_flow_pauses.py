@@ -233,3 +233,19 @@ def test_the_async_scheduler_has_the_same_flow_control(clock: ManualClock) -> No
     shown, after = asyncio.run(main())
     assert [(v.target, v.name) for v in shown] == [("key", "tenant:acme")]
     assert after == []
+
+
+def test_two_schedulers_on_one_store_see_one_pause(tmp_path: Any, clock: ManualClock) -> None:
+    path = tmp_path / "shared.db"
+    with (
+        rota.open(path, clock=clock, owner="one") as one,
+        rota.open(path, clock=clock, owner="two") as two,
+    ):
+        one.flow.pause("key", "tenant:acme", reason="from one")
+        head = two.store.head()
+        again = two.flow.pause("key", "tenant:acme", reason="from two")  # it reads the log
+        assert again.repeated and two.store.head() == head
+        assert [v.reason for v in two.flow.paused()] == ["from one"]
+        two.flow.resume("key", "tenant:acme")
+        assert one.flow.paused() == []
+        assert code(lambda: one.flow.resume("key", "tenant:acme")) == "not_paused"
