@@ -249,3 +249,41 @@ def test_two_schedulers_on_one_store_see_one_pause(tmp_path: Any, clock: ManualC
         two.flow.resume("key", "tenant:acme")
         assert one.flow.paused() == []
         assert code(lambda: one.flow.resume("key", "tenant:acme")) == "not_paused"
+
+
+@pytest.mark.postgres
+def test_hosts_racing_one_pause_on_postgresql_record_it_once() -> None:
+    """Two hosts pause, then resume, the same key at once, round after round: the
+    `flow/pauses` version fences the append, so each change is recorded once and the loser
+    re-decides (a no-op pause; a `not_paused` resume)."""
+    from postgres import schema_url, temporary_schema
+
+    with temporary_schema() as schema:
+        url = schema_url(schema)
+        with rota.open(url, owner="one") as one, rota.open(url, owner="two") as two:
+            for _ in range(5):
+                for act in ("pause", "resume"):
+                    gate = threading.Barrier(2)
+                    codes: list[str] = []
+
+                    def race(
+                        s: rota.Scheduler, act: str = act, gate: Any = gate, codes: Any = codes
+                    ) -> None:
+                        gate.wait()
+                        try:
+                            if act == "pause":
+                                s.flow.pause("key", "tenant:acme", by=s.queries.state.owner())
+                            else:
+                                s.flow.resume("key", "tenant:acme")
+                        except RotaError as error:
+                            codes.append(str(error.code))
+
+                    threads = [threading.Thread(target=race, args=(s,)) for s in (one, two)]
+                    for thread in threads:
+                        thread.start()
+                    for thread in threads:
+                        thread.join(30)
+                    assert codes == ([] if act == "pause" else ["not_paused"])
+            flow = [e.type for e in one.events() if e.stream == "flow/pauses"]
+            assert flow == ["core.flow.paused", "core.flow.resumed"] * 5
+            assert one.flow.paused() == [] and two.flow.paused() == []
