@@ -101,6 +101,9 @@ class DomainCode(ErrorCode):
     INVALID_FLOW = "invalid_flow"
     """A priority, a concurrency key, a rate, a throttle or a flow rule is malformed, or a
     pause names nothing that can pause: the message names the value and its form."""
+    NOT_PAUSED = "not_paused"
+    """A resume names a pool, key or scope that is not paused: `rota paused` lists those
+    that are."""
     INVALID_GRANT = "invalid_grant"
     """A submit names a binding grant that is malformed or repeated, or too many (16 at most)."""
 

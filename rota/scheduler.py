@@ -50,6 +50,7 @@ from rota.domain.policy import POOL_AGENTS, ControlFallback, HandoffPolicy, Retr
 from rota.domain.results import Result
 from rota.embedded.async_executors import AsyncCallables
 from rota.embedded.bindings import BindingPaths
+from rota.embedded.flow_api import FlowControl
 from rota.embedded.handles import WorkHandle
 from rota.embedded.operations import SchedulerOperations
 from rota.embedded.registering import RegisterOptions, Registry, TypedBinding
@@ -119,6 +120,7 @@ class Scheduler(SchedulerOperations):
             async_callables=self._async,
         )
         self.schedules = Schedules(self.service)  # pause, next, history ... (schedule_api)
+        self.flow = FlowControl(self.service, self.host)  # pause pools/keys/scopes, priority
         self.service.catch_up()
         if not read_only:  # `rota serve` appends nothing, not even a changed [[budgets]]
             self.service.admission.configure_budgets(config.budgets)

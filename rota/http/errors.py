@@ -87,6 +87,7 @@ STATUS_OF: dict[str, int] = {
     DomainCode.PAYLOAD_TOO_DEEP: 422,
     DomainCode.NOT_JSON: 422,
     DomainCode.INVALID_CONFIG: 422,
+    DomainCode.INVALID_FLOW: 422,
     EntryCode.USAGE: 422,
     PortCode.STORE_UNAVAILABLE: 503,
 }

@@ -228,6 +228,36 @@ class Empty(Body):
     pass
 
 
+class PauseBody(Body):
+    target: Literal["pool", "key", "scope"]
+    name: str = Field(
+        min_length=1,
+        max_length=200,
+        description="a pool (jobs), a concurrency key (tenant:acme) or a scope (root/batch)",
+    )
+    reason: str = Field("", max_length=1000)
+
+
+class PriorityBody(Body):
+    priority: int = Field(description="-1000 to 1000; higher starts first (the default is 0)")
+    reason: str = Field("", max_length=1000)
+
+
+class Pauses(BaseModel):
+    paused: list[dict[str, Any]] = Field(
+        description="the pauses in force, by target and name: `{target, name, reason, by, "
+        "position, since}` (position and time of the event that paused it)"
+    )
+    position: int | None = Field(
+        None, description="a pause or resume: the position of the event that recorded it"
+    )
+    request: dict[str, Any] | None = Field(
+        None,
+        description="a pause or resume: its receipt `{request_id, type, position, "
+        "delivery_id, repeated}` (`repeated`: nothing was appended)",
+    )
+
+
 class Accepted(BaseModel):
     work: dict[str, Any] = Field(description="the Work's view now (after the command)")
     position: int = Field(
