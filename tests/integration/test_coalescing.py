@@ -13,6 +13,8 @@ import rota
 from rota.infrastructure.clock import ManualClock
 from rota.replay.rebuild import folded
 
+from .test_group_commit import gate_first_commit, queued, submit_in_threads
+
 
 @pytest.fixture
 def clock() -> ManualClock:
@@ -221,3 +223,35 @@ def test_one_transaction_may_not_name_a_key_twice(s: rota.Scheduler) -> None:
         )
     assert refused.value.code == "invalid_flow"
     assert s.works() == []
+
+
+@pytest.mark.parametrize("kind", ["debounce", "unique"])
+def test_queued_submits_on_one_key_make_one_work(s: rota.Scheduler, kind: str) -> None:
+    """Submits on one key queued behind a commit are not decided together against the
+    state before their batch (which would open two windows): one batch each."""
+    s.register("job", Recorder())
+    option: dict[str, Any] = (
+        {"debounce": rota.Debounce("k", 60)} if kind == "debounce" else {"unique": rota.Unique("k")}
+    )
+    gate, sizes, _, first_threads = gate_first_commit(
+        s, lambda: s.submit("lead", binding="job", input=0)
+    )
+    calls = {
+        f"t{n}": (lambda n=n: s.submit(f"t{n}", binding="job", input=n, **option))
+        for n in range(1, 7)
+    }
+    outcomes, threads = submit_in_threads(calls)
+    queued(s._submits, 6)
+    gate.set()
+    for thread in [*first_threads, *threads]:
+        thread.join(timeout=30)
+    assert sizes == [1, 1, 1, 1, 1, 1, 1]
+    handles = {name: h.work_id for name, h in outcomes.items() if isinstance(h, rota.WorkHandle)}
+    assert len(handles) == 6, outcomes
+    (holder,) = {w.id for w in s.works()} - {"lead"}
+    assert set(handles.values()) == {holder}
+    named = "core.submit.merged" if kind == "debounce" else "core.submit.suppressed"
+    assert sorted(e["requested"] for e in events(s, named)) == sorted(set(handles) - {holder})
+    pending = s.work(holder).pending  # type: ignore[union-attr]
+    assert len(pending) == (6 if kind == "debounce" else 1)
+    assert same_as_rebuilt(s)
