@@ -149,8 +149,9 @@ class SubmitMerged(Event, tag="core.submit.merged", frozen=True, kw_only=True):
 class SubmitSuppressed(Event, tag="core.submit.suppressed", frozen=True, kw_only=True):
     """A unique submit was suppressed in favour of the Work holding its key (`work_id`):
     nothing was created; `requested` is the Work id it asked for, `until` the lifetime that
-    refused it, and `input_key` / `input_digest` (SHA-256 of the payload's JSON) name the
-    input it carried, which no Work reads."""
+    refused it, and `input_key` / `input_digest` (the payload's derived key: `sha256:` and
+    32 hex digits of its sorted JSON's SHA-256) name the input it carried, which no Work
+    reads."""
 
     stream_pattern: ClassVar[str] = "work/<work>"
     delivery_pattern: ClassVar[str | None] = "coalesced/<requested>/<input key>"
