@@ -5,6 +5,7 @@ rebuild from the log holds the same state."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -255,3 +256,22 @@ def test_queued_submits_on_one_key_make_one_work(s: rota.Scheduler, kind: str) -
     pending = s.work(holder).pending  # type: ignore[union-attr]
     assert len(pending) == (6 if kind == "debounce" else 1)
     assert same_as_rebuilt(s)
+
+
+def test_the_window_survives_a_reopen_and_is_seen_by_another_scheduler(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The holder of a key is in the stored projection (its `flow` row) and in the log:
+    a reopened scheduler, and a second one on the same file, merge into the open window."""
+    store = tmp_path / "rota.db"
+    debounce = rota.Debounce("k", 30)
+    with rota.open(store, clock=clock, owner="a") as a:
+        a.register("job", Recorder())
+        a.submit("w1", binding="job", input=1, debounce=debounce)
+    with rota.open(store, clock=clock, owner="a") as a, rota.open(store, clock=clock) as b:
+        a.register("job", Recorder())
+        b.register("job", Recorder())
+        assert a.submit("w2", binding="job", input=2, debounce=debounce).work_id == "w1"
+        assert b.submit("w3", binding="job", input=3, debounce=debounce).work_id == "w1"
+        assert len(a.work("w1").pending) == 3  # type: ignore[union-attr]
+        assert {w.id for w in b.works()} == {"w1"}
