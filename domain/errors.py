@@ -170,6 +170,9 @@ class DomainCode(ErrorCode):
     FLOW_PAUSED = "flow_paused"
     """Waiting: the Work's pool, a key or its scope is paused (`rota pause`); nothing is
     deleted, and it starts once resumed."""
+    DEBOUNCED = "debounced"
+    """Waiting: the Work's debounce window is open (`debounce=`); it starts when no submit
+    on its key came for `wait` seconds, or `max_wait` after the window opened."""
 
 
 class RotaError(Exception):

@@ -45,7 +45,7 @@ from rota.application.ports import (
 from rota.application.queries import Queries
 from rota.application.queries.schedule_views import ScheduleView
 from rota.daemon import AuditCheckpoints, DaemonLoop
-from rota.domain.events.work import Throttle
+from rota.domain.events.work import Debounce, Throttle, Unique
 from rota.domain.policy import POOL_AGENTS, ControlFallback, HandoffPolicy, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.embedded.async_executors import AsyncCallables
@@ -308,6 +308,8 @@ class Scheduler(SchedulerOperations):
         keys: Sequence[str] = (),
         cost: int = 1,
         throttle: Throttle | None = None,
+        debounce: Debounce | None = None,
+        unique: Unique | None = None,
     ) -> WorkHandle[Any]:
         """Define a Work and accept its input; returns a `WorkHandle` on it (a
         `WorkHandle[T]` for a `TypedBinding[T]` from `register`).
@@ -353,6 +355,8 @@ class Scheduler(SchedulerOperations):
                 keys=keys,
                 cost=cost,
                 throttle=throttle,
+                debounce=debounce,
+                unique=unique,
             )
         )
 

@@ -14,6 +14,7 @@ from rota.application.commands.requests import Receipt
 from rota.application.commands.waits import InjectAnswer
 from rota.application.queries.work_views import WorkView
 from rota.cli.app import app_option
+from rota.cli.coalescing_options import add_coalescing_options, coalescing
 from rota.cli.common import open_rota, print_json, read_input
 from rota.cli.work_reads import STATE_ORDER, cmd_work_list, cmd_work_show, work_view
 from rota.domain.errors import DomainCode, RotaError
@@ -39,15 +40,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
         safety=args.safety,
         grants=tuple(args.grant or ()),
     )
+    submission = msgspec.structs.replace(submission, **coalescing(args))
     with open_rota(args, runs=True) as scheduler:
         before = scheduler.store.head().position
-        scheduler.submit_one(submission)
+        went_to = scheduler.submit_one(submission).work_id  # (merged or suppressed: another)
         written = scheduler.store.head().position - before
-        view = work_view(scheduler, args.work)
+        view = work_view(scheduler, went_to)
     if args.json:
         print_json(view)
         return 0
     what = "submitted" if written else "unchanged"
+    if went_to != args.work:
+        what = f"took the submit of {args.work}"
     line = f"{view.id}: {what}, {view.state} (binding {view.binding}, "
     line += f"scope {view.scope}, {len(view.pending)} pending input)"
     if view.waiting:
@@ -265,6 +269,7 @@ def register(commands: Any) -> None:
         "--safety", choices=("undeclared", "idempotent", "deduplicated"), default="undeclared"
     )
     _input_options(submit)
+    add_coalescing_options(submit)
     app_option(submit)
     submit.set_defaults(handler=cmd_submit)
 

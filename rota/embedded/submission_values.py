@@ -10,13 +10,14 @@ from typing import Any, Required, TypedDict
 
 import msgspec
 
-from rota.application.ports import AppendResult, EventStore
+from rota.application.ports import AppendResult, EventStore, RecordedEvent
 from rota.domain.emit import work_stream
 from rota.domain.errors import DomainCode, InvalidCommand
-from rota.domain.events.work import Throttle
+from rota.domain.events.work import Debounce, Throttle, Unique
 from rota.domain.submission import SubmitWork, WorkInput, derived_input_key
 
 INPUT_ACCEPTED = "core.input.accepted"
+COALESCED = ("core.submit.merged", "core.submit.suppressed")
 
 
 class Submission(msgspec.Struct, frozen=True):
@@ -37,6 +38,8 @@ class Submission(msgspec.Struct, frozen=True):
     keys: Sequence[str] = ()
     cost: int = 1
     throttle: Throttle | None = None
+    debounce: Debounce | None = None
+    unique: Unique | None = None
 
 
 class SubmitOptions(TypedDict, total=False):
@@ -54,6 +57,8 @@ class SubmitOptions(TypedDict, total=False):
     keys: Sequence[str]
     cost: int
     throttle: Throttle | None
+    debounce: Debounce | None
+    unique: Unique | None
 
 
 class SubmissionFields(SubmitOptions, total=False):
@@ -93,6 +98,8 @@ def submit_command(item: Submission) -> SubmitWork:
         keys=_keys(item.keys),
         cost=item.cost,
         throttle=item.throttle,
+        debounce=item.debounce,
+        unique=item.unique,
     )
 
 
@@ -117,11 +124,25 @@ def _keys(keys: object) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def input_position(command: SubmitWork, recorded: AppendResult, store: EventStore) -> int | None:
+def coalesced_into(command: SubmitWork, recorded: AppendResult) -> RecordedEvent | None:
+    """The `core.submit.merged` or `core.submit.suppressed` a coalescing submit recorded
+    (or found recorded): its `work_id` is the Work the submit went to."""
+    if command.debounce is None and command.unique is None:
+        return None
+    for event in recorded.recorded:
+        if event.type in COALESCED and getattr(event.event, "requested", None) == command.work_id:
+            return event
+    return None
+
+
+def input_position(
+    command: SubmitWork, recorded: AppendResult, store: EventStore, work_id: str | None = None
+) -> int | None:
     """The log position of the input a submit's append accepted, or found already
     accepted (a retried submit's delivery identity returns the original event; a retry
-    after the Work ended appends nothing, and the input's delivery is looked up)."""
-    work_id = command.work_id
+    after the Work ended appends nothing, and the input's delivery is looked up), on
+    `work_id` (default: the command's Work; another: the window it was merged into)."""
+    work_id = command.work_id if work_id is None else work_id
     stream = work_stream(work_id)
     for event in recorded.recorded:
         if event.stream == stream and event.type == INPUT_ACCEPTED:
@@ -139,6 +160,7 @@ __all__ = [
     "SubmissionFields",
     "SubmitOptions",
     "as_submission",
+    "coalesced_into",
     "input_position",
     "submit_command",
 ]
