@@ -315,10 +315,12 @@ class Scheduler(SchedulerOperations):
         `WorkHandle[T]` for a `TypedBinding[T]` from `register`).
 
         Flow control (docs/guide.md, "Flow control"): higher `priority` starts first
-        (-1000..1000, default 0; `reprioritize` changes it); `keys` (at most 8, like
+        (-1000..1000, default 0; `flow.reprioritize` changes it); `keys` (at most 8, like
         `tenant:acme`) are the concurrency keys the Work counts under, the first its fair-
         share flow; `cost` is the tokens a start takes from each rate bucket it meets;
-        `throttle=rota.Throttle(key, period)` lets at most one start of that key a period.
+        `throttle=rota.Throttle(key, period)` lets at most one start of that key a period;
+        `debounce=rota.Debounce(key, wait)` merges submits of a window into one Work and
+        `unique=rota.Unique(key)` suppresses a second live Work of a key (both recorded).
 
         `grants` names binding grants (`grant()`, `[[grants]]`) the Work opts into: its
         attempts pin the binding with their config applied and launch with their
@@ -329,15 +331,10 @@ class Scheduler(SchedulerOperations):
         definition again is a no-op; the input's key (given or derived from the payload)
         makes a retried submit queue nothing twice.
 
-        A binding whose executor is not registered (yet) is refused (`unknown_executor`,
-        naming the binding's field path): no Work is accepted that nothing here could run.
-        A binding not defined here is accepted only when a scheduler running on this store
-        (`run()`, `rota run`) has served it (`core.binding.served`); its Work then waits
-        until one runs (`waiting` `unknown_binding`). A binding known nowhere is refused at
-        once (`unknown_binding`): register before you submit.
-
-        Submits from several threads at once are group-committed: they share one store
-        transaction, each caller getting its own handle or its own refusal.
+        A binding whose executor is not registered is refused (`unknown_executor`); one
+        defined elsewhere is accepted once a scheduler on this store served it (its Work
+        waits `unknown_binding` until one runs); one known nowhere is `unknown_binding`.
+        Submits from several threads at once are group-committed (one transaction).
         """
         return self._submitting.one(
             Submission(
