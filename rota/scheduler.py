@@ -28,7 +28,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, Unpack, overload
 
 import msgspec
@@ -305,7 +305,7 @@ class Scheduler(SchedulerOperations):
         priority: int = 0,
         keys: Sequence[str] = (),
         cost: int = 1,
-        throttle: Throttle | None = None,
+        throttle: Throttle | Mapping[str, Any] | None = None,
     ) -> WorkHandle[Any]:
         """Define a Work and accept its input; returns a `WorkHandle` on it (a
         `WorkHandle[T]` for a `TypedBinding[T]` from `register`).
@@ -314,7 +314,8 @@ class Scheduler(SchedulerOperations):
         (-1000..1000, default 0; `reprioritize` changes it); `keys` (at most 8, like
         `tenant:acme`) are the concurrency keys the Work counts under, the first its fair-
         share flow; `cost` is the tokens a start takes from each rate bucket it meets;
-        `throttle=rota.Throttle(key, period)` lets at most one start of that key a period.
+        `throttle=rota.Throttle(key, period)` (or `{"key": ..., "period": ...}`) lets at
+        most one start of that key a period. A bad value is refused (`invalid_flow`).
 
         `grants` names binding grants (`grant()`, `[[grants]]`) the Work opts into: its
         attempts pin the binding with their config applied and launch with their
@@ -363,7 +364,8 @@ class Scheduler(SchedulerOperations):
 
         Each item is a `rota.Submission` (or a mapping of its fields: `work_id`, `binding`,
         and optionally `input`, `input_key`, `correlation_key`, `scope`, `kind`,
-        `trigger`, `safety`), with `submit()`'s meaning. All or nothing: the first refused
+        `trigger`, `safety`, `grants`, `priority`, `keys`, `cost`, `throttle`), with
+        `submit()`'s meaning. All or nothing: the first refused
         item is raised and nothing is appended. Give each Work at most once.
         """
         return self._submitting.many(works)

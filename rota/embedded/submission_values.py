@@ -5,7 +5,7 @@ accepted)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Required, TypedDict
 
 import msgspec
@@ -36,7 +36,7 @@ class Submission(msgspec.Struct, frozen=True):
     priority: int = 0
     keys: Sequence[str] = ()
     cost: int = 1
-    throttle: Throttle | None = None
+    throttle: Throttle | Mapping[str, Any] | None = None
 
 
 class SubmitOptions(TypedDict, total=False):
@@ -53,7 +53,7 @@ class SubmitOptions(TypedDict, total=False):
     priority: int
     keys: Sequence[str]
     cost: int
-    throttle: Throttle | None
+    throttle: Throttle | Mapping[str, Any] | None
 
 
 class SubmissionFields(SubmitOptions, total=False):
@@ -92,7 +92,7 @@ def submit_command(item: Submission) -> SubmitWork:
         priority=item.priority,
         keys=_keys(item.keys),
         cost=item.cost,
-        throttle=item.throttle,
+        throttle=as_throttle(item.throttle),
     )
 
 
@@ -117,6 +117,39 @@ def _keys(keys: object) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def as_throttle(throttle: object) -> Throttle | None:
+    """A submit's throttle: a `rota.Throttle`, or a mapping `{"key": ..., "period": ...}`
+    (`submit_many`'s mapping items, the HTTP body), its period in seconds as a float (so
+    the log holds one spelling of it); anything else is `invalid_flow`."""
+    if throttle is None:
+        return None
+    if isinstance(throttle, Mapping):
+        if set(throttle) != {"key", "period"}:
+            raise InvalidCommand(
+                f"throttle must have the fields key and period, not {sorted(map(str, throttle))}",
+                code=DomainCode.INVALID_FLOW,
+            )
+        key, period = throttle["key"], throttle["period"]
+    elif isinstance(throttle, Throttle):
+        key, period = throttle.key, throttle.period
+    else:
+        raise InvalidCommand(
+            "throttle must be rota.Throttle(key, period) or {'key': ..., 'period': ...}, not "
+            f"{type(throttle).__name__}",
+            code=DomainCode.INVALID_FLOW,
+        )
+    if isinstance(period, bool) or not isinstance(period, int | float):
+        raise InvalidCommand(
+            f"throttle period {period!r} must be a number of seconds", code=DomainCode.INVALID_FLOW
+        )
+    if not isinstance(key, str):
+        raise InvalidCommand(
+            f"throttle key {key!r} must be a string (like tenant:acme)",
+            code=DomainCode.INVALID_FLOW,
+        )
+    return Throttle(key, float(period))
+
+
 def input_position(command: SubmitWork, recorded: AppendResult, store: EventStore) -> int | None:
     """The log position of the input a submit's append accepted, or found already
     accepted (a retried submit's delivery identity returns the original event; a retry
@@ -139,6 +172,7 @@ __all__ = [
     "SubmissionFields",
     "SubmitOptions",
     "as_submission",
+    "as_throttle",
     "input_position",
     "submit_command",
 ]
