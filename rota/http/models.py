@@ -191,7 +191,7 @@ class ScheduleAccepted(BaseModel):
 class ThrottleBody(Body):
     key: str = Field(pattern=FLOW_KEY, description="the throttle's key, like `tenant:acme`")
     period: float = Field(
-        gt=0, le=86400 * 366, description="seconds between two starts (at most a year)"
+        gt=0, le=86400 * 366, strict=True, description="seconds between starts (at most a year)"
     )
 
 

@@ -66,6 +66,8 @@ def test_a_submit_without_flow_fields_has_the_defaults(idle_api: Api) -> None:
         ({"keys": ["a", "a"]}, "invalid_flow", "keys ['a', 'a'] name one key twice"),
         ({"throttle": {"key": "t"}}, "invalid_request", "body.throttle.period"),
         ({"throttle": {"key": "t", "period": 0}}, "invalid_request", "body.throttle.period"),
+        ({"throttle": {"key": "t", "period": "60"}}, "invalid_request", "body.throttle.period"),
+        ({"throttle": {"key": "bad key", "period": 5}}, "invalid_request", "body.throttle.key"),
         ({"throttle": {"key": "t", "period": 5, "x": 1}}, "invalid_request", "body.throttle.x"),
     ],
 )
