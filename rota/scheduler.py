@@ -28,7 +28,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, Unpack, overload
 
 import msgspec
@@ -307,7 +307,7 @@ class Scheduler(SchedulerOperations):
         priority: int = 0,
         keys: Sequence[str] = (),
         cost: int = 1,
-        throttle: Throttle | None = None,
+        throttle: Throttle | Mapping[str, Any] | None = None,
         debounce: Debounce | None = None,
         unique: Unique | None = None,
     ) -> WorkHandle[Any]:
@@ -318,7 +318,7 @@ class Scheduler(SchedulerOperations):
         (-1000..1000, default 0; `flow.reprioritize` changes it); `keys` (at most 8, like
         `tenant:acme`) are the concurrency keys the Work counts under, the first its fair-
         share flow; `cost` is the tokens a start takes from each rate bucket it meets;
-        `throttle=rota.Throttle(key, period)` lets at most one start of that key a period;
+        `throttle=rota.Throttle(key, period)` lets one start of that key a period;
         `debounce=rota.Debounce(key, wait)` merges submits of a window into one Work and
         `unique=rota.Unique(key)` suppresses a second live Work of a key (both recorded).
 
@@ -366,7 +366,8 @@ class Scheduler(SchedulerOperations):
 
         Each item is a `rota.Submission` (or a mapping of its fields: `work_id`, `binding`,
         and optionally `input`, `input_key`, `correlation_key`, `scope`, `kind`,
-        `trigger`, `safety`), with `submit()`'s meaning. All or nothing: the first refused
+        `trigger`, `safety`, `grants`, `priority`, `keys`, `cost`, `throttle`), with
+        `submit()`'s meaning. All or nothing: the first refused
         item is raised and nothing is appended. Give each Work at most once.
         """
         return self._submitting.many(works)

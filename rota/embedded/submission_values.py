@@ -5,7 +5,7 @@ accepted)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Required, TypedDict
 
 import msgspec
@@ -37,7 +37,7 @@ class Submission(msgspec.Struct, frozen=True):
     priority: int = 0
     keys: Sequence[str] = ()
     cost: int = 1
-    throttle: Throttle | None = None
+    throttle: Throttle | Mapping[str, Any] | None = None
     debounce: Debounce | None = None
     unique: Unique | None = None
 
@@ -56,7 +56,7 @@ class SubmitOptions(TypedDict, total=False):
     priority: int
     keys: Sequence[str]
     cost: int
-    throttle: Throttle | None
+    throttle: Throttle | Mapping[str, Any] | None
     debounce: Debounce | None
     unique: Unique | None
 
@@ -97,7 +97,7 @@ def submit_command(item: Submission) -> SubmitWork:
         priority=item.priority,
         keys=_keys(item.keys),
         cost=item.cost,
-        throttle=item.throttle,
+        throttle=as_throttle(item.throttle),
         debounce=item.debounce,
         unique=item.unique,
     )
@@ -122,6 +122,39 @@ def _keys(keys: object) -> tuple[str, ...]:
             code=DomainCode.INVALID_FLOW,
         )
     return tuple(keys)
+
+
+def as_throttle(throttle: object) -> Throttle | None:
+    """A submit's throttle: a `rota.Throttle`, or a mapping `{"key": ..., "period": ...}`
+    (`submit_many`'s mapping items, the HTTP body), its period in seconds as a float (so
+    the log holds one spelling of it); anything else is `invalid_flow`."""
+    if throttle is None:
+        return None
+    if isinstance(throttle, Mapping):
+        if set(throttle) != {"key", "period"}:
+            raise InvalidCommand(
+                f"throttle must have the fields key and period, not {sorted(map(str, throttle))}",
+                code=DomainCode.INVALID_FLOW,
+            )
+        key, period = throttle["key"], throttle["period"]
+    elif isinstance(throttle, Throttle):
+        key, period = throttle.key, throttle.period
+    else:
+        raise InvalidCommand(
+            "throttle must be rota.Throttle(key, period) or {'key': ..., 'period': ...}, not "
+            f"{type(throttle).__name__}",
+            code=DomainCode.INVALID_FLOW,
+        )
+    if isinstance(period, bool) or not isinstance(period, int | float):
+        raise InvalidCommand(
+            f"throttle period {period!r} must be a number of seconds", code=DomainCode.INVALID_FLOW
+        )
+    if not isinstance(key, str):
+        raise InvalidCommand(
+            f"throttle key {key!r} must be a string (like tenant:acme)",
+            code=DomainCode.INVALID_FLOW,
+        )
+    return Throttle(key, float(period))
 
 
 def coalesced_into(command: SubmitWork, recorded: AppendResult) -> RecordedEvent | None:
@@ -160,6 +193,7 @@ __all__ = [
     "SubmissionFields",
     "SubmitOptions",
     "as_submission",
+    "as_throttle",
     "coalesced_into",
     "input_position",
     "submit_command",

@@ -82,6 +82,7 @@ STATUS_OF: dict[str, int] = {
     DomainCode.INVALID_WORK_ID: 422,
     DomainCode.INVALID_SCOPE: 422,
     DomainCode.INVALID_KEY: 422,
+    DomainCode.INVALID_FLOW: 422,
     DomainCode.INVALID_PAGE: 422,
     DomainCode.PAYLOAD_TOO_LARGE: 413,
     DomainCode.PAYLOAD_TOO_DEEP: 422,
