@@ -22,7 +22,7 @@ import msgspec
 
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.queries.explain import ReadyLook, ready_look
-from rota.application.queries.flow import PASS_LIMIT, fair_share
+from rota.application.queries.flow import PASS_LIMIT, fair_share, held_with_flow
 from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp, parse_timestamp
 from rota.domain import admission, waits
@@ -293,6 +293,8 @@ def _ready(
     queue = f" (number {place} of {len(ready)} in the ready queue)" if place else ""
     waiting = next((w for w in plan.waiting if w.work_id == work.work_id), None)
     order = next((i for i, w in enumerate(plan.started, 1) if w == work.work_id), None)
+    if waiting is None and order is None:  # not reached: its flow was dropped from the pass
+        waiting = held_with_flow(looking.projection, work, plan.waiting)
     shared = fair_share(looking.projection, work, looking.starts, since=first, order=order)
     if waiting is None:
         text = f"ready since input at position {first}{queue}: the next start pass admits it"

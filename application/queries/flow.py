@@ -18,6 +18,7 @@ import msgspec
 
 from rota.application.ports import EventStore
 from rota.application.timestamps import format_timestamp
+from rota.domain.admission import Waiting
 from rota.domain.errors import DomainCode
 from rota.domain.events import AttemptClaimed
 from rota.domain.flow import OLDEST, due, flow_of, interval_us, micros, rate_text, tokens
@@ -65,6 +66,9 @@ class WaitingLike(Protocol):
     """What the key counts read of a waiting Work (`WaitingWork`)."""
 
     @property
+    def work(self) -> str: ...
+
+    @property
     def code(self) -> str: ...
 
     @property
@@ -81,8 +85,8 @@ def flow_capacity(
     """The limited keys in use or holding Work back, every bucket the log has taken from,
     and the pauses in force. `ready` (the ready queue) names the throttles' periods."""
     rules = projection.rules
-    held_last = _held_by_key(projection, waiting)
-    held_now = _held_by_key(projection, preview)
+    held_last = _held_by_key(projection, waiting, ready)
+    held_now = _held_by_key(projection, preview, ready)
     keys: dict[str, KeyUse] = {}
     for key in sorted({*projection.key_slots, *held_last, *held_now}):
         limit = rules.limit(key)
@@ -126,16 +130,54 @@ def flow_capacity(
     return keys, buckets, paused
 
 
-def _held_by_key(projection: SchedulerProjection, waiting: Iterable[WaitingLike]) -> Counter[str]:
-    """How many of `waiting` each concurrency key holds back (its detail names the key)."""
+def _held_by_key(
+    projection: SchedulerProjection, waiting: Iterable[WaitingLike], ready: list[WorkState]
+) -> Counter[str]:
+    """How many ready Works each concurrency key holds back: those `waiting` names (the
+    detail names the key) and, behind a flow head it held, the rest of that flow at that
+    priority, which the pass then considered no more (`Chooser.drop`)."""
     counts: Counter[str] = Counter()
+    listed: set[str] = set()
+    heads: set[tuple[str, int]] = set()
     for item in waiting:
+        listed.add(item.work)
         if item.code != DomainCode.CAPACITY_KEY:
             continue
         match = _KEY_HELD.match(item.detail)
-        if match is not None:
-            counts[match.group(1)] += 1
+        if match is None:
+            continue
+        key = match.group(1)
+        counts[key] += 1
+        head = projection.works.get(item.work)
+        if head is not None and head.keys and head.keys[0] == key:
+            heads.add((key, head.priority))
+    if heads:
+        for work in ready:
+            flow = (work.keys[0], work.priority) if work.keys else None
+            if flow in heads and work.work_id not in listed:
+                counts[work.keys[0]] += 1
     return counts
+
+
+FLOW_CODES = (DomainCode.CAPACITY_KEY, DomainCode.RATE_LIMITED, DomainCode.FLOW_PAUSED)
+
+
+def held_with_flow(
+    projection: SchedulerProjection, work: WorkState, waiting: Iterable[Waiting]
+) -> Waiting | None:
+    """Why a ready Work a start pass never reached waits: a pass that finds the head of a
+    flow held back by its flow key (full, paused, out of tokens) considers no more of that
+    flow (`Chooser.drop`), so the reason is its flow head's, at the same priority."""
+    if not work.keys:
+        return None
+    flow = work.keys[0]
+    for item in waiting:
+        if item.code not in FLOW_CODES or item.work_id == work.work_id:
+            continue
+        head = projection.works.get(item.work_id)
+        if head is not None and head.keys[:1] == (flow,) and head.priority == work.priority:
+            return Waiting(work.work_id, item.code, item.detail)
+    return None
 
 
 # -- explain: priority and fair share ----------------------------------------------------
@@ -233,5 +275,6 @@ __all__ = [
     "RecentStart",
     "fair_share",
     "flow_capacity",
+    "held_with_flow",
     "recent_starts",
 ]
