@@ -8,6 +8,7 @@ window of the newest events), the rest from the scheduler projection at the log 
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -44,8 +45,8 @@ class KeyUse(msgspec.Struct, frozen=True, kw_only=True):
 
 class BucketUse(msgspec.Struct, frozen=True, kw_only=True):
     """A rate bucket (`resource:stripe`, `pool:jobs`, `throttle:<key>`): the rule that bounds
-    it, its rate in words, its burst, the tokens in it now and when the next token is due
-    (None: it holds at least one)."""
+    it, its rate in words, its burst, the tokens in it now and when its next whole token is
+    due (None: it is full)."""
 
     rule: str
     rate: str
@@ -116,10 +117,10 @@ def flow_capacity(
         else:
             continue  # a rule since removed, or a throttle no ready Work names
         have = tokens(tat, now_us, interval, burst)
-        at_us = due(tat, 1, interval, burst)
         next_token = None
-        if at_us > now_us:
-            next_token = format_timestamp(now + timedelta(microseconds=at_us - now_us))
+        if have < burst:  # the moment it holds one whole token more than now
+            at_us = due(tat, math.floor(have) + 1, interval, burst)
+            next_token = format_timestamp(now + timedelta(microseconds=max(0, at_us - now_us)))
         buckets[name] = BucketUse(
             rule=rule_key, rate=words, burst=burst, tokens=round(have, 3), next_token=next_token
         )

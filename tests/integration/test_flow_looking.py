@@ -79,7 +79,10 @@ def test_a_rate_says_its_words_tokens_and_when_the_next_token_is_due(clock: Manu
         clock.advance(0.3)
         half = s.capacity()["buckets"]["resource:stripe"]
         assert half["tokens"] == 0.5 and half["next_token"] == bucket["next_token"]
-        clock.advance(1.2)  # two tokens back: full, none due
+        clock.advance(0.6)
+        more = s.capacity()["buckets"]["resource:stripe"]
+        assert more["tokens"] == 1.5 and more["next_token"] == "2026-11-02T10:00:01.200000Z"
+        clock.advance(0.6)  # two tokens back: full, none due
         full = s.capacity()["buckets"]["resource:stripe"]
         assert full["tokens"] == 2.0 and full["next_token"] is None
         agent.release.set()
