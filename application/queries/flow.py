@@ -255,7 +255,8 @@ def fair_share(
     higher = [s for s in after if s.priority > work.priority]
     if higher:
         text = (
-            f"priority: {len(higher)} of the last {len(after)} starts were at a higher priority "
+            f"priority: {len(higher)} of the last {len(after)} starts "
+            f"{'was' if len(higher) == 1 else 'were'} at a higher priority "
             f"(this Work's is {work.priority})"
         )
         said.append((text, [s.position for s in higher][-8:]))
