@@ -22,7 +22,7 @@ import msgspec
 
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.queries.explain import ReadyLook, ready_look
-from rota.application.queries.flow import PASS_LIMIT, fair_share, held_with_flow
+from rota.application.queries.flow import PASS_LIMIT, fair_share, held_key, held_with_flow
 from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp, parse_timestamp
 from rota.domain import admission, waits
@@ -307,7 +307,7 @@ def _ready(
     cited = [first]
     text = f"waiting ({waiting.code}): {waiting.detail}{queue}"
     if waiting.code.startswith("capacity"):
-        holders = _holders(store, looking, work, waiting.code)
+        holders = _holders(store, looking, work, waiting.code, waiting.detail)
         if holders:
             text += "; slots held by " + ", ".join(f"{e} (claimed at {p})" for e, p in holders)
             cited += [p for _, p in holders]
@@ -317,11 +317,13 @@ def _ready(
 
 
 def _holders(
-    store: EventStore, looking: ReadyLook, work: WorkState, code: str
+    store: EventStore, looking: ReadyLook, work: WorkState, code: str, waiting_detail: str = ""
 ) -> list[tuple[str, int]]:
     """The slot holders keeping `work` out, each with the position of its claim."""
     projection, configuration = looking.projection, looking.configuration
-    if code == DomainCode.CAPACITY_SCOPE:
+    if code == DomainCode.CAPACITY_KEY:
+        executions = list(projection.key_slots.get(held_key(waiting_detail) or "", ()))
+    elif code == DomainCode.CAPACITY_SCOPE:
         limited = [
             s for s in admission.ancestors(work.scope) if s in configuration.settings.scope_limits
         ]

@@ -131,6 +131,12 @@ def flow_capacity(
     return keys, buckets, paused
 
 
+def held_key(detail: str) -> str | None:
+    """The key a `capacity_key` detail names (`key tenant:acme at 3/3`)."""
+    match = _KEY_HELD.match(detail)
+    return None if match is None else match.group(1)
+
+
 def _held_by_key(
     projection: SchedulerProjection, waiting: Iterable[WaitingLike], ready: list[WorkState]
 ) -> Counter[str]:
@@ -144,10 +150,9 @@ def _held_by_key(
         listed.add(item.work)
         if item.code != DomainCode.CAPACITY_KEY:
             continue
-        match = _KEY_HELD.match(item.detail)
-        if match is None:
+        key = held_key(item.detail)
+        if key is None:
             continue
-        key = match.group(1)
         counts[key] += 1
         head = projection.works.get(item.work)
         if head is not None and head.keys and head.keys[0] == key:
@@ -277,6 +282,7 @@ __all__ = [
     "RecentStart",
     "fair_share",
     "flow_capacity",
+    "held_key",
     "held_with_flow",
     "recent_starts",
 ]

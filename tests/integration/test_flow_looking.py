@@ -39,6 +39,7 @@ def test_a_full_key_is_named_with_its_count_in_explain_capacity_and_the_work(
     with open_with(clock, settings={"concurrency": 10}, keys=keys) as s:
         agent = Blocking()
         s.register("agent", executor=agent)
+        s.submit("plain", binding="agent")  # holds a slot of the pool, none of the key
         for n in range(4):
             s.submit(f"acme{n}", binding="agent", keys=["tenant:acme"], priority=3)
         s.tick()
@@ -49,9 +50,11 @@ def test_a_full_key_is_named_with_its_count_in_explain_capacity_and_the_work(
         assert view is not None and view.priority == 3 and view.keys == ("tenant:acme",)
         lines = said(s, "acme3")
         assert "priority 3, flow tenant:acme, keys tenant:acme" in lines[0]
-        assert any(
-            line.startswith("waiting (capacity_key): key tenant:acme at 2/2") for line in lines
-        )
+        held = next(line for line in lines if line.startswith("waiting (capacity_key)"))
+        assert held.startswith("waiting (capacity_key): key tenant:acme at 2/2")
+        # the slots named are the key's, not the pool's
+        assert "slots held by acme0/1 (claimed at " in held and "acme1/1 (claimed at " in held
+        assert "plain/1" not in held
         keys_now = s.capacity()["keys"]
         assert keys_now == {"tenant:acme": {"limit": 2, "in_use": 2, "waiting": 2, "preview": 2}}
         agent.release.set()
