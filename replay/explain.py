@@ -22,6 +22,7 @@ import msgspec
 
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.queries.explain import ReadyLook, ready_look
+from rota.application.queries.flow import PASS_LIMIT, fair_share, held_key, held_with_flow
 from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp, parse_timestamp
 from rota.domain import admission, waits
@@ -93,7 +94,7 @@ def explain(
     says: list[Statement] = []
     say = says.append
     head = store.head().position
-    say(Statement("submitted", f"submitted (scope {work.scope}, {work.kind})", [story.submitted]))
+    say(Statement("submitted", f"submitted ({_facts(work)})", [story.submitted]))
     if state == "completed":
         done = attempts[-1]
         out = done.outcome
@@ -133,6 +134,20 @@ def explain(
     for attempt in attempts:
         say(_attempt_line(attempt))
     return Explanation(work_id, state, head, says)
+
+
+def _facts(work: WorkState) -> str:
+    """Scope and kind; priority, keys (the first is the flow) and cost when given."""
+    facts = [f"scope {work.scope}", work.kind]
+    if work.priority:
+        facts.append(f"priority {work.priority}")
+    if work.keys:
+        facts.append(f"flow {work.keys[0]}, keys {', '.join(work.keys)}")
+    if work.cost != 1:
+        facts.append(f"cost {work.cost}")
+    if work.throttle is not None:
+        facts.append(f"throttle {work.throttle.key} every {work.throttle.period:g} s")
+    return ", ".join(facts)
 
 
 def _unverified(work: WorkState, last: AttemptHistory, say: Any) -> None:
@@ -277,26 +292,38 @@ def _ready(
     place = next((i for i, w in enumerate(ready, 1) if w.work_id == work.work_id), None)
     queue = f" (number {place} of {len(ready)} in the ready queue)" if place else ""
     waiting = next((w for w in plan.waiting if w.work_id == work.work_id), None)
+    order = next((i for i, w in enumerate(plan.started, 1) if w == work.work_id), None)
+    if waiting is None and order is None:  # not reached: its flow was dropped from the pass
+        waiting = held_with_flow(looking.projection, work, plan.waiting)
+    shared = fair_share(looking.projection, work, looking.starts, since=first, order=order)
     if waiting is None:
         text = f"ready since input at position {first}{queue}: the next start pass admits it"
+        if order is not None and order > PASS_LIMIT:
+            text = f"ready since input at position {first}{queue}: not in the next start pass"
         say(Statement("ready", text, [first]))
+        for words, cited in shared:
+            say(Statement("flow", words, cited))
         return
     cited = [first]
     text = f"waiting ({waiting.code}): {waiting.detail}{queue}"
     if waiting.code.startswith("capacity"):
-        holders = _holders(store, looking, work, waiting.code)
+        holders = _holders(store, looking, work, waiting.code, waiting.detail)
         if holders:
             text += "; slots held by " + ", ".join(f"{e} (claimed at {p})" for e, p in holders)
             cited += [p for _, p in holders]
     say(Statement("waiting", text, cited))
+    for words, cited in shared:
+        say(Statement("flow", words, cited))
 
 
 def _holders(
-    store: EventStore, looking: ReadyLook, work: WorkState, code: str
+    store: EventStore, looking: ReadyLook, work: WorkState, code: str, waiting_detail: str = ""
 ) -> list[tuple[str, int]]:
     """The slot holders keeping `work` out, each with the position of its claim."""
     projection, configuration = looking.projection, looking.configuration
-    if code == DomainCode.CAPACITY_SCOPE:
+    if code == DomainCode.CAPACITY_KEY:
+        executions = list(projection.key_slots.get(held_key(waiting_detail) or "", ()))
+    elif code == DomainCode.CAPACITY_SCOPE:
         limited = [
             s for s in admission.ancestors(work.scope) if s in configuration.settings.scope_limits
         ]

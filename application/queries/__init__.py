@@ -7,6 +7,8 @@ explain read the service only through these (a test forbids `.lock`, `.projectio
 - `work_views`: the typed Work views and their one builder each (`rota work show --json`);
 - `works`: a Work, the Works a page at a time, attempts, events, holds, counts;
 - `capacity`: capacity and waiting by pool (a dry run of admission, or the last pass's);
+- `flow`: flow control's keys, rate buckets and pauses for the capacity view, and what
+  priority and fair share did to a ready Work, for explain;
 - `state`: the applied position, budgets and ledgers, a look at the head, `/metrics`' read;
 - `schedule_views`, `schedule_reads`: schedules list, show, next, history, explain;
 - `schedule_health`: whether each schedule runs at its cadence (ok, stuck, quarantined);

@@ -19,6 +19,7 @@ import msgspec
 
 from rota.application.configuration import Configuration
 from rota.application.host import Host
+from rota.application.queries.flow import BucketUse, KeyUse, PausedTarget, flow_capacity
 from rota.application.service import SchedulerService
 from rota.domain import admission
 from rota.domain.admission import Waiting
@@ -60,12 +61,18 @@ class CapacityView(msgspec.Struct, frozen=True, kw_only=True):
     """`rota capacity --json`: `msgspec.to_builtins(view)` is the dict it prints.
 
     `waiting`: who the last start pass of this process held back, and why (empty until its
-    first pass); `preview`: who a dry run of admission now would hold back, and why."""
+    first pass); `preview`: who a dry run of admission now would hold back, and why.
+    Flow control: `keys`, each limited concurrency key in use or holding Work back;
+    `buckets`, each rate bucket taken from (tokens now, next token due); `paused`, the
+    pools, keys and scopes paused (`rota.application.queries.flow`)."""
 
     pools: dict[str, PoolUse]
     scopes: dict[str, ScopeUse]
     waiting: list[WaitingWork]
     preview: list[WaitingWork] = msgspec.field(default_factory=list)
+    keys: dict[str, KeyUse] = msgspec.field(default_factory=dict)
+    buckets: dict[str, BucketUse] = msgspec.field(default_factory=dict)
+    paused: list[PausedTarget] = msgspec.field(default_factory=list)
 
 
 # The same view as the plain dict `Scheduler.capacity()` returns (`to_builtins`), typed.
@@ -89,6 +96,27 @@ class WaitingWorkDict(TypedDict):
     detail: str
 
 
+class KeyUseDict(TypedDict):
+    limit: int
+    in_use: int
+    waiting: int
+    preview: int
+
+
+class BucketUseDict(TypedDict):
+    rule: str
+    rate: str
+    burst: int
+    tokens: float
+    next_token: str | None
+
+
+class PausedDict(TypedDict):
+    target: str
+    name: str
+    reason: str
+
+
 class CapacityDict(TypedDict):
     """`Scheduler.capacity()`: a `CapacityView` as the JSON of `rota capacity --json`."""
 
@@ -96,6 +124,9 @@ class CapacityDict(TypedDict):
     scopes: dict[str, ScopeUseDict]
     waiting: list[WaitingWorkDict]
     preview: list[WaitingWorkDict]
+    keys: dict[str, KeyUseDict]
+    buckets: dict[str, BucketUseDict]
+    paused: list[PausedDict]
 
 
 def dry_run_starts(
@@ -154,14 +185,16 @@ def capacity_view(
     `waiting` is `last_pass`, what the daemon's last start pass held back (None or empty:
     no pass yet, or none runs in this process); `preview` comes from a dry run of
     admission over the ready Work at `now` (nothing is written), true in any process.
-    Both are counted by pool at the projection as it stands.
+    Both are counted by pool (and by concurrency key) at the projection as it stands.
     """
     settings = configuration.settings
     declared = (r.pool for r in configuration.registrations.values())
     pools = {"agents", "jobs", *projection.slots, *settings.pool_limits, *declared}
-    plan = dry_run_starts(projection, configuration, now, projection.ready_order())
+    ready = projection.ready_order()
+    plan = dry_run_starts(projection, configuration, now, ready)
     preview = waiting_works(plan.waiting)
     waiting = waiting_works(last_pass or [])
+    keys, buckets, paused = flow_capacity(projection, now, ready, waiting, preview)
     by_pool = waiting_by_pool(projection, configuration, waiting)
     preview_by_pool = waiting_by_pool(projection, configuration, preview)
     return CapacityView(
@@ -180,6 +213,9 @@ def capacity_view(
         },
         waiting=waiting,
         preview=preview,
+        keys=keys,
+        buckets=buckets,
+        paused=paused,
     )
 
 

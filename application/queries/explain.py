@@ -1,6 +1,7 @@
 """What explaining a ready Work reads (`rota explain WORK`, `rota.replay.explain`): the
 scheduler projection at the log head, the configuration that pins its binding, the store's
-time, and a dry run of admission over the ready queue (who would start, who waits why).
+time, a dry run of admission over the ready queue (who would start, who waits why), and
+the newest starts of the log's tail (what fair share and priority served meanwhile).
 
 The explanation itself is a fold of the Work's own stream in `rota.replay.explain`; this
 query is the one way it reads the service's state.
@@ -15,6 +16,7 @@ from rota.application.configuration import Configuration
 from rota.application.live_projections import stored_scheduler
 from rota.application.ports import EventStore, ProjectionStore
 from rota.application.queries.capacity import dry_run_starts
+from rota.application.queries.flow import RecentStart, recent_starts
 from rota.application.service import SchedulerService
 from rota.application.transactions import Transactions
 from rota.domain import admission
@@ -25,13 +27,15 @@ from rota.projections.scheduler import SchedulerProjection
 
 class ReadyLook(NamedTuple):
     """The projection at the log head, the configuration, the time, the ready queue (oldest
-    first) and the dry run of admission over it. Read it, never change it."""
+    first), the dry run of admission over it and the newest starts (oldest first). Read it,
+    never change it."""
 
     projection: SchedulerProjection
     configuration: Configuration
     now: datetime
     ready: list[WorkState]
     plan: admission.Plan
+    starts: list[RecentStart]
 
 
 def ready_look(
@@ -48,22 +52,26 @@ def ready_look(
                 tx.projection = loaded
         tx.catch_up()
         configuration = Configuration(settings=Settings(), owner="explain")
-        return _look(tx.projection, configuration, tx.now())
+        return _look(store, tx.projection, configuration, tx.now())
     with service.lock:
         if projections is not None and service.projection.position == 0:
             loaded = stored_scheduler(projections, store)
             if loaded is not None:
                 service.projection = loaded
         service.catch_up()
-        return _look(service.projection, service.configuration, service.now())
+        return _look(store, service.projection, service.configuration, service.now())
 
 
 def _look(
-    projection: SchedulerProjection, configuration: Configuration, now: datetime
+    store: EventStore,
+    projection: SchedulerProjection,
+    configuration: Configuration,
+    now: datetime,
 ) -> ReadyLook:
     ready = projection.ready_order()
     plan = dry_run_starts(projection, configuration, now, ready)
-    return ReadyLook(projection, configuration, now, ready, plan)
+    starts = recent_starts(store, projection)
+    return ReadyLook(projection, configuration, now, ready, plan, starts)
 
 
 __all__ = ["ReadyLook", "ready_look"]

@@ -152,6 +152,11 @@ class WorkView(View, frozen=True, kw_only=True):
     holds: tuple[HoldView, ...]
     controls: tuple[ControlView, ...]
     passes: tuple[str, ...]
+    # Flow control: higher starts first; the first key is the Work's flow (fair share);
+    # `cost` is the tokens a start takes from each of its rate buckets.
+    priority: int = 0
+    keys: tuple[str, ...] = ()
+    cost: int = 1
 
     @property
     def settled(self) -> bool:
@@ -316,6 +321,9 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> WorkView:
         passes=tuple(
             name for name, on in (("budget", work.budget_pass), ("gate", work.gate_pass)) if on
         ),
+        priority=work.priority,
+        keys=tuple(work.keys),
+        cost=work.cost,
     )
 
 

@@ -14,6 +14,7 @@ from typing import get_args
 import msgspec
 
 from rota.application.host import Host
+from rota.application.queries.flow import held_with_flow
 from rota.application.queries.work_views import (
     AttemptView,
     EventView,
@@ -186,10 +187,14 @@ class WorkQueries:
 
 
 def waiting_reason(service: SchedulerService, host: Host, work: WorkState) -> Waiting | None:
-    """Why a ready Work is not starting: the last pass's reason, or a missing binding (read
-    under the service's lock)."""
+    """Why a ready Work is not starting: the last pass's reason (or, for a Work the pass
+    never reached, its flow head's: `held_with_flow`), or a missing binding (read under the
+    service's lock)."""
     found = next((w for w in host.last_waiting if w.work_id == work.work_id), None)
     if found is not None or work.state != "ready":
+        return found
+    found = held_with_flow(service.projection, work, host.last_waiting)
+    if found is not None:
         return found
     try:
         service.pinned_for(work.binding, work.grants)

@@ -225,6 +225,19 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         )
     for scope, use in view["scopes"].items():
         print(f"scope {scope}: {use['in_use']}/{use['limit']} in use")
+    for key, held in view["keys"].items():
+        print(
+            f"key {key}: {held['in_use']}/{held['limit']} in use, {held['waiting']} waiting "
+            f"(last pass), {held['preview']} would wait now"
+        )
+    for name, bucket in view["buckets"].items():
+        due = f", next token at {bucket['next_token']}" if bucket["next_token"] else ""
+        print(
+            f"rate {name}: {bucket['rate']}, {bucket['tokens']:.1f}/{bucket['burst']} tokens{due}"
+        )
+    for paused in view["paused"]:
+        reason = f" ({paused['reason']})" if paused["reason"] else ""
+        print(f"paused: {paused['target']} {paused['name']}{reason}")
     for item in view["waiting"]:
         print(f"  {item['work']}: {item['code']}: {item['detail']}")
     for item in view["preview"]:

@@ -3,10 +3,12 @@ loop) at scrape time, so they are right after a restart, within a fixed series b
 
 Labels come only from bounded configuration: a binding the config defines (others are
 `other`), a pool, a scope cut to `[http] scope_depth` levels, a Work state, an outcome, a
-hold kind, a schedule's name, a skip reason. Never a Work id. The schedule families are
-`rota.http.schedule_metrics`. At most `[http] metrics_series_budget` series (default 1024)
-are exported a scrape; the series past it are not exported and counted in
-`rota_metrics_series_dropped_total` (and the scrape's `rota_metrics_series`). The families
+hold kind, a schedule's name, a skip reason, and at most `key_labels` concurrency keys and
+rate buckets (the rest summed under `other`). Never a Work id. The schedule families are
+`rota.http.schedule_metrics`, the flow-control ones `rota.http.flow_metrics`. At most
+`[http] metrics_series_budget` series (default 1024) are exported a scrape; the series
+past it are not exported and counted in `rota_metrics_series_dropped_total` (and the
+scrape's `rota_metrics_series`). The families
 are collected in a fixed order, the ones with few series first, so a budget that is too
 small drops the per-binding and per-scope detail, never the totals.
 """
@@ -25,6 +27,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from rota.application.timestamps import parse_timestamp
 from rota.domain.state import WorkStateName
+from rota.http.flow_metrics import LABELS as KEY_LABELS
+from rota.http.flow_metrics import families as flow_families
 from rota.http.schedule_metrics import SkipTally
 from rota.http.schedule_metrics import families as schedule_families
 from rota.replay import checkpoint as checkpoints
@@ -68,10 +72,18 @@ def scope_label(scope: str, depth: int) -> str:
 class RotaCollector(Collector):
     """A prometheus-client collector over one scheduler (see the module docstring)."""
 
-    def __init__(self, scheduler: Scheduler, *, budget: int = 1024, scope_depth: int = 2) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        budget: int = 1024,
+        scope_depth: int = 2,
+        key_labels: int = KEY_LABELS,
+    ) -> None:
         self.scheduler = scheduler
         self.budget = Budget(budget)
         self.scope_depth = scope_depth
+        self.key_labels = key_labels
         self.skips = SkipTally()  # skipped nominal times by schedule and reason
         self._scrape = threading.Lock()
 
@@ -186,6 +198,7 @@ class RotaCollector(Collector):
             admit(limit, [pool], use.limit)
             admit(waiting, [pool], use.waiting)
         yield from (in_use, limit, waiting)
+        yield from flow_families(capacity, admit, self.key_labels)
 
         recoveries = CounterMetricFamily(
             "rota_recoveries",

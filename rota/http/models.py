@@ -97,9 +97,40 @@ class PoolCapacity(BaseModel):
     preview: int = Field(description="ready Work a dry run of admission now holds back")
 
 
+class KeyCapacity(BaseModel):
+    limit: int = Field(description="the key's concurrency limit (`[[keys]]`)")
+    in_use: int = Field(description="attempts holding a slot under the key, read now")
+    waiting: int = Field(description="ready Work the key's limit held back on the last pass")
+    preview: int = Field(description="ready Work a dry run of admission now holds back for it")
+
+
+class BucketCapacity(BaseModel):
+    rule: str = Field(description="the `[[rates]]` key that bounds it, or `throttle`")
+    rate: str = Field(description="its rate in words: `100/min`")
+    burst: int
+    tokens: float = Field(description="tokens in the bucket now (0..burst)")
+    next_token: str | None = Field(description="when the next token is due; null: it has one")
+
+
+class PausedTarget(BaseModel):
+    target: Literal["pool", "key", "scope"]
+    name: str
+    reason: str
+
+
 class Capacity(BaseModel):
     pools: dict[str, PoolCapacity]
     scopes: dict[str, dict[str, int]]
+    keys: dict[str, KeyCapacity] = Field(
+        default_factory=dict,
+        description="each limited concurrency key in use or holding Work back",
+    )
+    buckets: dict[str, BucketCapacity] = Field(
+        default_factory=dict, description="each rate bucket the log has taken tokens from"
+    )
+    paused: list[PausedTarget] = Field(
+        default_factory=list, description="the paused pools, keys and scopes (`rota pause`)"
+    )
     waiting: list[dict[str, str]] = Field(
         description="who the daemon's last start pass held back, and why"
     )

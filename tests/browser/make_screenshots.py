@@ -28,6 +28,7 @@ PAGES = (
     ("work-lost", "/ui/work/ingest-feed"),
     ("work-failed", "/ui/work/migrate-db"),
     ("work-schedule", "/ui/work/schedule.hourly-sync%40noop"),
+    ("work-flow", "/ui/work/report-weekly"),
     ("events", "/ui/events?limit=25"),
     ("charts", "/ui/charts?hours=1"),
     ("capacity", "/ui/capacity"),

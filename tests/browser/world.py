@@ -92,6 +92,9 @@ def build(directory: Path) -> World:
             {"id": "daily", "unit": "attempts", "max": 40, "per": "all", "period": "day"},
         ],
         "audit": {"checkpoint_dir": str(checkpoints)},
+        # Flow control: each tenant runs at most 2 at once and starts at most 6 an hour.
+        "keys": [{"key": "tenant:*", "concurrency": 2}],
+        "rates": [{"key": "tenant:*", "rate": "6/hour", "burst": 5}],
     }
     s = rota.open(directory / "web.db", clock=clock, config=config, owner="web-demo")
 
@@ -211,8 +214,8 @@ def build(directory: Path) -> World:
     # One report holds the only job slot; two more wait for it.
     blocking = Blocking()
     s.register("report", executor=blocking)
-    for name in ("report-daily", "report-weekly", "report-monthly"):
-        s.submit(name, binding="report", scope="root/bi")
+    for name, priority in (("report-daily", 2), ("report-weekly", 0), ("report-monthly", 0)):
+        s.submit(name, binding="report", scope="root/bi", keys=["tenant:bi"], priority=priority)
         clock.advance(5)
     s.tick()
     clock.advance(10)

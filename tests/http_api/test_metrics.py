@@ -4,6 +4,7 @@ bounded configuration (never a Work id), and the series budget (kept, and droppe
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -166,3 +167,56 @@ def test_schedule_fires_skips_by_reason_quarantine_and_the_leader_lease(tmp_path
     assert after[("rota_schedule_skips_total", (("reason", "overlap"), ("schedule", "tick")))] == 2
     assert after[("rota_schedule_fires_total", (("schedule", "tick"),))] == 2
     assert after[("rota_schedule_leader_held", ())] == 0
+
+
+def test_keys_and_buckets_get_bounded_labels_the_rest_summed_under_other(
+    tmp_path: Path,
+) -> None:
+    """Five tenants with a limited key each (and a rate each), two key labels: the two
+    busiest keys and emptiest buckets keep their names, the rest are one `other` series,
+    and the sums are the whole."""
+    import threading
+
+    from prometheus_client import generate_latest
+    from prometheus_client.registry import CollectorRegistry
+
+    from rota.http.metrics import RotaCollector
+
+    release = threading.Event()
+
+    class Blocking(rota.Executor):
+        name, pool = "blocking", "agents"
+
+        def launch(self, ctx: rota.LaunchContext, done: Any) -> None:
+            threading.Thread(target=lambda: (release.wait(30), done(rota.Result()))).start()
+
+    config = {
+        "settings": {"concurrency": 50},
+        "keys": [{"key": "tenant:*", "concurrency": 3}],
+        "rates": [{"key": "tenant:*", "rate": "1/min", "burst": 5}],
+    }
+    from datetime import UTC, datetime
+
+    from rota.infrastructure.clock import ManualClock
+
+    clock = ManualClock(datetime(2026, 11, 2, 10, tzinfo=UTC))  # tokens come back with time
+    with rota.open(tmp_path / "keys.db", config=config, clock=clock) as s:
+        s.register("blocking", executor=Blocking())
+        for tenant, works in (("a", 3), ("b", 2), ("c", 1), ("d", 1), ("e", 1)):
+            for n in range(works + (1 if tenant == "a" else 0)):
+                s.submit(f"{tenant}{n}", binding="blocking", keys=[f"tenant:{tenant}"])
+        s.tick()
+        found = CollectorRegistry(auto_describe=False)
+        found.register(RotaCollector(s, key_labels=2))
+        got = samples(generate_latest(found).decode())
+        release.set()
+    in_use = {dict(k[1])["key"]: v for k, v in got.items() if k[0] == "rota_key_in_use"}
+    assert in_use == {"tenant:a": 3, "tenant:b": 2, "other": 3}
+    limits = {dict(k[1])["key"]: v for k, v in got.items() if k[0] == "rota_key_limit"}
+    assert limits == {"tenant:a": 3, "tenant:b": 3, "other": 9}
+    held = {dict(k[1])["key"]: v for k, v in got.items() if k[0] == "rota_key_waiting"}
+    assert held == {"tenant:a": 1, "tenant:b": 0, "other": 0}
+    tokens = {dict(k[1])["bucket"]: v for k, v in got.items() if k[0] == "rota_rate_tokens"}
+    assert tokens == {"tenant:a": 2, "tenant:b": 3, "other": 12}
+    assert got[("rota_works_waiting", (("code", "capacity_key"),))] == 1
+    assert got[("rota_flow_paused", (("target", "key"),))] == 0

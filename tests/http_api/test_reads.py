@@ -137,6 +137,53 @@ def test_capacity_in_use_from_storage_and_waiting_from_the_last_pass(tmp_path: P
             s.run_until_idle(timeout=30)
 
 
+def test_capacity_shows_keys_buckets_and_pauses(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from rota.application.ports.records import NewEvent
+    from rota.domain.events.flow import FlowPaused
+    from rota.infrastructure.clock import ManualClock
+
+    release = threading.Event()
+
+    def slow(ctx: object) -> dict[str, bool]:
+        release.wait(30)
+        return {"ok": True}
+
+    config = {
+        "keys": [{"key": "tenant:*", "concurrency": 1}],
+        "rates": [{"key": "pool:agents", "rate": "60/min", "burst": 3}],
+    }
+    clock = ManualClock(datetime(2026, 11, 2, 10, tzinfo=UTC))
+    with rota.open(tmp_path / "k.db", config=config, clock=clock) as s:
+        s.register("slow", slow)
+        served = start_api(s, tmp_path)
+        try:
+            s.submit("one", binding="slow", keys=["tenant:acme"])
+            s.submit("two", binding="slow", keys=["tenant:acme"])
+            s.store.append([NewEvent("flow/pauses", FlowPaused(target="scope", name="root/x"))])
+            s.tick()
+            view = served.client("read").get("/v1/capacity").json()
+            assert view["keys"] == {
+                "tenant:acme": {"limit": 1, "in_use": 1, "waiting": 1, "preview": 1}
+            }
+            assert view["buckets"] == {
+                "pool:agents": {
+                    "rule": "pool:agents",
+                    "rate": "60/min",
+                    "burst": 3,
+                    "tokens": 2.0,
+                    "next_token": "2026-11-02T10:00:01.000000Z",
+                }
+            }
+            assert view["paused"] == [{"target": "scope", "name": "root/x", "reason": ""}]
+            assert [(w["work"], w["code"]) for w in view["waiting"]] == [("two", "capacity_key")]
+        finally:
+            release.set()
+            served.server.stop()
+            s.run_until_idle(timeout=30)
+
+
 def test_serve_runs_no_start_pass_so_waiting_is_empty_and_the_dry_run_is_the_preview(
     served: Api,
 ) -> None:

@@ -170,6 +170,9 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]
         "passes": [
             name for name, on in (("budget", work.budget_pass), ("gate", work.gate_pass)) if on
         ],
+        "priority": work.priority,
+        "keys": list(work.keys),
+        "cost": work.cost,
     }
 
 

@@ -405,7 +405,8 @@ def test_release_of_a_work_without_a_hold_is_refused(home: Path) -> None:
 def test_capacity_json_and_cancel(home: Path) -> None:
     ok(home, "submit", "later", "--binding", "ok")
     view = as_json(home, "capacity")
-    assert set(view) == {"pools", "scopes", "waiting", "preview"}
+    assert set(view) == {"pools", "scopes", "waiting", "preview", "keys", "buckets", "paused"}
+    assert view["keys"] == {} and view["buckets"] == {} and view["paused"] == []
     assert view["pools"]["jobs"] == {"limit": 4, "in_use": 0, "waiting": 0, "preview": 0}
     assert view["pools"]["agents"]["limit"] == 4
     cancelled = as_json(home, "cancel", "later", "--reason", "not needed")

@@ -44,6 +44,9 @@ def embedded(scheduler: rota.Scheduler) -> None:
     scheduler.register("greet", greet, pool=3)  # error: call-overload
     reveal_type(scheduler.capacity()["pools"]["agents"]["in_use"])  # revealed: int
     scheduler.capacity()["pool"]  # error: typeddict-item
+    bucket = scheduler.capacity()["buckets"]["resource:stripe"]
+    reveal_type(bucket["next_token"])  # revealed: str | None
+    reveal_type(scheduler.capacity()["keys"]["tenant:acme"]["in_use"])  # revealed: int
 
 
 async def asynchronous(scheduler: rota.aio.AsyncScheduler) -> None:

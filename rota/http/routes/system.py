@@ -39,7 +39,9 @@ def capacity(api: Annotated[ApiContext, Depends(context)]) -> Capacity:
     `waiting`: the ready Work the daemon's last start pass held back for that pool (0 after
     a restart until the first pass; `rota serve` runs no pass, so always 0 there), and
     `preview`: what a dry run of admission now holds back. Work held back by a scope limit
-    counts in no pool."""
+    counts in no pool. Flow control: `keys` (each limited concurrency key in use or holding
+    Work back), `buckets` (each rate bucket: its rate, burst, tokens now, next token due)
+    and `paused` (the paused pools, keys and scopes)."""
     # Caught up: in_use is what the log says now.
     view = api.scheduler.queries.capacity.current()
     shown = msgspec.to_builtins(view)
@@ -47,6 +49,9 @@ def capacity(api: Annotated[ApiContext, Depends(context)]) -> Capacity:
     return Capacity(
         pools={pool: PoolCapacity(**numbers) for pool, numbers in shown["pools"].items()},
         scopes=shown["scopes"],
+        keys=shown["keys"],
+        buckets=shown["buckets"],
+        paused=shown["paused"],
         waiting=shown["waiting"],
         preview=shown["preview"],
         waiting_from=source,
