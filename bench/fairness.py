@@ -150,6 +150,12 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
+def ratio(numerator: float, denominator: float, digits: int = 2) -> str:
+    if denominator == 0:
+        return "0 / 0" if numerator == 0 else "inf (no wait alone)"
+    return f"{numerator / denominator:.{digits}f}"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.fairness", description=__doc__)
     parser.add_argument("--small", type=int, default=10, help="small tenant's Works (10)")
@@ -176,8 +182,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
     alone, fair, fifo = results["alone"], results["fair share"], results["FIFO (no keys)"]
     ratios = [
-        ["fair share / alone", f"{fair[0] / alone[0]:.2f}", f"{fair[1] / alone[1]:.2f}"],
-        ["fair share / FIFO", f"{fair[0] / fifo[0]:.3f}", f"{fair[1] / fifo[1]:.3f}"],
+        ["fair share / alone", ratio(fair[0], alone[0]), ratio(fair[1], alone[1])],
+        ["fair share / FIFO", ratio(fair[0], fifo[0], 3), ratio(fair[1], fifo[1], 3)],
     ]
     print_table(["ratio", "p50", "p99"], ratios)
     print()

@@ -81,9 +81,16 @@ def key_name(index: int) -> str:
     return f"tenant:t{index:05d}"
 
 
-def key_rules(keys: int) -> list[dict[str, Any]]:
-    """`keys` `[[keys]]` rules, each with a concurrency limit (4) and a weight (1 to 3)."""
-    return [{"key": key_name(i), "concurrency": 4, "weight": 1 + i % 3} for i in range(keys)]
+def key_rules(keys: int, limit: int = 4) -> list[dict[str, Any]]:
+    """`keys` `[[keys]]` rules, each with a weight (1 to 3) and a concurrency limit
+    (`limit`; 0: none, so a start writes no `core.capacity.key_claimed` fence)."""
+    rules: list[dict[str, Any]] = []
+    for i in range(keys):
+        rule: dict[str, Any] = {"key": key_name(i), "weight": 1 + i % 3}
+        if limit:
+            rule["concurrency"] = limit
+        rules.append(rule)
+    return rules
 
 
 def work_items(jobs: int, keys: int = 0) -> list[SubmitWork]:
@@ -105,11 +112,12 @@ def verify_completed(scheduler: rota.Scheduler, jobs: int) -> None:
         raise RuntimeError(f"expected {jobs:,} completed Works, found {dict(states)}")
 
 
-def run_rota(path: Path, jobs: int, concurrency: int, keys: int = 0) -> Outcome:
-    """`keys`: that many `[[keys]]` rules configured, and the Works spread over them."""
+def run_rota(path: Path, jobs: int, concurrency: int, keys: int = 0, key_limit: int = 4) -> Outcome:
+    """`keys`: that many `[[keys]]` rules configured (`key_rules`), the Works spread over
+    them."""
     config: dict[str, Any] = {"settings": {"concurrency": concurrency}}
     if keys:
-        config["keys"] = key_rules(keys)
+        config["keys"] = key_rules(keys, key_limit)
     scheduler = rota.open(path, config=config)
     try:
         # FULL: SQLite commits on NORMAL and rota fsyncs the WAL after each commit.
@@ -278,11 +286,11 @@ def print_cumulative(profile: cProfile.Profile, top: int) -> None:
     print()
 
 
-def profile_rota(directory: Path, jobs: int, top: int, keys: int = 0) -> None:
+def profile_rota(directory: Path, jobs: int, top: int, keys: int = 0, key_limit: int = 4) -> None:
     profile = cProfile.Profile()
     path = directory / "profile.db"
     with GcTimer() as gc_timer:
-        outcome = profile.runcall(run_rota, path, jobs, 512, keys)
+        outcome = profile.runcall(run_rota, path, jobs, 512, keys, key_limit)
     remove_db(path)
     seconds = outcome.submit + outcome.run
     print(f"## cProfile: rota, concurrency 512, {jobs:,} jobs, {fmt_rate(jobs / seconds)} jobs/s")
@@ -311,7 +319,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--keys",
         type=int,
         default=0,
-        help="rota with N [[keys]] rules (concurrency 4, weights 1-3), Work k on key k mod N",
+        help="rota with N [[keys]] rules (weights 1-3), Work k on key k mod N",
+    )
+    parser.add_argument(
+        "--key-limit", type=int, default=4, help="with --keys: each key's concurrency (0: none)"
     )
     args = parser.parse_args(argv)
     if args.store is not None:
@@ -329,16 +340,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.quick:
         args.jobs, args.small = 2_000, 500
     runners: dict[str, Callable[[Path], Outcome]] = {
-        ROTA: lambda path: run_rota(path, args.jobs, 512, args.keys),
+        ROTA: lambda path: run_rota(path, args.jobs, 512, args.keys, args.key_limit),
         ES_BATCHED: lambda path: run_es(path, args.jobs, ES_BATCH),
-        ROTA_4: lambda path: run_rota(path, args.small, 4, args.keys),
+        ROTA_4: lambda path: run_rota(path, args.small, 4, args.keys, args.key_limit),
         ES_NAIVE: lambda path: run_es(path, args.small, 1),
         ES_APP: lambda path: run_es_app(path, args.small),
     }
     with workdir(args.dir) as directory:
         print_header("lifecycle throughput: no-op jobs submitted and run (jobs/s)", directory)
         if args.profile:
-            profile_rota(directory, args.jobs, 25, args.keys)
+            profile_rota(directory, args.jobs, 25, args.keys, args.key_limit)
             return
         best, outcomes = Best(), {}
         for rep in range(1, args.repeats + 1):

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import argparse
 import random
+import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
@@ -113,8 +114,11 @@ def open_hosts(store: str | None, hosts: int, path: str) -> tuple[list[rota.Sche
     return opened, pg
 
 
-def drive(hosts: list[rota.Scheduler], clock: Any, seconds: float, seed: int = 1) -> int:
-    """Run the hosts as their daemon loops would until `seconds` have passed; passes run."""
+def drive(
+    hosts: list[rota.Scheduler], clock: Any, seconds: float, *, race: bool, seed: int = 1
+) -> int:
+    """Run the hosts as their daemon loops would until `seconds` have passed; passes run.
+    `race`: the hosts due at one instant pass at once (threads), so their appends race."""
     end = clock.now() + timedelta(seconds=seconds)
     due = [clock.now()] * len(hosts)
     seen = [-1] * len(hosts)
@@ -138,16 +142,51 @@ def drive(hosts: list[rota.Scheduler], clock: Any, seconds: float, seed: int = 1
         if now != instant:
             instant, at_instant = now, 0
         order.shuffle(ready)
+        if race and len(ready) > 1:
+            at_once(hosts[i] for i in ready)
+            for i in ready:  # each pass began at `heads`: what came after wakes it again
+                seen[i] = heads
+        else:
+            for i in ready:
+                hosts[i].host.wake.clear()
+                tick(hosts[i])
+                seen[i] = hosts[i].store.head().position
         for i in ready:
-            s = hosts[i]
-            s.host.wake.clear()
-            s.tick()
             passes += 1
             at_instant += 1
-            seen[i] = s.store.head().position
-            due[i] = clock.now() + timedelta(seconds=max(s.host.next_wake(5.0), 0.001))
+            wait = max(hosts[i].host.next_wake(5.0), 0.001)
+            due[i] = clock.now() + timedelta(seconds=wait)
         if at_instant > MAX_PASSES_AT_ONE_INSTANT:
             raise RuntimeError(f"livelock: {at_instant} passes at {instant.isoformat()}")
+
+
+def tick(scheduler: rota.Scheduler) -> None:
+    report = scheduler.tick()
+    if report.errors:
+        raise RuntimeError(f"{scheduler.service.owner}: {report.errors}")
+
+
+def at_once(schedulers: Iterable[rota.Scheduler]) -> None:
+    """One pass of each, all at the same time (threads started together)."""
+    group = list(schedulers)
+    barrier = threading.Barrier(len(group))
+    errors: list[BaseException] = []
+
+    def one(scheduler: rota.Scheduler) -> None:
+        scheduler.host.wake.clear()
+        barrier.wait(30)
+        try:
+            tick(scheduler)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in group]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def fold_check(takes: list[RateTaken]) -> tuple[int, int]:
@@ -166,7 +205,9 @@ def fold_check(takes: list[RateTaken]) -> tuple[int, int]:
     return tat, takes[-1].tat_us if takes else 0
 
 
-def measure(store_url: str | None, hosts: int, works: int, minutes: int, path: str) -> None:
+def measure(
+    store_url: str | None, hosts: int, works: int, minutes: int, path: str, *, race: bool
+) -> None:
     opened, clock = open_hosts(store_url, hosts, path)
     try:
         for s in opened:
@@ -178,7 +219,8 @@ def measure(store_url: str | None, hosts: int, works: int, minutes: int, path: s
         for k in range(0, works, 500):
             opened[0].service.lifecycle.submit_many(items[k : k + 500])
         began = time.perf_counter()
-        passes = drive(opened, clock, minutes * 60)
+        passes = drive(opened, clock, minutes * 60, race=race)
+        conflicts = sum(s.service.conflicts for s in opened)
         wall = time.perf_counter() - began
         records = []
         position = 0
@@ -221,6 +263,8 @@ def measure(store_url: str | None, hosts: int, works: int, minutes: int, path: s
     print()
     late = sorted(lateness[BURST:])
     print(f"starts: {starts:,} ({dict(sorted(by_host.items()))} by host), passes {passes:,}")
+    mode = "at once (threads)" if race else "one after the other"
+    print(f"hosts due together passed {mode}; conflicting appends re-decided: {conflicts:,}")
     print(f"bucket: interval {interval:,} us; fold's final tat {final} == log's {logged}")
     if late:
         p50, p99 = late[len(late) // 2], late[min(len(late) - 1, int(len(late) * 0.99))]
@@ -248,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--works", type=int, default=2_000)
     parser.add_argument("--minutes", type=int, default=10)
+    parser.add_argument(
+        "--race", action="store_true", help="hosts due at one instant pass at once (threads)"
+    )
     args = parser.parse_args(argv)
     import tempfile
 
@@ -255,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         path = f"{directory}/rate.db"
         if args.store is None:
             progress(f"SQLite at {path}")
-        measure(args.store, args.hosts, args.works, args.minutes, path)
+        measure(args.store, args.hosts, args.works, args.minutes, path, race=args.race)
 
 
 if __name__ == "__main__":

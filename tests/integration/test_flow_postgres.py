@@ -2,8 +2,10 @@
 
 Two schedulers (distinct owners) on one PostgreSQL schema, the database's clock set by the
 test (`DatabaseClock`: every host's store asks it, `clock_refresh=0`), stepped one second
-at a time for three simulated minutes; at every step both hosts pass AT ONCE (two threads),
-so their claims race and only the fences (`rate/<bucket>`, `key/<key>`) keep them apart.
+at a time for three simulated minutes; at every step both hosts pass AT ONCE (two
+threads), and each one's append of claims waits for the other's (`Rendezvous`), so their
+claims race. Each host serves a pool of its own (`pool-a`, `pool-b`), so no pool fence is
+shared: only the flow fences (`rate/<bucket>`, `key/<key>`) keep them apart.
 Counted from the log afterwards:
 
 - `resource:stripe`, 10/min with a burst of 2, under a backlog: no minute above 10 + 2,
@@ -11,16 +13,18 @@ Counted from the log afterwards:
   `core.rate.taken` events, and exactly as many starts as ONE bucket allows in the time
   (2 + one per 6 s): neither host spends a token the other took, and none is wasted;
 - `tenant:acme`, concurrency 3, Work taking 20 s: never more than 3 live attempts, and 3
-  reached.
+  reached. A third host (its own pool) holds the key's 3 slots first and frees them all at
+  once, at 20 s, while a and b both have Work waiting on the key: they race for them.
 
 ROTA_TEST_POSTGRES names the server (skipped when unreachable, failed under CI=true).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,6 +32,7 @@ import pytest
 from postgres import DatabaseClock, temporary_schema
 
 import rota
+from rota.application.ports import NewEvent
 from rota.domain.events import AttemptClaimed, AttemptCompleted, RateTaken
 from rota.domain.events.execution import (
     AttemptFailed,
@@ -57,10 +62,8 @@ ENDED = (AttemptCompleted, AttemptFailed, AttemptTimedOut, AttemptHandedOff, Att
 class Timed(rota.Executor):
     """Each attempt runs DURATION seconds of the test's clock, then succeeds."""
 
-    name = "timed"
-    pool = "agents"
-
-    def __init__(self, now: list[datetime]) -> None:
+    def __init__(self, now: list[datetime], name: str, pool: str) -> None:
+        self.name, self.pool = name, pool
         self.now = now  # the test's clock (one cell, shared)
         self.running: list[tuple[datetime, Any]] = []
         self.lock = threading.Lock()
@@ -77,6 +80,10 @@ class Timed(rota.Executor):
             done(rota.Result())
 
 
+def noop(ctx: rota.LaunchContext) -> None:
+    return None
+
+
 @pytest.fixture
 def hosts() -> Iterator[tuple[list[rota.Scheduler], DatabaseClock, list[Timed], list[datetime]]]:
     with temporary_schema() as schema:
@@ -86,13 +93,14 @@ def hosts() -> Iterator[tuple[list[rota.Scheduler], DatabaseClock, list[Timed], 
         opened: list[rota.Scheduler] = []
         executors: list[Timed] = []
         try:
-            for owner in ("host-a", "host-b"):
+            for host in ("a", "b", "c"):
                 store = PostgresStore(clock.url, clock_refresh=0)
-                scheduler = rota.Scheduler(store, config=config, owner=owner)
+                scheduler = rota.Scheduler(store, config=config, owner=f"host-{host}")
                 opened.append(scheduler)
-                executor = Timed(now)
-                scheduler.register("timed", executor=executor)
-                scheduler.register("noop", lambda ctx: None, inline=True)
+                executor = Timed(now, f"timed-{host}", f"pool-{host}")
+                scheduler.register(f"timed-{host}", executor=executor)
+                if host != "c":
+                    scheduler.register(f"charge-{host}", noop, inline=True, pool=f"pool-{host}")
                 executors.append(executor)
             yield opened, clock, executors, now
         finally:
@@ -100,8 +108,38 @@ def hosts() -> Iterator[tuple[list[rota.Scheduler], DatabaseClock, list[Timed], 
                 scheduler.close()
 
 
-def pass_at_once(hosts: list[rota.Scheduler]) -> None:
+class Rendezvous:
+    """Holds each host's first append of claims in a pass until the other host's arrives
+    too (or HOLD seconds pass): both then decided on the same log, and their appends race.
+    Only the fences of what both touch (the flow streams) make one of them decide again."""
+
+    HOLD = 0.3
+
+    def __init__(self, parties: int) -> None:
+        self.barrier = threading.Barrier(parties)
+        self.local = threading.local()  # per pass thread: held once already
+
+    def hold(self, store: PostgresStore) -> None:
+        append = store.append
+
+        def held(events: Sequence[NewEvent], expected: Mapping[str, int] | None = None) -> Any:
+            claims = any(isinstance(e.event, AttemptClaimed) for e in events)
+            if claims and not getattr(self.local, "held", False):
+                self.local.held = True
+                # (broken: the other host claims nothing this pass)
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    self.barrier.wait(self.HOLD)
+            return append(events, expected)
+
+        store.append = held  # type: ignore[method-assign]
+
+    def reset(self) -> None:
+        self.barrier.reset()
+
+
+def pass_at_once(hosts: list[rota.Scheduler], rendezvous: Rendezvous) -> None:
     """One pass of every host, all at the same time (their appends race)."""
+    rendezvous.reset()
     barrier = threading.Barrier(len(hosts))
     errors: list[BaseException] = []
 
@@ -126,11 +164,21 @@ def test_two_hosts_share_one_rate_limit_and_one_key_limit_exactly(
     hosts: tuple[list[rota.Scheduler], DatabaseClock, list[Timed], list[datetime]],
 ) -> None:
     schedulers, clock, executors, now = hosts
-    a, b = schedulers
-    for n in range(60):  # far more than 4 minutes of tokens allow
-        a.submit(f"charge{n:02d}", binding="noop", keys=[STRIPE], input=n)
-    for n in range(12):
-        b.submit(f"acme{n:02d}", binding="timed", keys=[ACME], input=n)
+    a, b, c = schedulers
+    rendezvous = Rendezvous(2)
+    for racing in (a, b):
+        assert isinstance(racing.store, PostgresStore)
+        rendezvous.hold(racing.store)
+    for host, scheduler in (("a", a), ("b", b)):  # each on its own host's pool
+        for n in range(30):  # together far more than 3 minutes of tokens allow
+            scheduler.submit(f"charge-{host}{n:02d}", binding=f"charge-{host}", keys=[STRIPE])
+        for n in range(6):
+            scheduler.submit(f"acme-{host}{n:02d}", binding=f"timed-{host}", keys=[ACME])
+    # Host c only frees the key's slots: its 3 Works hold them first; when they end (20 s),
+    # a and b, both with Work waiting, race for the 3 slots freed at once.
+    for n in range(KEY_LIMIT):
+        c.submit(f"acme-c{n:02d}", binding="timed-c", keys=[ACME])
+    c.tick()
 
     seconds = MINUTES * 60
     for step in range(seconds):
@@ -139,8 +187,9 @@ def test_two_hosts_share_one_rate_limit_and_one_key_limit_exactly(
             clock.set(now[0])
         for executor in executors:
             executor.finish_due()
-        pass_at_once(schedulers)
-        pass_at_once(schedulers)  # outcomes reported in the first are recorded by now
+        c.tick()
+        pass_at_once([a, b], rendezvous)
+        pass_at_once([a, b], rendezvous)  # outcomes reported in the first are recorded now
 
     records = []
     position = 0
@@ -185,5 +234,5 @@ def test_two_hosts_share_one_rate_limit_and_one_key_limit_exactly(
             live.discard(ev.work_id)
     assert most == KEY_LIMIT
     acme = [e for e in claims if e.work_id.startswith("acme")]
-    assert len(acme) == 12  # all ran: 4 rounds of 3, 20 s each, in 3 minutes
-    assert {e.owner for e in acme} == {"host-a", "host-b"}
+    assert len(acme) == 15  # all ran: 5 rounds of 3, 20 s each, in 3 minutes
+    assert {e.owner for e in acme} == {"host-a", "host-b", "host-c"}
