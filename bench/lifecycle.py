@@ -4,6 +4,7 @@
     python -m bench.lifecycle --quick      # 2,000 jobs (500 for the slow cases)
     python -m bench.lifecycle --profile    # cProfile of one rota run instead
     python -m bench.lifecycle --store 'postgresql://...?schema=rota_bench'   # 1 and 3 hosts
+    python -m bench.lifecycle --keys 1000  # rota with 1,000 [[keys]] rules, Works spread on them
 
 rota: `Scheduler.service.submit_many` in batches of 500 (one input per Work), then
 `run_until_idle()` (claim, invoke, complete) with an inline no-op callable; concurrency 512
@@ -76,12 +77,30 @@ class Outcome:
 # -- rota ------------------------------------------------------------------------------------
 
 
-def work_items(jobs: int) -> list[SubmitWork]:
+def key_name(index: int) -> str:
+    return f"tenant:t{index:05d}"
+
+
+def key_rules(keys: int, limit: int = 4) -> list[dict[str, Any]]:
+    """`keys` `[[keys]]` rules, each with a weight (1 to 3) and a concurrency limit
+    (`limit`; 0: none, so a start writes no `core.capacity.key_claimed` fence)."""
+    rules: list[dict[str, Any]] = []
+    for i in range(keys):
+        rule: dict[str, Any] = {"key": key_name(i), "weight": 1 + i % 3}
+        if limit:
+            rule["concurrency"] = limit
+        rules.append(rule)
+    return rules
+
+
+def work_items(jobs: int, keys: int = 0) -> list[SubmitWork]:
+    """`jobs` no-op Works; with `keys`, Work k carries key k mod `keys` (see key_rules)."""
     return [
         SubmitWork(
             work_id=f"w-{k:07d}",
             binding="noop",
             inputs=(WorkInput({"date": "2026-11-29", "row": k}),),
+            keys=(key_name(k % keys),) if keys else (),
         )
         for k in range(jobs)
     ]
@@ -93,13 +112,18 @@ def verify_completed(scheduler: rota.Scheduler, jobs: int) -> None:
         raise RuntimeError(f"expected {jobs:,} completed Works, found {dict(states)}")
 
 
-def run_rota(path: Path, jobs: int, concurrency: int) -> Outcome:
-    scheduler = rota.open(path, config={"settings": {"concurrency": concurrency}})
+def run_rota(path: Path, jobs: int, concurrency: int, keys: int = 0, key_limit: int = 4) -> Outcome:
+    """`keys`: that many `[[keys]]` rules configured (`key_rules`), the Works spread over
+    them."""
+    config: dict[str, Any] = {"settings": {"concurrency": concurrency}}
+    if keys:
+        config["keys"] = key_rules(keys, key_limit)
+    scheduler = rota.open(path, config=config)
     try:
         # FULL: SQLite commits on NORMAL and rota fsyncs the WAL after each commit.
         assert scheduler.store._wal_sync is not None  # type: ignore[attr-defined]
         scheduler.register("noop", lambda ctx: None, inline=True)
-        groups = batches(work_items(jobs), SUBMIT_BATCH)
+        groups = batches(work_items(jobs, keys), SUBMIT_BATCH)
         start = perf_counter()
         for group in groups:
             scheduler.service.lifecycle.submit_many(group)
@@ -262,11 +286,11 @@ def print_cumulative(profile: cProfile.Profile, top: int) -> None:
     print()
 
 
-def profile_rota(directory: Path, jobs: int, top: int) -> None:
+def profile_rota(directory: Path, jobs: int, top: int, keys: int = 0, key_limit: int = 4) -> None:
     profile = cProfile.Profile()
     path = directory / "profile.db"
     with GcTimer() as gc_timer:
-        outcome = profile.runcall(run_rota, path, jobs, 512)
+        outcome = profile.runcall(run_rota, path, jobs, 512, keys, key_limit)
     remove_db(path)
     seconds = outcome.submit + outcome.run
     print(f"## cProfile: rota, concurrency 512, {jobs:,} jobs, {fmt_rate(jobs / seconds)} jobs/s")
@@ -291,6 +315,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="postgresql://...?schema=rota_bench: run rota on PostgreSQL (bench.lifecycle_pg)",
     )
     parser.add_argument("--hosts", default="1,3", help="with --store: host counts (default 1,3)")
+    parser.add_argument(
+        "--keys",
+        type=int,
+        default=0,
+        help="rota with N [[keys]] rules (weights 1-3), Work k on key k mod N",
+    )
+    parser.add_argument(
+        "--key-limit", type=int, default=4, help="with --keys: each key's concurrency (0: none)"
+    )
     args = parser.parse_args(argv)
     if args.store is not None:
         if not args.store.startswith(("postgresql://", "postgres://")):
@@ -307,16 +340,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.quick:
         args.jobs, args.small = 2_000, 500
     runners: dict[str, Callable[[Path], Outcome]] = {
-        ROTA: lambda path: run_rota(path, args.jobs, 512),
+        ROTA: lambda path: run_rota(path, args.jobs, 512, args.keys, args.key_limit),
         ES_BATCHED: lambda path: run_es(path, args.jobs, ES_BATCH),
-        ROTA_4: lambda path: run_rota(path, args.small, 4),
+        ROTA_4: lambda path: run_rota(path, args.small, 4, args.keys, args.key_limit),
         ES_NAIVE: lambda path: run_es(path, args.small, 1),
         ES_APP: lambda path: run_es_app(path, args.small),
     }
     with workdir(args.dir) as directory:
         print_header("lifecycle throughput: no-op jobs submitted and run (jobs/s)", directory)
         if args.profile:
-            profile_rota(directory, args.jobs, 25)
+            profile_rota(directory, args.jobs, 25, args.keys, args.key_limit)
             return
         best, outcomes = Best(), {}
         for rep in range(1, args.repeats + 1):
