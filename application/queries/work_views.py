@@ -138,7 +138,9 @@ class WorkView(View, frozen=True, kw_only=True):
     trigger: str
     safety: str
     grants: tuple[str, ...]
-    # Flow control (`submit(priority=, keys=, cost=, throttle=)`; the defaults: none set).
+    # Flow control (`submit(priority=, keys=, cost=, throttle=)`): higher starts first;
+    # the first key is the Work's flow (fair share); `cost` is the tokens a start takes
+    # from each of its rate buckets.
     priority: int
     keys: tuple[str, ...]
     cost: int
@@ -152,11 +154,6 @@ class WorkView(View, frozen=True, kw_only=True):
     holds: tuple[HoldView, ...]
     controls: tuple[ControlView, ...]
     passes: tuple[str, ...]
-    # Flow control: higher starts first; the first key is the Work's flow (fair share);
-    # `cost` is the tokens a start takes from each of its rate buckets.
-    priority: int = 0
-    keys: tuple[str, ...] = ()
-    cost: int = 1
 
     @property
     def settled(self) -> bool:
@@ -321,9 +318,6 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> WorkView:
         passes=tuple(
             name for name, on in (("budget", work.budget_pass), ("gate", work.gate_pass)) if on
         ),
-        priority=work.priority,
-        keys=tuple(work.keys),
-        cost=work.cost,
     )
 
 
