@@ -121,6 +121,8 @@ def plan_starts(
     groups = works if isinstance(works, Mapping) else group_ready(works)
     chooser = Chooser(groups, fair=flow.fair, rules=flow.rules, limit=limit)
     flows = FlowPass(flow, now)
+    idle = flows.idle  # no rule, no pause: only a Work's own throttle or debounce asks
+    single = chooser.single
     taken: dict[str, list[str]] = {}
     scope_taken: dict[str, list[str]] = {}
     charged: dict[tuple[str, str, str], float] = {}
@@ -135,7 +137,7 @@ def plan_starts(
         if chosen is None:
             break
         work, oldest = chosen
-        known = flows.known_full(work)
+        known = flows.known_full(work) if flows.full else None
         if known is not None:
             plan.waiting.append(Waiting(work.work_id, known.code, known.detail))
             if not chooser.skipped():
@@ -174,7 +176,11 @@ def plan_starts(
             detail = f"scope {full} is at its limit of {settings.scope_limits[full]}"
             plan.waiting.append(Waiting(work.work_id, DomainCode.CAPACITY_SCOPE, detail))
             continue
-        held_back = flows.hold(work, pool, ancestors(work.scope) if flow.paused else [])
+        held_back = (
+            None
+            if idle and work.throttle is None and work.not_before is None
+            else flows.hold(work, pool, ancestors(work.scope) if flow.paused else [])
+        )
         if held_back is not None:
             plan.waiting.append(Waiting(work.work_id, held_back.code, held_back.detail))
             if held_back.whole_flow:
@@ -256,8 +262,10 @@ def plan_starts(
             claim = Emit(claim.stream, msgspec.structs.replace(claim.event, passes=passes))
         plan.emits.append(claim)
         plan.started.append(work.work_id)
-        flows.admit(work, execution)
-        chooser.started(work, oldest, flow_of(work.keys))
+        if not idle or work.throttle is not None:
+            flows.admit(work, execution)
+        if not single:
+            chooser.started(work, oldest, flow_of(work.keys))
         taken.setdefault(pool, []).append(execution)
         for scope in limited:
             scope_taken.setdefault(scope, []).append(execution)

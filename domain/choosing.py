@@ -15,9 +15,12 @@ behind (the flows ready then), plus the starts the starvation bound takes (one i
 small tenant's next start by at most one start per other active flow (weights count:
 a flow of weight w may take w starts in that time).
 
-The starvation bound: when `since_oldest` (starts since the bound last chose) reaches
-`share - 1`, the next choice is the group with the oldest head, whatever its priority or
-flow, and the start it admits is marked `oldest` (its claim records that pass).
+The starvation bound, across priority levels: when `since_oldest` (starts since the bound
+last chose) reaches `share - 1` and the oldest ready Work is at a lower priority than the
+fair choice, that oldest Work is considered next, and the start it admits is marked
+`oldest` (its claim records that pass). So of every `share` starts at least one goes to
+the oldest ready Work of a lower level (while one can start); within a level, fair share
+bounds the wait (above), so the bound does not reorder a level's flows.
 
 A pass looks at no more than `limit` Work of one group and `4 * limit` in all (`budget`);
 Work skipped at once because a pool or key it needs was already found full this pass is
@@ -83,8 +86,11 @@ class Chooser:
                 self._advance(group)
                 return work, False
             return None
-        oldest = bool(self.share) and self.fair.since_oldest >= self.share - 1
-        chosen = self._pop_oldest() if oldest else self._pop_fair()
+        chosen, oldest = self._peek_fair(), False
+        if self.share and self.fair.since_oldest >= self.share - 1 and chosen is not None:
+            waiting = self._peek_oldest()
+            if waiting is not None and waiting[0] > chosen[0]:  # a lower priority's turn
+                chosen, oldest = waiting, True
         if chosen is None:
             return None
         group, work = chosen, self.heads[chosen]
@@ -102,7 +108,10 @@ class Chooser:
         self.skips -= 1
         return self.skips > 0
 
-    def _pop_fair(self) -> Group | None:
+    # Both heaps are read, never popped, by the choice: a chosen group's head moves on (or
+    # the group leaves), which leaves its entries stale, dropped when next met.
+
+    def _peek_fair(self) -> Group | None:
         heap = self._heap
         while heap:
             level, stamp, position, group = heap[0]
@@ -114,17 +123,17 @@ class Chooser:
             if now != stamp:  # the flow was served (or V moved) since: re-tag it
                 heapq.heapreplace(heap, (level, now, position, group))
                 continue
-            heapq.heappop(heap)
             return group
         return None
 
-    def _pop_oldest(self) -> Group | None:
+    def _peek_oldest(self) -> Group | None:
         heap = self._oldest
         while heap:
-            position, group = heapq.heappop(heap)
+            position, group = heap[0]
             head = self.heads.get(group)
             if head is not None and head.pending[0].position == position:
                 return group
+            heapq.heappop(heap)
         return None
 
     def started(self, work: WorkState, oldest: bool, flow: str) -> None:

@@ -14,8 +14,9 @@ Pure.
   it moves `finish[flow]` on by `1 / weight` and `V` to that tag (`serve`). A flow back from
   idle starts at `V`, never behind it; only flows that can start are chosen, so a blocked
   flow does not hold `V` down.
-- **Starvation bound**: of every `share` starts, at least one goes to the oldest ready Work,
-  whatever its priority or flow (the claim records the pass `oldest`).
+- **Starvation bound**: of every `share` starts, at least one goes to the oldest ready Work
+  when it waits at a lower priority than the fair choice (the claim records the pass
+  `oldest`; `rota.domain.choosing`).
 """
 
 from __future__ import annotations

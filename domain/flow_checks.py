@@ -3,8 +3,9 @@
 `FlowPass` holds what one pass took so far (slots under each key, tokens from each
 bucket) on top of what the log says (`FlowView`), answers whether a Work is held back
 (`hold`: a `Waiting`, and whether its whole flow is), records an admitted Work's share
-(`admit`), and at the end gives the fences: one `core.capacity.key_claimed` per limited
-key and one `core.rate.taken` per bucket it took from (`emits`), whose streams' versions
+(`admit`), and at the end gives the fences: one `core.capacity.key_claimed` for every
+limited key it took a slot under and one `core.rate.taken` per bucket it took from
+(`emits`), whose streams' versions
 fence the append, so racing hosts never both take the last slot or token.
 """
 
@@ -30,6 +31,7 @@ from rota.domain.flow import (
 from rota.domain.state import WorkState
 
 THROTTLE = "throttle"
+KEYS_STREAM = "flow/keys"
 
 
 @dataclass(frozen=True)
@@ -192,9 +194,9 @@ class FlowPass:
         """The fences of what the pass took, and their streams."""
         emits: list[Emit] = []
         fences: set[str] = set()
-        for key, executions in self.key_taken.items():
-            emits.append(Emit(f"key/{key}", KeyCapacityClaimed(key=key, executions=executions)))
-            fences.add(f"key/{key}")
+        if self.key_taken:
+            emits.append(Emit(KEYS_STREAM, KeyCapacityClaimed(claims=self.key_taken)))
+            fences.add(KEYS_STREAM)
         for name, takes in self.takes.items():
             bucket = self.buckets[name]
             event = RateTaken(

@@ -22,7 +22,6 @@ from rota.domain.events.flow import (
     FlowConfigured,
     FlowPaused,
     FlowResumed,
-    KeyCapacityClaimed,
     RateTaken,
 )
 from rota.domain.flow import OLDEST, Fairness, FlowRules, flow_of, serve
@@ -39,7 +38,7 @@ class FlowState(msgspec.Struct, gc=False):
     config_version: int = 0
     buckets: dict[str, int] = msgspec.field(default_factory=dict)  # bucket -> tat (µs)
     rate_versions: dict[str, int] = msgspec.field(default_factory=dict)
-    key_versions: dict[str, int] = msgspec.field(default_factory=dict)
+    keys_version: int = 0  # of `flow/keys`, whose claims fence every limited key
     paused: dict[str, str] = msgspec.field(default_factory=dict)  # "pool:x" -> reason
     pause_version: int = 0
     # Coalescing keys (`rota.domain.coalescing`): "debounce/<key>" or "unique/<key>" -> the
@@ -60,9 +59,8 @@ def apply_flow(flow: FlowState, stream: str, version: int, event: Event) -> bool
             flow.buckets[event.bucket] = event.tat_us
             flow.rate_versions[event.bucket] = version
         return True
-    if stream.startswith("key/"):
-        if isinstance(event, KeyCapacityClaimed):
-            flow.key_versions[event.key] = version
+    if stream == "flow/keys":
+        flow.keys_version = version
         return True
     if stream == "flow/config":
         if isinstance(event, FlowConfigured):
@@ -95,7 +93,7 @@ def fold_claim(fair: Fairness, rules: FlowRules, work: WorkState, claim: Attempt
     nothing to fold: until a Work with keys or a priority other than 0 starts, every
     ready Work is in one group, served in readiness order, which needs no tags (and the
     digests of logs from before flow control stay what they were)."""
-    if not work.keys and not work.priority and fair == _NO_FAIR:
+    if not (work.keys or work.priority or fair.finish or fair.since_oldest or fair.vtime):
         return False
     flow = flow_of(work.keys)
     serve(fair, flow, rules.weight(flow), OLDEST in claim.passes)
@@ -115,27 +113,30 @@ class ReadyGroups:
 
     @staticmethod
     def group(work: WorkState) -> Group:
-        return (-work.priority, flow_of(work.keys))
+        return (-work.priority, work.keys[0] if work.keys else "")
 
-    def push(self, work: WorkState) -> None:
-        group = (-work.priority, flow_of(work.keys))
+    def index(self, before: WorkState | None, after: WorkState) -> None:
+        """Give the startable `after` an entry unless `before` left it one that still holds
+        (startable at the same first input, in the same group)."""
+        position = after.pending[0].position
+        if (
+            before is not None
+            and before.startable
+            and before.pending[0].position == position
+            and before.priority == after.priority
+        ):
+            return
+        group = (-after.priority, after.keys[0] if after.keys else "")
         heap = self.heaps.get(group)
         if heap is None:
             heap = self.heaps[group] = []
-        heapq.heappush(heap, (work.pending[0].position, work.work_id))
-
-    def moved(self, before: WorkState | None, after: WorkState) -> bool:
-        """Whether `after` needs a new entry (it was not startable, or is elsewhere now)."""
-        return (
-            before is None
-            or not before.startable
-            or before.pending[0].position != after.pending[0].position
-            or before.priority != after.priority
-        )
+        heapq.heappush(heap, (position, after.work_id))
 
     def valid(self, group: Group, entry: Entry) -> WorkState | None:
         work = self._find(entry)
-        if work is None or (-work.priority, flow_of(work.keys)) != group:
+        if work is None or -work.priority != group[0]:
+            return None
+        if (work.keys[0] if work.keys else "") != group[1]:
             return None
         return work
 

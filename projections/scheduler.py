@@ -242,8 +242,7 @@ class SchedulerProjection:
         work_id = after.work_id
         if after.startable:
             self.startable.add(work_id)
-            if self._ready.moved(before, after):
-                self._ready.push(after)
+            self._ready.index(before, after)
         else:
             self.startable.discard(work_id)
         due = after.retry.next_due

@@ -125,8 +125,8 @@ class LifecycleCommands(SubmissionCommands):
             return projection.ledger_version
         if stream.startswith("rate/"):
             return projection.flow.rate_versions.get(stream[5:], 0)
-        if stream.startswith("key/"):
-            return projection.flow.key_versions.get(stream[4:], 0)
+        if stream == "flow/keys":
+            return projection.flow.keys_version
         raise ValueError(f"no fence for stream {stream!r}")
 
     def _pin_for_start(self, work: WorkState) -> Pinned:

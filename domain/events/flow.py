@@ -74,12 +74,14 @@ class RateTaken(Event, tag="core.rate.taken", frozen=True, kw_only=True):
 
 
 class KeyCapacityClaimed(Event, tag="core.capacity.key_claimed", frozen=True, kw_only=True):
-    """Slots under a concurrency key's limit were taken (fences racing claims)."""
+    """Slots under limited concurrency keys were taken by a start pass: `claims` maps each
+    key to the executions that took one. One event a pass, on one stream for every key, so
+    its version fences racing claims (two hosts cannot both take a key's last slot) at the
+    cost of one event, not one per key."""
 
-    stream_pattern: ClassVar[str] = "key/<key>"
+    stream_pattern: ClassVar[str] = "flow/keys"
 
-    key: str
-    executions: list[str]
+    claims: dict[str, list[str]]
 
 
 class WorkReprioritized(Event, tag="core.work.reprioritized", frozen=True, kw_only=True):

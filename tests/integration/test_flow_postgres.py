@@ -5,7 +5,7 @@ test (`DatabaseClock`: every host's store asks it, `clock_refresh=0`), stepped o
 at a time for three simulated minutes; at every step both hosts pass AT ONCE (two
 threads), and each one's append of claims waits for the other's (`Rendezvous`), so their
 claims race. Each host serves a pool of its own (`pool-a`, `pool-b`), so no pool fence is
-shared: only the flow fences (`rate/<bucket>`, `key/<key>`) keep them apart.
+shared: only the flow fences (`rate/<bucket>`, `flow/keys`) keep them apart.
 Counted from the log afterwards:
 
 - `resource:stripe`, 10/min with a burst of 2, under a backlog: no minute above 10 + 2,
