@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator
 from itertools import islice
+from typing import Protocol
 
 import msgspec
 
@@ -88,7 +89,12 @@ def flow_bytes(flow: FlowState, fair: Fairness) -> bytes:
     return msgspec.json.encode((flow, fair), order="sorted")
 
 
-def fold_claim(fair: Fairness, rules: FlowRules, work: WorkState, claim: AttemptClaimed) -> bool:
+class _HasRules(Protocol):
+    @property
+    def rules(self) -> FlowRules: ...
+
+
+def fold_claim(fair: Fairness, owner: _HasRules, work: WorkState, claim: AttemptClaimed) -> bool:
     """Fair share's fold of one claim (`rota.domain.flow.serve`); False when there is
     nothing to fold: until a Work with keys or a priority other than 0 starts, every
     ready Work is in one group, served in readiness order, which needs no tags (and the
@@ -96,7 +102,7 @@ def fold_claim(fair: Fairness, rules: FlowRules, work: WorkState, claim: Attempt
     if not (work.keys or work.priority or fair.finish or fair.since_oldest or fair.vtime):
         return False
     flow = flow_of(work.keys)
-    serve(fair, flow, rules.weight(flow), OLDEST in claim.passes)
+    serve(fair, flow, owner.rules.weight(flow), OLDEST in claim.passes)
     return True
 
 
@@ -133,12 +139,11 @@ class ReadyGroups:
         heapq.heappush(heap, (position, after.work_id))
 
     def valid(self, group: Group, entry: Entry) -> WorkState | None:
+        """The Work an entry names if it is still startable at that input, in `group`."""
         work = self._find(entry)
         if work is None or -work.priority != group[0]:
             return None
-        if (work.keys[0] if work.keys else "") != group[1]:
-            return None
-        return work
+        return work if (work.keys[0] if work.keys else "") == group[1] else None
 
     def groups(self) -> dict[Group, Iterator[WorkState]]:
         """Each group's startable Works, oldest first, lazily (see the class docstring)."""
@@ -155,13 +160,15 @@ class ReadyGroups:
 
     def _drain(self, group: Group, heap: list[Entry]) -> Iterator[WorkState]:
         seen: set[str] = set()
-        found = self._found
+        found, find, (level, flow) = self._found, self._find, group
         while heap:
             entry = heapq.heappop(heap)
             if entry[1] in seen:
                 continue
-            work = self.valid(group, entry)
-            if work is None:
+            work = find(entry)  # (`valid`, inline: once a Work a pass takes)
+            if work is None or -work.priority != level:
+                continue
+            if (work.keys[0] if work.keys else "") != flow:
                 continue
             seen.add(entry[1])
             found.append((group, entry))
