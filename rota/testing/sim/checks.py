@@ -162,6 +162,13 @@ class Checks:
     def note_pass(self, record: PassRecord) -> None:
         """A start pass the engine decided: its violations are reported after the step."""
         record.position = self.position
+        self.world.count("start passes checked")
+        if len(record.groups) > 1:  # where fair share and the starvation bound choose
+            self.world.count("start passes with several groups")
+            self.world.outcome.counts["starts judged by fair share"] = (
+                self.world.outcome.counts.get("starts judged by fair share", 0)
+                + len(record.plan.started)
+            )
         if not self.passes_found:
             self.passes_found.extend(self.checker.observe_pass(record))
 
