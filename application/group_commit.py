@@ -29,9 +29,9 @@ Batches are not split to make such overlap: an fsync covers only the commits mad
 it began, so on a loaded disk two half batches cost two fsyncs where one batch costs one
 (measured in bench/RESULTS.md, 2026-12-01 commitfast).
 
-Two requests for the same Work never share a batch (the second is decided after the
-first is applied). Idempotency is the log's: each input's delivery identity makes a
-retried submit a no-op, in a batch or alone.
+Two requests for the same Work, or on the same debounce or unique key, never share a
+batch (the second is decided after the first is applied). Idempotency is the log's: each
+input's delivery identity makes a retried submit a no-op, in a batch or alone.
 """
 
 from __future__ import annotations
@@ -170,14 +170,16 @@ class SubmitGroup:
         return True
 
     def _take(self) -> list[_Slot]:
-        """The next batch: up to `max_batch` queued requests, one per Work."""
+        """The next batch: up to `max_batch` queued requests, one per Work and one per
+        coalescing key (a debounce or unique submit is decided on the key's holder)."""
         limit = self.max_batch
         batch: list[_Slot] = []
         works: set[str] = set()
         rest: list[_Slot] = []
         for slot in self._queue:
-            if len(batch) < limit and slot.request.work_id not in works:
-                works.add(slot.request.work_id)
+            names = _names(slot.request)
+            if len(batch) < limit and works.isdisjoint(names):
+                works.update(names)
                 batch.append(slot)
             else:
                 rest.append(slot)
@@ -270,3 +272,12 @@ class SubmitGroup:
         self.grouped += len(batch)
         for slot, outcome in zip(batch, outcomes, strict=True):
             slot.outcome = outcome
+
+
+def _names(request: SubmitWork) -> tuple[str, ...]:
+    """What a request decides on alone in its batch: its Work, and its coalescing key."""
+    if request.debounce is not None:
+        return (request.work_id, f"debounce/{request.debounce.key}")
+    if request.unique is not None:
+        return (request.work_id, f"unique/{request.unique.key}")
+    return (request.work_id,)

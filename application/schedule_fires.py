@@ -146,6 +146,8 @@ class Fires:
                         binding=d.binding,
                         kind=kind,
                         trigger=_trigger_for(d),
+                        priority=d.priority,
+                        keys=tuple(d.keys),
                     ),
                 )
             )

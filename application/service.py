@@ -3,9 +3,10 @@
 `SchedulerService` owns one `Transactions` loop (the store, the scheduler projection, the
 lock) and one `Configuration` (bindings, registrations, settings), and composes the
 command groups over them: `lifecycle` (Work, input, starts, fenced writes, outcomes,
-timers), `recovery`, `admission`, `control`, `schedules` and `waits`. Each group decides with
-`rota.domain` and appends through the one loop (see DESIGN.md, "The flow of one transition"). The
-properties below expose the state the groups share, for the host, the views and replay.
+timers), `recovery`, `admission`, `flow` (priorities, pauses), `control`, `schedules` and
+`waits`. Each group decides with `rota.domain` and appends through the one loop (see
+DESIGN.md, "The flow of one transition"). The properties below expose the state the
+groups share, for the host, the views and replay.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from rota.application.commands.admission import AdmissionCommands
 from rota.application.commands.control import ControlCommands, Dispatch
+from rota.application.commands.flow import FlowCommands
 from rota.application.commands.lifecycle import Claimed, LifecycleCommands, StartPass
 from rota.application.commands.recovery import Recovered, RecoveryCommands, RecoveryPass
 from rota.application.commands.schedules import ScheduleCommands
@@ -53,6 +55,7 @@ class SchedulerService:
         self.lifecycle = LifecycleCommands(self.transactions, self.configuration)
         self.recovery = RecoveryCommands(self.transactions, self.configuration)
         self.admission = AdmissionCommands(self.transactions, self.configuration)
+        self.flow = FlowCommands(self.transactions, self.configuration)
         self.control = ControlCommands(self.transactions, self.configuration)
         self.schedules = ScheduleCommands(self.transactions, self.configuration)
         self.waits = WaitCommands(self.transactions, self.configuration)

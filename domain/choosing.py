@@ -8,6 +8,13 @@ start has the smallest tag goes first, ties to the older head. Only flows that c
 take part: a group whose flow key is full, paused or out of tokens is dropped for the pass
 (`drop`), so it neither holds others back nor holds the virtual time down.
 
+The fairness bound: a flow that becomes ready is tagged with the virtual time, so at its
+priority level it starts after at most one start of each other flow whose tag is not
+behind (the flows ready then), plus the starts the starvation bound takes (one in every
+`share`), however large their backlogs: a noisy tenant with 100x the backlog delays a
+small tenant's next start by at most one start per other active flow (weights count:
+a flow of weight w may take w starts in that time).
+
 The starvation bound: when `since_oldest` (starts since the bound last chose) reaches
 `share - 1`, the next choice is the group with the oldest head, whatever its priority or
 flow, and the start it admits is marked `oldest` (its claim records that pass).
@@ -77,10 +84,10 @@ class Chooser:
                 return work, False
             return None
         oldest = bool(self.share) and self.fair.since_oldest >= self.share - 1
-        group = self._pop_oldest() if oldest else self._pop_fair()
-        if group is None:
+        chosen = self._pop_oldest() if oldest else self._pop_fair()
+        if chosen is None:
             return None
-        work = self.heads[group]
+        group, work = chosen, self.heads[chosen]
         self.budget -= 1
         self.looked[group] = self.looked.get(group, 0) + 1
         if self.looked[group] >= self.per_group:

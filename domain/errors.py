@@ -101,6 +101,9 @@ class DomainCode(ErrorCode):
     INVALID_FLOW = "invalid_flow"
     """A priority, a concurrency key, a rate, a throttle or a flow rule is malformed, or a
     pause names nothing that can pause: the message names the value and its form."""
+    NOT_PAUSED = "not_paused"
+    """A resume names a pool, key or scope that is not paused: `rota paused` lists those
+    that are."""
     INVALID_GRANT = "invalid_grant"
     """A submit names a binding grant that is malformed or repeated, or too many (16 at most)."""
 
@@ -167,6 +170,9 @@ class DomainCode(ErrorCode):
     FLOW_PAUSED = "flow_paused"
     """Waiting: the Work's pool, a key or its scope is paused (`rota pause`); nothing is
     deleted, and it starts once resumed."""
+    DEBOUNCED = "debounced"
+    """Waiting: the Work's debounce window is open (`debounce=`); it starts when no submit
+    on its key came for `wait` seconds, or `max_wait` after the window opened."""
 
 
 class RotaError(Exception):

@@ -46,7 +46,7 @@ from rota.domain.events.control import (
     ControlSettled,
 )
 from rota.domain.events.execution import _Outcome
-from rota.domain.events.flow import WorkReprioritized
+from rota.domain.events.flow import SubmitMerged, WorkReprioritized
 from rota.domain.events.recovery import (
     AttemptAdopted,
     AttemptLost,
@@ -107,6 +107,10 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
             keys=tuple(event.keys),
             cost=event.cost,
             throttle=event.throttle,
+            debounce=event.debounce,
+            unique=event.unique,
+            not_before=event.not_before,
+            start_by=event.start_by,
         )
     if work is None:
         return None
@@ -196,6 +200,7 @@ _RULES: tuple[tuple[type | tuple[type, ...], Rule], ...] = (
     (StopConfirmed, _on_current(on_stop_confirmed)),
     (WaitJudged, _on_current(on_wait_judged)),
     (WorkReprioritized, lambda work, event, position, at: replace(work, priority=event.priority)),
+    (SubmitMerged, lambda work, event, position, at: replace(work, not_before=event.not_before)),
 )
 _RESOLVED: dict[type, Rule] = {}
 

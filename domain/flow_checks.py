@@ -91,6 +91,9 @@ class FlowPass:
     def hold(self, work: WorkState, pool: str, scopes: list[str]) -> Held | None:
         """Why the Work may not start now (None: flow control lets it)."""
         self._staged = []
+        not_before = work.not_before
+        if not_before is not None and self.now < not_before and not work.attempts:
+            return self._debounced(work, not_before)
         if self.idle and work.throttle is None:
             return None
         paused = self.view.paused
@@ -125,6 +128,15 @@ class FlowPass:
             staged.append((bucket, after))
         self._staged = staged
         return None
+
+    def _debounced(self, work: WorkState, not_before: datetime) -> Held:
+        """The Work's debounce window is open: it starts at `not_before` (the host wakes)."""
+        if self.next_due is None or not_before < self.next_due:
+            self.next_due = not_before
+        wait = (not_before - self.now).total_seconds()
+        key = work.debounce.key if work.debounce is not None else "?"
+        detail = f"debounce window of {key} open, starts in {wait:.1f} s"
+        return Held(DomainCode.DEBOUNCED, detail, False)
 
     def _rate_held(self, work: WorkState, bucket: Bucket, tat: int, whole: bool) -> Held:
         at_us = due(tat, work.cost, bucket.interval, bucket.burst)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from rota.domain.artifacts import Artifact
-from rota.domain.events.work import Throttle
+from rota.domain.events.work import Debounce, Throttle, Unique
 from rota.domain.policy import Pinned
 from rota.domain.waits_types import WaitPredicate
 
@@ -203,6 +203,12 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     keys: tuple[str, ...] = ()
     cost: int = 1
     throttle: Throttle | None = None
+    # Coalescing (`rota.domain.coalescing`; `core.work.submitted`, `core.submit.merged`):
+    # a debounced Work does not start before `not_before` (never later than `start_by`).
+    debounce: Debounce | None = None
+    unique: Unique | None = None
+    not_before: datetime | None = None
+    start_by: datetime | None = None
 
     @property
     def current(self) -> AttemptState | None:

@@ -13,7 +13,7 @@ import msgspec
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal
 from rota.domain.events import InputAccepted, WorkSubmitted
-from rota.domain.events.work import Throttle
+from rota.domain.events.work import Debounce, Throttle, Unique
 from rota.domain.flow import check_cost, check_keys, check_priority
 from rota.domain.results import check_payload
 from rota.domain.state import WorkState
@@ -57,6 +57,9 @@ class SubmitWork(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     keys: tuple[str, ...] = ()
     cost: int = 1
     throttle: Throttle | None = None
+    # Delivery options, not part of the definition (`rota.domain.coalescing`).
+    debounce: Debounce | None = None
+    unique: Unique | None = None
 
 
 def new_work(command: SubmitWork, now: datetime) -> WorkState:

@@ -12,6 +12,8 @@ catchup_window = "1h"
 max_catchup = 100
 overlap = "skip"                # skip | buffer_one | buffer_all | cancel_other | allow_all
 jitter = "30s"
+priority = 5                    # flow control of the Works its fires create
+keys = ["tenant:acme"]
 ```
 
 Each table is checked by the same domain validation `Scheduler.schedule()` uses, so a bad
@@ -27,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rota.domain.errors import RotaError
+from rota.domain.flow import check_keys, check_priority
 from rota.domain.results import check_payload
 from rota.domain.schedule_specs import check_name, define, parse_duration, zone
 
@@ -46,6 +49,8 @@ class ScheduleModel(BaseModel):
     max_catchup: int = Field(100, ge=1, le=10_000)
     overlap: Literal["skip", "buffer_one", "buffer_all", "cancel_other", "allow_all"] = "skip"
     jitter: str | int = 0
+    priority: int = 0
+    keys: list[str] = []
 
     def definition(self) -> dict[str, Any]:
         """The keyword arguments of `Scheduler.schedule(name, ...)`."""
@@ -104,6 +109,11 @@ def _problem(model: ScheduleModel) -> tuple[str, str] | None:
         check_payload(model.input, "schedule input")
     except RotaError as exc:
         return "input", str(exc)
+    for name, check in (("priority", check_priority), ("keys", check_keys)):
+        try:
+            check(getattr(model, name))
+        except RotaError as exc:
+            return name, str(exc)
     return None
 
 

@@ -1,6 +1,7 @@
 """The scheduler projection's flow-control state: the rules in force, the rate buckets,
 the fence versions of keys and buckets, pauses, fair share, and two indices (who holds a
-slot under each key; ready Work by priority and flow).
+slot under each key; ready Work by priority and flow), and the Work holding each
+coalescing key (debounce windows, unique Work).
 
 A deterministic fold, like the rest of the projection: `FlowState` and `Fairness` are
 persisted as the singleton rows `flow` and `fair` and hashed by `digest()`; the indices
@@ -17,6 +18,7 @@ import msgspec
 
 from rota.domain.events import AttemptClaimed, Event
 from rota.domain.events.flow import (
+    CoalesceKeyTaken,
     FlowConfigured,
     FlowPaused,
     FlowResumed,
@@ -40,10 +42,19 @@ class FlowState(msgspec.Struct, gc=False):
     key_versions: dict[str, int] = msgspec.field(default_factory=dict)
     paused: dict[str, str] = msgspec.field(default_factory=dict)  # "pool:x" -> reason
     pause_version: int = 0
+    # Coalescing keys (`rota.domain.coalescing`): "debounce/<key>" or "unique/<key>" -> the
+    # Work that took it last; and each key stream's version (fences the next opener).
+    holders: dict[str, str] = msgspec.field(default_factory=dict)
+    holder_versions: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 def apply_flow(flow: FlowState, stream: str, version: int, event: Event) -> bool:
     """Fold an event of a flow stream; False when `stream` is none of them."""
+    if stream.startswith("coalesce/"):
+        if isinstance(event, CoalesceKeyTaken):
+            flow.holders[stream[9:]] = event.work_id
+        flow.holder_versions[stream] = version
+        return True
     if stream.startswith("rate/"):
         if isinstance(event, RateTaken):
             flow.buckets[event.bucket] = event.tat_us
@@ -81,9 +92,10 @@ def flow_bytes(flow: FlowState, fair: Fairness) -> bytes:
 
 def fold_claim(fair: Fairness, rules: FlowRules, work: WorkState, claim: AttemptClaimed) -> bool:
     """Fair share's fold of one claim (`rota.domain.flow.serve`); False when there is
-    nothing to fold: a Work without keys while no Work with keys has started (one flow,
-    served in readiness order, needs no tags)."""
-    if not work.keys and not fair.finish:
+    nothing to fold: until a Work with keys or a priority other than 0 starts, every
+    ready Work is in one group, served in readiness order, which needs no tags (and the
+    digests of logs from before flow control stay what they were)."""
+    if not work.keys and not work.priority and fair == _NO_FAIR:
         return False
     flow = flow_of(work.keys)
     serve(fair, flow, rules.weight(flow), OLDEST in claim.passes)

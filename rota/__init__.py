@@ -77,7 +77,7 @@ from rota.domain.errors import (
     RotaError,
     SchemaError,
 )
-from rota.domain.events.work import Throttle
+from rota.domain.events.work import Debounce, Throttle, Unique
 from rota.domain.failures import FailureCode
 from rota.domain.policy import Binding, RetryPolicy, Settings
 from rota.domain.results import Result
@@ -106,6 +106,7 @@ __all__ = [
     "ConfigError",
     "ControlView",
     "CorruptRecord",
+    "Debounce",
     "DeliveryConflict",
     "ErrorView",
     "EventView",
@@ -152,6 +153,7 @@ __all__ = [
     "Throttle",
     "TriggeredFire",
     "TypedBinding",
+    "Unique",
     "UpcomingTime",
     "WaitCheck",
     "WaitPredicate",

@@ -50,6 +50,7 @@ from rota.application.queries.capacity import CapacityDict
 from rota.application.queries.work_views import AttemptView, EventView, WorkSummary, WorkView
 from rota.domain.policy import ControlFallback, HandoffPolicy, RetryPolicy
 from rota.domain.results import Result
+from rota.embedded.flow_api import AsyncFlowControl
 from rota.embedded.handles import RECHECK_SECONDS, WorkHandle, outcome_of
 from rota.embedded.opening import open as open_sync
 from rota.embedded.registering import RegisterOptions, TypedBinding
@@ -180,6 +181,7 @@ class AsyncScheduler:
         self.sync = scheduler
         self._commits = _Commits(scheduler.store)
         self._runner: threading.Thread | None = None
+        self.flow = AsyncFlowControl(scheduler.flow)  # pause, resume, paused, reprioritize
 
     # -- configuration (no I/O: plain methods) ------------------------------------------
 

@@ -28,7 +28,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, Unpack, overload
 
 import msgspec
@@ -45,11 +45,12 @@ from rota.application.ports import (
 from rota.application.queries import Queries
 from rota.application.queries.schedule_views import ScheduleView
 from rota.daemon import AuditCheckpoints, DaemonLoop
-from rota.domain.events.work import Throttle
+from rota.domain.events.work import Debounce, Throttle, Unique
 from rota.domain.policy import POOL_AGENTS, ControlFallback, HandoffPolicy, RetryPolicy, Settings
 from rota.domain.results import Result
 from rota.embedded.async_executors import AsyncCallables
 from rota.embedded.bindings import BindingPaths
+from rota.embedded.flow_api import FlowControl
 from rota.embedded.handles import WorkHandle
 from rota.embedded.operations import SchedulerOperations
 from rota.embedded.registering import RegisterOptions, Registry, TypedBinding
@@ -119,6 +120,7 @@ class Scheduler(SchedulerOperations):
             async_callables=self._async,
         )
         self.schedules = Schedules(self.service)  # pause, next, history ... (schedule_api)
+        self.flow = FlowControl(self.service, self.host)  # pause pools/keys/scopes, priority
         self.service.catch_up()
         if not read_only:  # `rota serve` appends nothing, not even a changed [[budgets]]
             self.service.admission.configure_budgets(config.budgets)
@@ -305,16 +307,20 @@ class Scheduler(SchedulerOperations):
         priority: int = 0,
         keys: Sequence[str] = (),
         cost: int = 1,
-        throttle: Throttle | None = None,
+        throttle: Throttle | Mapping[str, Any] | None = None,
+        debounce: Debounce | None = None,
+        unique: Unique | None = None,
     ) -> WorkHandle[Any]:
         """Define a Work and accept its input; returns a `WorkHandle` on it (a
         `WorkHandle[T]` for a `TypedBinding[T]` from `register`).
 
         Flow control (docs/guide.md, "Flow control"): higher `priority` starts first
-        (-1000..1000, default 0; `reprioritize` changes it); `keys` (at most 8, like
+        (-1000..1000, default 0; `flow.reprioritize` changes it); `keys` (at most 8, like
         `tenant:acme`) are the concurrency keys the Work counts under, the first its fair-
         share flow; `cost` is the tokens a start takes from each rate bucket it meets;
-        `throttle=rota.Throttle(key, period)` lets at most one start of that key a period.
+        `throttle=rota.Throttle(key, period)` lets one start of that key a period;
+        `debounce=rota.Debounce(key, wait)` merges submits of a window into one Work and
+        `unique=rota.Unique(key)` suppresses a second live Work of a key (both recorded).
 
         `grants` names binding grants (`grant()`, `[[grants]]`) the Work opts into: its
         attempts pin the binding with their config applied and launch with their
@@ -325,15 +331,10 @@ class Scheduler(SchedulerOperations):
         definition again is a no-op; the input's key (given or derived from the payload)
         makes a retried submit queue nothing twice.
 
-        A binding whose executor is not registered (yet) is refused (`unknown_executor`,
-        naming the binding's field path): no Work is accepted that nothing here could run.
-        A binding not defined here is accepted only when a scheduler running on this store
-        (`run()`, `rota run`) has served it (`core.binding.served`); its Work then waits
-        until one runs (`waiting` `unknown_binding`). A binding known nowhere is refused at
-        once (`unknown_binding`): register before you submit.
-
-        Submits from several threads at once are group-committed: they share one store
-        transaction, each caller getting its own handle or its own refusal.
+        A binding whose executor is not registered is refused (`unknown_executor`); one
+        defined elsewhere is accepted once a scheduler on this store served it (its Work
+        waits `unknown_binding` until one runs); one known nowhere is `unknown_binding`.
+        Submits from several threads at once are group-committed (one transaction).
         """
         return self._submitting.one(
             Submission(
@@ -351,6 +352,8 @@ class Scheduler(SchedulerOperations):
                 keys=keys,
                 cost=cost,
                 throttle=throttle,
+                debounce=debounce,
+                unique=unique,
             )
         )
 
@@ -363,7 +366,8 @@ class Scheduler(SchedulerOperations):
 
         Each item is a `rota.Submission` (or a mapping of its fields: `work_id`, `binding`,
         and optionally `input`, `input_key`, `correlation_key`, `scope`, `kind`,
-        `trigger`, `safety`), with `submit()`'s meaning. All or nothing: the first refused
+        `trigger`, `safety`, `grants`, `priority`, `keys`, `cost`, `throttle`), with
+        `submit()`'s meaning. All or nothing: the first refused
         item is raised and nothing is appended. Give each Work at most once.
         """
         return self._submitting.many(works)

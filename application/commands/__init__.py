@@ -6,6 +6,7 @@ through the one transaction loop (DESIGN.md, "The flow of one transition").
   and return);
 - `recovery`: recover expired attempts, lose, adopt, release holds;
 - `admission`: budgets, ledgers, gates, cancellation outside the start pass;
+- `flow`: an operator's priority changes, pauses and resumes of pools, keys and scopes;
 - `control`: inject, interrupt, dispatch passes and answers;
 - `schedules`: define, pause, resume, remove, trigger, backfill, and the fires;
 - `requests`: an operator request's id recorded as the delivery identity of the event

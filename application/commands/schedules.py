@@ -25,13 +25,14 @@ from rota.application.schedule_fires import Fires, work_fences
 from rota.application.timestamps import schedule_fold_time
 from rota.application.transactions import Transactions
 from rota.domain.emit import Emit
-from rota.domain.errors import DomainCode, Refusal
+from rota.domain.errors import DomainCode, InvalidCommand, Refusal
 from rota.domain.events.schedule import (
     ScheduleDefined,
     SchedulePaused,
     ScheduleRemoved,
     ScheduleResumed,
 )
+from rota.domain.flow import check_keys, check_priority
 from rota.domain.results import check_payload
 from rota.domain.schedule_plans import (
     Fire,
@@ -378,6 +379,8 @@ def definition_fields(
     overlap: str = "skip",
     jitter: str | int = 0,
     anchor: datetime | None = None,
+    priority: int = 0,
+    keys: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Validate a definition (`invalid_schedule`, `unknown_timezone`); the fields of its
     `core.schedule.defined` but the version, times, actor and source (`anchor` None: the
@@ -397,6 +400,8 @@ def definition_fields(
     window = _seconds(catchup_window, "catchup_window")
     spread = _seconds(jitter, "jitter")
     check_payload(input, "schedule input")
+    if isinstance(keys, str):  # a lone key is refused, not read as its characters
+        raise InvalidCommand("keys must be a list of keys", code=DomainCode.INVALID_FLOW)
     return {
         "name": name,
         "spec": spec.text,
@@ -411,6 +416,8 @@ def definition_fields(
         "jitter_seconds": spread,
         "anchor": anchor,
         "spec_format": SPEC_FORMAT,
+        "priority": check_priority(priority),
+        "keys": list(check_keys(keys)),
     }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from rota.application.collection import fewer_collections
+from rota.application.commands.coalesced_submits import decide_coalesced, one_per_key
 from rota.application.configuration import Configuration
 from rota.application.errors import DeliveryConflict, PortCode
 from rota.application.ports import AppendResult, RecordedEvent
@@ -53,6 +54,12 @@ class SubmissionCommands:
         return self.tx.transact(decide)
 
     def _submit_one(self, command: SubmitWork, now: datetime) -> tuple[list[Emit], dict[str, int]]:
+        if command.debounce is not None or command.unique is not None:
+            return decide_coalesced(self, command, now)
+        return self.submit_plain(command, now)
+
+    def submit_plain(self, command: SubmitWork, now: datetime) -> tuple[list[Emit], dict[str, int]]:
+        """A submit's events (its definition if new, its inputs) and the fences they need."""
         work_id = command.work_id
         existing = self.tx.projection.works.get(work_id)
         emits = lifecycle.submit(existing, command)
@@ -149,9 +156,11 @@ class SubmissionCommands:
         `atomic`: a refused command is left out and the others are appended (a group
         commit of independent callers); `atomic`: the first refusal is raised and nothing
         is appended. A command whose Work an earlier command of the batch also submits is
-        decided on the state before the batch, so callers give each Work at most once.
+        decided on the state before the batch, so callers give each Work at most once,
+        and each coalescing key (debounce, unique) at most once (`invalid_flow`).
         """
         slices: list[tuple[int, int] | RotaError] = []
+        one_per_key(commands)
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             slices.clear()
@@ -192,6 +201,7 @@ class SubmissionCommands:
 
     def submit_many(self, commands: Sequence[SubmitWork]) -> AppendResult:
         """Submit several Works in one append, all or nothing (bulk loading)."""
+        one_per_key(commands)
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             emits: list[Emit] = []

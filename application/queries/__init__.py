@@ -13,6 +13,7 @@ explain read the service only through these (a test forbids `.lock`, `.projectio
 - `activity`: the log newest first (a page of events), the Works by last activity, a
   Work's stream and the schedule fires that fed it, the Works failed for good;
 - `series`: throughput, failures and latency by binding over time (the web view's charts);
+- `pauses`: the pools, keys and scopes paused now, why and since when;
 - `explain`: what `rota explain WORK` reads of the service (the fold is `rota.replay`).
 
 `Queries` gathers them over one service and its host: `scheduler.queries`.
@@ -23,6 +24,7 @@ from __future__ import annotations
 from rota.application.host import Host
 from rota.application.queries.activity import ActivityQueries
 from rota.application.queries.capacity import CapacityQueries
+from rota.application.queries.pauses import PauseQueries
 from rota.application.queries.schedule_reads import ScheduleQueries
 from rota.application.queries.series import SeriesQueries
 from rota.application.queries.state import StateQueries
@@ -40,6 +42,7 @@ class Queries:
         self.schedules = ScheduleQueries(service)
         self.activity = ActivityQueries(service, host)
         self.series = SeriesQueries(service)
+        self.pauses = PauseQueries(service)
 
 
 __all__ = ["Queries"]

@@ -88,6 +88,8 @@ def schedule_view(row: ScheduleRow, works: Mapping[str, WorkState]) -> ScheduleV
         max_catchup=d.max_catchup,
         overlap=d.overlap,
         jitter_seconds=d.jitter_seconds,
+        priority=d.priority,
+        keys=list(d.keys),
         boundary=rfc3339(row.boundary),
         fired=row.fired,
         skipped=row.skipped,

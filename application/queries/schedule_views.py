@@ -43,6 +43,8 @@ class ScheduleView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     max_catchup: int
     overlap: str
     jitter_seconds: int
+    priority: int  # the flow control of the Works its fires create
+    keys: list[str]
     boundary: str
     fired: int
     skipped: int

@@ -19,6 +19,7 @@ from rota.application.timestamps import format_timestamp
 from rota.domain import waits
 from rota.domain.admission import Waiting
 from rota.domain.artifacts import Artifact
+from rota.domain.events.work import Throttle
 from rota.domain.state import AttemptState, Segment, WorkState
 
 
@@ -137,6 +138,11 @@ class WorkView(View, frozen=True, kw_only=True):
     trigger: str
     safety: str
     grants: tuple[str, ...]
+    # Flow control (`submit(priority=, keys=, cost=, throttle=)`; the defaults: none set).
+    priority: int
+    keys: tuple[str, ...]
+    cost: int
+    throttle: Throttle | None
     version: int
     submitted_at: str | None
     pending: tuple[PendingView, ...]
@@ -159,6 +165,10 @@ class WorkSummary(View, frozen=True, kw_only=True):
     scope: str
     binding: str
     kind: str
+    priority: int
+    keys: tuple[str, ...]
+    cost: int
+    throttle: Throttle | None
     attempts: int
     last_outcome: str | None
     waiting: str | None
@@ -262,6 +272,10 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> WorkView:
         trigger=work.trigger,
         safety=work.safety,
         grants=work.grants,
+        priority=work.priority,
+        keys=work.keys,
+        cost=work.cost,
+        throttle=work.throttle,
         version=work.version,
         submitted_at=_time(work.submitted_at),
         pending=tuple(
@@ -313,6 +327,10 @@ def work_summary(work: WorkState, waiting: Waiting | None = None) -> WorkSummary
         scope=work.scope,
         binding=work.binding,
         kind=work.kind,
+        priority=work.priority,
+        keys=work.keys,
+        cost=work.cost,
+        throttle=work.throttle,
         attempts=len(work.attempts),
         last_outcome=current.outcome if current else None,
         waiting=None if waiting is None else waiting.code,

@@ -49,11 +49,14 @@ from rota.domain.events.execution import (
     WaitJudged,
 )
 from rota.domain.events.flow import (
+    CoalesceKeyTaken,
     FlowConfigured,
     FlowPaused,
     FlowResumed,
     KeyCapacityClaimed,
     RateTaken,
+    SubmitMerged,
+    SubmitSuppressed,
     WorkReprioritized,
 )
 from rota.domain.events.recovery import (
@@ -88,6 +91,9 @@ FLOW_EVENTS = (
     WorkReprioritized,
     FlowPaused,
     FlowResumed,
+    CoalesceKeyTaken,
+    SubmitMerged,
+    SubmitSuppressed,
 )
 
 ALL_EVENTS: tuple[type[Event], ...] = (
@@ -165,6 +171,7 @@ __all__ = [
     "BudgetWarning",
     "BudgetsConfigured",
     "CapacityClaimed",
+    "CoalesceKeyTaken",
     "ControlAcknowledged",
     "ControlDispatched",
     "ControlRequested",
@@ -205,6 +212,8 @@ __all__ = [
     "ScheduleSkipped",
     "ScopeCapacityClaimed",
     "StopConfirmed",
+    "SubmitMerged",
+    "SubmitSuppressed",
     "TurnPublished",
     "WaitJudged",
     "WorkCancelled",

@@ -114,3 +114,51 @@ class FlowResumed(Event, tag="core.flow.resumed", frozen=True, kw_only=True):
     target: PauseTarget
     name: str
     by: str = "operator"
+
+
+class CoalesceKeyTaken(Event, tag="core.submit.key_taken", frozen=True, kw_only=True):
+    """A Work took a coalescing key: it opened the debounce window of `key` (`kind`
+    `debounce`) or became the Work holding the unique `key` (`unique`). Later submits on the
+    key are decided against it; the stream's version fences two hosts opening one key."""
+
+    stream_pattern: ClassVar[str] = "coalesce/<kind>/<key>"
+    delivery_pattern: ClassVar[str | None] = "coalesce/<kind>/<key>/<work>"
+
+    kind: Literal["debounce", "unique"]
+    key: str
+    work_id: str
+
+
+class SubmitMerged(Event, tag="core.submit.merged", frozen=True, kw_only=True):
+    """A debounced submit was merged into the Work of its key's open window (`work_id`):
+    its input (`input_key`, accepted on that Work in the same append unless the window
+    holds that key already) is read by the window's run, and the start moves to
+    `not_before` (`min(last + wait, first + max_wait)`). `requested` is the Work id the
+    submit asked for, which is not created."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "coalesced/<requested>/<input key>"
+
+    work_id: str
+    requested: str
+    key: str
+    input_key: str | None = None
+    not_before: datetime
+
+
+class SubmitSuppressed(Event, tag="core.submit.suppressed", frozen=True, kw_only=True):
+    """A unique submit was suppressed in favour of the Work holding its key (`work_id`):
+    nothing was created; `requested` is the Work id it asked for, `until` the lifetime that
+    refused it, and `input_key` / `input_digest` (the payload's derived key: `sha256:` and
+    32 hex digits of its sorted JSON's SHA-256) name the input it carried, which no Work
+    reads."""
+
+    stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "coalesced/<requested>/<input key>"
+
+    work_id: str
+    requested: str
+    key: str
+    until: str
+    input_key: str | None = None
+    input_digest: str | None = None

@@ -9,6 +9,8 @@ that covers it, so "why did 02:30 not run?" always has an answer in the log.
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 
+import msgspec
+
 from rota.domain.events.base import Event
 
 SkipReason = Literal["outside_catchup_window", "coalesced", "overlap", "paused"]
@@ -27,7 +29,9 @@ class ScheduleDefined(Event, tag="core.schedule.defined", frozen=True, kw_only=T
     `source` is where the definition came from: `config` (a `[[schedules]]` table, applied
     by `rota schedule apply` or `rota run`: the config may prune it) or `api` (Python, the
     HTTP API); empty in events written before it was recorded, whose `actor` then tells
-    (`config` is what applying a config recorded).
+    (`config` is what applying a config recorded). `priority` and `keys` are the flow
+    control (`rota.domain.flow`) of the Works its fires create; absent (0, none) in events
+    written before they were recorded.
     """
 
     stream_pattern: ClassVar[str] = "schedule/<name>"
@@ -50,6 +54,8 @@ class ScheduleDefined(Event, tag="core.schedule.defined", frozen=True, kw_only=T
     actor: str = ""
     reason: str = ""
     source: str = ""
+    priority: int = 0
+    keys: list[str] = msgspec.field(default_factory=list)
 
 
 class SchedulePaused(Event, tag="core.schedule.paused", frozen=True, kw_only=True):

@@ -1,5 +1,6 @@
 """Events of Work and its input: what was submitted, what input was accepted for it."""
 
+from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 import msgspec
@@ -17,6 +18,29 @@ class Throttle(msgspec.Struct, frozen=True, gc=False):
 
     key: str
     period: float
+
+
+class Debounce(msgspec.Struct, frozen=True, gc=False):
+    """Trailing debounce on `key`: the submits on the key within one window run as ONE
+    Work, reading every input of the window, which starts `wait` seconds after the last
+    submit, and at the latest `max_wait` seconds after the first (None: 10 x `wait`,
+    recorded resolved). A later submit is merged (`core.submit.merged`), never dropped."""
+
+    key: str
+    wait: float
+    max_wait: float | None = None
+
+
+UniqueUntil = Literal["until_terminal", "forever"]
+
+
+class Unique(msgspec.Struct, frozen=True, gc=False):
+    """At most one Work on `key` for a lifetime: while the Work holding the key is not
+    terminal (`until_terminal`), or ever (`forever`). A submit the key refuses creates
+    nothing and is recorded on the holder (`core.submit.suppressed`), never dropped."""
+
+    key: str
+    until: UniqueUntil = "until_terminal"
 
 
 class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True):
@@ -46,6 +70,13 @@ class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True)
     keys: list[str] = msgspec.field(default_factory=list)
     cost: int = 1
     throttle: Throttle | None = None
+    # Coalescing (`rota.domain.coalescing`): the debounce window the Work opened (it starts
+    # at `not_before`, moved by each merged submit, never past `start_by`), or the unique
+    # key it holds.
+    debounce: Debounce | None = None
+    unique: Unique | None = None
+    not_before: datetime | None = None
+    start_by: datetime | None = None
 
 
 class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True):

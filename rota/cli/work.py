@@ -14,8 +14,10 @@ from rota.application.commands.requests import Receipt
 from rota.application.commands.waits import InjectAnswer
 from rota.application.queries.work_views import WorkView
 from rota.cli.app import app_option
+from rota.cli.coalescing_options import add_coalescing_options, coalescing
 from rota.cli.common import open_rota, print_json, read_input
-from rota.cli.work_reads import STATE_ORDER, cmd_work_list, cmd_work_show, work_view
+from rota.cli.flow_options import flow_number, flow_options, throttle_option
+from rota.cli.work_reads import STATE_ORDER, cmd_work_list, cmd_work_show, flow_line, work_view
 from rota.domain.errors import DomainCode, RotaError
 from rota.embedded.submission_values import Submission
 from rota.projections.work_pages import MAX_LIMIT
@@ -38,18 +40,27 @@ def cmd_submit(args: argparse.Namespace) -> int:
         trigger=args.trigger,
         safety=args.safety,
         grants=tuple(args.grant or ()),
+        priority=flow_number(args.priority, "--priority", 0),
+        keys=tuple(args.key or ()),
+        cost=flow_number(args.cost, "--cost", 1),
+        throttle=throttle_option(args.throttle),
     )
+    submission = msgspec.structs.replace(submission, **coalescing(args))
     with open_rota(args, runs=True) as scheduler:
         before = scheduler.store.head().position
-        scheduler.submit_one(submission)
+        went_to = scheduler.submit_one(submission).work_id  # (merged or suppressed: another)
         written = scheduler.store.head().position - before
-        view = work_view(scheduler, args.work)
+        view = work_view(scheduler, went_to)
     if args.json:
         print_json(view)
         return 0
     what = "submitted" if written else "unchanged"
+    if went_to != args.work:
+        what = f"took the submit of {args.work}"
     line = f"{view.id}: {what}, {view.state} (binding {view.binding}, "
     line += f"scope {view.scope}, {len(view.pending)} pending input)"
+    if flow := flow_line(view):
+        line += f"; flow: {flow}"
     if view.waiting:
         line += f"; waiting: {view.waiting.code}"
     print(line)
@@ -259,12 +270,14 @@ def register(commands: Any) -> None:
         metavar="NAME",
         help="a binding grant from the config's [[grants]] the Work opts into (repeatable)",
     )
+    flow_options(submit)
     submit.add_argument("--kind", choices=("run-once", "standing"), default="run-once")
     submit.add_argument("--trigger", choices=("all", "first", "last"), default="all")
     submit.add_argument(
         "--safety", choices=("undeclared", "idempotent", "deduplicated"), default="undeclared"
     )
     _input_options(submit)
+    add_coalescing_options(submit)
     app_option(submit)
     submit.set_defaults(handler=cmd_submit)
 

@@ -50,6 +50,9 @@ def _describe(view: WorkView) -> list[str]:
     ]
     if view.grants:
         lines.append(f"  grants: {', '.join(view.grants)}")
+    flow = flow_line(view)
+    if flow:
+        lines.append(f"  flow: {flow}")
     if view.pending:
         keys = ", ".join(p.key for p in view.pending)
         lines.append(f"  pending input: {keys}")
@@ -87,6 +90,21 @@ def _describe(view: WorkView) -> list[str]:
     if view.waiting:
         lines.append(f"  waiting: {view.waiting.code}: {view.waiting.detail}")
     return lines
+
+
+def flow_line(view: WorkView) -> str:
+    """`priority 5, keys tenant:acme, cost 2, throttle tenant:acme every 60s`: the
+    flow-control settings that are set (not the defaults); empty when none is."""
+    parts = []
+    if view.priority:
+        parts.append(f"priority {view.priority}")
+    if view.keys:
+        parts.append(f"keys {', '.join(view.keys)}")
+    if view.cost != 1:
+        parts.append(f"cost {view.cost}")
+    if view.throttle is not None:
+        parts.append(f"throttle {view.throttle.key} every {view.throttle.period:g}s")
+    return ", ".join(parts)
 
 
 def _bytes(size: int | None) -> str | None:

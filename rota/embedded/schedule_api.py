@@ -3,6 +3,7 @@
 ```python
 scheduler.schedule("nightly", binding="report", cron="0 3 * * *", timezone="Europe/Berlin")
 scheduler.schedule("poll", binding="poll", every="15m", offset="5m", jitter="30s")
+scheduler.schedule("sync", binding="sync", every="1h", priority=5, keys=["tenant:acme"])
 scheduler.schedules.pause("nightly", reason="maintenance")
 scheduler.schedules.trigger_now("nightly")
 scheduler.schedules.backfill("nightly", start, end)
@@ -21,7 +22,7 @@ by the host's cadence (`tick()`, `run()`), in its schedules slot.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Required, TypedDict, Unpack
 
@@ -54,6 +55,8 @@ class ScheduleDefinition(TypedDict, total=False):
     overlap: str
     jitter: str | int
     anchor: datetime | None
+    priority: int
+    keys: Sequence[str]
     actor: str
     reason: str
 

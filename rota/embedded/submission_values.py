@@ -5,18 +5,19 @@ accepted)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Required, TypedDict
 
 import msgspec
 
-from rota.application.ports import AppendResult, EventStore
+from rota.application.ports import AppendResult, EventStore, RecordedEvent
 from rota.domain.emit import work_stream
 from rota.domain.errors import DomainCode, InvalidCommand
-from rota.domain.events.work import Throttle
+from rota.domain.events.work import Debounce, Throttle, Unique
 from rota.domain.submission import SubmitWork, WorkInput, derived_input_key
 
 INPUT_ACCEPTED = "core.input.accepted"
+COALESCED = ("core.submit.merged", "core.submit.suppressed")
 
 
 class Submission(msgspec.Struct, frozen=True):
@@ -36,7 +37,9 @@ class Submission(msgspec.Struct, frozen=True):
     priority: int = 0
     keys: Sequence[str] = ()
     cost: int = 1
-    throttle: Throttle | None = None
+    throttle: Throttle | Mapping[str, Any] | None = None
+    debounce: Debounce | None = None
+    unique: Unique | None = None
 
 
 class SubmitOptions(TypedDict, total=False):
@@ -53,7 +56,9 @@ class SubmitOptions(TypedDict, total=False):
     priority: int
     keys: Sequence[str]
     cost: int
-    throttle: Throttle | None
+    throttle: Throttle | Mapping[str, Any] | None
+    debounce: Debounce | None
+    unique: Unique | None
 
 
 class SubmissionFields(SubmitOptions, total=False):
@@ -92,7 +97,9 @@ def submit_command(item: Submission) -> SubmitWork:
         priority=item.priority,
         keys=_keys(item.keys),
         cost=item.cost,
-        throttle=item.throttle,
+        throttle=as_throttle(item.throttle),
+        debounce=item.debounce,
+        unique=item.unique,
     )
 
 
@@ -117,11 +124,58 @@ def _keys(keys: object) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def input_position(command: SubmitWork, recorded: AppendResult, store: EventStore) -> int | None:
+def as_throttle(throttle: object) -> Throttle | None:
+    """A submit's throttle: a `rota.Throttle`, or a mapping `{"key": ..., "period": ...}`
+    (`submit_many`'s mapping items, the HTTP body), its period in seconds as a float (so
+    the log holds one spelling of it); anything else is `invalid_flow`."""
+    if throttle is None:
+        return None
+    if isinstance(throttle, Mapping):
+        if set(throttle) != {"key", "period"}:
+            raise InvalidCommand(
+                f"throttle must have the fields key and period, not {sorted(map(str, throttle))}",
+                code=DomainCode.INVALID_FLOW,
+            )
+        key, period = throttle["key"], throttle["period"]
+    elif isinstance(throttle, Throttle):
+        key, period = throttle.key, throttle.period
+    else:
+        raise InvalidCommand(
+            "throttle must be rota.Throttle(key, period) or {'key': ..., 'period': ...}, not "
+            f"{type(throttle).__name__}",
+            code=DomainCode.INVALID_FLOW,
+        )
+    if isinstance(period, bool) or not isinstance(period, int | float):
+        raise InvalidCommand(
+            f"throttle period {period!r} must be a number of seconds", code=DomainCode.INVALID_FLOW
+        )
+    if not isinstance(key, str):
+        raise InvalidCommand(
+            f"throttle key {key!r} must be a string (like tenant:acme)",
+            code=DomainCode.INVALID_FLOW,
+        )
+    return Throttle(key, float(period))
+
+
+def coalesced_into(command: SubmitWork, recorded: AppendResult) -> RecordedEvent | None:
+    """The `core.submit.merged` or `core.submit.suppressed` a coalescing submit recorded
+    (or found recorded): its `work_id` is the Work the submit went to."""
+    if command.debounce is None and command.unique is None:
+        return None
+    for event in recorded.recorded:
+        if event.type in COALESCED and getattr(event.event, "requested", None) == command.work_id:
+            return event
+    return None
+
+
+def input_position(
+    command: SubmitWork, recorded: AppendResult, store: EventStore, work_id: str | None = None
+) -> int | None:
     """The log position of the input a submit's append accepted, or found already
     accepted (a retried submit's delivery identity returns the original event; a retry
-    after the Work ended appends nothing, and the input's delivery is looked up)."""
-    work_id = command.work_id
+    after the Work ended appends nothing, and the input's delivery is looked up), on
+    `work_id` (default: the command's Work; another: the window it was merged into)."""
+    work_id = command.work_id if work_id is None else work_id
     stream = work_stream(work_id)
     for event in recorded.recorded:
         if event.stream == stream and event.type == INPUT_ACCEPTED:
@@ -139,6 +193,8 @@ __all__ = [
     "SubmissionFields",
     "SubmitOptions",
     "as_submission",
+    "as_throttle",
+    "coalesced_into",
     "input_position",
     "submit_command",
 ]

@@ -20,6 +20,7 @@ from rota.embedded.submission_values import (
     Submission,
     SubmissionFields,
     as_submission,
+    coalesced_into,
     input_position,
     submit_command,
 )
@@ -83,12 +84,15 @@ class Submits:
         return command
 
     def _handle(self, command: SubmitWork, recorded: AppendResult) -> WorkHandle[Any]:
+        # A merged or suppressed submit created no Work: its handle is on the Work it went
+        # to (a suppressed input is read by no Work: no input position).
+        into = coalesced_into(command, recorded)
+        work_id = command.work_id if into is None else into.event.work_id  # type: ignore[attr-defined]
+        position = None
+        if into is None or into.type == "core.submit.merged":
+            position = input_position(command, recorded, self.store, work_id)
         return WorkHandle(
-            command.work_id,
-            read=self.read,
-            store=self.store,
-            kind=command.kind,
-            input_position=input_position(command, recorded, self.store),
+            work_id, read=self.read, store=self.store, kind=command.kind, input_position=position
         )
 
     def handle(self, work_id: str) -> WorkHandle[Any]:

@@ -82,11 +82,13 @@ STATUS_OF: dict[str, int] = {
     DomainCode.INVALID_WORK_ID: 422,
     DomainCode.INVALID_SCOPE: 422,
     DomainCode.INVALID_KEY: 422,
+    DomainCode.INVALID_FLOW: 422,
     DomainCode.INVALID_PAGE: 422,
     DomainCode.PAYLOAD_TOO_LARGE: 413,
     DomainCode.PAYLOAD_TOO_DEEP: 422,
     DomainCode.NOT_JSON: 422,
     DomainCode.INVALID_CONFIG: 422,
+    DomainCode.INVALID_FLOW: 422,
     EntryCode.USAGE: 422,
     PortCode.STORE_UNAVAILABLE: 503,
 }

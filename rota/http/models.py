@@ -7,15 +7,16 @@ prints with `--json` (`rota.application.views`), so the API and the CLI cannot d
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rota.domain import schedule_specs, submission
+from rota.domain import flow, schedule_specs, submission
 
 WORK_ID = submission.WORK_ID.pattern
 IDEMPOTENCY_KEY = submission.INPUT_KEY.pattern  # it becomes an input's key
 SCHEDULE_NAME = schedule_specs.NAME.pattern
+FLOW_KEY = flow.KEY.pattern
 PAGE_DEFAULT, PAGE_MAX = 16, 64  # seed 002's paging: default 16, hard cap 64, limit + 1
 
 
@@ -187,6 +188,13 @@ class ScheduleAccepted(BaseModel):
 # -- mutations -------------------------------------------------------------------------
 
 
+class ThrottleBody(Body):
+    key: str = Field(pattern=FLOW_KEY, description="the throttle's key, like `tenant:acme`")
+    period: float = Field(
+        gt=0, le=86400 * 366, strict=True, description="seconds between starts (at most a year)"
+    )
+
+
 class SubmitBody(Body):
     work: str = Field(pattern=WORK_ID)
     binding: str = Field(min_length=1, max_length=64)
@@ -198,6 +206,29 @@ class SubmitBody(Body):
     safety: Literal["undeclared", "idempotent", "deduplicated"] = "undeclared"
     grants: list[str] = Field(
         [], max_length=16, description="binding grants the Work opts into (`[[grants]]`)"
+    )
+    priority: int = Field(
+        0,
+        ge=-flow.MAX_PRIORITY,
+        le=flow.MAX_PRIORITY,
+        strict=True,
+        description="higher starts first (strict levels; fair share within one)",
+    )
+    keys: list[Annotated[str, Field(pattern=FLOW_KEY)]] = Field(
+        [],
+        max_length=flow.MAX_KEYS,
+        description="concurrency keys the Work counts under, like `tenant:acme` (`[[keys]]` "
+        "limits them); the first is its fair-share flow",
+    )
+    cost: int = Field(
+        1,
+        ge=1,
+        le=flow.MAX_COST,
+        strict=True,
+        description="the tokens a start takes from each rate bucket it meets (`[[rates]]`)",
+    )
+    throttle: ThrottleBody | None = Field(
+        None, description="at most one start of the Works throttled on `key` every `period`"
     )
 
 
@@ -226,6 +257,36 @@ class InjectBody(Body):
 
 class Empty(Body):
     pass
+
+
+class PauseBody(Body):
+    target: Literal["pool", "key", "scope"]
+    name: str = Field(
+        min_length=1,
+        max_length=200,
+        description="a pool (jobs), a concurrency key (tenant:acme) or a scope (root/batch)",
+    )
+    reason: str = Field("", max_length=1000)
+
+
+class PriorityBody(Body):
+    priority: int = Field(description="-1000 to 1000; higher starts first (the default is 0)")
+    reason: str = Field("", max_length=1000)
+
+
+class Pauses(BaseModel):
+    paused: list[dict[str, Any]] = Field(
+        description="the pauses in force, by target and name: `{target, name, reason, by, "
+        "position, since}` (position and time of the event that paused it)"
+    )
+    position: int | None = Field(
+        None, description="a pause or resume: the position of the event that recorded it"
+    )
+    request: dict[str, Any] | None = Field(
+        None,
+        description="a pause or resume: its receipt `{request_id, type, position, "
+        "delivery_id, repeated}` (`repeated`: nothing was appended)",
+    )
 
 
 class Accepted(BaseModel):

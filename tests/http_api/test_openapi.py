@@ -19,6 +19,7 @@ from rota.http.routes import ROUTERS
 
 WORKS = ["known", "gated", "nope", "nope", "bad id!", "x" * 200]  # nope: 404s drawn often
 SCHEDULES = ["known", "known", "nope", "bad name!"]
+TARGETS = ["pool", "key", "scope", "queue"]
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=8),
     lambda inner: (
@@ -43,6 +44,16 @@ BODIES = {
     "pause": st.fixed_dictionaries({}, optional={"reason": st.text(max_size=5)}),
     "resume": st.fixed_dictionaries({}, optional={"reason": st.text(max_size=5)}),
     "trigger": st.just({}),
+    "priority": st.fixed_dictionaries(
+        {"priority": st.integers(-2000, 2000)}, optional={"reason": st.text(max_size=5)}
+    ),
+    "/v1/pauses": st.fixed_dictionaries(
+        {
+            "target": st.sampled_from(["pool", "key", "scope", "queue"]),
+            "name": st.sampled_from(["jobs", "tenant:acme", "root/a", "bad name!"]),
+        },
+        optional={"reason": st.text(max_size=5)},
+    ),
 }
 
 
@@ -71,7 +82,7 @@ def test_every_route_is_in_the_document(idle_api: Api) -> None:
     document = idle_api.client("read").get(OPENAPI_URL).json()
     documented = {(p, m.upper()) for p, m, _ in operations(document)}
     routes = {
-        (route.path, method)
+        (route.path_format, method)
         for router in ROUTERS
         for route in router.routes
         if isinstance(route, APIRoute)
@@ -82,7 +93,7 @@ def test_every_route_is_in_the_document(idle_api: Api) -> None:
     # /ui (HTML pages and forms, `include_in_schema=False`; test_security checks their
     # sign-in), which is no part of the API.
     others = {
-        (route.path, method)
+        (route.path_format, method)
         for route in app_routes(create_app(idle_api.context))
         for method in route.methods
     } - documented
@@ -104,6 +115,7 @@ def requests(
     path, method, operation = draw(st.sampled_from(operations(document)))
     concrete = re.sub(r"\{work_id\}", lambda _: draw(st.sampled_from(WORKS)), path)
     concrete = re.sub(r"\{name\}", lambda _: draw(st.sampled_from(SCHEDULES)), concrete)
+    concrete = re.sub(r"\{target\}", lambda _: draw(st.sampled_from(TARGETS)), concrete)
     headers: dict[str, str] = {}
     token = draw(st.sampled_from([None, "bogus", "read", "operate", "admin", "admin"]))
     if token is not None:
@@ -125,7 +137,7 @@ def requests(
     kwargs: dict[str, Any] = {"headers": headers, "params": params}
     if method == "post":
         nested = "/work/" in concrete or "/schedules/" in concrete
-        kind = concrete.rsplit("/", 1)[-1] if nested else "/v1/works"
+        kind = concrete.rsplit("/", 1)[-1] if nested else path
         shape = draw(st.integers(0, 9))
         if shape == 0:
             kwargs["content"] = draw(st.sampled_from([b"{", b"", b"[1,", b"\xff"]))

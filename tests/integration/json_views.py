@@ -110,6 +110,16 @@ def _identity(work: WorkState) -> dict[str, Any]:
     }
 
 
+def _flow(work: WorkState) -> dict[str, Any]:
+    """The flow-control fields, in this order (after `grants`, after `kind`)."""
+    return {
+        "priority": work.priority,
+        "keys": list(work.keys),
+        "cost": work.cost,
+        "throttle": msgspec.to_builtins(work.throttle),
+    }
+
+
 def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]:
     budget = work.current.pinned.binding.retry.max_attempts if work.current else None
     current = work.current
@@ -119,6 +129,7 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> dict[str, Any]
         "trigger": work.trigger,
         "safety": work.safety,
         "grants": list(work.grants),
+        **_flow(work),
         "version": work.version,
         "submitted_at": _time(work.submitted_at),
         "pending": [
@@ -166,6 +177,7 @@ def work_summary(work: WorkState, waiting: Waiting | None = None) -> dict[str, A
     current = work.current
     return {
         **_identity(work),
+        **_flow(work),
         "attempts": len(work.attempts),
         "last_outcome": current.outcome if current else None,
         "waiting": None if waiting is None else waiting.code,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from rota.http.routes import events, health, metrics, mutations, schedules, system, works
+from rota.http.routes import events, flow, health, metrics, mutations, schedules, system, works
 
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
@@ -20,5 +20,6 @@ ROUTERS: tuple[APIRouter, ...] = (
     events.router,
     mutations.router,
     schedules.router,
+    flow.router,
     metrics.router,
 )

@@ -28,6 +28,7 @@ from fastapi import APIRouter, Depends, Header, Path
 from rota.application.commands.requests import Receipt
 from rota.application.errors import PortCode
 from rota.domain.errors import RotaError
+from rota.domain.events.work import Throttle
 from rota.embedded.submission_values import Submission
 from rota.http.context import ApiContext
 from rota.http.deps import context, scope
@@ -150,6 +151,12 @@ def submit(api: Api, token: Operator, body: SubmitBody, key: KeyHeader = None) -
                 trigger=body.trigger,
                 safety=body.safety,
                 grants=tuple(body.grants),
+                priority=body.priority,
+                keys=tuple(body.keys),
+                cost=body.cost,
+                throttle=None
+                if body.throttle is None
+                else Throttle(body.throttle.key, body.throttle.period),
             )
         )
         return handle.input_position
