@@ -52,7 +52,7 @@ for module in (rota, rota.domain, rota.application, rota.projections, rota.infra
 from rota.testing.sim.world import World
 from rota.testing.sim.workload import Shape
 first, last = int(sys.argv[2]), int(sys.argv[3])
-hours, limit = float(sys.argv[4]), float(sys.argv[5])
+hours, limit, flow = float(sys.argv[4]), float(sys.argv[5]), sys.argv[6] == "flow"
 seed, began = first, time.process_time()
 
 def stuck(*_):
@@ -66,7 +66,7 @@ signal.signal(signal.SIGPROF, stuck)
 for seed in range(first, last + 1):
     began = time.process_time()
     signal.setitimer(signal.ITIMER_PROF, limit)
-    outcome = World(seed, Shape(hours=hours)).run()
+    outcome = World(seed, Shape(hours=hours, flow=flow)).run()
     signal.setitimer(signal.ITIMER_PROF, 0)
     v = outcome.violation
     found = None if v is None else {
@@ -97,6 +97,7 @@ class Mutant:
     hours: float
     description: str
     suite: bool = False  # caught within a few seeds: make test runs it (else make soak)
+    flow: bool = False  # run with flow control (`Shape.flow`); the mutants before it ran without
     blind: str = ""  # why the simulator is known not to report it (a strict xfail)
 
 
@@ -133,6 +134,7 @@ def mutants() -> list[Mutant]:
             description=entry["description"],
             suite=bool(entry.get("suite", False)),
             blind=entry.get("blind", ""),
+            flow=bool(entry.get("flow", False)),
         )
         for name, entry in table["mutant"].items()
     ]
@@ -179,7 +181,12 @@ def _built_wrapper() -> Path | None:
 
 
 def simulate(
-    root: Path, first: int, last: int, hours: float, cpu_limit: float = SEED_CPU_LIMIT
+    root: Path,
+    first: int,
+    last: int,
+    hours: float,
+    cpu_limit: float = SEED_CPU_LIMIT,
+    flow: bool = False,
 ) -> list[dict[str, Any]]:
     """Run seeds `first`..`last` on the tree at `root` in a subprocess, stopping at the
     first violation (a seed past `cpu_limit` CPU seconds is one: `stuck`); one record per
@@ -196,6 +203,7 @@ def simulate(
         str(last),
         str(hours),
         limit,
+        "flow" if flow else "no-flow",
     ]
     done = subprocess.run(
         command, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=3600
@@ -210,7 +218,7 @@ def detect(mutant: Mutant, seeds: int | None = None, hours: float | None = None)
     first violation."""
     budget = mutant.seeds if seeds is None else seeds
     with tree(mutant) as root:
-        runs = simulate(root, 1, budget, mutant.hours if hours is None else hours)
+        runs = simulate(root, 1, budget, mutant.hours if hours is None else hours, flow=mutant.flow)
     found = next((r for r in runs if r["violation"] is not None), None)
     return Detection(
         seeds_run=len(runs),
@@ -220,10 +228,10 @@ def detect(mutant: Mutant, seeds: int | None = None, hours: float | None = None)
     )
 
 
-def control(seed: int, hours: float) -> dict[str, Any] | None:
+def control(seed: int, hours: float, flow: bool = False) -> dict[str, Any] | None:
     """The violation (None: none) of `seed` on an unpatched copy: the control."""
     with tree(None) as root:
-        (run,) = simulate(root, seed, seed, hours)
+        (run,) = simulate(root, seed, seed, hours, flow=flow)
     return run["violation"]  # type: ignore[no-any-return]
 
 
@@ -246,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         clean = "-"
         if args.control and found.seed is not None:
             hours = mutant.hours if args.hours is None else args.hours
-            clean = "clean" if control(found.seed, hours) is None else "VIOLATED"
+            clean = "clean" if control(found.seed, hours, mutant.flow) is None else "VIOLATED"
         detected = found.invariant or "undetected"
         missed += detected != mutant.invariant and not mutant.blind  # blind: known
         row = (mutant.name, mutant.invariant, detected, str(found.seed or "-"),

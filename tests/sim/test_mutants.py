@@ -109,6 +109,6 @@ def test_mutant_is_caught_by_its_invariant(mutant: Mutant) -> None:
         f"{found.seed}: {found.violation['message']}"
     )
     assert found.seed is not None
-    assert control(found.seed, mutant.hours) is None, (
+    assert control(found.seed, mutant.hours, mutant.flow) is None, (
         f"seed {found.seed} fails without {mutant.name} too: the violation is not the patch's"
     )

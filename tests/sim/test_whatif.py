@@ -35,10 +35,12 @@ from rota.testing.sim.whatif_report import (
 from rota.testing.sim.workload import Shape, bindings, budgets, settings
 from rota.testing.sim.world import World
 
+# Without flow control (`flow=False`): what-if replays no keys, priorities or throttles.
 SHAPE = Shape(
-    hosts=1, works=40, schedules=0, hours=0.1, operators=0, chaos=0, reloads=0, faults=False
-)
-BUSY = Shape(hosts=1, works=40, schedules=2, hours=0.1, faults=False)
+    hosts=1, works=40, schedules=0, hours=0.1, operators=0, chaos=0, reloads=0, faults=False,
+    flow=False,
+)  # fmt: skip
+BUSY = Shape(hosts=1, works=40, schedules=2, hours=0.1, faults=False, flow=False)
 OPERATED = (9, 13, 20)  # seeds whose operators cancel, retry and interrupt between them
 
 

@@ -30,6 +30,7 @@ from rota.domain.events import StopConfirmed
 from rota.projections.scheduler import SchedulerProjection
 from rota.replay.rebuild import folded
 from rota.testing.sim.invariants import INVARIANTS, Checker, Violation
+from rota.testing.sim.invariants.passes import PassRecord
 
 if TYPE_CHECKING:
     from rota.application.host import TickReport
@@ -66,6 +67,7 @@ class Checks:
         self.position = 0
         self.steps = 0
         self.moment = (-1.0, 0)  # (true time, the position when it began)
+        self.passes_found: list[Violation] = []  # of the start passes of this step
 
     def after_step(self) -> Violation | None:
         """Check what the last step appended, then the world's checks; the first violation."""
@@ -73,6 +75,8 @@ class Checks:
         found = self._new_events()
         if found is not None:
             return found
+        if self.passes_found:
+            return self.passes_found[0]
         for host in self.world.hosts.values():
             error = host.take_internal_error()
             if error is not None:
@@ -136,6 +140,9 @@ class Checks:
         unbalanced = self.checker.compare_ledgers(dict(self.reference.ledgers), self.position)
         if unbalanced:
             return unbalanced[0]
+        buckets = self.checker.compare_buckets(dict(self.reference.flow.buckets), self.position)
+        if buckets:
+            return buckets[0]
         expected: str | None = None
         for host in self.world.live_hosts():
             if host.queries.state.applied() != self.position:
@@ -151,6 +158,19 @@ class Checks:
                     (self.position,),
                 )
         return None
+
+    def note_pass(self, record: PassRecord) -> None:
+        """A start pass the engine decided: its violations are reported after the step."""
+        record.position = self.position
+        self.world.count("start passes checked")
+        if len(record.groups) > 1:  # where fair share and the starvation bound choose
+            self.world.count("start passes with several groups")
+            self.world.outcome.counts["starts judged by fair share"] = (
+                self.world.outcome.counts.get("starts judged by fair share", 0)
+                + len(record.plan.started)
+            )
+        if not self.passes_found:
+            self.passes_found.extend(self.checker.observe_pass(record))
 
     def note_report(self, host: SimHost, report: TickReport) -> None:
         """What a pass reported (its step errors are store faults or refusals)."""

@@ -10,7 +10,7 @@
                                                         what-if: F's workload under ALT.toml
 
 A run is named by its seed and its shape (`--hours --hosts --works --schedules
---no-faults`): the same seed and shape give the same log, byte for byte, in any process
+--no-faults --no-flow`): the same seed and shape give the same log, byte for byte, in any process
 (`digest` is the head of the hash chain; `--export` writes the log in `rota export`'s
 format). On a violation it prints the seed, the invariant, the event positions involved
 and the command that replays it, writes a regression case with `--regressions DIR`
@@ -52,6 +52,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--works", type=int, default=100, help="Works submitted a run (100)")
     p.add_argument("--schedules", type=int, default=10, help="schedules defined (10)")
     p.add_argument("--no-faults", action="store_true", help="no faults, crashes or chaos")
+    p.add_argument(
+        "--no-flow", action="store_true", help="no keys, priorities, throttles or flow rules"
+    )
     p.add_argument("--sqlite", type=Path, metavar="DIR", help="run on SQLite files in DIR (slower)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--export", type=Path, help="write the (one) run's log as an export")
@@ -76,6 +79,7 @@ def shape_of(args: argparse.Namespace) -> Shape:
         schedules=args.schedules,
         hours=args.hours,
         faults=not args.no_faults,
+        flow=not args.no_flow,
     )
 
 
@@ -98,6 +102,8 @@ def replay_command(seed: int, shape: Shape, position: int | None = None) -> str:
             words.append(f"--{name} {getattr(shape, name)}")
     if not shape.faults:
         words.append("--no-faults")
+    if not shape.flow:
+        words.append("--no-flow")
     if position is not None:
         words.append(f"--until {position}")
     return " ".join(words)
@@ -137,6 +143,7 @@ def write_regression(directory: Path, outcome: Outcome, shape: Shape) -> Path:
             "works": shape.works,
             "schedules": shape.schedules,
             "faults": shape.faults,
+            "flow": shape.flow,
         },
         "found": run_json(outcome)["violation"],
         "expected": "clean",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rota.application.errors import StoreError
 from rota.domain.errors import Refusal, RotaError
+from rota.domain.events.work import Throttle
 from rota.domain.submission import SubmitWork, WorkInput
 from rota.testing.sim.faults import SimCrash
 from rota.testing.sim.hosts import SimHost
@@ -68,6 +69,9 @@ def submit(world: World, host: SimHost, args: dict[str, Any]) -> bool:
         scope=args["scope"],
         safety=args["safety"],
         inputs=(WorkInput(payload=args["payload"]),),
+        priority=args.get("priority", 0),
+        keys=tuple(args.get("keys", ())),
+        throttle=Throttle(*args["throttle"]) if "throttle" in args else None,
     )
     host.service.lifecycle.submit(command)
     world.acknowledged[command.work_id] = world.acknowledged.get(command.work_id, 0) + 1

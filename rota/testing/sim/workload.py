@@ -17,6 +17,7 @@ from typing import Any
 
 from rota.application.commands.schedules import CATCHUPS, OVERLAPS
 from rota.domain.events.admission import Budget
+from rota.domain.events.flow import FlowConfigured, KeyRule, RateRule
 from rota.domain.policy import Binding, RetryPolicy, Settings
 
 SCOPES = ("root", "team-a", "team-b")
@@ -26,6 +27,13 @@ ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Australia/Sydney")
 OPERATOR = ("cancel", "interrupt", "retry", "release_hold", "confirm_stopped")
 REQUESTED = frozenset({"cancel", "interrupt", "retry", "release_hold"})  # take a request id
 CHAOS = ("crash", "pause", "restart", "step_forward", "step_back")
+# Flow control (`Shape.flow`): tenants as concurrency keys and fair-share flows (one noisy,
+# with weight 3), a shared resource key with a limit and a rate bucket, priorities and
+# throttles. The draws come after every other draw of the workload, so the rest of a
+# seed's timeline is what it was without flow control.
+TENANTS = ("tenant:big", "tenant:big", "tenant:big", "tenant:a", "tenant:b", "tenant:c")
+RESOURCE = "resource:stripe"
+PRIORITIES = (0, 0, 0, 0, 0, 0, 5, 5, -5)
 
 
 @dataclass(order=True)
@@ -50,6 +58,9 @@ class Shape:
     chaos: int = 30
     reloads: int = 3
     faults: bool = True
+    # Keys, priorities, throttles and `[[keys]]`/`[[rates]]` rules (`flow_config`). Off
+    # for the regression cases recorded before flow control (their seeds replay as then).
+    flow: bool = True
 
 
 def settings() -> Settings:
@@ -98,6 +109,20 @@ def budgets() -> list[Budget]:
     return [Budget(id="tokens", unit="tokens", max=1500.0, per="scope", period="day")]
 
 
+def flow_config(share: int = 10) -> FlowConfigured:
+    """The flow rules of a run with `Shape.flow`: every tenant 2 at once (the noisy one 3,
+    with weight 3), the shared resource 1 at once and 6 starts a minute (burst 2)."""
+    return FlowConfigured(
+        keys=[
+            KeyRule(key="tenant:*", concurrency=2, weight=1),
+            KeyRule(key="tenant:big", concurrency=3, weight=3),
+            KeyRule(key=RESOURCE, concurrency=1),
+        ],
+        rates=[RateRule(key=RESOURCE, count=6, period=60.0, burst=2)],
+        share=share,
+    )
+
+
 class Workload:
     """The timeline of one run (module docstring)."""
 
@@ -110,7 +135,10 @@ class Workload:
         self.work_ids: list[str] = []
         self.submitted_at: dict[str, float] = {}
         self.schedule_names: list[str] = []
+        self.share = 10
         self._draw()
+        if shape.flow:
+            self._draw_flow()
 
     def add(self, t: float, kind: str, **args: Any) -> None:
         """Add an action (the world adds retries of failed client calls this way)."""
@@ -224,3 +252,52 @@ class Workload:
         for _ in range(shape.chaos):
             kind = random.choice(CHAOS)
             self.add(self._at(), kind, host=random.choice(hosts))
+
+    def _draw_flow(self) -> None:
+        """Flow control on the submits drawn already (their dicts are shared by the
+        duplicate submits, so a Work's copies agree): four in five Works carry a tenant
+        key (half of them the noisy tenant's), one in six also the shared resource key,
+        some a priority, one in twenty a throttle; the starvation share is 3 or 10."""
+        random = self.random
+        self.share = random.choice((3, 10))
+        submits = [a.args for a in self.actions if a.kind == "submit"]
+        drawn: dict[str, dict[str, Any]] = {}
+        for args in submits:
+            work_id = args["work_id"]
+            if work_id not in drawn:
+                flow: dict[str, Any] = {}
+                keys: list[str] = []
+                if random.random() < 0.8:
+                    keys.append(random.choice(TENANTS))
+                if random.random() < 0.17:
+                    keys.append(RESOURCE)
+                if keys:
+                    flow["keys"] = keys
+                priority = random.choice(PRIORITIES)
+                if priority:
+                    flow["priority"] = priority
+                if random.random() < 0.05:
+                    flow["throttle"] = ("report", random.choice((30.0, 120.0)))
+                drawn[work_id] = flow
+            args.update(drawn[work_id])
+        # Backlogs: twice a run the noisy tenant submits a batch at one moment, and small
+        # tenants a few Works within the same minute (fair share and the starvation
+        # bound are contended only while several flows have Work ready at once).
+        for batch in range(2):
+            at = self._at(0.8)
+            for i in range(18):
+                tenant = "tenant:big" if i < 14 else random.choice(("tenant:a", "tenant:b"))
+                work_id = f"b{batch}-{i}"
+                self.work_ids.append(work_id)
+                self.submitted_at[work_id] = moment = round(at + (i >= 14) * 30.0 * i / 18, 3)
+                submit: dict[str, Any] = {
+                    "work_id": work_id,
+                    "binding": random.choice(("calls-retry", "jobs-retry", "eager-retry")),
+                    "scope": random.choice(("root", "team-b")),
+                    "safety": "idempotent",
+                    "payload": {"batch": batch, "n": i},
+                    "keys": [tenant],
+                }
+                if random.random() < 0.2:
+                    submit["priority"] = random.choice((5, -5))
+                self.add(moment, "submit", **submit)

@@ -25,6 +25,7 @@ from typing import Any
 
 from rota import bootstrap
 from rota.application.ports import EventStore
+from rota.domain import admission
 from rota.infrastructure.memory.backend import forget
 from rota.infrastructure.stores import open_store
 from rota.replay.export import export_to_file
@@ -34,8 +35,16 @@ from rota.testing.sim.executors import ExecutorFaults, Machine
 from rota.testing.sim.faults import FaultPlan, FaultRates, SimCrash
 from rota.testing.sim.hosts import SimHost
 from rota.testing.sim.invariants import Violation
+from rota.testing.sim.invariants.passes import plan_recorder
 from rota.testing.sim.operations import perform
-from rota.testing.sim.workload import Shape, Workload, bindings, budgets, settings
+from rota.testing.sim.workload import (
+    Shape,
+    Workload,
+    bindings,
+    budgets,
+    flow_config,
+    settings,
+)
 
 _RUNS = itertools.count(1)
 LOGGERS = ("rota", "rota.decisions", "rota.host", "rota.transactions")
@@ -122,6 +131,8 @@ class World:
         )
         with self.plan.disarmed():
             host.service.admission.configure_budgets(budgets())
+            if self.shape.flow:  # recorded at open, as `Config.flow` is by `rota run`
+                host.service.admission.configure_flow(flow_config(self.workload.share))
         self.hosts[name] = host
         return host
 
@@ -155,7 +166,7 @@ class World:
         """Step until the horizon, a violation, or `until`; then settle and check the run
         at rest."""
         try:
-            with quiet():
+            with quiet(), recording(self.checks.note_pass):
                 self.loop(self.workload.horizon)
                 if self.outcome.violation is None and self.until is None:
                     self.settle()
@@ -306,6 +317,18 @@ class World:
     def act(self, kind: str, args: dict[str, Any]) -> None:
         """Perform one action of the workload (`rota.testing.sim.operations`)."""
         perform(self, kind, args)
+
+
+@contextlib.contextmanager
+def recording(sink: Any) -> Iterator[None]:
+    """Every start pass the engine plans meanwhile is handed to `sink` (a `PassRecord`),
+    for the invariants of the pass's choices (`rota.testing.sim.invariants.passes`)."""
+    original = admission.plan_starts
+    admission.plan_starts = plan_recorder(original, sink)
+    try:
+        yield
+    finally:
+        admission.plan_starts = original
 
 
 @contextlib.contextmanager

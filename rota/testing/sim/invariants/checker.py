@@ -26,6 +26,7 @@ from rota.testing.sim.invariants.attempts import (
 )
 from rota.testing.sim.invariants.base import Invariant, Violation, summary
 from rota.testing.sim.invariants.capacity import CapacityRespected, SlotFreedAfterStop
+from rota.testing.sim.invariants.flow import BucketEqualsItsFold, KeyLimitNeverExceeded
 from rota.testing.sim.invariants.ledger import BudgetHeldAtMax, BudgetLedgerBalanced, Key
 from rota.testing.sim.invariants.log import (
     ChainVerifies,
@@ -34,6 +35,12 @@ from rota.testing.sim.invariants.log import (
     LogSequence,
 )
 from rota.testing.sim.invariants.model import Model
+from rota.testing.sim.invariants.passes import (
+    FairShareOrder,
+    NoHeadOfLineBlocking,
+    PassRecord,
+    StarvationBound,
+)
 from rota.testing.sim.invariants.retries import (
     BackoffRespected,
     LostRetriedOnlyIfIdempotent,
@@ -65,6 +72,11 @@ ALL: tuple[type[Invariant], ...] = (
     CatchupAllKeepsEvery,
     BudgetLedgerBalanced,
     BudgetHeldAtMax,
+    KeyLimitNeverExceeded,
+    BucketEqualsItsFold,
+    NoHeadOfLineBlocking,
+    StarvationBound,
+    FairShareOrder,
     DeliveryIdentityUnique,
     LogSequence,
     ChainVerifies,
@@ -87,6 +99,8 @@ class Checker:
         self.checked = 0
         fired_once = ScheduleFiredOnce()
         self.ledger = BudgetLedgerBalanced()
+        self.buckets = BucketEqualsItsFold()
+        self.passes = (NoHeadOfLineBlocking(), StarvationBound(), FairShareOrder())
         built: list[Invariant] = [
             OneLiveAttempt(),
             NoStaleEpochWrite(),
@@ -106,6 +120,9 @@ class Checker:
             CatchupAllKeepsEvery(),
             self.ledger,
             BudgetHeldAtMax(self.ledger),
+            KeyLimitNeverExceeded(),
+            self.buckets,
+            *self.passes,
             DeliveryIdentityUnique(),
             LogSequence(),
             *([ChainVerifies()] if chain else []),
@@ -151,6 +168,17 @@ class Checker:
         for invariant in self.invariants:
             found.extend(invariant.at_rest(now, self.model))
         return found
+
+    def observe_pass(self, record: PassRecord) -> list[Violation]:
+        """The violations of one start pass the engine decided (`invariants.passes`)."""
+        found: list[Violation] = []
+        for invariant in self.passes:
+            found.extend(invariant.observe_pass(record))
+        return found
+
+    def compare_buckets(self, buckets: dict[str, int], position: int) -> list[Violation]:
+        """`bucket_equals_its_fold` violations where a projection's buckets differ."""
+        return self.buckets.compare(buckets, position)
 
     def ledgers(self) -> dict[Key, float]:
         """Each budget ledger's total as the charges in the log sum it."""

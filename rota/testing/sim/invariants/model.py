@@ -96,6 +96,7 @@ class Work:
     safety: str
     kind: str
     submitted_at: int
+    keys: tuple[str, ...] = ()  # its concurrency keys (flow control)
     attempts: int = 0
     current: Attempt | None = None
     cancelled_at: int = 0
@@ -147,7 +148,7 @@ class Model:
         if isinstance(event, WorkSubmitted):
             if event.work_id not in self.works:
                 self.works[event.work_id] = Work(
-                    event.work_id, event.scope, event.safety, event.kind, at
+                    event.work_id, event.scope, event.safety, event.kind, at, tuple(event.keys)
                 )
             return
         work_id = getattr(event, "work_id", None)
