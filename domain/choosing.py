@@ -16,8 +16,8 @@ small tenant's next start by at most one start per other active flow (weights co
 a flow of weight w may take w starts in that time).
 
 The starvation bound, across priority levels: when `since_oldest` (starts since the bound
-last chose) reaches `share - 1` and the oldest ready Work is at a lower priority than the
-fair choice, that oldest Work is considered next, and the start it admits is marked
+last chose) reaches `share - 1` and some ready Work waits at a lower priority than the fair
+choice, the oldest of those is considered next, and the start it admits is marked
 `oldest` (its claim records that pass). So of every `share` starts at least one goes to
 the oldest ready Work of a lower level (while one can start); within a level, fair share
 bounds the wait (above), so the bound does not reorder a level's flows.
@@ -61,7 +61,7 @@ class Chooser:
         self.heads: dict[Group, WorkState] = {}
         self.looked: dict[Group, int] = {}
         self._heap: list[tuple[int, float, int, Group]] = []
-        self._oldest: list[tuple[int, Group]] = []
+        self._oldest: dict[int, list[tuple[int, Group]]] = {}  # by level: (position, group)
         for group in self.iters:
             self._advance(group)
 
@@ -74,7 +74,7 @@ class Chooser:
         position = work.pending[0].position
         if not self.single:
             heapq.heappush(self._heap, (group[0], tag(self.fair, group[1]), position, group))
-            heapq.heappush(self._oldest, (position, group))
+            heapq.heappush(self._oldest.setdefault(group[0], []), (position, group))
 
     def next(self) -> tuple[WorkState, bool] | None:
         """The next Work to consider, and whether the starvation bound chose it."""
@@ -88,8 +88,8 @@ class Chooser:
             return None
         chosen, oldest = self._peek_fair(), False
         if self.share and self.fair.since_oldest >= self.share - 1 and chosen is not None:
-            waiting = self._peek_oldest()
-            if waiting is not None and waiting[0] > chosen[0]:  # a lower priority's turn
+            waiting = self._peek_oldest(below=chosen[0])
+            if waiting is not None:  # the oldest Work of a lower priority: its turn
                 chosen, oldest = waiting, True
         if chosen is None:
             return None
@@ -126,15 +126,21 @@ class Chooser:
             return group
         return None
 
-    def _peek_oldest(self) -> Group | None:
-        heap = self._oldest
-        while heap:
-            position, group = heap[0]
-            head = self.heads.get(group)
-            if head is not None and head.pending[0].position == position:
-                return group
-            heapq.heappop(heap)
-        return None
+    def _peek_oldest(self, below: int) -> Group | None:
+        """The group of the oldest ready Work at a lower priority than level `below`."""
+        found: tuple[int, Group] | None = None
+        for level, heap in self._oldest.items():
+            if level <= below:
+                continue
+            while heap:
+                position, group = heap[0]
+                head = self.heads.get(group)
+                if head is not None and head.pending[0].position == position:
+                    if found is None or position < found[0]:
+                        found = (position, group)
+                    break
+                heapq.heappop(heap)
+        return None if found is None else found[1]
 
     def started(self, work: WorkState, oldest: bool, flow: str) -> None:
         """A Work this pass admits: fold its start into this pass's fair share."""

@@ -96,16 +96,20 @@ def plan(
     if not due:
         return Plan([], [], boundary, upcoming)
     new_boundary = due[-1][0]
-    if paused:
-        return Plan([], _ranges([n for n, _ in due], "paused"), new_boundary, upcoming)
+    if paused:  # (a time a backfill fired is accounted for: never skipped as well)
+        paused_runs = [(n, None if n in fired else "paused") for n, _ in due]
+        return Plan([], _skip_runs(paused_runs), new_boundary, upcoming)
     window = timedelta(seconds=definition.catchup_window_seconds)
     if definition.catchup == "none":
         window = min(window, NONE_GRACE)
     inside = [(n, d) for n, d in due if now - d <= window]
     outside = [n for n, d in due if now - d > window]
     chosen = _chosen(definition.catchup, definition.max_catchup, inside)
+    # A time a backfill fired is accounted for, inside the window or not: it is never
+    # skipped as well (simulator seed 12: a backfill fired 05:45, then the runner, past the
+    # window, recorded 05:45 skipped: one time both fired and skipped).
     verdicts: list[tuple[datetime, SkipReason | None]] = [
-        (n, "outside_catchup_window") for n in outside
+        (n, None if n in fired else "outside_catchup_window") for n in outside
     ]
     pending, running = busy.pending, busy.running
     fires: list[Fire] = []
@@ -139,10 +143,6 @@ def _chosen(
     if catchup == "all":
         return {n for n, _ in inside[-max(1, max_catchup) :]}
     return {inside[-1][0]}  # latest; none (its window is the grace)
-
-
-def _ranges(nominals: list[datetime], reason: SkipReason) -> list[Skip]:
-    return [Skip(nominals[0], nominals[-1], len(nominals), reason)] if nominals else []
 
 
 def _skip_runs(verdicts: list[tuple[datetime, SkipReason | None]]) -> list[Skip]:

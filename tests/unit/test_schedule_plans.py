@@ -142,3 +142,28 @@ def test_jitter_delays_the_due_time_deterministically() -> None:
 def test_the_clock_going_back_fires_nothing_again() -> None:
     p = plan(definition(), EVERY_MINUTE, boundary=T0 + timedelta(hours=2), now=T0, busy=Busy())
     assert p.fires == [] and p.skips == [] and p.boundary == T0 + timedelta(hours=2)
+
+
+def test_a_time_a_backfill_fired_is_never_skipped_as_well_outside_the_window_or_paused() -> None:
+    """Simulator seed 12 (issue 30's flow workload): a backfill fired 05:45, then the
+    runner, past the catch-up window, recorded 05:45 skipped: one time fired and skipped."""
+    now = T0 + timedelta(hours=3, seconds=5)  # 09:01 .. 12:00 due; the window is 1 h
+    backfilled = frozenset({T0 + timedelta(minutes=5), T0 + timedelta(hours=2, minutes=30)})
+    p = plan(definition(), EVERY_MINUTE, boundary=T0, now=now, busy=Busy(), fired=backfilled)
+    skipped = covered(Plan([], p.skips, p.boundary, None))
+    assert not backfilled & set(skipped)
+    assert [(s.reason, s.count) for s in p.skips] == [
+        ("outside_catchup_window", 4),  # 09:01 .. 09:04
+        ("outside_catchup_window", 115),  # 09:06 .. 11:00 (09:05 fired by the backfill)
+        ("coalesced", 29),  # 11:01 .. 11:29
+        ("coalesced", 29),  # 11:31 .. 11:59 (11:30 fired by the backfill)
+    ]
+    assert sorted([*skipped, *backfilled, *(f.nominal for f in p.fires)]) == covered(
+        plan(definition(), EVERY_MINUTE, boundary=T0, now=now, busy=Busy())
+    )
+    paused = plan(
+        definition(), EVERY_MINUTE, boundary=T0, now=now, busy=Busy(), paused=True,
+        fired=backfilled,
+    )  # fmt: skip
+    assert not backfilled & set(covered(paused))
+    assert sum(s.count for s in paused.skips) == 180 - 2

@@ -197,31 +197,33 @@ def replay(record: PassRecord) -> dict[str, list[str]]:
         # (A start that could not start breaks a limit: the log's invariants report it.)
         if room.fits(work) and not single:
             could.append(work)
-            first = min(could, key=lambda w: w.pending[0].position)
-            if share and fair.since_oldest >= share - 1:
+
+            def order(w: WorkState) -> tuple[int, float, int]:
+                return (-w.priority, _tag(fair, flow_of(w)), w.pending[0].position)
+
+            best = min(could, key=order)
+            lower = [w for w in could if w.priority < best.priority]
+            turn = bool(share) and fair.since_oldest >= share - 1
+            if turn and lower:
+                first = min(lower, key=lambda w: w.pending[0].position)
                 if first.pending[0].position < work.pending[0].position:
                     found[StarvationBound.name].append(
                         f"start {number} of the pass ({work_id}) came {fair.since_oldest} "
                         f"starts after the last one the starvation bound chose (share "
-                        f"{share}), yet it is not the oldest Work that could start: "
-                        f"{first.work_id} (ready at {first.pending[0].position}, "
+                        f"{share}), yet it is younger than the oldest Work that could start at "
+                        f"a lower priority than fair share's choice: {first.work_id} (priority "
+                        f"{first.priority}, ready at {first.pending[0].position}; "
                         f"{work_id} at {work.pending[0].position})"
                     )
-            elif not oldest:
-
-                def order(w: WorkState) -> tuple[int, float, int]:
-                    return (-w.priority, _tag(fair, flow_of(w)), w.pending[0].position)
-
-                best = min(could, key=order)
-                if order(best) < order(work):
-                    found[FairShareOrder.name].append(
-                        f"start {number} of the pass went to {work_id} (priority "
-                        f"{work.priority}, flow {flow_of(work)!r} tagged "
-                        f"{_tag(fair, flow_of(work)):g}, ready at {work.pending[0].position}) "
-                        f"while {best.work_id} could start first (priority {best.priority}, "
-                        f"flow {flow_of(best)!r} tagged {_tag(fair, flow_of(best)):g}, ready "
-                        f"at {best.pending[0].position})"
-                    )
+            elif not oldest and order(best) < order(work):
+                found[FairShareOrder.name].append(
+                    f"start {number} of the pass went to {work_id} (priority "
+                    f"{work.priority}, flow {flow_of(work)!r} tagged "
+                    f"{_tag(fair, flow_of(work)):g}, ready at {work.pending[0].position}) "
+                    f"while {best.work_id} could start first (priority {best.priority}, "
+                    f"flow {flow_of(best)!r} tagged {_tag(fair, flow_of(best)):g}, ready "
+                    f"at {best.pending[0].position})"
+                )
         room.take(work)
         if not single:
             _serve(fair, flow_of(work), flow.rules.weight(flow_of(work)), oldest)
@@ -307,17 +309,22 @@ class NoHeadOfLineBlocking(_PassInvariant):
 
 
 class StarvationBound(_PassInvariant):
-    """Of every `share` starts, at least one goes to the oldest ready Work that could start
-    then, whatever its priority or flow.
+    """Of every `share` starts, at least one goes to the oldest Work that could start then
+    at a lower priority than fair share's choice, while there is one.
 
     Issue 30, item 1: "Starvation is bounded: document and test the bound (aging or a
     reserved share), not "eventually"." Checked per pass while more than one group (a
     priority and flow) is ready: once `share - 1` starts went by since the bound last chose
-    (the view's `since_oldest`, then the pass's own count), the next start is the oldest
-    ready Work that could start at that moment (module docstring). Hence the bound: a
-    ready Work that can start throughout is started within `share * (k + 1)` starts, `k`
-    the ready Works older than it (each start the bound chooses goes to it or to one of
-    them, and none of them is chosen twice unless it is ready again).
+    (the view's `since_oldest`, then the pass's own count), if a ready Work that could
+    start at that moment waits at a lower priority than the Work fair share would choose,
+    the next start is no younger than the oldest of those (module docstring: the chooser
+    takes the oldest below its own choice, which may be a Work that cannot start, so it
+    may reach an older Work at a level between); within one level the
+    fair-share order holds instead (`fair_share_order`). Hence the bound: a ready Work
+    that can start throughout is started within `share * (k + 1)` starts, `k` the ready
+    Works older than it (each start the bound chooses goes to it or to one of them, and
+    none of them is chosen twice unless it is ready again; an older Work of its own level
+    is served by fair share).
     """
 
     name = "starvation_bound"
