@@ -123,6 +123,9 @@ def plan_starts(
     flows = FlowPass(flow, now)
     idle = flows.idle  # no rule, no pause: only a Work's own throttle or debounce asks
     single = chooser.single
+    # One group (no priorities, no keys: the commonest pass) is walked as it comes.
+    lone = chooser.lone
+    looked = 0
     taken: dict[str, list[str]] = {}
     scope_taken: dict[str, list[str]] = {}
     charged: dict[tuple[str, str, str], float] = {}
@@ -133,10 +136,16 @@ def plan_starts(
         return used(budget, ledger, window) + charged.get((budget, ledger, window), 0.0)
 
     while len(plan.started) < limit:
-        chosen = chooser.next()
-        if chosen is None:
-            break
-        work, oldest = chosen
+        if lone is not None:
+            work, oldest = next(lone, None), False
+            looked += 1
+            if work is None or looked > limit:
+                break
+        else:
+            chosen = chooser.next()
+            if chosen is None:
+                break
+            work, oldest = chosen
         known = flows.known_full(work) if flows.full else None
         if known is not None:
             plan.waiting.append(Waiting(work.work_id, known.code, known.detail))

@@ -62,8 +62,11 @@ class Chooser:
         self.looked: dict[Group, int] = {}
         self._heap: list[tuple[int, float, int, Group]] = []
         self._oldest: dict[int, list[tuple[int, Group]]] = {}  # by level: (position, group)
-        for group in self.iters:
-            self._advance(group)
+        # One group is handed out as it comes (`lone`; `plan_starts` walks it inline).
+        self.lone = next(iter(self.iters.values()), iter(())) if self.single else None
+        if not self.single:
+            for group in self.iters:
+                self._advance(group)
 
     def _advance(self, group: Group) -> None:
         work = next(self.iters[group], None)
@@ -80,12 +83,10 @@ class Chooser:
         """The next Work to consider, and whether the starvation bound chose it."""
         if self.budget <= 0:
             return None
-        if self.single:
-            for group, work in self.heads.items():
-                self.budget -= 1
-                self._advance(group)
-                return work, False
-            return None
+        if self.lone is not None:
+            work = next(self.lone, None)
+            self.budget -= 1
+            return None if work is None else (work, False)
         chosen, oldest = self._peek_fair(), False
         if self.share and self.fair.since_oldest >= self.share - 1 and chosen is not None:
             waiting = self._peek_oldest(below=chosen[0])

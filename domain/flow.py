@@ -261,6 +261,10 @@ class Fairness(msgspec.Struct, gc=False):
     finish: dict[str, float] = msgspec.field(default_factory=dict)
     since_oldest: int = 0
 
+    def __bool__(self) -> bool:
+        """False while nothing was folded (one group so far: nothing to tag)."""
+        return bool(self.finish or self.since_oldest or self.vtime)
+
 
 def flow_of(keys: Sequence[str]) -> str:
     """The flow a Work's keys put it in: its first key; "" without keys."""

@@ -97,7 +97,9 @@ def plan(
         return Plan([], [], boundary, upcoming)
     new_boundary = due[-1][0]
     if paused:  # (a time a backfill fired is accounted for: never skipped as well)
-        paused_runs = [(n, None if n in fired else "paused") for n, _ in due]
+        paused_runs: list[tuple[datetime, SkipReason | None]] = [
+            (n, None if n in fired else "paused") for n, _ in due
+        ]
         return Plan([], _skip_runs(paused_runs), new_boundary, upcoming)
     window = timedelta(seconds=definition.catchup_window_seconds)
     if definition.catchup == "none":

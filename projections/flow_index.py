@@ -147,8 +147,10 @@ class ReadyGroups:
 
     def groups(self) -> dict[Group, Iterator[WorkState]]:
         """Each group's startable Works, oldest first, lazily (see the class docstring)."""
-        for group, entry in self._found:
-            if self.valid(group, entry) is not None:
+        find = self._find
+        for group, entry in self._found:  # (`valid`, inline: once a Work a pass took)
+            work = find(entry)
+            if work is not None and (-work.priority, work.keys[0] if work.keys else "") == group:
                 heap = self.heaps.get(group)
                 if heap is None:
                     heap = self.heaps[group] = []

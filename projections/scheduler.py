@@ -118,7 +118,8 @@ class SchedulerProjection:
             self._index(before, after)
             if self.budgets and isinstance(event, _Outcome) and event.usage:
                 self._stage(work_id, position, at, event)
-            elif type(event) is AttemptClaimed and fx.fold_claim(self.fair, self, after, event):
+            elif type(event) is AttemptClaimed and (after.keys or after.priority or self.fair):
+                fx.fold_claim(self.fair, self, after, event)  # (else one group: no tags)
                 dirty.add("fair")
         else:
             self.position = position
@@ -168,7 +169,8 @@ class SchedulerProjection:
                 dirty.add(stream)
                 if self.budgets and isinstance(event, _Outcome) and event.usage:
                     self._stage(work_id, position, at, event)
-                elif type(event) is AttemptClaimed and fx.fold_claim(self.fair, self, after, event):
+                elif type(event) is AttemptClaimed and (after.keys or after.priority or self.fair):
+                    fx.fold_claim(self.fair, self, after, event)
                     dirty.add("fair")
             else:
                 self._apply_other(stream, record.version, event)
