@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from rota.application.errors import StoreError
 from rota.domain.errors import Refusal, RotaError
-from rota.domain.events.work import Throttle
+from rota.domain.events.work import Debounce, Throttle, Unique
 from rota.domain.submission import SubmitWork, WorkInput
+from rota.embedded.submission_values import COALESCED
 from rota.testing.sim.faults import SimCrash
 from rota.testing.sim.hosts import SimHost
 from rota.testing.sim.workload import bindings
@@ -72,8 +73,15 @@ def submit(world: World, host: SimHost, args: dict[str, Any]) -> bool:
         priority=args.get("priority", 0),
         keys=tuple(args.get("keys", ())),
         throttle=Throttle(*args["throttle"]) if "throttle" in args else None,
+        debounce=Debounce(*args["debounce"]) if "debounce" in args else None,
+        unique=Unique(*args["unique"]) if "unique" in args else None,
     )
-    host.service.lifecycle.submit(command)
+    recorded = host.service.lifecycle.submit(command)
+    if any(e.type in COALESCED for e in recorded.recorded):
+        # A merged or suppressed submit creates no Work of its id: it is answered by the
+        # event naming the Work it went to (`no_submit_lost_by_debounce` checks that).
+        world.coalesced[command.work_id] = world.coalesced.get(command.work_id, 0) + 1
+        return True
     world.acknowledged[command.work_id] = world.acknowledged.get(command.work_id, 0) + 1
     return True
 

@@ -301,3 +301,40 @@ class Workload:
                 if random.random() < 0.2:
                     submit["priority"] = random.choice((5, -5))
                 self.add(moment, "submit", **submit)
+        self._draw_coalescing()
+
+    def _draw_coalescing(self) -> None:
+        """Debounce and unique submits (after every other draw): twice a run a burst of 6
+        submits on one debounce key within 90 s (wait 20 s, at most 60 s), and 4 submits
+        under one unique key (`until_terminal`) spread over the run."""
+        random = self.random
+        for burst in range(2):
+            at = self._at(0.8)
+            for i in range(6):
+                work_id = f"d{burst}-{i}"
+                self.work_ids.append(work_id)
+                self.submitted_at[work_id] = moment = round(at + 15.0 * i, 3)
+                self.add(
+                    moment,
+                    "submit",
+                    work_id=work_id,
+                    binding=random.choice(("calls-retry", "jobs-retry")),
+                    scope="root",
+                    safety="idempotent",
+                    payload={"burst": burst, "n": i},
+                    debounce=(f"sync:{burst}", 20.0, 60.0),
+                )
+        for i in range(4):
+            work_id = f"u{i}"
+            self.work_ids.append(work_id)
+            self.submitted_at[work_id] = moment = self._at(0.9)
+            self.add(
+                moment,
+                "submit",
+                work_id=work_id,
+                binding="calls-retry",
+                scope="root",
+                safety="idempotent",
+                payload={"unique": i},
+                unique=("report:daily", "until_terminal"),
+            )

@@ -109,6 +109,7 @@ class World:
         self.checks = Checks(self)
         self.end = self.workload.horizon
         self.acknowledged: dict[str, int] = {}  # Work id -> how often a submit was answered
+        self.coalesced: dict[str, int] = {}  # the same, of submits merged or suppressed
         for i in range(self.shape.hosts):
             self.start_host(f"h{i + 1}")
 

@@ -26,6 +26,7 @@ from rota.testing.sim.invariants.attempts import (
 )
 from rota.testing.sim.invariants.base import Invariant, Violation, summary
 from rota.testing.sim.invariants.capacity import CapacityRespected, SlotFreedAfterStop
+from rota.testing.sim.invariants.coalescing import NoSubmitLostByDebounce
 from rota.testing.sim.invariants.flow import BucketEqualsItsFold, KeyLimitNeverExceeded
 from rota.testing.sim.invariants.ledger import BudgetHeldAtMax, BudgetLedgerBalanced, Key
 from rota.testing.sim.invariants.log import (
@@ -77,6 +78,7 @@ ALL: tuple[type[Invariant], ...] = (
     NoHeadOfLineBlocking,
     StarvationBound,
     FairShareOrder,
+    NoSubmitLostByDebounce,
     DeliveryIdentityUnique,
     LogSequence,
     ChainVerifies,
@@ -123,6 +125,7 @@ class Checker:
             KeyLimitNeverExceeded(),
             self.buckets,
             *self.passes,
+            NoSubmitLostByDebounce(),
             DeliveryIdentityUnique(),
             LogSequence(),
             *([ChainVerifies()] if chain else []),
