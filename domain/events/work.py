@@ -43,13 +43,8 @@ class Unique(msgspec.Struct, frozen=True, gc=False):
     until: UniqueUntil = "until_terminal"
 
 
-class WorkSubmitted(
-    Event, tag="core.work.submitted", frozen=True, kw_only=True, omit_defaults=True
-):
+class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True):
     """A Work was defined: its id, scope, binding, kind, trigger selector and lost-retry safety.
-
-    Fields at their defaults are not written (`omit_defaults`; events before flow control
-    wrote every field): a field absent from a stored payload reads as its default.
 
     Always version 1 of the Work's stream; submitting the same definition again is a no-op
     and a different definition under the same id is refused (`work_conflict`). `trigger`
