@@ -151,6 +151,7 @@ def plan_starts(
             plan.waiting.append(Waiting(work.work_id, known.code, known.detail))
             if not chooser.skipped():
                 break
+            looked -= lone is not None  # a lone group's skips are counted apart too
             continue
         if unjudged(work) and not waking_inputs(work):
             plan.judge.append(work.work_id)

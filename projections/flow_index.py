@@ -117,10 +117,6 @@ class ReadyGroups:
         self._find = find
         self._found: list[tuple[Group, Entry]] = []
 
-    @staticmethod
-    def group(work: WorkState) -> Group:
-        return (-work.priority, work.keys[0] if work.keys else "")
-
     def index(self, before: WorkState | None, after: WorkState) -> None:
         """Give the startable `after` an entry unless `before` left it one that still holds
         (startable at the same first input, in the same group)."""
@@ -138,17 +134,10 @@ class ReadyGroups:
             heap = self.heaps[group] = []
         heapq.heappush(heap, (position, after.work_id))
 
-    def valid(self, group: Group, entry: Entry) -> WorkState | None:
-        """The Work an entry names if it is still startable at that input, in `group`."""
-        work = self._find(entry)
-        if work is None or -work.priority != group[0]:
-            return None
-        return work if (work.keys[0] if work.keys else "") == group[1] else None
-
     def groups(self) -> dict[Group, Iterator[WorkState]]:
         """Each group's startable Works, oldest first, lazily (see the class docstring)."""
         find = self._find
-        for group, entry in self._found:  # (`valid`, inline: once a Work a pass took)
+        for group, entry in self._found:  # (still startable there, in this group?)
             work = find(entry)
             if work is not None and (-work.priority, work.keys[0] if work.keys else "") == group:
                 heap = self.heaps.get(group)
@@ -167,7 +156,7 @@ class ReadyGroups:
             entry = heapq.heappop(heap)
             if entry[1] in seen:
                 continue
-            work = find(entry)  # (`valid`, inline: once a Work a pass takes)
+            work = find(entry)  # (still startable there, in this group?)
             if work is None or -work.priority != level:
                 continue
             if (work.keys[0] if work.keys else "") != flow:

@@ -230,3 +230,34 @@ def test_fair_share_state_forgets_flows_behind_the_virtual_time() -> None:
 def test_time_of_tokens_is_exact_microseconds() -> None:
     later = T0 + timedelta(microseconds=1)
     assert micros(later) - micros(T0) == 1
+
+
+def test_work_skipped_for_a_full_key_is_counted_apart_in_a_lone_group_too() -> None:
+    """One flow (every Work's first key `a`), 300 Works also on the full key `k`, then one
+    Work on `a` alone: the skips do not use up the pass's `limit` of Work looked at."""
+    from rota.domain.flow_checks import FlowView
+    from rota.domain.policy import Binding, Pinned, Registration, Settings
+
+    pinned = Pinned(
+        generation="g",
+        binding=Binding(name="b", executor="x"),
+        registration=Registration(name="x"),
+        timeout_seconds=60.0,
+        lease_seconds=60.0,
+    )
+    rules = FlowRules(FlowConfigured(keys=[KeyRule(key="k", concurrency=1)]))
+    blocked = [work(n, keys=("a", "k")) for n in range(1, 301)]
+    works = [*blocked, work(400, keys=("a",))]
+    plan = admission.plan_starts(
+        works,
+        now=T0,
+        owner="o",
+        settings=Settings(concurrency=0),
+        pin=lambda w: pinned,
+        pool_in_use={},
+        scope_in_use={},
+        flow=FlowView(rules=rules, key_in_use=lambda key: 1 if key == "k" else 0),
+        limit=256,
+    )
+    assert plan.started == ["w400"]
+    assert sum(w.code == "capacity_key" for w in plan.waiting) == 300
