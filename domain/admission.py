@@ -188,7 +188,7 @@ def plan_starts(
             continue
         held_back = (
             None
-            if idle and work.throttle is None and work.not_before is None
+            if idle and (work.flow is None or (work.throttle is None and work.not_before is None))
             else flows.hold(work, pool, ancestors(work.scope) if flow.paused else [])
         )
         if held_back is not None:
@@ -272,7 +272,7 @@ def plan_starts(
             claim = Emit(claim.stream, msgspec.structs.replace(claim.event, passes=passes))
         plan.emits.append(claim)
         plan.started.append(work.work_id)
-        if not idle or work.throttle is not None:
+        if not idle or (work.flow is not None and work.throttle is not None):
             flows.admit(work, execution)
         if not single:
             chooser.started(work, oldest, flow_of(work.keys))

@@ -32,7 +32,7 @@ from rota.domain.events import WorkSubmitted
 from rota.domain.events.flow import CoalesceKeyTaken, SubmitMerged, SubmitSuppressed
 from rota.domain.events.work import Debounce, Unique
 from rota.domain.flow import check_keys
-from rota.domain.state import WorkState
+from rota.domain.state import WorkState, with_flow
 from rota.domain.submission import SubmitWork
 
 MAX_WAIT_FACTOR = 10  # a debounce's `max_wait` when none is given: 10 x `wait`
@@ -133,14 +133,17 @@ def opened(emits: list[Emit], command: SubmitWork, now: datetime) -> list[Emit]:
     first = emits[0]
     assert isinstance(first.event, WorkSubmitted)
     debounce = command.debounce
-    event = msgspec.structs.replace(first.event, debounce=debounce, unique=command.unique)
     if debounce is not None:
         assert debounce.max_wait is not None  # (resolved by `check`)
-        event = msgspec.structs.replace(
-            event,
+        flow = with_flow(
+            first.event.flow,
+            debounce=debounce,
             not_before=now + timedelta(seconds=debounce.wait),
             start_by=now + timedelta(seconds=debounce.max_wait),
         )
+    else:
+        flow = with_flow(first.event.flow, unique=command.unique)
+    event = msgspec.structs.replace(first.event, flow=flow)
     kind, key = key_of(command)
     taken = CoalesceKeyTaken(kind=kind, key=key, work_id=command.work_id)
     return [

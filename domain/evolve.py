@@ -85,7 +85,7 @@ from rota.domain.evolve_work import (
     on_retry_request,
     on_work_held,
 )
-from rota.domain.state import AttemptState, WorkState
+from rota.domain.state import AttemptState, WorkState, with_flow
 
 
 def evolve(work: WorkState | None, event: Event, position: int, at: datetime) -> WorkState | None:
@@ -103,14 +103,7 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
             version=1,
             submitted_at=at,
             grants=tuple(event.grants),
-            priority=event.priority,
-            keys=tuple(event.keys),
-            cost=event.cost,
-            throttle=event.throttle,
-            debounce=event.debounce,
-            unique=event.unique,
-            not_before=event.not_before,
-            start_by=event.start_by,
+            flow=event.flow,
         )
     if work is None:
         return None
@@ -168,6 +161,12 @@ def _unchanged(work: WorkState, event: Event, position: int, at: datetime) -> Wo
     return work
 
 
+def _flow(work: WorkState, **changes: object) -> WorkState:
+    """A flow-control change of the Work (`core.work.reprioritized`, a merged submit's
+    moved start)."""
+    return replace(work, flow=with_flow(work.flow, **changes))
+
+
 _RULES: tuple[tuple[type | tuple[type, ...], Rule], ...] = (
     (InputAccepted, on_input),
     (AttemptClaimed, lambda work, event, position, at: on_claimed(work, event, at)),
@@ -199,8 +198,8 @@ _RULES: tuple[tuple[type | tuple[type, ...], Rule], ...] = (
     (RecoveryPersisted, _on_current(on_recovery_persisted)),
     (StopConfirmed, _on_current(on_stop_confirmed)),
     (WaitJudged, _on_current(on_wait_judged)),
-    (WorkReprioritized, lambda work, event, position, at: replace(work, priority=event.priority)),
-    (SubmitMerged, lambda work, event, position, at: replace(work, not_before=event.not_before)),
+    (WorkReprioritized, lambda work, event, position, at: _flow(work, priority=event.priority)),
+    (SubmitMerged, lambda work, event, position, at: _flow(work, not_before=event.not_before)),
 )
 _RESOLVED: dict[type, Rule] = {}
 

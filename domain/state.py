@@ -13,7 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from rota.domain.artifacts import Artifact
-from rota.domain.events.work import Debounce, Throttle, Unique
+from rota.domain.events.work import NO_FLOW, FlowFields, WorkFlow
 from rota.domain.policy import Pinned
 from rota.domain.waits_types import WaitPredicate
 
@@ -178,7 +178,7 @@ class RetryState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     blocked_reason: str | None = None
 
 
-class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+class WorkState(msgspec.Struct, FlowFields, frozen=True, kw_only=True, gc=False):
     """A Work: its definition, pending input, attempts and retry accounting."""
 
     work_id: str
@@ -198,17 +198,10 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     gate_pass: bool = False
     controls: tuple[Control, ...] = ()
     grants: tuple[str, ...] = ()  # the binding grants the Work opted into at submit
-    # Flow control (`rota.domain.flow`; `core.work.submitted`, `core.work.reprioritized`).
-    priority: int = 0
-    keys: tuple[str, ...] = ()
-    cost: int = 1
-    throttle: Throttle | None = None
-    # Coalescing (`rota.domain.coalescing`; `core.work.submitted`, `core.submit.merged`):
-    # a debounced Work does not start before `not_before` (never later than `start_by`).
-    debounce: Debounce | None = None
-    unique: Unique | None = None
-    not_before: datetime | None = None
-    start_by: datetime | None = None
+    # Flow control and coalescing (`WorkFlow`; `core.work.submitted`,
+    # `core.work.reprioritized`, `core.submit.merged`), read through `FlowFields`
+    # (`work.priority`, `work.keys`, ...); null on a Work that asks for none of them.
+    flow: WorkFlow | None = None
 
     @property
     def current(self) -> AttemptState | None:
@@ -251,6 +244,12 @@ class WorkState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             return current.wait is None or bool(waking_inputs(self) or unjudged(self))
         # Replacement waits until the ended attempt's processes are known to have stopped.
         return current.status == "ended" and current.stop_confirmed
+
+
+def with_flow(flow: WorkFlow | None, **changes: Any) -> WorkFlow | None:
+    """`flow` with `changes` (None when the result asks for nothing)."""
+    changed = msgspec.structs.replace(NO_FLOW if flow is None else flow, **changes)
+    return None if changed == NO_FLOW else changed
 
 
 from rota.domain.waits import unjudged, waking_inputs  # noqa: E402 (waits reads these types)

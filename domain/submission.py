@@ -13,7 +13,7 @@ import msgspec
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal
 from rota.domain.events import InputAccepted, WorkSubmitted
-from rota.domain.events.work import Debounce, Throttle, Unique
+from rota.domain.events.work import Debounce, Throttle, Unique, WorkFlow
 from rota.domain.flow import check_cost, check_keys, check_priority
 from rota.domain.results import check_payload
 from rota.domain.state import WorkState
@@ -73,10 +73,7 @@ def new_work(command: SubmitWork, now: datetime) -> WorkState:
         trigger=command.trigger,
         safety=command.safety,
         grants=command.grants,
-        priority=command.priority,
-        keys=command.keys,
-        cost=command.cost,
-        throttle=command.throttle,
+        flow=_state_flow(command),
         version=0,
         submitted_at=now,
     )
@@ -101,7 +98,7 @@ def submit(existing: WorkState | None, command: SubmitWork) -> list[Emit]:
     grants = check_grants(command.grants) if command.grants else ()
     event = _submitted(work_id, scope, binding, kind, trigger, safety, grants)
     if command.keys or command.priority or command.cost != 1 or command.throttle is not None:
-        event = msgspec.structs.replace(event, **_flow_fields(command))
+        event = msgspec.structs.replace(event, flow=_flow_fields(command))
     if existing is not None:
         same = (existing.scope, existing.binding, existing.kind, existing.trigger, existing.safety)
         # A resubmit does not change the priority (`reprioritize` does): keys, cost and
@@ -123,7 +120,19 @@ def submit(existing: WorkState | None, command: SubmitWork) -> list[Emit]:
     return [Emit(work_stream(work_id), event)]
 
 
-def _flow_fields(command: SubmitWork) -> dict[str, Any]:
+def _state_flow(command: SubmitWork) -> WorkFlow | None:
+    """The flow fields of a new Work's state, as the command asks (unchecked)."""
+    if command.keys or command.priority or command.cost != 1 or command.throttle is not None:
+        return WorkFlow(
+            priority=command.priority,
+            keys=command.keys,
+            cost=command.cost,
+            throttle=command.throttle,
+        )
+    return None
+
+
+def _flow_fields(command: SubmitWork) -> WorkFlow:
     """The flow-control fields of a submit, checked (`invalid_flow`)."""
     throttle = command.throttle
     if throttle is not None:
@@ -133,12 +142,12 @@ def _flow_fields(command: SubmitWork) -> dict[str, Any]:
                 f"throttle period {throttle.period!r} must be seconds, above 0 and at most a year",
                 code=DomainCode.INVALID_FLOW,
             )
-    return {
-        "priority": check_priority(command.priority),
-        "keys": list(check_keys(command.keys)),
-        "cost": check_cost(command.cost),
-        "throttle": throttle,
-    }
+    return WorkFlow(
+        priority=check_priority(command.priority),
+        keys=tuple(check_keys(command.keys)),
+        cost=check_cost(command.cost),
+        throttle=throttle,
+    )
 
 
 def check_grants(grants: tuple[str, ...]) -> tuple[str, ...]:

@@ -13,8 +13,32 @@ from typing import Any
 Payload = dict[str, Any]
 Upcaster = Callable[[Payload], Payload]
 
+_FLOW_FIELDS = (
+    "priority",
+    "keys",
+    "cost",
+    "throttle",
+    "debounce",
+    "unique",
+    "not_before",
+    "start_by",
+)
+_FLOW_DEFAULTS: dict[str, Any] = {"priority": 0, "keys": [], "cost": 1}
+
+
+def _work_submitted_v1(payload: Payload) -> Payload:
+    """`core.work.submitted` 1 -> 2: the flow fields, flat in version 1 (written from flow
+    control's first release; absent before it), move into `flow`, null when all are at
+    their defaults."""
+    flow = {name: payload.pop(name) for name in _FLOW_FIELDS if name in payload}
+    asked = any(value != _FLOW_DEFAULTS.get(name) for name, value in flow.items())
+    return {**payload, "flow": flow if asked else None}
+
+
 # (tag, from_version) -> upcaster producing from_version + 1.
-UPCASTERS: Mapping[tuple[str, int], Upcaster] = {}
+UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
+    ("core.work.submitted", 1): _work_submitted_v1,
+}
 
 
 def upcast(

@@ -106,6 +106,9 @@ class Codec:
             )
         try:
             raw = msgspec.json.decode(data)
+        except msgspec.DecodeError as exc:
+            raise _corrupt(position, type_, type_version, f"is not valid JSON: {exc}") from exc
+        try:
             if not isinstance(raw, dict):
                 raise _corrupt(position, type_, type_version, "is not a JSON object")
             upgraded = upcast(type_, type_version, current, raw, self._upcasters)

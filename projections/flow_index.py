@@ -99,11 +99,25 @@ def fold_claim(fair: Fairness, owner: _HasRules, work: WorkState, claim: Attempt
     nothing to fold: until a Work with keys or a priority other than 0 starts, every
     ready Work is in one group, served in readiness order, which needs no tags (and the
     digests of logs from before flow control stay what they were)."""
-    if not (work.keys or work.priority or fair.finish or fair.since_oldest or fair.vtime):
+    asked = work.flow
+    if (asked is None or not (asked.keys or asked.priority)) and not (
+        fair.finish or fair.since_oldest or fair.vtime
+    ):
         return False
     flow = flow_of(work.keys)
     serve(fair, flow, owner.rules.weight(flow), OLDEST in claim.passes)
     return True
+
+
+PLAIN: Group = (0, "")  # the group of Work that asks for no flow control
+
+
+def group_of(work: WorkState) -> Group:
+    """The ready group a Work is in: (-priority, flow)."""
+    asked = work.flow
+    if asked is None:
+        return PLAIN
+    return (-asked.priority, asked.keys[0] if asked.keys else "")
 
 
 class ReadyGroups:
@@ -125,10 +139,11 @@ class ReadyGroups:
             before is not None
             and before.startable
             and before.pending[0].position == position
-            and before.priority == after.priority
+            and (before.flow is after.flow or before.priority == after.priority)
         ):
             return
-        group = (-after.priority, after.keys[0] if after.keys else "")
+        asked = after.flow  # (`group_of`, inline)
+        group = PLAIN if asked is None else (-asked.priority, asked.keys[0] if asked.keys else "")
         heap = self.heaps.get(group)
         if heap is None:
             heap = self.heaps[group] = []
@@ -139,7 +154,7 @@ class ReadyGroups:
         find = self._find
         for group, entry in self._found:  # (still startable there, in this group?)
             work = find(entry)
-            if work is not None and (-work.priority, work.keys[0] if work.keys else "") == group:
+            if work is not None and group_of(work) == group:
                 heap = self.heaps.get(group)
                 if heap is None:
                     heap = self.heaps[group] = []
@@ -157,9 +172,13 @@ class ReadyGroups:
             if entry[1] in seen:
                 continue
             work = find(entry)  # (still startable there, in this group?)
-            if work is None or -work.priority != level:
+            if work is None:
                 continue
-            if (work.keys[0] if work.keys else "") != flow:
+            asked = work.flow
+            if asked is None:
+                if level or flow:
+                    continue
+            elif -asked.priority != level or (asked.keys[0] if asked.keys else "") != flow:
                 continue
             seen.add(entry[1])
             found.append((group, entry))

@@ -58,7 +58,7 @@ class SchedulerProjection:
     # 2: the `active` row (which Works a store-backed open must load); 3: lean Work rows
     # and `binding/` rows (`rota.projections.work_rows`)
     # 4: flow control (the `flow` and `fair` rows, priority and keys on Works)
-    version = 4
+    version = 5
     # Told of every change the fold makes to a Work (the Work before, None for a new one,
     # and after): a `WorkTally` follows them. Not part of the state, rows or digest.
     watch: Callable[[WorkState | None, WorkState], None] | None = None
@@ -118,7 +118,7 @@ class SchedulerProjection:
             self._index(before, after)
             if self.budgets and isinstance(event, _Outcome) and event.usage:
                 self._stage(work_id, position, at, event)
-            elif type(event) is AttemptClaimed and (after.keys or after.priority or self.fair):
+            elif type(event) is AttemptClaimed and (after.flow or self.fair.finish):
                 fx.fold_claim(self.fair, self, after, event)  # (else one group: no tags)
                 dirty.add("fair")
         else:
@@ -169,7 +169,7 @@ class SchedulerProjection:
                 dirty.add(stream)
                 if self.budgets and isinstance(event, _Outcome) and event.usage:
                     self._stage(work_id, position, at, event)
-                elif type(event) is AttemptClaimed and (after.keys or after.priority or self.fair):
+                elif type(event) is AttemptClaimed and (after.flow or self.fair.finish):
                     fx.fold_claim(self.fair, self, after, event)
                     dirty.add("fair")
             else:
@@ -267,7 +267,7 @@ class SchedulerProjection:
                 holders.discard(old_id)
             self.live.pop(old_id, None)
             self.slot_scopes.pop(old_id, None)
-            for key in before.keys if before is not None else ():
+            for key in () if before is None or before.flow is None else before.flow.keys:
                 holding = self.key_slots.get(key)
                 if holding is not None:
                     holding.discard(old_id)
@@ -281,7 +281,7 @@ class SchedulerProjection:
                     holders = self.slots[pool] = set()
                 holders.add(execution_id)
                 self.slot_scopes[execution_id] = after.scope
-                for key in after.keys:
+                for key in () if after.flow is None else after.flow.keys:
                     holding = self.key_slots.get(key)
                     if holding is None:
                         holding = self.key_slots[key] = set()

@@ -322,17 +322,17 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> WorkView:
 
 
 def work_summary(work: WorkState, waiting: Waiting | None = None) -> WorkSummary:
-    current = work.current
+    current, flow = work.current, work.flow
     return WorkSummary(
         id=work.work_id,
         state=work.state,
         scope=work.scope,
         binding=work.binding,
         kind=work.kind,
-        priority=work.priority,
-        keys=work.keys,
-        cost=work.cost,
-        throttle=work.throttle,
+        priority=0 if flow is None else flow.priority,
+        keys=() if flow is None else flow.keys,
+        cost=1 if flow is None else flow.cost,
+        throttle=None if flow is None else flow.throttle,
         attempts=len(work.attempts),
         last_outcome=current.outcome if current else None,
         waiting=None if waiting is None else waiting.code,

@@ -43,7 +43,70 @@ class Unique(msgspec.Struct, frozen=True, gc=False):
     until: UniqueUntil = "until_terminal"
 
 
-class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True):
+class WorkFlow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A Work's flow control (`rota.domain.flow`) and coalescing (`rota.domain.coalescing`),
+    as its definition records them and its state keeps them: higher `priority` starts
+    first; the concurrency `keys` it counts under (the first is its fair-share flow); the
+    tokens (`cost`) a start takes from each rate bucket; a `throttle` (at most one start of
+    the key a period); the `debounce` window it opened (it starts at `not_before`, moved
+    by each merged submit, never past `start_by`) or the `unique` key it holds. A Work
+    with none of them has no `WorkFlow` at all (`flow` is null), which costs a plain
+    submit nothing."""
+
+    priority: int = 0
+    keys: tuple[str, ...] = ()
+    cost: int = 1
+    throttle: Throttle | None = None
+    debounce: Debounce | None = None
+    unique: Unique | None = None
+    not_before: datetime | None = None
+    start_by: datetime | None = None
+
+
+NO_FLOW = WorkFlow()
+
+
+class FlowFields:
+    """The flow fields of a Struct with a `flow: WorkFlow | None` field, read through (at
+    their defaults when `flow` is null): what `WorkSubmitted` and `WorkState` share."""
+
+    __slots__ = ()
+    flow: WorkFlow | None
+
+    @property
+    def priority(self) -> int:
+        return 0 if self.flow is None else self.flow.priority
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return () if self.flow is None else self.flow.keys
+
+    @property
+    def cost(self) -> int:
+        return 1 if self.flow is None else self.flow.cost
+
+    @property
+    def throttle(self) -> Throttle | None:
+        return None if self.flow is None else self.flow.throttle
+
+    @property
+    def debounce(self) -> Debounce | None:
+        return None if self.flow is None else self.flow.debounce
+
+    @property
+    def unique(self) -> Unique | None:
+        return None if self.flow is None else self.flow.unique
+
+    @property
+    def not_before(self) -> datetime | None:
+        return None if self.flow is None else self.flow.not_before
+
+    @property
+    def start_by(self) -> datetime | None:
+        return None if self.flow is None else self.flow.start_by
+
+
+class WorkSubmitted(Event, FlowFields, tag="core.work.submitted", frozen=True, kw_only=True):
     """A Work was defined: its id, scope, binding, kind, trigger selector and lost-retry safety.
 
     Always version 1 of the Work's stream; submitting the same definition again is a no-op
@@ -52,6 +115,13 @@ class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True)
     first triggering), `first` (only the oldest), `last` (the whole batch, the newest
     triggering). `grants` are the binding grants the Work opted into, in order (each
     attempt's pinned binding has their config applied); [] before grants.
+
+    `flow` is null for a Work that asks for no flow control or coalescing; else an object
+    with every field of `WorkFlow`: `priority` (int), `keys` (list of str), `cost` (int),
+    `throttle` ({key, period} or null), `debounce` ({key, wait, max_wait} or null),
+    `unique` ({key, until} or null), `not_before` and `start_by` (times or null).
+    Version 1 wrote those fields flat, beside `grants` (flow control's first release), or
+    not at all (before it); it is upcast to `flow` on read.
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
@@ -63,20 +133,11 @@ class WorkSubmitted(Event, tag="core.work.submitted", frozen=True, kw_only=True)
     trigger: TriggerSelector = "all"
     safety: LostRetrySafety = "undeclared"
     grants: list[str] = msgspec.field(default_factory=list)
-    # Flow control (`rota.domain.flow`): higher priority starts first; the concurrency keys
-    # the Work counts under (its first is its fair-share flow); the tokens a start takes
-    # from each rate bucket; and a throttle: at most one start of the key a period.
-    priority: int = 0
-    keys: list[str] = msgspec.field(default_factory=list)
-    cost: int = 1
-    throttle: Throttle | None = None
-    # Coalescing (`rota.domain.coalescing`): the debounce window the Work opened (it starts
-    # at `not_before`, moved by each merged submit, never past `start_by`), or the unique
-    # key it holds.
-    debounce: Debounce | None = None
-    unique: Unique | None = None
-    not_before: datetime | None = None
-    start_by: datetime | None = None
+    # Flow control and coalescing (`WorkFlow`): null on a Work that asks for none of them,
+    # so a plain submit writes one short field (version 1 wrote eight, flat: upcast).
+    flow: WorkFlow | None = None
+
+    version: ClassVar[int] = 2
 
 
 class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True):

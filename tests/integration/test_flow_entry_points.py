@@ -41,7 +41,7 @@ def submitted(s: rota.Scheduler, work: str) -> dict[str, Any]:
         e for e in s.events() if e.stream == f"work/{work}" and e.type.endswith("submitted")
     ]
     data: dict[str, Any] = event.data
-    return data
+    return {**data, **(data["flow"] or {})}  # (`flow`: null, or every flow field)
 
 
 # -- submit_many ---------------------------------------------------------------------------

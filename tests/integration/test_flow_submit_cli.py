@@ -53,7 +53,7 @@ def test_submit_records_the_flow_options_and_the_reads_show_them(home: Path) -> 
     (listed,) = json.loads(ok(home, "work", "list", "--json"))
     assert (listed["priority"], listed["keys"]) == (5, ["tenant:acme", "resource:db"])
     events = json.loads(ok(home, "events", "--json"))
-    (data,) = [e["data"] for e in events if e["type"] == "core.work.submitted"]
+    (data,) = [e["data"]["flow"] for e in events if e["type"] == "core.work.submitted"]
     assert (data["priority"], data["keys"], data["cost"]) == (5, ["tenant:acme", "resource:db"], 2)
 
 

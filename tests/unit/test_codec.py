@@ -17,9 +17,24 @@ from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 def test_encode_gives_tag_version_and_readable_json() -> None:
     event = WorkSubmitted(work_id="a", scope="root/team", binding="report")
     tag, version, data = DEFAULT_CODEC.encode(event)
-    assert (tag, version) == ("core.work.submitted", 1)
+    assert (tag, version) == ("core.work.submitted", 2)
     assert msgspec.json.decode(data)["type"] == "core.work.submitted"
     assert DEFAULT_CODEC.decode(tag, version, data.decode()) == event
+
+
+def test_a_plain_submit_writes_no_flow_fields_and_version_1_is_upcast() -> None:
+    plain = WorkSubmitted(work_id="a", scope="root", binding="report")
+    assert msgspec.json.decode(DEFAULT_CODEC.encode(plain)[2])["flow"] is None
+    # Version 1 as flow control first wrote it (flat), and as rota wrote it before.
+    flat = {"type": "core.work.submitted", "work_id": "a", "scope": "root", "binding": "report"}
+    at_defaults = {**flat, "priority": 0, "keys": [], "cost": 1, "throttle": None}
+    asked = {**flat, "priority": 5, "keys": ["tenant:a"], "cost": 2, "throttle": None}
+    for payload in (flat, at_defaults):
+        assert DEFAULT_CODEC.decode("core.work.submitted", 1, msgspec.json.encode(payload)) == plain
+    upcast = DEFAULT_CODEC.decode("core.work.submitted", 1, msgspec.json.encode(asked))
+    assert isinstance(upcast, WorkSubmitted)
+    flow = (upcast.priority, upcast.keys, upcast.cost, upcast.throttle)
+    assert flow == (5, ("tenant:a",), 2, None)
 
 
 def test_every_tag_is_dotted_and_unique() -> None:

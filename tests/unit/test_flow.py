@@ -28,7 +28,7 @@ from rota.domain.flow import (
     take,
     tokens,
 )
-from rota.domain.state import PendingInput, WorkState
+from rota.domain.state import PendingInput, WorkState, with_flow
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -44,8 +44,7 @@ def work(n: int, *, keys: tuple[str, ...] = (), priority: int = 0) -> WorkState:
         version=2,
         submitted_at=T0,
         pending=(PendingInput(n, "submit"),),
-        keys=keys,
-        priority=priority,
+        flow=with_flow(None, keys=keys, priority=priority),
     )
 
 

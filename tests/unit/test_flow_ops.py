@@ -11,10 +11,10 @@ import pytest
 from rota.domain.errors import RotaError
 from rota.domain.events.flow import FlowPaused, FlowResumed, WorkReprioritized
 from rota.domain.flow_ops import pause, reprioritize, resume
-from rota.domain.state import WorkState
+from rota.domain.state import WorkState, with_flow
 
 
-def work(**fields: Any) -> WorkState:
+def work(priority: int = 0, **fields: Any) -> WorkState:
     return WorkState(
         work_id="w",
         scope="root",
@@ -24,6 +24,7 @@ def work(**fields: Any) -> WorkState:
         safety="undeclared",
         version=1,
         submitted_at=datetime(2026, 11, 2, tzinfo=UTC),
+        flow=with_flow(None, priority=priority),
         **fields,
     )
 
