@@ -64,7 +64,7 @@ class SubmitWork(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 def new_work(command: SubmitWork, now: datetime) -> WorkState:
     """The state of the Work `command` defines, before its definition is applied (what its
-    inputs are decided against when the Work is new)."""
+    inputs are decided against when the Work is new: its flow fields are not read)."""
     return WorkState(
         work_id=command.work_id,
         scope=command.scope,
@@ -73,7 +73,6 @@ def new_work(command: SubmitWork, now: datetime) -> WorkState:
         trigger=command.trigger,
         safety=command.safety,
         grants=command.grants,
-        flow=_state_flow(command),
         version=0,
         submitted_at=now,
     )
@@ -118,18 +117,6 @@ def submit(existing: WorkState | None, command: SubmitWork) -> list[Emit]:
             code=DomainCode.WORK_CONFLICT,
         )
     return [Emit(work_stream(work_id), event)]
-
-
-def _state_flow(command: SubmitWork) -> WorkFlow | None:
-    """The flow fields of a new Work's state, as the command asks (unchecked)."""
-    if command.keys or command.priority or command.cost != 1 or command.throttle is not None:
-        return WorkFlow(
-            priority=command.priority,
-            keys=command.keys,
-            cost=command.cost,
-            throttle=command.throttle,
-        )
-    return None
 
 
 def _flow_fields(command: SubmitWork) -> WorkFlow:

@@ -132,12 +132,12 @@ class ReadyGroups:
         self._found: list[tuple[Group, Entry]] = []
 
     def index(self, before: WorkState | None, after: WorkState) -> None:
-        """Give the startable `after` an entry unless `before` left it one that still holds
-        (startable at the same first input, in the same group)."""
+        """Give the startable `after` an entry unless `before` (its state before, when that
+        was startable too; else None) left it one that still holds (the same first input,
+        in the same group)."""
         position = after.pending[0].position
         if (
             before is not None
-            and before.startable
             and before.pending[0].position == position
             and (before.flow is after.flow or before.priority == after.priority)
         ):

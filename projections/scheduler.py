@@ -55,9 +55,8 @@ class SchedulerProjection:
     """In-memory fold of the log; not thread-safe (the service serializes access)."""
 
     name = "scheduler"
-    # 2: the `active` row (which Works a store-backed open must load); 3: lean Work rows
-    # and `binding/` rows (`rota.projections.work_rows`)
-    # 4: flow control (the `flow` and `fair` rows, priority and keys on Works)
+    # 2: the `active` row; 3: lean Work rows and `binding/` rows (`work_rows`); 4: flow
+    # control (`flow`, `fair` rows); 5: a Work's flow fields as one `WorkFlow`
     version = 5
     # Told of every change the fold makes to a Work (the Work before, None for a new one,
     # and after): a `WorkTally` follows them. Not part of the state, rows or digest.
@@ -82,8 +81,7 @@ class SchedulerProjection:
         self.staged: dict[int, tuple[str, str, dict[str, float], datetime]] = {}
         self.notified: set[str] = set()
         self.ledger_version = 0
-        # Flow control: rules, buckets, fences and pauses; fair share; who holds a slot
-        # under each key (`rota.projections.flow_index`).
+        # Flow control (rules, buckets, fences, pauses), fair share, key slots (`flow_index`).
         self.flow = fx.FlowState()
         self.fair = Fairness()
         self.key_slots: dict[str, set[str]] = {}
@@ -118,7 +116,7 @@ class SchedulerProjection:
             self._index(before, after)
             if self.budgets and isinstance(event, _Outcome) and event.usage:
                 self._stage(work_id, position, at, event)
-            elif type(event) is AttemptClaimed and (after.flow or self.fair.finish):
+            elif (after.flow or self.fair.finish) and type(event) is AttemptClaimed:
                 fx.fold_claim(self.fair, self, after, event)  # (else one group: no tags)
                 dirty.add("fair")
         else:
@@ -132,9 +130,8 @@ class SchedulerProjection:
         same projection (the indices are a function of the Works; `restore` relies on it)."""
         works, dirty, last, held = self.works, self.dirty, self.position, dict.get
         watch = self.watch
-        # Lease renewals only move the current attempt's lease and count in the Work's
-        # version, so a run of them is folded as one (`renew`): kept here per Work, applied
-        # before that Work's next other event and at the end of the page.
+        # Lease renewals only move the current attempt's lease and the Work's version: a run
+        # is folded as one (`renew`) before the Work's next other event and the page's end.
         renewals: dict[str, tuple[int, datetime]] = {}
         for record, at in zip(records, times, strict=True):
             position = record.position
@@ -169,7 +166,7 @@ class SchedulerProjection:
                 dirty.add(stream)
                 if self.budgets and isinstance(event, _Outcome) and event.usage:
                     self._stage(work_id, position, at, event)
-                elif type(event) is AttemptClaimed and (after.flow or self.fair.finish):
+                elif (after.flow or self.fair.finish) and type(event) is AttemptClaimed:
                     fx.fold_claim(self.fair, self, after, event)
                     dirty.add("fair")
             else:
@@ -239,8 +236,11 @@ class SchedulerProjection:
     def _index(self, before: WorkState | None, after: WorkState) -> None:
         work_id = after.work_id
         if after.startable:
-            self.startable.add(work_id)
-            self._ready.index(before, after)
+            if work_id in self.startable:  # (`before.startable`, as indexed)
+                self._ready.index(before, after)
+            else:
+                self.startable.add(work_id)
+                self._ready.index(None, after)
         else:
             self.startable.discard(work_id)
         due = after.retry.next_due
