@@ -178,7 +178,8 @@ def check_consistency(
 def _b64(text: str, what: str) -> bytes:
     """Strict standard base64 with padding: its one canonical spelling, nothing else."""
     try:
-        data = base64.b64decode(text, validate=True) if _B64.fullmatch(str(text)) else None
+        canonical = isinstance(text, str) and _B64.fullmatch(text)
+        data = base64.b64decode(text, validate=True) if canonical else None
     except (binascii.Error, ValueError):
         data = None
     if not data or base64.b64encode(data).decode() != text:
