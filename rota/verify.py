@@ -416,16 +416,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow-unsigned", action="store_true", help="accept unsigned notes")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    unsigned = args.allow_unsigned
     try:
         with open(args.proof if args.proof != "-" else sys.stdin.fileno(), "rb") as src:
             data = src.read()
         if args.kind == "inclusion":
-            event = verify_inclusion(data, args.key, allow_unsigned=unsigned)
+            event = verify_inclusion(data, args.key, allow_unsigned=args.allow_unsigned)
             result, notes = asdict(event), [event.checkpoint]
             said = f"position {event.position} ({event.type} on {event.stream}) is in"
         else:
-            old, new = verify_consistency(data, args.key, allow_unsigned=unsigned)
+            old, new = verify_consistency(data, args.key, allow_unsigned=args.allow_unsigned)
             result, notes = {"old": asdict(old), "new": asdict(new)}, [old, new]
             said = f"tree size {new.tree_size} ({new.time}) extends size {old.tree_size} of"
     except (OSError, VerificationError) as error:
