@@ -402,3 +402,10 @@ def test_the_command_line_in_process(tmp_path: Path, capsys: pytest.CaptureFixtu
 
     assert verify.main(["inclusion", str(tmp_path / "missing.json"), "--key", key]) == 1
     assert "refused: cannot read" in capsys.readouterr().err
+
+
+def test_the_checkpoint_shown_in_docs_auditor_md_verifies() -> None:
+    text = (SOURCE.parents[1] / "docs" / "auditor.md").read_text()
+    found = re.search(r"```\n(rota/[^`]*?\n\n\u2014 [^`]*?\n)```", text)
+    assert found, "docs/auditor.md lost its example checkpoint"
+    assert verify_checkpoint(found.group(1), KEY.vkey).text == TEXT
