@@ -37,7 +37,8 @@ from rota.verify import (
 
 from .verify_corpus import CORPUS, KEY, LOG, OTHER_KEY, TEXT, Case, Log, N, Tree, sign
 
-SOURCE = Path(verify.__file__)
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = ROOT / "rota" / "verify.py"
 BIG = Log(70)
 
 
@@ -405,7 +406,7 @@ def test_the_command_line_in_process(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_the_checkpoint_shown_in_docs_auditor_md_verifies() -> None:
-    text = (SOURCE.parents[1] / "docs" / "auditor.md").read_text()
+    text = (ROOT / "docs" / "auditor.md").read_text()
     found = re.search(r"```\n(rota/[^`]*?\n\n\u2014 [^`]*?\n)```", text)
     assert found, "docs/auditor.md lost its example checkpoint"
     assert verify_checkpoint(found.group(1), KEY.vkey).text == TEXT
