@@ -315,7 +315,7 @@ def _load(proof: Any, form: str, fields: set[str]) -> dict[str, Any]:
             proof = proof.decode()
         if isinstance(proof, str):
             proof = json.loads(proof, object_pairs_hook=_no_duplicates)  # NaN: refused later
-    except ValueError as error:  # bad UTF-8 or JSON, too many digits, a key repeated
+    except (ValueError, RecursionError) as error:  # bad UTF-8 or JSON, a repeated key ...
         raise _refuse(f"the proof is not strict UTF-8 JSON: {error}") from None
     if not isinstance(proof, dict) or proof.get("format") != form:
         raise _refuse(f"the proof is not a JSON object of format {form!r}")
@@ -349,7 +349,7 @@ def _header(envelope: bytes) -> list[Any]:
     line, newline, _ = envelope.partition(b"\n")
     try:
         header = json.loads(line.decode()) if newline else None
-    except ValueError:  # UnicodeDecodeError too
+    except (ValueError, RecursionError):  # UnicodeDecodeError too
         header = None
     shapes = [[int, str, int, str, int, delivery, str] for delivery in (str, type(None))]
     if not isinstance(header, list) or [type(value) for value in header] not in shapes:
