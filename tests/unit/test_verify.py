@@ -159,6 +159,12 @@ def test_inclusion_and_consistency_at_large_sizes(data: st.DataObject) -> None:
     check_consistency(old, size, tree.root(old), tree.root(size), tree.proof(old, size))
 
 
+@pytest.mark.parametrize(("index", "size"), [(-1, 5), (5, 5), (0, 0)])
+def test_an_inclusion_path_for_a_leaf_outside_the_tree_is_refused(index: int, size: int) -> None:
+    with pytest.raises(VerificationError, match=f"leaf index {index} is outside a tree of size"):
+        root_from_inclusion_path(index, size, bytes(32), [])
+
+
 def test_a_path_longer_than_the_deepest_tree_is_refused_before_any_hashing() -> None:
     with pytest.raises(VerificationError, match="the path has 64 hashes; index 0 of 2 needs 1"):
         root_from_inclusion_path(0, 2, bytes(32), [bytes(32)] * 64)
