@@ -37,8 +37,9 @@ _SIZE = re.compile(r"0|[1-9][0-9]{0,18}")
 _ORIGIN = re.compile(r"rota/[0-9A-Za-z-]{1,64}")
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 _B64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
-_SIGNATURE = re.compile(r"\u2014 ([^\s+]+) (\S+)")
-_VKEY = re.compile(r"([^\s+]+)\+([0-9a-f]{8})\+(\S+)")
+_NAME = r"[!-*,-~]+"  # a key name: printable ASCII but space and "+", so messages stay plain
+_SIGNATURE = re.compile(rf"\u2014 ({_NAME}) (\S+)")
+_VKEY = re.compile(rf"({_NAME})\+([0-9a-f]{{8}})\+(\S+)")
 
 
 class VerifyCode(StrEnum):
@@ -265,9 +266,7 @@ def _signed(key: PublicKey, signature: bytes, message: bytes) -> bool:
         from cryptography.exceptions import InvalidSignature
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     except ImportError:
-        raise _refuse(
-            "checking a signature needs cryptography: pip install 'rota[signing]'"
-        ) from None
+        raise _refuse("checking a signature needs: pip install 'rota[signing]'") from None
     try:
         Ed25519PublicKey.from_public_bytes(key.raw).verify(signature, message)
     except (InvalidSignature, ValueError):

@@ -334,6 +334,7 @@ def inclusion_cases() -> list[Case]:
         Case("signature line repeated", i, lambda: proof(checkpoint=LOG.note(N) + KEY.line(TEXT)), "2 signature lines for"),
         Case("signature cut short", i, lambda: proof(checkpoint=TEXT + "\n" + signature_line(KEY.name, KEY.key_hash, SIGNATURE[:63])), "does not match the checkpoint's text"),
         Case("signature with a hyphen for the em dash", i, lambda: proof(checkpoint=LOG.note(N).replace("\u2014", "-")), "line 7 of the checkpoint is not '— <name> <signature>'"),
+        Case("signature line naming a key with a control character", i, lambda: proof(checkpoint=LOG.note(N) + signature_line("evil\x1b[2J", b"\x00" * 4, SIGNATURE)), "line 8 of the checkpoint is not '— <name> <signature>'"),
         Case("unsigned checkpoint", i, lambda: proof(checkpoint=TEXT), "the checkpoint is not signed"),
         Case("unsigned checkpoint with its empty line", i, lambda: proof(checkpoint=TEXT + "\n"), "empty line but no signature"),
         Case("no key and no allow_unsigned", i, proof, "no key was given", key=None),
