@@ -437,10 +437,8 @@ def main(argv: list[str] | None = None) -> int:
         as_base64 = lambda data: base64.b64encode(data).decode()  # noqa: E731 (bytes only)
         print(json.dumps({"ok": True, "kind": args.kind, **result}, default=as_base64))
         return 0
-    signers = ", ".join(sorted({str(note.verified_by) for note in notes}))
-    print(f"verified: {said} {notes[-1].origin}; checkpoint signed by {signers}")
-    if any(note.verified_by is None for note in notes):
-        print("warning: a checkpoint signature was NOT checked (--allow-unsigned)")
+    signers = sorted({note.verified_by or "NO ONE (--allow-unsigned)" for note in notes})
+    print(f"verified: {said} {notes[-1].origin}; checkpoint signed by {', '.join(signers)}")
     return 0
 
 
