@@ -382,6 +382,16 @@ def test_a_copy_of_the_file_alone_checks_proofs_as_a_script(tmp_path: Path) -> N
     assert result["new"]["verified_by"] == KEY.name
 
 
+def test_python_dash_m_rota_verify_is_the_same_program(tmp_path: Path) -> None:
+    (tmp_path / "proof.json").write_text(json.dumps(LOG.consistency(1, N)))
+    command = [sys.executable, "-P", "-m", "rota.verify", "consistency", "proof.json"]
+    done = subprocess.run(
+        [*command, "--key", KEY.vkey], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("verified: tree size 13 (")
+
+
 def test_the_command_line_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     proof_file = tmp_path / "proof.json"
     proof_file.write_text(json.dumps(LOG.inclusion(N, N)))
