@@ -10,6 +10,11 @@ log (only for an unreadable store). Truncation of the tail is invisible to the c
 alone; only a checkpoint (position, hash) kept outside the store reveals it: give
 `verify_chain` the checkpoints and it also proves the log still extends each of them
 (`verify_extends` does that one checkpoint at a time, without walking the chain).
+
+For a store, the walk also recomputes the Merkle tree's stored nodes from the rows and
+compares them (`tree_check`): a node that disagrees, is missing or lies beyond the head
+fails the report (`tree_ok` False, `tree_reason` naming the positions it covers), though
+the rows chain: proofs built on it would be wrong.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from rota.infrastructure.chain import GENESIS_HEX, link_row
 from rota.replay.checkpoint import Checkpoint
 from rota.replay.errors import ReplayCode
 from rota.replay.progress import ProgressFactory, silent
+from rota.replay.tree_check import TreeCheck
 
 Checkpoints = Checkpoint | Iterable[Checkpoint] | None
 
@@ -33,6 +39,8 @@ class ChainReport(msgspec.Struct, frozen=True):
     With checkpoints: `checkpoints` compared, `checkpoint_ok` (None when none was compared)
     and `checkpoint_position` / `checkpoint_reason` for the first that failed, else the
     highest that matched. `from_position` is where a partial export starts (0: position 1).
+    `tree_ok` is the verdict on the store's stored Merkle nodes (None: not judged, as for
+    an export), `tree_reason` and `tree_first`..`tree_last` the first bad node's positions.
     """
 
     ok: bool
@@ -46,6 +54,10 @@ class ChainReport(msgspec.Struct, frozen=True):
     checkpoint_ok: bool | None = None
     checkpoint_position: int | None = None
     checkpoint_reason: str | None = None
+    tree_ok: bool | None = None
+    tree_reason: str | None = None
+    tree_first: int | None = None
+    tree_last: int | None = None
 
 
 def iter_raw(store: EventStore, page: int = 5000, after: int = 0) -> Iterator[RawRecord]:
@@ -67,6 +79,7 @@ def verify_records(
     previous_hash: str = GENESIS_HEX,
     checkpoint: Checkpoints = None,
     store_id: str | None = None,
+    tree: TreeCheck | None = None,
 ) -> ChainReport:
     """Verify rows that start at position `after + 1`, chained to `previous_hash`.
 
@@ -120,6 +133,8 @@ def verify_records(
             )
             break
         stream_versions[record.stream] = record.version
+        if tree is not None:
+            tree.add(record.hash)
         previous = computed
         if record.position in watch:
             seen[record.position] = record.hash
@@ -130,7 +145,9 @@ def verify_records(
     if report is None:
         report = ChainReport(True, checked, expected_position - 1, previous.hex())
     report = msgspec.structs.replace(report, from_position=after)
-    return judge(report, wanted, seen, store_id) if wanted else report
+    if wanted:
+        report = judge(report, wanted, seen, store_id)
+    return report if tree is None else _judge_tree(report, tree)
 
 
 def verify_chain(
@@ -142,7 +159,30 @@ def verify_chain(
     """Verify the whole log of a store, and that it extends the checkpoint(s) if given."""
     wanted = _normalize(checkpoint)
     store_id = store.store_id if wanted else None
-    return verify_records(iter_raw(store), progress=progress, checkpoint=wanted, store_id=store_id)
+    return verify_records(
+        iter_raw(store),
+        progress=progress,
+        checkpoint=wanted,
+        store_id=store_id,
+        tree=TreeCheck(store),
+    )
+
+
+def _judge_tree(report: ChainReport, tree: TreeCheck) -> ChainReport:
+    if report.first_bad_position is None:
+        tree.finish()
+    if tree.ok is not False:
+        return msgspec.structs.replace(report, tree_ok=tree.ok)
+    judged = msgspec.structs.replace(
+        report,
+        tree_ok=False,
+        tree_reason=tree.reason,
+        tree_first=tree.first,
+        tree_last=tree.last,
+    )
+    if not report.ok:
+        return judged  # the chain's own first problem stays the report's
+    return msgspec.structs.replace(judged, ok=False, reason=tree.reason)
 
 
 # -- checkpoints ---------------------------------------------------------------------------

@@ -5,7 +5,9 @@ commit-ordered. Expected versions are checked against the streams as the transac
 them (`ConcurrencyConflict`), and a delivery identity already recorded answers with the
 original event (`deliveries`). The writer keeps the log head and stream versions it last
 saw (`head`, `versions`); the store makes it `forget` them whenever another connection may
-have committed since, so they are trusted only while they are exact.
+have committed since, so they are trusted only while they are exact. Every insert also
+keeps the Merkle tree (`tree.grow`, in the same transaction: nothing unless the append
+completes a block of 256 leaves).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from rota.infrastructure.log_rows import (
     recorded_events,
 )
 from rota.infrastructure.sqlite.log_file import COLUMNS, INSERT
+from rota.infrastructure.sqlite.tree import grow
 
 T = TypeVar("T")
 
@@ -161,6 +164,8 @@ class LogAppends:
         except apsw.ConstraintError:
             row.version = None
             return None
+        if not position & 0xFF:  # (the tree's cheap test, inlined: this path is hot)
+            grow(cursor, position - 1, [digest.hex()])
         self.head = (position, digest)
         self.versions[stream] = version
         return _Written(position, row, recorded_at)
@@ -247,6 +252,8 @@ class LogAppends:
             cursor.execute(INSERT_MANY, values[start : start + width])
         if whole < len(values):
             cursor.executemany(INSERT, _by_row(values[whole:]))
+        if position >> 8 != (position + len(rows)) >> 8:
+            grow(cursor, position, values[8::9])
         self.head = (position + len(rows), digest)
         return [(position + index, row, recorded_at) for index, row in enumerate(rows, 1)]
 
@@ -286,6 +293,7 @@ class LogAppends:
             for r in records
         ]
         cursor.executemany(INSERT, values)
+        grow(cursor, 0 if head is None else int(head[0]), [r.hash for r in records])
         # The writer caches (head, stream versions) do not know these rows.
         self.forget()
 
