@@ -124,6 +124,14 @@ class Builder:
         self._block = []
         return done
 
+    def root(self) -> bytes:
+        """The root of the tree of the leaves fed so far."""
+        digest = mth(self._block) if self._block else None
+        for level in sorted(self._left):
+            left = self._left[level]
+            digest = left if digest is None else node_hash(left, digest)
+        return EMPTY_ROOT if digest is None else digest
+
     def _climb(self, level: int, index: int, digest: bytes) -> list[Node]:
         done = [(level, index, digest)]
         while index & 1:

@@ -25,6 +25,7 @@ import msgspec
 
 from rota.application.ports import EventStore, RawRecord
 from rota.infrastructure.chain import GENESIS_HEX, link_row
+from rota.infrastructure.merkle import Builder
 from rota.replay.checkpoint import Checkpoint
 from rota.replay.errors import ReplayCode
 from rota.replay.progress import ProgressFactory, silent
@@ -90,6 +91,9 @@ def verify_records(
     wanted = _normalize(checkpoint)
     watch = {c.position for c in wanted}
     seen: dict[int, str] = {after: previous_hash}
+    # The Merkle roots at the checkpoints' sizes, from the rows (only a whole log has them).
+    rooted = Builder() if not after and any(c.root for c in wanted) else None
+    roots: dict[int, str] = {0: Builder().root().hex()} if rooted else {}
     previous = bytes.fromhex(previous_hash)
     expected_position = after + 1
     stream_versions: dict[str, int] = {}
@@ -136,8 +140,12 @@ def verify_records(
         if tree is not None:
             tree.add(record.hash)
         previous = computed
+        if rooted is not None:
+            rooted.add(computed)
         if record.position in watch:
             seen[record.position] = record.hash
+            if rooted is not None:
+                roots[record.position] = rooted.root().hex()
         expected_position += 1
         checked += 1
         if progress is not None and checked % 10_000 == 0:
@@ -146,7 +154,7 @@ def verify_records(
         report = ChainReport(True, checked, expected_position - 1, previous.hex())
     report = msgspec.structs.replace(report, from_position=after)
     if wanted:
-        report = judge(report, wanted, seen, store_id)
+        report = judge(report, wanted, seen, store_id, roots)
     return report if tree is None else _judge_tree(report, tree)
 
 
@@ -197,9 +205,14 @@ def _normalize(checkpoint: Checkpoints) -> list[Checkpoint]:
 
 
 def _compare(
-    checkpoint: Checkpoint, store_id: str | None, head: int, stored_hash: str | None
+    checkpoint: Checkpoint,
+    store_id: str | None,
+    head: int,
+    stored_hash: str | None,
+    root: str | None = None,
 ) -> tuple[ReplayCode, str] | None:
-    """Why a log (its id, head position, stored hash at the checkpoint) does not extend it."""
+    """Why a log (its id, head position, stored hash and Merkle root (hex, None: not known)
+    at the checkpoint) does not extend it."""
     when = f"checkpoint at position {checkpoint.position} (written {checkpoint.written_at})"
     if store_id is not None and checkpoint.store_id != store_id:
         return (
@@ -219,6 +232,12 @@ def _compare(
             ReplayCode.LOG_REWRITTEN,
             f"the stored hash at position {checkpoint.position} is not the {when}'s: the log "
             f"up to position {checkpoint.position} was rewritten and re-chained",
+        )
+    if checkpoint.root is not None and root is not None and root != checkpoint.root:
+        return (
+            ReplayCode.TREE_ROOT_MISMATCH,
+            f"the log's Merkle root at size {checkpoint.position} is not the {when}'s: "
+            "the rows up to it or the store's tree were altered",
         )
     return None
 
@@ -243,13 +262,21 @@ def check_extends(
         else:
             rows = store.read_raw(position - 1, 1) if head >= position else []
             stored = rows[0].hash if rows and rows[0].position == position else None
-        return _compare(checkpoint, store.store_id, head, stored)
+        root = None
+        if checkpoint.root is not None and stored == checkpoint.head_hash:
+            root = store.tree_head(position).root.hex()
+        return _compare(checkpoint, store.store_id, head, stored, root)
     head, stored = 0, GENESIS_HEX if position == 0 else None
+    builder = Builder()
+    root = builder.root().hex() if position == 0 else None
     for record in store_or_records:
         head = record.position
+        if head <= position and checkpoint.root is not None:
+            builder.add(bytes.fromhex(record.hash))
         if head == position:
             stored = record.hash
-    return _compare(checkpoint, store_id, head, stored)
+            root = builder.root().hex() if checkpoint.root is not None else None
+    return _compare(checkpoint, store_id, head, stored, root)
 
 
 def verify_extends(
@@ -268,8 +295,10 @@ def judge(
     checkpoints: list[Checkpoint],
     seen: dict[int, str],
     store_id: str | None,
+    roots: dict[int, str] | None = None,
 ) -> ChainReport:
-    """Add the checkpoint verdict to a chain report (`seen`: stored hashes by position)."""
+    """Add the checkpoint verdict to a chain report (`seen`: stored hashes by position;
+    `roots`: the Merkle roots the rows give at those sizes, when known)."""
     compared = 0
     matched: Checkpoint | None = None
     for checkpoint in checkpoints:
@@ -279,7 +308,8 @@ def judge(
         if not report.ok and position >= (report.first_bad_position or 0):
             break  # past the break: the chain already failed
         stored = GENESIS_HEX if position == 0 else seen.get(position)
-        verdict = _compare(checkpoint, store_id, report.head_position, stored)
+        root = (roots or {}).get(position)
+        verdict = _compare(checkpoint, store_id, report.head_position, stored, root)
         compared += 1
         if verdict is None:
             matched = checkpoint
@@ -299,7 +329,7 @@ def judge(
         bad = None
         if verdict[0] == ReplayCode.LOG_BEHIND_CHECKPOINT:
             bad = report.head_position + 1
-        elif verdict[0] == ReplayCode.LOG_REWRITTEN:
+        elif verdict[0] in (ReplayCode.LOG_REWRITTEN, ReplayCode.TREE_ROOT_MISMATCH):
             bad = position
         return msgspec.structs.replace(failed, ok=False, first_bad_position=bad, reason=reason)
     return msgspec.structs.replace(

@@ -100,12 +100,16 @@ def cmd_audit_checkpoint(args: argparse.Namespace) -> int:
 
     with open_log(args) as store:
         written = Checkpointer(store, args.dir, key_path=args.key).write()
-    path = os.path.join(args.dir, file_name(written.position, written.store_id))
+    kind = "json" if written.root is None else "note"
+    path = os.path.join(args.dir, file_name(written.position, written.store_id, kind=kind))
     if args.json:
         print_json({**msgspec.to_builtins(written), "path": path})
     else:
         signed = f", signed by key {written.key_id}" if written.key_id else ", unsigned"
-        print(f"checkpoint at position {written.position} {written.head_hash}{signed}: {path}")
+        root = f", Merkle root {written.root}" if written.root else ""
+        print(
+            f"checkpoint at position {written.position} {written.head_hash}{root}{signed}: {path}"
+        )
     return 0
 
 

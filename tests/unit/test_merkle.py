@@ -140,3 +140,13 @@ def test_a_missing_stored_node_is_named_with_its_positions() -> None:
     del source.stored[(9, 0)]
     with pytest.raises(merkle.MissingNode, match=r"positions 1\.\.512"):
         merkle.completed(600, [h.hex() for h in _chain(424, seed=7)], source)
+
+
+def test_the_builder_knows_the_root_of_every_size() -> None:
+    chain = _chain(1100, seed=8)
+    builder = merkle.Builder()
+    assert builder.root() == ref_mth([])
+    for size, data in enumerate(chain, 1):
+        builder.add(data)
+        if size < 20 or size % 97 == 0 or size in (256, 512, 768, 1024, 1025):
+            assert builder.root() == ref_mth(chain[:size]), size
