@@ -11,6 +11,7 @@ import msgspec
 
 from rota.application.ports import RecordedEvent
 from rota.application.queries.work_views import event_view
+from rota.cli import audit_proofs
 from rota.cli.common import (
     UsageError,
     cannot_write,
@@ -213,6 +214,8 @@ def register(commands: Any) -> None:
     checkpoint.add_argument("--key", metavar="FILE", help="sign with this Ed25519 private key")
     checkpoint.add_argument("--json", action="store_true")
     checkpoint.set_defaults(handler=cmd_audit_checkpoint)
+
+    audit_proofs.register(audit_commands)
 
     keygen = audit_commands.add_parser(
         "keygen", help="create an Ed25519 key pair for signing checkpoints"
