@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
+from rota.application.errors import PortCode, StoreError
 from rota.application.ports import EventStore, RawRecord
 from rota.infrastructure.chain import GENESIS_HEX, link_row
 from rota.infrastructure.merkle import Builder
@@ -264,7 +265,12 @@ def check_extends(
             stored = rows[0].hash if rows and rows[0].position == position else None
         root = None
         if checkpoint.root is not None and stored == checkpoint.head_hash:
-            root = store.tree_head(position).root.hex()
+            try:
+                root = store.tree_head(position).root.hex()
+            except StoreError as exc:  # a damaged tree: no root to compare is a mismatch
+                if exc.code != PortCode.TREE_NODE_MISSING:
+                    raise
+                return ReplayCode.TREE_ROOT_MISMATCH, f"no Merkle root at size {position}: {exc}"
         return _compare(checkpoint, store.store_id, head, stored, root)
     head, stored = 0, GENESIS_HEX if position == 0 else None
     builder = Builder()

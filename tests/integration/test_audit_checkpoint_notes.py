@@ -82,3 +82,17 @@ def test_a_root_that_is_not_the_logs_is_refused(tmp_path: Path) -> None:
         assert check_extends(rows, written, store_id=store.store_id) is None
         assert verify_records(rows, checkpoint=written).ok
         assert not verify_records(rows, checkpoint=forged).ok
+
+
+def test_a_missing_stored_node_fails_the_checkpoint_not_the_command(tmp_path: Path) -> None:
+    import apsw
+
+    with _store(tmp_path / "log.db", 600) as store:
+        written = cp.Checkpointer(store, tmp_path / "cps").write()
+    conn = apsw.Connection(str(tmp_path / "log.db"))
+    conn.execute("DELETE FROM merkle_nodes WHERE level = 9")
+    conn.close()
+    with SQLiteStore(tmp_path / "log.db") as store:
+        verdict = check_extends(store, written)
+        assert verdict is not None and verdict[0] == "tree_root_mismatch"
+        assert "positions 1..512" in verdict[1]
