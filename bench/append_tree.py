@@ -3,6 +3,7 @@ base tree's (before the tree existed), in one interleaved run.
 
     python -m bench.append_tree --base /tmp/base-append        # 5,000 x 1 and 500 x 100
     python -m bench.append_tree --base /tmp/base-append --quick
+    python -m bench.append_tree --base /tmp/base-append --dir /dev/shm --repeats 5   # CPU alone
 
 Each tree runs in its own worker process (`<tree>/.venv/bin/python`, working directory the
 tree, so each imports its own rota and `bench.append`), writing a fresh SQLite file with
@@ -84,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--slices", type=int, default=10)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--dir", default=None, help="where the files go (/dev/shm: no disk, the CPU cost alone)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.events, args.batches = 500, 50
@@ -93,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         (f"100 events/txn ({args.batches:,})", 100, args.batches * 100),
     ]
     print(f"append with the Merkle tree (tree) against the base ({trees['base']}), events/s")
-    with tempfile.TemporaryDirectory(prefix="rota-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rota-bench-", dir=args.dir) as tmp:
         for case, size, total in cases:
             rates: dict[str, list[float]] = {name: [] for name in trees}
             ratios = []

@@ -142,6 +142,17 @@ class Builder:
         return done
 
 
+def _block_root(hexes: Sequence[str]) -> bytes:
+    """The root of one complete block from its leaves' hex chain hashes (the append's hot
+    loop: no call per hash beyond SHA-256's own)."""
+    sha, fromhex = _sha256, bytes.fromhex
+    level = [sha(fromhex("00" + h)).digest() for h in hexes]
+    while len(level) > 1:
+        pairs = iter(level)
+        level = [sha(b"\x01" + a + b).digest() for a, b in zip(pairs, pairs, strict=True)]
+    return level[0]
+
+
 def completed(old_size: int, new_leaves: Sequence[str], source: NodeSource) -> list[Node]:
     """The stored nodes an append of `new_leaves` (hex chain hashes, leaf indices old_size
     ..) completes, given the tree stored up to `old_size` (read through `source`, inside the
@@ -152,14 +163,13 @@ def completed(old_size: int, new_leaves: Sequence[str], source: NodeSource) -> l
     start = old_size & ~(BLOCK - 1)
     hexes = source.leaves(start, old_size) if start < old_size else []
     full = (new_size >> LEVEL << LEVEL) - start  # leaves in the blocks that complete
-    take = full - len(hexes)
-    hashes = [leaf_hash(bytes.fromhex(h)) for h in [*hexes, *new_leaves[:take]]]
-    if len(hashes) != full:
+    hexes = [*hexes, *new_leaves[: full - len(hexes)]]
+    if len(hexes) != full:
         raise MissingNode(LEVEL, start >> LEVEL)
     made: dict[Key, bytes] = {}
     for block in range(old_size >> LEVEL, new_size >> LEVEL):
         offset = (block << LEVEL) - start
-        made[(LEVEL, block)] = mth(hashes[offset : offset + BLOCK])
+        made[(LEVEL, block)] = _block_root(hexes[offset : offset + BLOCK])
     needed: list[Key] = []
     level = LEVEL + 1
     while new_size >> level > old_size >> level:

@@ -16,7 +16,7 @@ from typing import Any
 
 import apsw
 
-from rota.infrastructure.merkle import Key, build, completed
+from rota.infrastructure.merkle import BLOCK, Key, build, completed
 
 NODES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS merkle_nodes (
@@ -67,10 +67,31 @@ def _on(cursor: apsw.Cursor) -> Query:
     return lambda sql, params: cursor.execute(sql, params).fetchall()
 
 
-def grow(cursor: apsw.Cursor, old_size: int, new_leaves: Sequence[str]) -> None:
+class _Known(SqliteNodes):
+    """The writer's source: the open block's leaves from its cache when it knows them."""
+
+    def __init__(self, query: Query, known: list[str] | None) -> None:
+        super().__init__(query)
+        self._known = known
+
+    def leaves(self, start: int, end: int) -> list[str]:
+        known = self._known
+        if known is not None and len(known) == end - start and not start & (BLOCK - 1):
+            return known
+        return super().leaves(start, end)
+
+
+def grow(
+    cursor: apsw.Cursor,
+    old_size: int,
+    new_leaves: Sequence[str],
+    known: list[str] | None = None,
+) -> None:
     """Store the nodes an append of `new_leaves` after `old_size` completes (inside its
-    write transaction; reads nothing unless a block of 256 leaves completes)."""
-    made = completed(old_size, new_leaves, SqliteNodes(_on(cursor)))
+    write transaction; reads nothing unless a block of 256 leaves completes). `known`: the
+    hex hashes of the open block's leaves (from the last multiple of 256 to `old_size`),
+    when the writer knows them exactly, saving their read."""
+    made = completed(old_size, new_leaves, _Known(_on(cursor), known))
     if made:
         cursor.executemany(INSERT_NODE, made)
 

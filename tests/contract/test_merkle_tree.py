@@ -87,8 +87,13 @@ def test_the_tree_is_kept_across_reopen(open_store: OpenStore) -> None:
     _grow(first, 600, seed=3)
     second = open_store()
     _grow(second, 1040, seed=4)
-    _check(first, SIZES, samples=2)
+    _grow(first, 1500, seed=11)  # the first handle's writer caches are stale: not trusted
+    _grow(second, 1800, seed=12)
+    _check(first, [*SIZES, 1500, 1536, 1792, 1800], samples=2)
     _check(open_store(), SIZES, samples=2)
+    expected = {(lv, i): h for lv, i, h in merkle.build(h.hex() for h in _leaves(first))}
+    found = {(lv, i): h for lv in range(merkle.LEVEL, 12) for i, h in first.tree_nodes(lv)}
+    assert found == expected
 
 
 def test_imports_keep_the_tree(store: EventStore) -> None:
