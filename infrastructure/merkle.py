@@ -32,7 +32,7 @@ its first writer runs (`Builder` over the whole log: one scan), never at open af
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 LEVEL = 8  # the lowest stored level: one node per 256 leaves
@@ -42,7 +42,21 @@ EMPTY_ROOT = hashlib.sha256(b"").digest()
 Key = tuple[int, int]  # (level, index)
 Node = tuple[int, int, bytes]  # (level, index, hash)
 
-_sha256 = hashlib.sha256
+
+# CPython's built-in SHA-256 (the same digests): about a fifth less overhead a call than
+# OpenSSL's on the tree's 33- and 65-byte inputs, two of which every appended event costs.
+class _Hash(Protocol):
+    def digest(self) -> bytes: ...
+
+
+_sha256: Callable[[bytes], _Hash]
+try:
+    from _sha2 import sha256 as _sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+except ImportError:  # before Python 3.12
+    try:
+        from _sha256 import sha256 as _sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+    except ImportError:
+        _sha256 = hashlib.sha256
 
 
 def leaf_hash(data: bytes) -> bytes:
