@@ -126,21 +126,26 @@ class Builder:
 
     def __init__(self) -> None:
         self.size = 0
-        self._block: list[bytes] = []  # leaf hashes of the block being filled
+        self._hexes: list[str] = []  # hex chain hashes of the block being filled
         self._left: dict[int, bytes] = {}  # level -> a completed left child awaiting its pair
 
-    def add(self, chain_hash: bytes) -> list[Node]:
-        self._block.append(leaf_hash(chain_hash))
+    def add_hex(self, chain_hash: str) -> Sequence[Node]:
+        """Feed one leaf's chain hash (hex); the nodes it completes (most leaves: none)."""
+        hexes = self._hexes
+        hexes.append(chain_hash)
         self.size += 1
-        if len(self._block) < BLOCK:
-            return []
-        done = self._climb(LEVEL, (self.size >> LEVEL) - 1, mth(self._block))
-        self._block = []
-        return done
+        if len(hexes) < BLOCK:
+            return ()
+        self._hexes = []
+        return self._climb(LEVEL, (self.size >> LEVEL) - 1, _block_root(hexes))
+
+    def add(self, chain_hash: bytes) -> Sequence[Node]:
+        return self.add_hex(chain_hash.hex())
 
     def root(self) -> bytes:
         """The root of the tree of the leaves fed so far."""
-        digest = mth(self._block) if self._block else None
+        partial = [leaf_hash(bytes.fromhex(h)) for h in self._hexes]
+        digest = mth(partial) if partial else None
         for level in sorted(self._left):
             left = self._left[level]
             digest = left if digest is None else node_hash(left, digest)
@@ -208,7 +213,7 @@ def build(chain_hashes: Iterable[str]) -> Iterable[Node]:
     """Every stored node of a log, from its chain hashes in order (an upgrade's one scan)."""
     builder = Builder()
     for h in chain_hashes:
-        yield from builder.add(bytes.fromhex(h))
+        yield from builder.add_hex(h)
 
 
 # -- reading -------------------------------------------------------------------------------

@@ -142,7 +142,7 @@ def verify_records(
             tree.add(record.hash)
         previous = computed
         if rooted is not None:
-            rooted.add(computed)
+            rooted.add_hex(record.hash)
         if record.position in watch:
             seen[record.position] = record.hash
             if rooted is not None:
@@ -278,7 +278,7 @@ def check_extends(
     for record in store_or_records:
         head = record.position
         if head <= position and checkpoint.root is not None:
-            builder.add(bytes.fromhex(record.hash))
+            builder.add_hex(record.hash)
         if head == position:
             stored = record.hash
             root = builder.root().hex() if checkpoint.root is not None else None

@@ -51,9 +51,10 @@ class TreeCheck:
         self.reason = f"the stored Merkle node over positions {self.first}..{self.last} {why}"
 
     def add(self, chain_hash: str) -> None:
-        if not self.ok:
+        done = self.builder.add_hex(chain_hash)
+        if not done or not self.ok:
             return
-        for level, index, digest in self.builder.add(bytes.fromhex(chain_hash)):
+        for level, index, digest in done:
             found = self._next(level)
             if found is None or found[0] > index:
                 self._fail(level, index, "is missing (the store's tree was damaged)")
