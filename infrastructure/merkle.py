@@ -1,7 +1,10 @@
 """Optimisation: the log's Merkle tree (RFC 9162) kept as a few stored nodes, so that a
 root, an inclusion path or a consistency proof for any size up to the head costs O(log n)
-reads and a few hundred hashes, with nothing rebuilt at open (bench/RESULTS.md: `bench.append`
-with the tree against the base, and proofs at 1M events).
+reads and a few hundred hashes, with nothing rebuilt at open. Measured (bench/RESULTS.md,
+"Merkle tree"): `python -m bench.proofs` (10M events: 78,117 stored nodes, 2.4 MiB; an
+inclusion path of <= 24 hashes made in 0.6 ms median, verified in 0.01 ms) and
+`python -m bench.append_tree --base <checkout of the base>` (appends with the tree against
+the base, interleaved).
 
 Leaves and nodes (RFC 9162 2.1): leaf index i is the event at position i + 1; its leaf
 data is the 32 raw bytes of that event's chain hash (the rows' `hash` column, hex-decoded).
@@ -22,11 +25,13 @@ the tree, which splits into at most log2(n) complete ones. So a root, a path or 
 reads O(log n) stored nodes and at most a few ranges of <= 256 rows' hashes.
 
 Maintained in the append's own transaction (`completed`): an append that does not finish
-a block of 256 leaves writes no node; one that does reads back the block's earlier leaf
-hashes (<= 255 rows, by primary key) and, per level that completes, the left sibling
-already stored, and writes the new nodes: on average two nodes and 256 leaf hashes per 256
-events. A store written before the tree existed gets its nodes once, in the schema upgrade
-its first writer runs (`Builder` over the whole log: one scan), never at open afterwards.
+a block of 256 leaves writes no node; one that does takes the block's earlier leaf hashes
+(<= 255: the SQLite writer keeps them while its cached head is exact, other stores read
+them back by primary key) and, per level that completes, the left sibling already stored,
+and writes the new nodes: on average two nodes and 511 hashes per 256 events, the floor
+being two SHA-256 calls per event (a leaf and its share of the interior). A store written
+before the tree existed gets its nodes once, in the schema upgrade its first writer runs
+(`Builder` over the whole log: one scan), never at open afterwards.
 """
 
 from __future__ import annotations
