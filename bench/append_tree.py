@@ -4,6 +4,7 @@ base tree's (before the tree existed), in one interleaved run.
     python -m bench.append_tree --base /tmp/base-append        # 5,000 x 1 and 500 x 100
     python -m bench.append_tree --base /tmp/base-append --quick
     python -m bench.append_tree --base /tmp/base-append --dir /dev/shm --repeats 5   # CPU alone
+    python -m bench.append_tree --base /tmp/base-append --store postgresql://postgres@127.0.0.1/test
 
 Each tree runs in its own worker process (`<tree>/.venv/bin/python`, working directory the
 tree, so each imports its own rota and `bench.append`), writing a fresh SQLite file with
@@ -17,6 +18,7 @@ within 1.1x of the base (ratio of rates >= 0.91).
 from __future__ import annotations
 
 import argparse
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -37,21 +39,57 @@ for _ in range(slices):
 for _ in runs:
     raise AssertionError("more slices than asked")
 """
+WORKER_PG = """
+import sys, time
+import psycopg
+from bench.append import as_submit_expects, split
+from bench.workload import batches, new_events
+from rota.infrastructure.postgres.store import PostgresStore
+size, total, slices, url = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+groups = batches(new_events(total), size)
+work = [(g, as_submit_expects(g[0]) if size == 1 else {}) for g in groups]
+store = PostgresStore(url)
+for part in split(work, slices):
+    sys.stdin.readline()
+    start = time.perf_counter()
+    for group, expected in part:
+        store.append(group, expected)
+    print(time.perf_counter() - start, flush=True)
+assert store.head().position == total
+store.close()
+server, schema = url.split("?schema=")
+with psycopg.connect(server, autocommit=True) as conn:
+    conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+"""
 
 
 def repeat(
-    trees: dict[str, Path], directory: Path, size: int, total: int, slices: int, tag: str
+    trees: dict[str, Path],
+    directory: Path,
+    size: int,
+    total: int,
+    slices: int,
+    tag: str,
+    server: str | None = None,
 ) -> dict[str, float]:
+    """One repeat: both trees' workers, slice by slice; the seconds each took. With
+    `server` (a PostgreSQL URL), each writes a fresh schema of its own there."""
+    target = {
+        name: str(directory / f"{name}-{tag}.db")
+        if server is None
+        else f"{server}?schema=rota_bench_{name}_{secrets.token_hex(4)}"
+        for name in trees
+    }
     workers = {
         name: subprocess.Popen(
             [
                 str(tree / ".venv" / "bin" / "python"),
                 "-c",
-                WORKER,
+                WORKER if server is None else WORKER_PG,
                 str(size),
                 str(total),
                 str(slices),
-                str(directory / f"{name}-{tag}.db"),
+                target[name],
             ],
             cwd=tree,
             stdin=subprocess.PIPE,
@@ -86,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--slices", type=int, default=10)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
+        "--store", default=None, help="a PostgreSQL server URL (no schema): append there instead"
+    )
+    parser.add_argument(
         "--dir", default=None, help="where the files go (/dev/shm: no disk, the CPU cost alone)"
     )
     args = parser.parse_args(argv)
@@ -102,7 +143,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             rates: dict[str, list[float]] = {name: [] for name in trees}
             ratios = []
             for rep in range(args.repeats):
-                spent = repeat(trees, Path(tmp), size, total, args.slices, f"{size}-{rep}")
+                spent = repeat(
+                    trees, Path(tmp), size, total, args.slices, f"{size}-{rep}", args.store
+                )
                 for name in trees:
                     rates[name].append(total / spent[name])
                 ratios.append(rates["tree"][-1] / rates["base"][-1])
