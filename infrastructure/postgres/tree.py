@@ -15,9 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from psycopg import errors as pg_errors
+
+from rota.application.errors import StoreError
 from rota.infrastructure.merkle import Key, Node, build, completed
 from rota.infrastructure.postgres.transactions import Tx
 
+PREDATES = "this schema predates the Merkle tree: a writer's first open upgrades it"
 Query = Callable[[str, Sequence[Any]], list[Any]]
 
 
@@ -49,7 +53,13 @@ class PgNodes:
         return {(int(lv), int(i)): bytes(h) for lv, i, h in rows}
 
     def level(self, level: int, after: int, limit: int) -> list[tuple[int, bytes]]:
-        return [(int(i), bytes(h)) for i, h in self._query(self._level, (level, after, limit))]
+        try:
+            rows = self._query(self._level, (level, after, limit))
+        except StoreError as exc:  # no table: a schema no writer has upgraded yet
+            if isinstance(exc.__cause__, pg_errors.UndefinedTable):
+                raise NotImplementedError(PREDATES) from None
+            raise
+        return [(int(i), bytes(h)) for i, h in rows]
 
 
 def insert_sql(s: str) -> str:

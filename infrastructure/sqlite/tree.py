@@ -31,6 +31,7 @@ LEAVES = "SELECT hash FROM events WHERE position > ? AND position <= ? ORDER BY 
 NODE = "SELECT hash FROM merkle_nodes WHERE level = ? AND idx = ?"
 LEVEL_NODES = "SELECT idx, hash FROM merkle_nodes WHERE level = ? AND idx > ? ORDER BY idx LIMIT ?"
 
+PREDATES = "this store predates the Merkle tree: a writer's first open upgrades it"
 Query = Callable[[str, tuple[Any, ...]], list[Any]]
 
 
@@ -58,8 +59,8 @@ class SqliteNodes:
     def level(self, level: int, after: int, limit: int) -> list[tuple[int, bytes]]:
         try:
             rows = self._query(LEVEL_NODES, (level, after, limit))
-        except apsw.SQLError:
-            return []
+        except apsw.SQLError:  # no table: a file never opened by a writer since
+            raise NotImplementedError(PREDATES) from None
         return [(int(i), bytes(h)) for i, h in rows]
 
 

@@ -78,3 +78,21 @@ def test_a_bad_stored_node_is_reported_with_its_positions(
     assert report.reason is not None and why in report.reason
     assert f"positions {span[0]}..{span[1]}" in report.reason
     store.close()
+
+
+def test_a_store_no_writer_upgraded_yet_is_not_judged_by_a_read_only_verify(
+    tmp_path: Path,
+) -> None:
+    from rota.replay.read_only import ReadOnlyLog
+
+    path = tmp_path / "log.db"
+    _store(path, 600).close()
+    _edit(path, "DROP TABLE merkle_nodes")
+    _edit(path, "UPDATE rota_meta SET value = '1' WHERE key = 'schema_version'")
+    log = ReadOnlyLog(path, immutable=True)  # as doctor reads it: nothing upgrades it
+    report = verify_chain(log)
+    assert report.ok and report.tree_ok is None
+    log.close()
+    upgraded = SQLiteStore(path)  # a writer's open upgrades it
+    assert verify_chain(upgraded).tree_ok is True
+    upgraded.close()
