@@ -94,6 +94,8 @@ def verify_records(
     seen: dict[int, str] = {after: previous_hash}
     # The Merkle roots at the checkpoints' sizes, from the rows (only a whole log has them).
     rooted = Builder() if not after and any(c.root for c in wanted) else None
+    if rooted is not None and tree is not None:
+        rooted = tree.builder  # (the tree check feeds it every row already)
     roots: dict[int, str] = {0: Builder().root().hex()} if rooted else {}
     previous = bytes.fromhex(previous_hash)
     expected_position = after + 1
@@ -140,9 +142,9 @@ def verify_records(
         stream_versions[record.stream] = record.version
         if tree is not None:
             tree.add(record.hash)
-        previous = computed
-        if rooted is not None:
+        elif rooted is not None:
             rooted.add_hex(record.hash)
+        previous = computed
         if record.position in watch:
             seen[record.position] = record.hash
             if rooted is not None:
