@@ -29,6 +29,8 @@ def test_proofs_over_http_verify_against_their_checkpoints(tmp_path: Path) -> No
             for i in range(1, 40):
                 s.submit(f"w{i}", binding="echo")
             new = Checkpointer(s.store, checkpoints).write()
+            head = client.get("/v1/audit/head").json()["checkpoint"]
+            assert (head["position"], head["root"]) == (new.position, new.root)
             answer = client.get("/v1/audit/inclusion", params={"position": old.position})
             assert answer.status_code == 200, answer.text
             proof = answer.json()

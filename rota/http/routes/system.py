@@ -122,7 +122,8 @@ def holds(api: Annotated[ApiContext, Depends(context)]) -> Holds:
 @router.get("/audit/head", responses=documented(*GUARDED, 503), dependencies=[READ])
 def audit_head(api: Annotated[ApiContext, Depends(context)]) -> AuditHead:
     """The log's head (position and chain hash) and this store's newest audit checkpoint
-    in `[audit] checkpoint_dir` (null when none is configured or written yet)."""
+    in `[audit] checkpoint_dir` (null when none is configured or written yet), with its
+    Merkle root at its position (the tree's size)."""
     store = api.scheduler.store
     head = store.head()
     directory = api.scheduler.config.audit.checkpoint_dir
@@ -134,6 +135,7 @@ def audit_head(api: Annotated[ApiContext, Depends(context)]) -> AuditHead:
             "head_hash": newest.head_hash,
             "written_at": newest.written_at,
             "signed": newest.signature is not None,
+            "root": newest.root,  # its Merkle root (hex; null for an old JSON checkpoint)
         }
     return AuditHead(position=head.position, hash=head.hash, checkpoint=checkpoint)
 
