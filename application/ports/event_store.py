@@ -167,7 +167,9 @@ class EventStore(abc.ABC):
 
     def tree_nodes(self, level: int, after: int = -1, limit: int = 1000) -> list[tuple[int, bytes]]:
         """The stored tree nodes of `level` (>= 8) with index > after, by index, at most
-        `limit`, as (index, hash): what `rota audit verify` compares with the rows."""
+        `limit`, as (index, hash): what `rota audit verify` compares with the rows.
+        `NotImplementedError` when the store keeps no tree (one written before the tree
+        existed that no writer has opened since, read-only)."""
         raise NotImplementedError(f"{type(self).__name__} keeps no Merkle tree")
 
     def unfinished_import(self) -> str | None:
