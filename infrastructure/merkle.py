@@ -1,10 +1,11 @@
 """Optimisation: the log's Merkle tree (RFC 9162) kept as a few stored nodes, so that a
 root, an inclusion path or a consistency proof for any size up to the head costs O(log n)
-reads and a few hundred hashes, with nothing rebuilt at open. Measured (bench/RESULTS.md,
-"Merkle tree"): `python -m bench.proofs` (10M events: 78,117 stored nodes, 2.4 MiB; an
-inclusion path of <= 24 hashes made in 0.6 ms median, verified in 0.01 ms) and
-`python -m bench.append_tree --base <checkout of the base>` (appends with the tree against
-the base, interleaved).
+reads and a few hundred hashes, with nothing rebuilt at open (bench proofs).
+
+Measured (bench/RESULTS.md, "Merkle tree"): `python -m bench.proofs` (10M events: 78,117
+stored nodes, 2.4 MiB; an inclusion path of <= 24 hashes made in 0.6 ms median, verified
+in 0.01 ms) and `python -m bench.append_tree --base <checkout of the base>` (appends with
+the tree against the base, interleaved).
 
 Leaves and nodes (RFC 9162 2.1): leaf index i is the event at position i + 1; its leaf
 data is the 32 raw bytes of that event's chain hash (the rows' `hash` column, hex-decoded).

@@ -28,7 +28,7 @@ from rota.replay.audit import check_extends
 from rota.replay.errors import ReplayCode
 
 
-def _failed(message: str) -> RotaError:
+def _proof_failed(message: str) -> RotaError:
     return RotaError(message, code=ReplayCode.PROOF_FAILED)
 
 
@@ -93,9 +93,9 @@ def inclusion(store: EventStore, position: int, checkpoint: cp.Checkpoint) -> di
         row.position != position
         or hashlib.sha256(bytes.fromhex(previous) + envelope).digest() != event_hash
     ):
-        raise _failed(f"the row at position {position} does not hash to its stored hash")
+        raise _proof_failed(f"the row at position {position} does not hash to its stored hash")
     if not merkle.verify_inclusion(position - 1, size, merkle.leaf_hash(event_hash), path, root):
-        raise _failed(
+        raise _proof_failed(
             f"the inclusion path of position {position} does not lead to the checkpoint's "
             f"root at size {size}: the store's Merkle nodes are damaged (`rota audit verify`)"
         )
@@ -123,7 +123,7 @@ def consistency(store: EventStore, old: cp.Checkpoint, new: cp.Checkpoint) -> di
     path = store.consistency_path(old.position, new.position)
     old_root, new_root = bytes.fromhex(old.root or ""), bytes.fromhex(new.root or "")
     if not merkle.verify_consistency(old.position, new.position, old_root, new_root, path):
-        raise _failed(
+        raise _proof_failed(
             f"the consistency proof from size {old.position} to {new.position} does not "
             "verify against the checkpoints' roots"
         )
