@@ -17,7 +17,7 @@ from typing import Any
 
 from rota.application.commands.schedules import CATCHUPS, OVERLAPS
 from rota.domain.events.admission import Budget
-from rota.domain.events.flow import FlowConfigured, KeyRule, RateRule
+from rota.domain.events.flow import FlowConfigured, KeyRule, RateRule, ScopeShare
 from rota.domain.policy import Binding, RetryPolicy, Settings
 
 SCOPES = ("root", "team-a", "team-b")
@@ -111,7 +111,8 @@ def budgets() -> list[Budget]:
 
 def flow_config(share: int = 10) -> FlowConfigured:
     """The flow rules of a run with `Shape.flow`: every tenant 2 at once (the noisy one 3,
-    with weight 3), the shared resource 1 at once and 6 starts a minute (burst 2)."""
+    with weight 3), the shared resource 1 at once and 6 starts a minute (burst 2); the
+    Work without keys of scope team-b is one fair-share flow of weight 2."""
     return FlowConfigured(
         keys=[
             KeyRule(key="tenant:*", concurrency=2, weight=1),
@@ -120,6 +121,7 @@ def flow_config(share: int = 10) -> FlowConfigured:
         ],
         rates=[RateRule(key=RESOURCE, count=6, period=60.0, burst=2)],
         share=share,
+        scopes=[ScopeShare(path="team-b", weight=2)],
     )
 
 
@@ -281,15 +283,17 @@ class Workload:
                 drawn[work_id] = flow
             args.update(drawn[work_id])
         # Backlogs: twice a run the noisy tenant submits a batch at one moment, and small
-        # tenants a few Works within the same minute (fair share and the starvation
-        # bound are contended only while several flows have Work ready at once).
+        # tenants a few Works within the same minute, then Works without keys: four of
+        # scope root (the flow "") and last two of team-b (its weighted flow, which starts
+        # them ahead of the flow "" backlog) (fair share and the starvation bound are
+        # contended only while several flows have Work ready at once).
         for batch in range(2):
             at = self._at(0.8)
-            for i in range(18):
+            for i in range(24):
                 tenant = "tenant:big" if i < 14 else random.choice(("tenant:a", "tenant:b"))
                 work_id = f"b{batch}-{i}"
                 self.work_ids.append(work_id)
-                self.submitted_at[work_id] = moment = round(at + (i >= 14) * 30.0 * i / 18, 3)
+                self.submitted_at[work_id] = moment = round(at + (i >= 14) * 30.0 * i / 24, 3)
                 submit: dict[str, Any] = {
                     "work_id": work_id,
                     "binding": random.choice(("calls-retry", "jobs-retry", "eager-retry")),
@@ -298,6 +302,8 @@ class Workload:
                     "payload": {"batch": batch, "n": i},
                     "keys": [tenant],
                 }
+                if i >= 18:  # without keys: the scope's flow
+                    submit.update(scope=("root", "team-b")[i >= 22], keys=[])
                 if random.random() < 0.2:
                     submit["priority"] = random.choice((5, -5))
                 self.add(moment, "submit", **submit)
