@@ -24,6 +24,7 @@ from rota.application.commands.schedules import ScheduleCommands
 from rota.application.commands.waits import WaitCommands
 from rota.application.configuration import Configuration, config_generation
 from rota.application.live_projections import LiveProjections
+from rota.application.personal import PersonalData
 from rota.application.ports import AppendObserver, EventStore, ProjectionStore
 from rota.application.tallies import Tallies
 from rota.application.transactions import Transactions
@@ -59,6 +60,9 @@ class SchedulerService:
         self.control = ControlCommands(self.transactions, self.configuration)
         self.schedules = ScheduleCommands(self.transactions, self.configuration)
         self.waits = WaitCommands(self.transactions, self.configuration)
+        # Sealing and opening personal input fields; set by the composition root
+        # (rota.bootstrap), which chooses the key table and the cipher.
+        self.personal: PersonalData | None = None
         # Counts over every Work (the HTTP overview, holds, metrics), counted on first use.
         self.tallies = Tallies(self.transactions)
 
