@@ -14,10 +14,14 @@ import logging
 import msgspec
 
 from rota.application.errors import PortCode
-from rota.application.secrets import grant_secrets, secrets_digest, split_secrets
+from rota.application.secrets import (
+    grant_secrets,
+    secrets_digest,
+    split_personal,
+    split_secrets,
+)
 from rota.domain.errors import NotEligible
 from rota.domain.grants import Grant, with_grants
-from rota.domain.personal import check_paths
 from rota.domain.policy import Binding, Pinned, Registration, Settings
 from rota.domain.state import AttemptState
 
@@ -86,11 +90,7 @@ class Configuration:
         self._configured()
 
     def _define(self, binding: Binding) -> None:
-        paths: tuple[str, ...] = ()
-        if "personal" in binding.config:
-            config = dict(binding.config)
-            paths = check_paths(config.pop("personal"), f"bindings.{binding.name}.personal")
-            binding = msgspec.structs.replace(binding, config=config)
+        binding, paths = split_personal(binding)
         pinnable, secrets = split_secrets(binding)
         self.bindings[binding.name] = pinnable
         self._secrets[binding.name] = secrets

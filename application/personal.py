@@ -29,12 +29,12 @@ from rota.domain.emit import Emit
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal, RotaError
 from rota.domain.events.work import WorkForgotten, forgotten_identity
 from rota.domain.failures import FailureCode
-from rota.domain.results import Result
 from rota.domain.personal import check_paths, has_markers, open_fields, seal_fields
+from rota.domain.results import Result
 from rota.domain.submission import SubmitWork, WorkInput
 
 CONTEXT = b"rota-personal/v1\x00"
-MAX_NOTE = 200  # characters of `by` and of `reason`
+MAX_NOTE = 1000  # characters of `by` and of `reason`
 CipherFactory = Callable[[], PersonalCipher]
 
 
@@ -99,9 +99,7 @@ class PersonalData:
         inputs = tuple(self.seal_input(command.work_id, given, marked) for given in command.inputs)
         return msgspec.structs.replace(command, inputs=inputs)
 
-    def seal_input(
-        self, work_id: str, given: WorkInput, marked: tuple[str, ...] = ()
-    ) -> WorkInput:
+    def seal_input(self, work_id: str, given: WorkInput, marked: tuple[str, ...] = ()) -> WorkInput:
         """One input with its marked fields (`given.personal` and `marked`) sealed."""
         paths = check_paths([*marked, *check_paths(given.personal)])
         if not paths:
@@ -173,9 +171,9 @@ class PersonalData:
         destroys nothing more and returns the first record). The key goes first: a crash
         between the two leaves the data forgotten, and forgetting again records it."""
         for name, text in (("by", by), ("reason", reason)):
-            if not isinstance(text, str) or len(text) > MAX_NOTE or "\n" in text:
+            if not isinstance(text, str) or len(text) > MAX_NOTE:
                 raise RotaError(
-                    f"forget: {name} must be one line of at most {MAX_NOTE} characters",
+                    f"forget: {name} must be text of at most {MAX_NOTE} characters",
                     code=DomainCode.INVALID_COMMAND,
                 )
         if tx.projection.works.get(work_id) is None:

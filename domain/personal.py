@@ -57,8 +57,8 @@ def is_marker(value: Any) -> bool:
 def seal_fields(payload: Any, paths: tuple[str, ...], seal: Sealer) -> Any:
     """`payload` with the value at each of `paths` replaced by its marker (`seal` gives the
     token); a path absent from the payload (or a null payload) is skipped. Refused
-    (`invalid_personal`): a payload that is not an object, or a path through a value that is not one. The given
-    payload is not changed: the objects on a marked path are copied."""
+    (`invalid_personal`): a payload that is not an object, or a path through a value that
+    is not one. The given payload is not changed: the objects on a marked path are copied."""
     if not paths or payload is None:  # (no input at all: nothing is marked)
         return payload
     if type(payload) is not dict:

@@ -26,6 +26,7 @@ import os
 from rota.application.errors import ProjectionStoreError
 from rota.application.executor_directory import registration_of
 from rota.application.host import Host
+from rota.application.personal import PersonalData
 from rota.application.ports import (
     Clock,
     Environment,
@@ -33,7 +34,6 @@ from rota.application.ports import (
     Executor,
     ProjectionStore,
 )
-from rota.application.personal import PersonalData
 from rota.application.service import SchedulerService
 from rota.domain.errors import RotaError
 from rota.domain.policy import Binding, Registration, Settings

@@ -61,8 +61,6 @@ from rota.application.ports.records import (
 )
 
 __all__ = [
-    "PersonalCipher",
-    "PersonalKeys",
     "CAPABILITIES",
     "AppendObserver",
     "AppendResult",
@@ -77,6 +75,8 @@ __all__ = [
     "LogHead",
     "NewEvent",
     "Persisted",
+    "PersonalCipher",
+    "PersonalKeys",
     "ProjectionMeta",
     "ProjectionStore",
     "RawRecord",

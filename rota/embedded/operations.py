@@ -16,8 +16,8 @@ import msgspec
 
 from rota.application.commands.requests import Receipt, receipt
 from rota.application.commands.submissions import unsealed_personal
-from rota.application.errors import PortCode
 from rota.application.commands.waits import InjectAnswer
+from rota.application.errors import PortCode
 from rota.application.host import Host
 from rota.application.lease_hold import LeaseHold
 from rota.application.ports import Gate, WaitCheck

@@ -1,0 +1,197 @@
+"""Forgetting personal data on SQLite (issue 31 item 4, "Must show"): a canary in a Work's
+personal field reaches its job; after `rota forget` the Work's key is gone from every file of
+the store (the log file with its free pages, its WAL, the projection files), from an export
+and from backups taken afterwards, the canary was never anywhere in the clear, the chain
+still verifies, and no log line or error shows either."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+import rota
+from rota.application.errors import PortCode
+from rota.domain.errors import DomainCode, RotaError
+from rota.infrastructure.personal_keys import SQLiteKeys
+from rota.infrastructure.sqlite.store import SQLiteStore
+from rota.replay.audit import verify_chain
+from rota.replay.export import export_to_file
+
+CANARY = "canary-7be2c0d1-ada@example.org"
+TIMEOUT = 60
+
+
+def _files_holding(root: Path, needles: list[bytes]) -> list[str]:
+    """Every file under `root` whose raw bytes hold one of `needles` (and which)."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [f"{path.name}: {needle!r}" for needle in needles if needle in data]
+    return found
+
+
+def _needles(key: bytes) -> list[bytes]:
+    return [CANARY.encode(), key, key.hex().encode(), key.hex().upper().encode()]
+
+
+def _rota(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "ROTA_STORE"}
+    env["TMPDIR"] = str(cwd / "tmp")  # the shell jobs' run directories: scanned too
+    (cwd / "tmp").mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "rota", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def _key(scheduler: rota.Scheduler, work_id: str) -> bytes | None:
+    store = scheduler.store
+    assert isinstance(store, SQLiteStore)
+    return SQLiteKeys(store).get(work_id)
+
+
+def test_after_forget_the_canary_and_its_key_are_in_no_file_export_or_backup(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    home = tmp_path / "store"
+    home.mkdir()
+    db = home / "app.db"
+    seen: list[Any] = []
+    with rota.open(db, config={}) as scheduler:
+        scheduler.register("mail", lambda ctx: seen.append(ctx.trigger) or {"sent": True})
+        for n in range(30):  # others' keys around it: the forgotten one must leave no copy
+            scheduler.submit(
+                f"other-{n}", binding="mail", input={"email": f"o{n}"}, personal=["email"]
+            )
+        handle = scheduler.submit(
+            "W", binding="mail", input={"to": {"email": CANARY}, "n": 1}, personal=["to.email"]
+        )
+        scheduler.run_until_idle()
+        assert handle.result() == {"sent": True}
+        assert {"to": {"email": CANARY}, "n": 1} in seen  # the job saw the plaintext
+        key = _key(scheduler, "W")
+        assert key is not None
+        # Before the forget the key is on disk (so the scan below can see it), never the canary.
+        scheduler.store.write(lambda cursor: cursor.execute("SELECT 1"))  # (a commit: WAL)
+        held = _files_holding(home, _needles(key))
+        assert held and not any(CANARY in line for line in held), held
+        position = scheduler.forget("W", by="dpo", reason="erasure request 17")
+        assert scheduler.forget("W", by="dpo") == position  # idempotent: the first record
+        assert _key(scheduler, "W") is None and _key(scheduler, "other-3") is not None
+    assert _files_holding(home, _needles(key)) == []  # .db incl. free pages, -wal, projections
+
+    exported = tmp_path / "export.jsonl"
+    with rota.open(db, config={}) as scheduler:
+        export_to_file(scheduler.store, exported)
+        forgotten = [
+            json.loads(line)
+            for line in exported.read_text().splitlines()[1:]
+            if '"core.work.forgotten"' in line
+        ]
+        assert len(forgotten) == 1 and json.loads(forgotten[0]["data"]) == {
+            "type": "core.work.forgotten",
+            "work_id": "W",
+            "by": "dpo",
+            "reason": "erasure request 17",
+        }
+        backup = tmp_path / "backup.db"  # SQLite's online backup, taken after the forget
+        target = apsw.Connection(str(backup))
+        with target.backup("main", apsw.Connection(str(db)), "main") as copying:
+            copying.step()
+        target.close()
+    copied = tmp_path / "copy"
+    shutil.copytree(home, copied)  # a plain copy of the store's directory
+    for place in (exported, backup, copied):
+        root = place if place.is_dir() else place.parent
+        assert not [f for f in _files_holding(root, _needles(key)) if "store" not in f]
+    assert CANARY.encode() not in exported.read_bytes()
+
+    report = verify_chain(SQLiteStore(db))
+    assert report.ok, report
+    verified = _rota(tmp_path, "--store", str(db), "audit", "verify")
+    assert verified.returncode == 0, verified.stderr
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert CANARY not in logged and key.hex() not in logged
+
+
+def test_a_forgotten_work_fails_its_pending_input_and_takes_no_more_personal_input(
+    tmp_path: Path,
+) -> None:
+    ran: list[Any] = []
+    with rota.open(tmp_path / "app.db", config={}) as scheduler:
+        scheduler.register("mail", lambda ctx: ran.append(ctx.trigger))
+        scheduler.submit("W", binding="mail", input={"email": CANARY}, personal=["email"])
+        scheduler.submit("W", binding="mail", input={"email": CANARY}, personal=["email"])
+        assert len(scheduler.work("W").pending) == 1  # a retried submit: the same sealed event
+        scheduler.forget("W", reason="before it ran")
+        scheduler.run_until_idle()
+        view = scheduler.work("W")
+        assert ran == [] and view.state == "failed"
+        error = view.attempts[-1].error
+        assert error is not None and error.code == "input_forgotten" and view.attempts[-1].permanent
+        assert CANARY not in error.message
+        with pytest.raises(RotaError) as refused:
+            scheduler.accept("W", {"email": CANARY}, personal=["email"])
+        assert refused.value.code in (PortCode.PERSONAL_FORGOTTEN, DomainCode.WORK_TERMINAL)
+        with pytest.raises(RotaError) as unknown:
+            scheduler.forget("nobody")
+        assert unknown.value.code == DomainCode.UNKNOWN_WORK
+        with pytest.raises(RotaError) as not_object:
+            scheduler.submit("X", binding="mail", input=[CANARY], personal=["email"])
+        assert not_object.value.code == DomainCode.INVALID_PERSONAL
+        assert CANARY not in str(not_object.value)
+
+
+def test_a_standing_work_refuses_personal_input_once_forgotten(tmp_path: Path) -> None:
+    with rota.open(tmp_path / "app.db", config={}) as scheduler:
+        scheduler.register("mail", lambda ctx: None)
+        scheduler.submit("S", binding="mail", kind="standing")
+        scheduler.accept("S", {"email": CANARY}, personal=["email"])
+        scheduler.forget("S")
+        with pytest.raises(RotaError) as refused:
+            scheduler.accept("S", {"email": "again"}, personal=["email"])
+        assert refused.value.code == PortCode.PERSONAL_FORGOTTEN
+        scheduler.accept("S", {"plain": 1})  # input without personal fields is still taken
+
+
+def test_binding_personal_fields_reach_a_shell_job_and_leave_no_run_file(tmp_path: Path) -> None:
+    """`[[bindings]] personal = [...]` in rota.toml, `rota submit`, `rota run`, `rota forget`."""
+    (tmp_path / "rota.toml").write_text(
+        '[[bindings]]\nname = "mail"\nexecutor = "shell"\npersonal = ["email"]\n'
+        # (the command is pinned into the log: it names a part of the canary, not all of it)
+        'command = ["sh", "-c", '
+        '"case \\"$ROTA_INPUT\\" in *-ada@example.org*) ;; *) exit 3;; esac"]\n'
+    )
+    submitted = _rota(tmp_path, "submit", "W", "--binding", "mail", "--input",
+                      json.dumps({"email": CANARY}), "--json")  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    assert CANARY not in submitted.stdout
+    run = _rota(tmp_path, "run", "--until-idle", "--json")
+    assert run.returncode == 0, run.stderr
+    shown = json.loads(_rota(tmp_path, "work", "show", "W", "--json").stdout)
+    assert shown["state"] == "completed", shown
+    events = _rota(tmp_path, "events", "--json")
+    assert events.returncode == 0 and '"$personal"' in events.stdout
+    assert CANARY not in events.stdout
+    forgot = _rota(tmp_path, "forget", "W", "--reason", "ticket 9", "--json")
+    assert forgot.returncode == 0, forgot.stderr
+    again = _rota(tmp_path, "forget", "W", "--json")
+    assert json.loads(again.stdout)["position"] == json.loads(forgot.stdout)["position"]
+    assert _files_holding(tmp_path, [CANARY.encode()]) == []
+    assert _rota(tmp_path, "audit", "verify").returncode == 0
