@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from rota.application.errors import PortCode
-from rota.application.ports import EventStore, PersonalCipher, PersonalKeys, RecordedEvent
+from rota.application.ports import PersonalCipher, PersonalKeys, RecordedEvent
 from rota.application.transactions import Transactions
 from rota.domain.emit import Emit
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal, RotaError
@@ -66,13 +66,14 @@ class PersonalData:
         self,
         keys: PersonalKeys,
         cipher: CipherFactory,
-        store: EventStore,
+        tx: Transactions,
         binding_paths: Callable[[str], tuple[str, ...]] = lambda binding: (),
     ) -> None:
         self.keys = keys
         self._cipher_factory = cipher
         self._cipher: PersonalCipher | None = None
-        self.store = store
+        self.tx = tx
+        self.store = tx.store
         self.binding_paths = binding_paths
 
     @property
@@ -120,6 +121,14 @@ class PersonalData:
         payload = seal_fields(given.payload, paths, seal)
         return WorkInput(payload, given.key, given.correlation_key)
 
+    def seal_accept(self, work_id: str, given: WorkInput) -> WorkInput:
+        """An input for an existing Work (`accept`) with the fields it and the Work's binding
+        mark sealed; an unknown Work's input is left for the decision to refuse."""
+        work = self.tx.projection.works.get(work_id)
+        if work is None:
+            return given
+        return self.seal_input(work_id, given, self.binding_paths(work.binding))
+
     # -- opening -------------------------------------------------------------------------
 
     def open_inputs(self, work_id: str, payloads: Sequence[Any]) -> list[Any]:
@@ -164,9 +173,7 @@ class PersonalData:
 
     # -- forgetting ----------------------------------------------------------------------
 
-    def forget(
-        self, tx: Transactions, work_id: str, *, by: str = "", reason: str = ""
-    ) -> RecordedEvent:
+    def forget(self, work_id: str, *, by: str = "", reason: str = "") -> RecordedEvent:
         """Destroy the Work's key, then record `core.work.forgotten` (once: forgetting again
         destroys nothing more and returns the first record). The key goes first: a crash
         between the two leaves the data forgotten, and forgetting again records it."""
@@ -176,10 +183,12 @@ class PersonalData:
                     f"forget: {name} must be text of at most {MAX_NOTE} characters",
                     code=DomainCode.INVALID_COMMAND,
                 )
+        tx = self.tx
         if tx.projection.works.get(work_id) is None:
             tx.catch_up()
-            if tx.projection.works.get(work_id) is None:
-                raise Refusal(f"no Work {work_id!r}", code=DomainCode.UNKNOWN_WORK)
+            tx = self.tx
+        if tx.projection.works.get(work_id) is None:
+            raise Refusal(f"no Work {work_id!r}", code=DomainCode.UNKNOWN_WORK)
         self.keys.destroy(work_id)
         identity = forgotten_identity(work_id)
         event = WorkForgotten(work_id=work_id, by=by, reason=reason)

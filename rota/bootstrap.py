@@ -26,7 +26,6 @@ import os
 from rota.application.errors import ProjectionStoreError
 from rota.application.executor_directory import registration_of
 from rota.application.host import Host
-from rota.application.personal import PersonalData
 from rota.application.ports import (
     Clock,
     Environment,
@@ -148,15 +147,10 @@ def build_service(
         registrations=registrations,
         projections=projections,
         save_every=save_every,
+        personal_keys=personal_keys_for(store),
+        cipher=AesGcmCipher,
     )
     service.observe(DecisionLog())
-    configuration = service.configuration
-    service.personal = PersonalData(
-        personal_keys_for(store),
-        AesGcmCipher,
-        store,
-        binding_paths=lambda name: configuration.personal.get(name, ()),
-    )
     return service
 
 

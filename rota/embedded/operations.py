@@ -46,10 +46,9 @@ class SchedulerOperations(SchedulerReads):
         """Accept an input for a Work; returns its acceptance sequence (log position).
         `personal` (and the Work's binding's `personal`) mark fields sealed as at submit."""
         sealing = self.service.personal
-        work = self.service.projection.works.get(work_id) if sealing is not None else None
-        if sealing is not None and work is not None:
+        if sealing is not None:
             given = WorkInput(payload, key, correlation_key, check_paths(personal))
-            sealed = sealing.seal_input(work_id, given, sealing.binding_paths(work.binding))
+            sealed = sealing.seal_accept(work_id, given)
             payload, key = sealed.payload, sealed.key
         elif sealing is None and personal:
             raise unsealed_personal(work_id, tuple(personal))
@@ -69,7 +68,7 @@ class SchedulerOperations(SchedulerReads):
             raise RotaError(
                 "this scheduler keeps no personal data keys", code=PortCode.PERSONAL_UNAVAILABLE
             )
-        recorded = sealing.forget(self.service.transactions, work_id, by=by, reason=reason)
+        recorded = sealing.forget(work_id, by=by, reason=reason)
         return recorded.position
 
     def retry(

@@ -13,6 +13,7 @@ import pytest
 
 from rota.application.errors import PortCode
 from rota.application.personal import PersonalData, Unreadable, context
+from rota.application.transactions import Transactions
 from rota.domain.errors import DomainCode, InvalidCommand, RotaError
 from rota.domain.failures import FailureCode
 from rota.domain.personal import (
@@ -151,7 +152,10 @@ def personal() -> PersonalData:
     keys = personal_keys_for(store)
     assert isinstance(keys, MemoryKeys)
     return PersonalData(
-        keys, AesGcmCipher, store, binding_paths=lambda b: ("address.street",) if b == "b" else ()
+        keys,
+        AesGcmCipher,
+        Transactions(store),
+        binding_paths=lambda b: ("address.street",) if b == "b" else (),
     )
 
 
