@@ -29,7 +29,7 @@ from rota.domain.emit import Emit
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal, RotaError
 from rota.domain.events.work import WorkForgotten, forgotten_identity
 from rota.domain.failures import FailureCode
-from rota.domain.personal import check_paths, has_markers, open_fields, seal_fields
+from rota.domain.personal import check_paths, has_markers, open_fields, seal_fields, unsealed
 from rota.domain.results import Result
 from rota.domain.submission import SubmitWork, WorkInput
 
@@ -105,8 +105,11 @@ class PersonalData:
         paths = check_paths([*marked, *check_paths(given.personal)])
         if not paths:
             return given
-        # A non-object payload is refused before a key is made for it.
+        # A non-object payload is refused before a key is made for it; one without any of
+        # the marked fields needs no key.
         seal_fields(given.payload, paths, lambda path, value: "")
+        if not unsealed(given.payload, paths):
+            return WorkInput(given.payload, given.key, given.correlation_key)
         if self.store.find_delivery(forgotten_identity(work_id)) is not None:
             raise Refusal(
                 f"Work {work_id!r} was forgotten (rota forget): it accepts no personal input",

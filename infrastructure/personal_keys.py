@@ -12,8 +12,8 @@ Destroying a key (`rota forget`):
   stale copy of it left on a freed page survives in the file), and after the DELETE the
   write-ahead log is checkpointed and truncated (`wal_checkpoint(TRUNCATE)`), so the old
   page images holding the key leave the `-wal` file. A checkpoint that a reader blocks is
-  retried by the next destroy and by SQLite's own checkpoints (the WAL is reused from its
-  start); `destroy` reports it (`SQLiteKeys.last_checkpoint`).
+  logged (`SQLiteKeys.last_checkpoint` keeps its answer); the next destroy truncates again,
+  and until then later writes overwrite the WAL from its start.
 - PostgreSQL: the row is deleted. Its bytes stay in the table's heap page as a dead tuple
   until (auto)vacuum prunes the page and later writes reuse the space; VACUUM marks space
   free without zeroing it, and the server's WAL segments, replicas and base backups taken
@@ -26,6 +26,7 @@ Destroying a key (`rota forget`):
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from rota.infrastructure.postgres.store import PostgresStore
     from rota.infrastructure.sqlite.store import SQLiteStore
 
+log = logging.getLogger("rota.personal")
 TABLE = "rota_personal_keys"
 KEY_BYTES = 32
 
@@ -95,6 +97,12 @@ class SQLiteKeys:
         deleted = self.store.write(body)
         rows = self.store._query("PRAGMA wal_checkpoint(TRUNCATE)", ())
         self.last_checkpoint = tuple(int(v) for v in rows[0]) if rows else None  # type: ignore[assignment]
+        if self.last_checkpoint is None or self.last_checkpoint[0]:
+            log.warning(
+                "a forgotten key's old pages may stay in %s-wal until its next truncating "
+                "checkpoint (a reader held it): run rota forget again later to finish it",
+                self.store.path,
+            )
         return deleted
 
 

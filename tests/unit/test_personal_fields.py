@@ -177,6 +177,9 @@ def test_a_submit_is_sealed_under_the_works_key_and_opened_for_the_job(
     assert personal.open_inputs("w1", [stored.payload, None]) == [given, None]
     unmarked = SubmitWork(work_id="w2", binding="other", inputs=(WorkInput({"a": 1}),))
     assert personal.seal(unmarked) is unmarked and personal.keys.get("w2") is None
+    absent = SubmitWork(work_id="w3", binding="b", inputs=(WorkInput({"a": 1}),))
+    assert personal.seal(absent).inputs == absent.inputs  # nothing marked is there:
+    assert personal.keys.get("w3") is None  # no key is made
 
 
 def test_a_forgotten_key_or_a_changed_ciphertext_is_unreadable_without_showing_it(
