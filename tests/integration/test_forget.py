@@ -75,13 +75,19 @@ def test_after_forget_the_canary_and_its_key_are_in_no_file_export_or_backup(
     seen: list[Any] = []
     with rota.open(db, config={}) as scheduler:
         scheduler.register("mail", lambda ctx: seen.append(ctx.trigger) or {"sent": True})
-        for n in range(30):  # others' keys around it: the forgotten one must leave no copy
+        store = scheduler.store
+        assert isinstance(store, SQLiteStore)
+        for n in range(100):  # others' keys around it, over several pages of the key table:
+            SQLiteKeys(store).create(f"pad-{n:04}")  # page splits move cells, free pages
+        for n in range(5):
             scheduler.submit(
                 f"other-{n}", binding="mail", input={"email": f"o{n}"}, personal=["email"]
             )
         handle = scheduler.submit(
             "W", binding="mail", input={"to": {"email": CANARY}, "n": 1}, personal=["to.email"]
         )
+        for n in range(100, 400):  # (after W's key: the splits move it around)
+            SQLiteKeys(store).create(f"pad-{n:04}")
         scheduler.run_until_idle()
         assert handle.result() == {"sent": True}
         assert {"to": {"email": CANARY}, "n": 1} in seen  # the job saw the plaintext
@@ -94,6 +100,8 @@ def test_after_forget_the_canary_and_its_key_are_in_no_file_export_or_backup(
         position = scheduler.forget("W", by="dpo", reason="erasure request 17")
         assert scheduler.forget("W", by="dpo") == position  # idempotent: the first record
         assert _key(scheduler, "W") is None and _key(scheduler, "other-3") is not None
+        # While the store is open (its WAL in use, not removed by a last close) too:
+        assert _files_holding(home, _needles(key)) == []
     assert _files_holding(home, _needles(key)) == []  # .db incl. free pages, -wal, projections
 
     exported = tmp_path / "export.jsonl"
