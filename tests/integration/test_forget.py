@@ -203,3 +203,23 @@ def test_binding_personal_fields_reach_a_shell_job_and_leave_no_run_file(tmp_pat
     assert json.loads(again.stdout)["position"] == json.loads(forgot.stdout)["position"]
     assert _files_holding(tmp_path, [CANARY.encode()]) == []
     assert _rota(tmp_path, "audit", "verify").returncode == 0
+
+
+def test_the_async_facade_accepts_personal_input_and_forgets(tmp_path: Path) -> None:
+    import asyncio
+
+    import rota.aio
+
+    seen: list[Any] = []
+
+    async def main() -> None:
+        async with await rota.aio.open(tmp_path / "app.db", config={}) as scheduler:
+            scheduler.register("mail", lambda ctx: seen.append(ctx.trigger))
+            await scheduler.submit("S", binding="mail", kind="standing")
+            await scheduler.accept("S", {"email": CANARY}, personal=["email"])
+            await asyncio.to_thread(scheduler.sync.run_until_idle)
+            first = await scheduler.forget("S", reason="async")
+            assert await scheduler.forget("S") == first
+
+    asyncio.run(main())
+    assert seen == [{"email": CANARY}]
