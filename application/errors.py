@@ -66,6 +66,10 @@ class PortCode(ErrorCode):
     """The file is an SQLite database of another program: rota refuses to take it over."""
     STORE_URL_MOVED = "store_url_moved"
     """`sqlite:///x` is now relative and names no file, but `/x` exists: write `sqlite:////x`."""
+    TREE_SIZE = "tree_size"
+    """A Merkle tree size or position is outside the log (0 < position <= size <= head)."""
+    TREE_NODE_MISSING = "tree_node_missing"
+    """A stored Merkle node the proof needs is missing or unreadable: run `rota audit verify`."""
     MISSING_EXTRA = "missing_extra"
     """A postgresql:// store needs the PostgreSQL extra: install 'rota[postgresql]'."""
 

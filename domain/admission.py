@@ -47,7 +47,7 @@ from rota.domain.events.admission import (
     GateHeld,
     ScopeCapacityClaimed,
 )
-from rota.domain.flow import OLDEST, flow_of
+from rota.domain.flow import OLDEST, FlowRules
 from rota.domain.flow_checks import FlowPass, FlowView
 from rota.domain.policy import Pinned, Settings
 from rota.domain.state import WorkState
@@ -118,7 +118,7 @@ def plan_starts(
     """Plan one start pass over `works`: ready Work by group (`(-priority, flow)`, each
     oldest first), or a plain list in that order. See the module docstring."""
     plan = Plan([], [], set(), [], [])
-    groups = works if isinstance(works, Mapping) else group_ready(works)
+    groups = works if isinstance(works, Mapping) else group_ready(works, flow.rules)
     chooser = Chooser(groups, fair=flow.fair, rules=flow.rules, limit=limit)
     flows = FlowPass(flow, now)
     idle = flows.idle  # no rule, no pause: only a Work's own throttle or debounce asks
@@ -194,7 +194,7 @@ def plan_starts(
         if held_back is not None:
             plan.waiting.append(Waiting(work.work_id, held_back.code, held_back.detail))
             if held_back.whole_flow:
-                chooser.drop(work, flow_of(work.keys))
+                chooser.drop(work, flow.rules.flow(work.keys, work.scope))
             continue
         passes: list[str] = []
         first_start = not work.attempts
@@ -275,7 +275,7 @@ def plan_starts(
         if not idle or (work.flow is not None and work.throttle is not None):
             flows.admit(work, execution)
         if not single:
-            chooser.started(work, oldest, flow_of(work.keys))
+            chooser.started(work, oldest, flow.rules.flow(work.keys, work.scope))
         taken.setdefault(pool, []).append(execution)
         for scope in limited:
             scope_taken.setdefault(scope, []).append(execution)
@@ -295,12 +295,15 @@ def plan_starts(
     return plan
 
 
-def group_ready(works: Iterable[WorkState]) -> dict[Group, Iterator[WorkState]]:
+def group_ready(
+    works: Iterable[WorkState], rules: FlowRules | None = None
+) -> dict[Group, Iterator[WorkState]]:
     """Works in the groups a pass takes them in (`(-priority, flow)`), each group in the
     order given (a caller's list, oldest first)."""
+    rules = rules if rules is not None else FlowRules()
     groups: dict[Group, list[WorkState]] = {}
     for work in works:
-        groups.setdefault((-work.priority, flow_of(work.keys)), []).append(work)
+        groups.setdefault((-work.priority, rules.flow(work.keys, work.scope)), []).append(work)
     return {group: iter(members) for group, members in sorted(groups.items())}
 
 

@@ -29,9 +29,11 @@ from datetime import UTC, datetime
 import msgspec
 
 from rota.domain.errors import DomainCode, InvalidCommand
-from rota.domain.events.flow import FlowConfigured, KeyRule, RateRule
+from rota.domain.events.flow import FlowConfigured, KeyRule, RateRule, ScopeShare
 
 KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
+SCOPE_PATH = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")  # as a Work's scope
+SCOPE_FLOW = "scope:"  # the fair-share flow of a scope's Work without keys: scope:<path>
 RULE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}\*?$|^\*$")
 MAX_KEYS = 8
 MAX_PRIORITY = 1000
@@ -59,6 +61,12 @@ def check_keys(keys: Iterable[str]) -> tuple[str, ...]:
         if type(key) is not str or not KEY.fullmatch(key):
             raise InvalidCommand(
                 f"key {str(key)[:80]!a} must match {KEY.pattern} (like tenant:acme)",
+                code=DomainCode.INVALID_FLOW,
+            )
+        if key.startswith(SCOPE_FLOW):
+            raise InvalidCommand(
+                f"key {key[:80]!a}: {SCOPE_FLOW}<path> names a scope's fair-share flow "
+                "([[scopes]] weight), not a key: choose another prefix",
                 code=DomainCode.INVALID_FLOW,
             )
     if len(set(found)) != len(found):
@@ -111,9 +119,27 @@ def rate_text(count: int, period: float) -> str:
     return f"{count}/{period:g}s"
 
 
-def check_rules(keys: Sequence[KeyRule], rates: Sequence[RateRule], share: int) -> None:
+def check_rules(
+    keys: Sequence[KeyRule],
+    rates: Sequence[RateRule],
+    share: int,
+    scopes: Sequence[ScopeShare] = (),
+) -> None:
     """Refuse (`invalid_flow`) rules a configuration cannot mean."""
     seen: set[str] = set()
+    for scope in scopes:
+        if not SCOPE_PATH.fullmatch(scope.path) or scope.path in seen:
+            raise InvalidCommand(
+                f"[[scopes]] {scope.path[:80]!a}: a weight needs one scope path (root/team)",
+                code=DomainCode.INVALID_FLOW,
+            )
+        seen.add(scope.path)
+        if not 1 <= scope.weight <= 1000:
+            raise InvalidCommand(
+                f"[[scopes]] {scope.path!r}: weight must be an integer from 1 to 1000",
+                code=DomainCode.INVALID_FLOW,
+            )
+    seen.clear()
     for rule in keys:
         _rule_key(rule.key, "[[keys]]")
         if rule.key in seen:
@@ -165,7 +191,16 @@ def _rule_key(key: str, where: str) -> None:
 class FlowRules:
     """The rules in force, with the lookups admission makes (memoized per key)."""
 
-    __slots__ = ("_key_memo", "_keys", "_rate_memo", "_rates", "configured", "share")
+    __slots__ = (
+        "_key_memo",
+        "_keys",
+        "_rate_memo",
+        "_rates",
+        "_scope_memo",
+        "configured",
+        "scopes",
+        "share",
+    )
 
     def __init__(self, configured: FlowConfigured | None = None) -> None:
         configured = configured if configured is not None else FlowConfigured()
@@ -175,10 +210,35 @@ class FlowRules:
         self._rates = _Matcher(configured.rates)
         self._key_memo: dict[str, KeyRule | None] = {}
         self._rate_memo: dict[str, RateRule | None] = {}
+        # `[[scopes]] weight`: path -> weight (empty: Work without keys is in flow "").
+        self.scopes = {s.path: s.weight for s in configured.scopes}
+        self._scope_memo: dict[str, str] = {}
 
     @property
     def empty(self) -> bool:
-        return not self.configured.keys and not self.configured.rates
+        configured = self.configured
+        return not configured.keys and not configured.rates and not configured.scopes
+
+    def flow(self, keys: Sequence[str], scope: str) -> str:
+        """A Work's fair-share flow: its first key; without keys, its scope's
+        (`scope_flow`); "" when neither names one."""
+        if keys:
+            return keys[0]
+        return self.scope_flow(scope) if self.scopes else ""
+
+    def scope_flow(self, scope: str) -> str:
+        """`scope:<path>` of the deepest `[[scopes]]` weight at or above `scope`; else ""."""
+        memo = self._scope_memo
+        found = memo.get(scope)
+        if found is None:
+            found, path = "", scope
+            while path:
+                if path in self.scopes:
+                    found = SCOPE_FLOW + path
+                    break
+                path = path.rpartition("/")[0]
+            memo[scope] = found
+        return found
 
     def key_rule(self, key: str) -> KeyRule | None:
         memo = self._key_memo
@@ -192,6 +252,8 @@ class FlowRules:
         return rule.concurrency or 0 if rule is not None else 0
 
     def weight(self, flow: str) -> int:
+        if flow.startswith(SCOPE_FLOW):
+            return self.scopes.get(flow[len(SCOPE_FLOW) :], 1)
         rule = self.key_rule(flow) if flow else None
         return rule.weight or 1 if rule is not None else 1
 

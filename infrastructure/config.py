@@ -96,7 +96,7 @@ from rota.application.ports import Executor
 from rota.application.secrets import SECRET_KEYS, grant_secrets, split_personal, split_secrets
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
-from rota.domain.events.flow import FlowConfigured
+from rota.domain.events.flow import FlowConfigured, ScopeShare
 from rota.domain.flow import check_rules
 from rota.domain.grants import Grant, check_grant
 from rota.domain.policy import POOL_AGENTS, POOL_JOBS, Binding, Settings
@@ -427,8 +427,9 @@ def _flow(model: ConfigModel, source: str) -> FlowConfigured:
     keys = [k.to_rule() for k in model.keys]
     rates = [r.to_rule() for r in model.rates]
     share = model.settings.starvation_share
+    scopes = [ScopeShare(path=s.path, weight=s.weight) for s in model.scopes if s.weight]
     try:
-        check_rules(keys, rates, share)
+        check_rules(keys, rates, share, scopes)
     except InvalidCommand as exc:
         raise ConfigError(f"{source}: {exc.message}") from None
-    return FlowConfigured(keys=keys, rates=rates, share=share)
+    return FlowConfigured(keys=keys, rates=rates, share=share, scopes=scopes)

@@ -106,6 +106,8 @@ class ScopeModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str = Field(pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
     limits: ScopeLimitsModel = ScopeLimitsModel()
+    # Fair share: the Works without keys at or under `path` form one flow of this weight.
+    weight: int | None = Field(None, ge=1, le=1000)
 
 
 class BudgetModel(BaseModel):

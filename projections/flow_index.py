@@ -25,7 +25,7 @@ from rota.domain.events.flow import (
     FlowResumed,
     RateTaken,
 )
-from rota.domain.flow import OLDEST, Fairness, FlowRules, flow_of, serve
+from rota.domain.flow import OLDEST, Fairness, FlowRules, serve
 from rota.domain.state import WorkState
 
 Group = tuple[int, str]  # (-priority, flow): the heap order of ready Work's groups
@@ -99,25 +99,17 @@ def fold_claim(fair: Fairness, owner: _HasRules, work: WorkState, claim: Attempt
     nothing to fold: until a Work with keys or a priority other than 0 starts, every
     ready Work is in one group, served in readiness order, which needs no tags (and the
     digests of logs from before flow control stay what they were)."""
-    asked = work.flow
+    asked, rules = work.flow, owner.rules
     if (asked is None or not (asked.keys or asked.priority)) and not (
-        fair.finish or fair.since_oldest or fair.vtime
+        fair.finish or fair.since_oldest or fair.vtime or rules.scopes
     ):
         return False
-    flow = flow_of(work.keys)
-    serve(fair, flow, owner.rules.weight(flow), OLDEST in claim.passes)
+    flow = rules.flow(work.keys, work.scope)
+    serve(fair, flow, rules.weight(flow), OLDEST in claim.passes)
     return True
 
 
 PLAIN: Group = (0, "")  # the group of Work that asks for no flow control
-
-
-def group_of(work: WorkState) -> Group:
-    """The ready group a Work is in: (-priority, flow)."""
-    asked = work.flow
-    if asked is None:
-        return PLAIN
-    return (-asked.priority, asked.keys[0] if asked.keys else "")
 
 
 class ReadyGroups:
@@ -126,7 +118,12 @@ class ReadyGroups:
     input, in that group, is dropped when met. `groups()` hands each group out lazily; the
     entries a pass took are put back at the next call, those still valid only."""
 
-    def __init__(self, find: Callable[[Entry], WorkState | None]) -> None:
+    def __init__(
+        self, find: Callable[[Entry], WorkState | None], scoped: FlowRules | None = None
+    ) -> None:
+        # The rules when they give scopes weights (a Work without keys is then in its
+        # scope's flow, `FlowRules.flow`); None: every such Work is in flow "".
+        self.scoped = scoped
         self.heaps: dict[Group, list[Entry]] = {}
         self._find = find
         self._found: list[tuple[Group, Entry]] = []
@@ -142,8 +139,7 @@ class ReadyGroups:
             and (before.flow is after.flow or before.priority == after.priority)
         ):
             return
-        asked = after.flow  # (`group_of`, inline)
-        group = PLAIN if asked is None else (-asked.priority, asked.keys[0] if asked.keys else "")
+        group = PLAIN if after.flow is None and self.scoped is None else self.group(after)
         heap = self.heaps.get(group)
         if heap is None:
             heap = self.heaps[group] = []
@@ -154,7 +150,7 @@ class ReadyGroups:
         find = self._find
         for group, entry in self._found:  # (still startable there, in this group?)
             work = find(entry)
-            if work is not None and group_of(work) == group:
+            if work is not None and self.group(work) == group:
                 heap = self.heaps.get(group)
                 if heap is None:
                     heap = self.heaps[group] = []
@@ -163,6 +159,14 @@ class ReadyGroups:
         for group in [g for g, heap in self.heaps.items() if not heap]:
             del self.heaps[group]
         return {group: self._drain(group, heap) for group, heap in self.heaps.items()}
+
+    def group(self, work: WorkState) -> Group:
+        """The group a Work is in: (-priority, flow)."""
+        asked, scoped = work.flow, self.scoped
+        if asked is not None and asked.keys:
+            return (-asked.priority, asked.keys[0])
+        flow = "" if scoped is None else scoped.scope_flow(work.scope)
+        return (0 if asked is None else -asked.priority, flow)
 
     def _drain(self, group: Group, heap: list[Entry]) -> Iterator[WorkState]:
         seen: set[str] = set()
@@ -174,11 +178,10 @@ class ReadyGroups:
             work = find(entry)  # (still startable there, in this group?)
             if work is None:
                 continue
-            asked = work.flow
-            if asked is None:
+            if work.flow is None and self.scoped is None:
                 if level or flow:
                     continue
-            elif -asked.priority != level or (asked.keys[0] if asked.keys else "") != flow:
+            elif self.group(work) != group:
                 continue
             seen.add(entry[1])
             found.append((group, entry))

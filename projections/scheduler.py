@@ -1,15 +1,13 @@
 """The scheduler projection: every Work's state, what is ready, what holds a slot, timers.
 
-A deterministic fold of the log: `apply()` takes each recorded event in position order
-and updates the Works through `rota.domain.evolve`, plus the indices the cadence needs
-(startable Works, slot holders per pool, live leases, due timers, pool stream versions).
-It reads time only from events and never appends, so a projection rebuilt from position 0
-equals the one maintained live (`digest()` compares them).
+A deterministic fold of the log: `apply()` takes each event in position order and updates
+the Works (`rota.domain.evolve`) and the indices the cadence needs (startable Works, slot
+holders, live leases, due timers, pool versions). It reads time only from events and never
+appends: a projection rebuilt from position 0 equals the live one (`digest()` says so).
 
-Persistence hooks (used by the projection stores): `row`, `row_keys` and `from_rows`, whose
-rows are defined in `rota.projections.scheduler_rows`. `apply` records the keys of the rows
-it changed in `dirty`, so a save writes only those; `from_rows` rebuilds the object from
-rows, deriving every index with the same `_index` code the fold uses. None of this takes
+Persistence hooks (for the projection stores; rows in `scheduler_rows`): `apply` records
+the keys of the rows it changed in `dirty`, so a save writes only those; `from_rows`
+rebuilds the object, deriving every index with the fold's own `_index`. None of this takes
 part in the fold or in `digest()`.
 """
 
@@ -28,6 +26,7 @@ from rota.domain.events import (
     BudgetWarning,
     CapacityClaimed,
     Event,
+    FlowConfigured,
     LeaseRenewed,
 )
 from rota.domain.events.admission import Budget
@@ -66,6 +65,7 @@ class SchedulerProjection:
         self.position = 0
         self.works: dict[str, WorkState] = {}
         self.startable: set[str] = set()
+        self.scoped: FlowRules | None = None  # the rules, while they weigh scopes
         self._ready = fx.ReadyGroups(self._ready_work)
         self.slots: dict[str, set[str]] = {}
         self.live: dict[str, str] = {}
@@ -116,7 +116,7 @@ class SchedulerProjection:
             self._index(before, after)
             if self.budgets and isinstance(event, _Outcome) and event.usage:
                 self._stage(work_id, position, at, event)
-            elif (after.flow or self.fair.finish) and type(event) is AttemptClaimed:
+            elif (after.flow or self.fair.finish or self.scoped) and type(event) is AttemptClaimed:
                 fx.fold_claim(self.fair, self, after, event)  # (else one group: no tags)
                 dirty.add("fair")
         else:
@@ -166,7 +166,9 @@ class SchedulerProjection:
                 dirty.add(stream)
                 if self.budgets and isinstance(event, _Outcome) and event.usage:
                     self._stage(work_id, position, at, event)
-                elif (after.flow or self.fair.finish) and type(event) is AttemptClaimed:
+                elif (after.flow or self.fair.finish or self.scoped) and type(
+                    event
+                ) is AttemptClaimed:
                     fx.fold_claim(self.fair, self, after, event)
                     dirty.add("fair")
             else:
@@ -182,14 +184,16 @@ class SchedulerProjection:
             self._reindex()
 
     def _reindex(self) -> None:
-        self.startable, self._ready, self.slots = set(), fx.ReadyGroups(self._ready_work), {}
-        self.live, self.timers, self.slot_scopes, self.key_slots = {}, {}, {}, {}
+        self.scoped = self.rules if self.rules.scopes else None
+        self._ready = fx.ReadyGroups(self._ready_work, self.scoped)
+        self.startable, self.slots, self.live, self.timers = set(), {}, {}, {}
+        self.slot_scopes, self.key_slots = {}, {}
         works = self.works
         # Quiet Works not in memory name no index, so the indices come from those held.
         for work in works.in_memory() if isinstance(works, OnDemandWorks) else works.values():
             self._index(None, work)
-        # The live fold keeps a pool's (possibly empty) slot set once a slot was taken in
-        # it; every such pool has had a capacity claim, so `pool_versions` names it.
+        # The live fold keeps a pool's slot set once a slot was taken in it (every such pool
+        # had a capacity claim, so `pool_versions` names it).
         for pool in self.pool_versions:
             self.slots.setdefault(pool, set())
         self._unsettled = False
@@ -203,6 +207,8 @@ class SchedulerProjection:
         """An event outside the Works' streams: pools, turns, scopes, budgets, flow."""
         if fx.apply_flow(self.flow, stream, version, event):
             self.dirty.add("flow")
+            if type(event) is FlowConfigured and (event.scopes or self.scoped):
+                self._reindex()  # (a Work without keys is in its scope's flow, or leaves it)
         elif stream.startswith("pool/"):
             if isinstance(event, CapacityClaimed):
                 self.pool_versions[event.pool] = version
@@ -311,8 +317,7 @@ class SchedulerProjection:
         return self._ready.ordered(limit)
 
     def ready_groups(self) -> dict[fx.Group, Iterator[WorkState]]:
-        """Startable Works by (-priority, flow), each group oldest first, lazily: what a
-        start pass chooses from (`rota.projections.flow_index.ReadyGroups`)."""
+        """Startable Works by (-priority, flow), each oldest first, lazily (`ReadyGroups`)."""
         return self._ready.groups()
 
     @property
@@ -399,8 +404,7 @@ class SchedulerProjection:
                 yield key, encode_row(self, key)
 
     def row_keys(self) -> Iterator[str]:
-        """Every persisted row key, in no particular order."""
-        return persisted_keys(self)
+        return persisted_keys(self)  # every persisted row key, in no particular order
 
     @classmethod
     def restore(
@@ -422,8 +426,7 @@ class SchedulerProjection:
     @classmethod
     def from_rows(cls, position: int, rows: Iterable[tuple[str, bytes]]) -> SchedulerProjection:
         """Decode persisted rows (as `row()` encodes them) into a projection at `position`."""
-        works, fields = decode_rows(rows)
-        return cls.restore(position, works, fields)
+        return cls.restore(position, *decode_rows(rows))
 
     def active_works(self) -> set[str]:
         """The Works some index names (the rest are quiet: see `OnDemandWorks`)."""

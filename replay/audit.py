@@ -10,6 +10,11 @@ log (only for an unreadable store). Truncation of the tail is invisible to the c
 alone; only a checkpoint (position, hash) kept outside the store reveals it: give
 `verify_chain` the checkpoints and it also proves the log still extends each of them
 (`verify_extends` does that one checkpoint at a time, without walking the chain).
+
+For a store, the walk also recomputes the Merkle tree's stored nodes from the rows and
+compares them (`tree_check`): a node that disagrees, is missing or lies beyond the head
+fails the report (`tree_ok` False, `tree_reason` naming the positions it covers), though
+the rows chain: proofs built on it would be wrong.
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
+from rota.application.errors import PortCode, StoreError
 from rota.application.ports import EventStore, RawRecord
 from rota.infrastructure.chain import GENESIS_HEX, link_row
+from rota.infrastructure.merkle import Builder
 from rota.replay.checkpoint import Checkpoint
 from rota.replay.errors import ReplayCode
 from rota.replay.progress import ProgressFactory, silent
+from rota.replay.tree_check import TreeCheck
 
 Checkpoints = Checkpoint | Iterable[Checkpoint] | None
 
@@ -33,6 +41,8 @@ class ChainReport(msgspec.Struct, frozen=True):
     With checkpoints: `checkpoints` compared, `checkpoint_ok` (None when none was compared)
     and `checkpoint_position` / `checkpoint_reason` for the first that failed, else the
     highest that matched. `from_position` is where a partial export starts (0: position 1).
+    `tree_ok` is the verdict on the store's stored Merkle nodes (None: not judged, as for
+    an export), `tree_reason` and `tree_first`..`tree_last` the first bad node's positions.
     """
 
     ok: bool
@@ -46,6 +56,10 @@ class ChainReport(msgspec.Struct, frozen=True):
     checkpoint_ok: bool | None = None
     checkpoint_position: int | None = None
     checkpoint_reason: str | None = None
+    tree_ok: bool | None = None
+    tree_reason: str | None = None
+    tree_first: int | None = None
+    tree_last: int | None = None
 
 
 def iter_raw(store: EventStore, page: int = 5000, after: int = 0) -> Iterator[RawRecord]:
@@ -67,6 +81,7 @@ def verify_records(
     previous_hash: str = GENESIS_HEX,
     checkpoint: Checkpoints = None,
     store_id: str | None = None,
+    tree: TreeCheck | None = None,
 ) -> ChainReport:
     """Verify rows that start at position `after + 1`, chained to `previous_hash`.
 
@@ -77,6 +92,11 @@ def verify_records(
     wanted = _normalize(checkpoint)
     watch = {c.position for c in wanted}
     seen: dict[int, str] = {after: previous_hash}
+    # The Merkle roots at the checkpoints' sizes, from the rows (only a whole log has them).
+    rooted = Builder() if not after and any(c.root for c in wanted) else None
+    if rooted is not None and tree is not None:
+        rooted = tree.builder  # (the tree check feeds it every row already)
+    roots: dict[int, str] = {0: Builder().root().hex()} if rooted else {}
     previous = bytes.fromhex(previous_hash)
     expected_position = after + 1
     stream_versions: dict[str, int] = {}
@@ -120,9 +140,15 @@ def verify_records(
             )
             break
         stream_versions[record.stream] = record.version
+        if tree is not None:
+            tree.add(record.hash)
+        elif rooted is not None:
+            rooted.add_hex(record.hash)
         previous = computed
         if record.position in watch:
             seen[record.position] = record.hash
+            if rooted is not None:
+                roots[record.position] = rooted.root().hex()
         expected_position += 1
         checked += 1
         if progress is not None and checked % 10_000 == 0:
@@ -130,7 +156,9 @@ def verify_records(
     if report is None:
         report = ChainReport(True, checked, expected_position - 1, previous.hex())
     report = msgspec.structs.replace(report, from_position=after)
-    return judge(report, wanted, seen, store_id) if wanted else report
+    if wanted:
+        report = judge(report, wanted, seen, store_id, roots)
+    return report if tree is None else _judge_tree(report, tree)
 
 
 def verify_chain(
@@ -142,7 +170,30 @@ def verify_chain(
     """Verify the whole log of a store, and that it extends the checkpoint(s) if given."""
     wanted = _normalize(checkpoint)
     store_id = store.store_id if wanted else None
-    return verify_records(iter_raw(store), progress=progress, checkpoint=wanted, store_id=store_id)
+    return verify_records(
+        iter_raw(store),
+        progress=progress,
+        checkpoint=wanted,
+        store_id=store_id,
+        tree=TreeCheck(store),
+    )
+
+
+def _judge_tree(report: ChainReport, tree: TreeCheck) -> ChainReport:
+    if report.first_bad_position is None:
+        tree.finish()
+    if tree.ok is not False:
+        return msgspec.structs.replace(report, tree_ok=tree.ok)
+    judged = msgspec.structs.replace(
+        report,
+        tree_ok=False,
+        tree_reason=tree.reason,
+        tree_first=tree.first,
+        tree_last=tree.last,
+    )
+    if not report.ok:
+        return judged  # the chain's own first problem stays the report's
+    return msgspec.structs.replace(judged, ok=False, reason=tree.reason)
 
 
 # -- checkpoints ---------------------------------------------------------------------------
@@ -157,9 +208,14 @@ def _normalize(checkpoint: Checkpoints) -> list[Checkpoint]:
 
 
 def _compare(
-    checkpoint: Checkpoint, store_id: str | None, head: int, stored_hash: str | None
+    checkpoint: Checkpoint,
+    store_id: str | None,
+    head: int,
+    stored_hash: str | None,
+    root: str | None = None,
 ) -> tuple[ReplayCode, str] | None:
-    """Why a log (its id, head position, stored hash at the checkpoint) does not extend it."""
+    """Why a log (its id, head position, stored hash and Merkle root (hex, None: not known)
+    at the checkpoint) does not extend it."""
     when = f"checkpoint at position {checkpoint.position} (written {checkpoint.written_at})"
     if store_id is not None and checkpoint.store_id != store_id:
         return (
@@ -179,6 +235,12 @@ def _compare(
             ReplayCode.LOG_REWRITTEN,
             f"the stored hash at position {checkpoint.position} is not the {when}'s: the log "
             f"up to position {checkpoint.position} was rewritten and re-chained",
+        )
+    if checkpoint.root is not None and root is not None and root != checkpoint.root:
+        return (
+            ReplayCode.TREE_ROOT_MISMATCH,
+            f"the log's Merkle root at size {checkpoint.position} is not the {when}'s: "
+            "the rows up to it or the store's tree were altered",
         )
     return None
 
@@ -203,13 +265,26 @@ def check_extends(
         else:
             rows = store.read_raw(position - 1, 1) if head >= position else []
             stored = rows[0].hash if rows and rows[0].position == position else None
-        return _compare(checkpoint, store.store_id, head, stored)
+        root = None
+        if checkpoint.root is not None and stored == checkpoint.head_hash:
+            try:
+                root = store.tree_head(position).root.hex()
+            except StoreError as exc:  # a damaged tree: no root to compare is a mismatch
+                if exc.code != PortCode.TREE_NODE_MISSING:
+                    raise
+                return ReplayCode.TREE_ROOT_MISMATCH, f"no Merkle root at size {position}: {exc}"
+        return _compare(checkpoint, store.store_id, head, stored, root)
     head, stored = 0, GENESIS_HEX if position == 0 else None
+    builder = Builder()
+    root = builder.root().hex() if position == 0 else None
     for record in store_or_records:
         head = record.position
+        if head <= position and checkpoint.root is not None:
+            builder.add_hex(record.hash)
         if head == position:
             stored = record.hash
-    return _compare(checkpoint, store_id, head, stored)
+            root = builder.root().hex() if checkpoint.root is not None else None
+    return _compare(checkpoint, store_id, head, stored, root)
 
 
 def verify_extends(
@@ -228,8 +303,10 @@ def judge(
     checkpoints: list[Checkpoint],
     seen: dict[int, str],
     store_id: str | None,
+    roots: dict[int, str] | None = None,
 ) -> ChainReport:
-    """Add the checkpoint verdict to a chain report (`seen`: stored hashes by position)."""
+    """Add the checkpoint verdict to a chain report (`seen`: stored hashes by position;
+    `roots`: the Merkle roots the rows give at those sizes, when known)."""
     compared = 0
     matched: Checkpoint | None = None
     for checkpoint in checkpoints:
@@ -239,7 +316,8 @@ def judge(
         if not report.ok and position >= (report.first_bad_position or 0):
             break  # past the break: the chain already failed
         stored = GENESIS_HEX if position == 0 else seen.get(position)
-        verdict = _compare(checkpoint, store_id, report.head_position, stored)
+        root = (roots or {}).get(position)
+        verdict = _compare(checkpoint, store_id, report.head_position, stored, root)
         compared += 1
         if verdict is None:
             matched = checkpoint
@@ -259,7 +337,7 @@ def judge(
         bad = None
         if verdict[0] == ReplayCode.LOG_BEHIND_CHECKPOINT:
             bad = report.head_position + 1
-        elif verdict[0] == ReplayCode.LOG_REWRITTEN:
+        elif verdict[0] in (ReplayCode.LOG_REWRITTEN, ReplayCode.TREE_ROOT_MISMATCH):
             bad = position
         return msgspec.structs.replace(failed, ok=False, first_bad_position=bad, reason=reason)
     return msgspec.structs.replace(

@@ -6,17 +6,20 @@ old backup, a forger) is a perfectly valid chain. A checkpoint written earlier t
 place, saying "store S had position P with hash H at time T", reveals it: the log must still
 hold position P, with hash H. It also reveals a rewrite that recomputed every later hash.
 
-Files: one JSON object per checkpoint, `checkpoint-<position:012d>-<store_id>.json`, in a
+Files: one note per checkpoint (`checkpoint_note`: the C2SP tlog-checkpoint form, with the
+log's Merkle root at that size), `checkpoint-<position:012d>-<store_id>.note`, in a
 directory that should live on another disk or machine than the store (copy it off-site). A
 file is written atomically (tmp file, fsync, rename, fsync of the directory). The name
 carries the store it belongs to, so two stores sharing a directory (the old and the new one
 after an import) never overwrite each other's checkpoints; files named by an earlier rota,
-`checkpoint-<position:012d>.json`, are still read. Each store judges only its own (`latest`
-with `store_id`).
+`checkpoint-<position:012d>.json`, and the JSON objects an earlier rota wrote
+(`checkpoint-<position:012d>-<store_id>.json`, no Merkle root) are still read. Each store
+judges only its own (`latest` with `store_id`).
 
-Signing (optional): with an Ed25519 private key (PEM, `rota audit keygen`), `signature` is
+Signing (optional): with an Ed25519 private key (PEM, `rota audit keygen`), a note carries
+a signature line over its text (`checkpoint_note`); an old JSON checkpoint's `signature` is
 the hex Ed25519 signature of the canonical JSON `{"head_hash":H,"position":P,"store_id":S,
-"written_at":T}` (keys sorted, no spaces, UTF-8) and `key_id` the first 16 hex digits of the
+"written_at":T}` (keys sorted, no spaces, UTF-8), and `key_id` the first 16 hex digits of the
 SHA-256 of the raw 32-byte public key. Verify with the public key (`--public-key`); a signed
 checkpoint stops someone who can write the checkpoint directory but not read the key from
 forging a checkpoint that hides a truncation. Needs the `cryptography` package
@@ -41,9 +44,10 @@ from rota.domain.errors import DomainCode, RotaError
 from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.config import EntryCode
+from rota.replay import checkpoint_note as note
 from rota.replay.errors import ReplayCode
 
-FILE_RE = re.compile(r"^checkpoint-(\d{12,})(?:-([0-9A-Za-z-]{1,64}))?\.json$")
+FILE_RE = re.compile(r"^checkpoint-(\d{12,})(?:-([0-9A-Za-z-]{1,64}))?\.(json|note)$")
 STORE_IN_NAME = re.compile(r"^[0-9A-Za-z-]{1,64}$")  # a UUID, as stores make them
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 MAX_FILE = 64 * 1024
@@ -54,7 +58,9 @@ class CheckpointError(RotaError):
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
-    """Store `store_id` had `position` with `head_hash` at `written_at` (ISO UTC)."""
+    """Store `store_id` had `position` with `head_hash` at `written_at` (ISO UTC), and its
+    Merkle tree of `position` events had `root` (hex; None in an old JSON checkpoint).
+    Signed: `signature` (hex) by `key_id`, and for a note `key_hash` (8 hex)."""
 
     store_id: str
     position: int
@@ -62,25 +68,36 @@ class Checkpoint(msgspec.Struct, frozen=True):
     written_at: str
     signature: str | None = None
     key_id: str | None = None
+    root: str | None = None
+    key_hash: str | None = None
+
+    tree_size = property(lambda self: self.position)  # the tree's size is the position
+
+    def note(self) -> str:
+        """The whole note (text, then the signature line if signed); needs `root`."""
+        assert self.root is not None
+        text = self.message().decode()
+        if self.signature is None or self.key_id is None or self.key_hash is None:
+            return text
+        return f"{text}\n{note.signature_line(self.key_id, self.key_hash, self.signature)}"
 
     def message(self) -> bytes:
-        """The bytes a signature covers: canonical JSON, keys sorted, no spaces."""
-        return msgspec.json.encode(
-            {
-                "head_hash": self.head_hash,
-                "position": self.position,
-                "store_id": self.store_id,
-                "written_at": self.written_at,
-            }
-        )
+        """The bytes a signature covers: a note's text; for an old JSON checkpoint,
+        canonical JSON, keys sorted, no spaces."""
+        if self.root is not None:
+            return note.note_text(
+                self.store_id, self.position, self.root, self.head_hash, self.written_at
+            ).encode()
+        signed = ("head_hash", "position", "store_id", "written_at")  # sorted
+        return msgspec.json.encode({name: getattr(self, name) for name in signed})
 
 
-def file_name(position: int, store_id: str | None = None) -> str:
-    """The file a checkpoint of `store_id` at `position` is written to (without a store:
-    the name an earlier rota wrote)."""
+def file_name(position: int, store_id: str | None = None, *, kind: str = "note") -> str:
+    """The file a checkpoint of `store_id` at `position` is written to (`kind` json: the
+    name an earlier rota wrote; without a store, the name before that)."""
     if store_id is None or not STORE_IN_NAME.fullmatch(store_id):
         return f"checkpoint-{position:012d}.json"
-    return f"checkpoint-{position:012d}-{store_id}.json"
+    return f"checkpoint-{position:012d}-{store_id}.{kind}"
 
 
 # -- files -------------------------------------------------------------------------------
@@ -90,10 +107,27 @@ def write_file(directory: str | os.PathLike[str], checkpoint: Checkpoint) -> Pat
     """Write one checkpoint file atomically; returns its path."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / file_name(checkpoint.position, checkpoint.store_id)
+    kind = "json" if checkpoint.root is None else "note"
+    target = folder / file_name(checkpoint.position, checkpoint.store_id, kind=kind)
     with atomic_write(target, mode=0o644, sync_directory=True) as out:
-        out.write(msgspec.json.encode(checkpoint) + b"\n")
+        if checkpoint.root is None:
+            out.write(msgspec.json.encode(checkpoint) + b"\n")
+        else:
+            out.write(checkpoint.note().encode())
     return target
+
+
+def from_note(data: bytes, where: object = "the note") -> Checkpoint:
+    """A checkpoint from a note's bytes (`CheckpointError` if it is not one)."""
+    try:
+        fields = note.parse(data)
+    except note.NoteError as exc:
+        raise CheckpointError(f"{where} is not a valid checkpoint note: {exc}") from None
+    checkpoint = Checkpoint(**fields)
+    problem = _problem(checkpoint)
+    if problem:
+        raise CheckpointError(f"{where}: {problem}")
+    return checkpoint
 
 
 def load(path: str | os.PathLike[str]) -> Checkpoint:
@@ -106,10 +140,13 @@ def load(path: str | os.PathLike[str]) -> Checkpoint:
         raise CheckpointError(f"cannot read checkpoint {file}: {exc.strerror}") from None
     if len(data) > MAX_FILE:
         raise CheckpointError(f"checkpoint {file} is larger than {MAX_FILE} bytes")
-    try:
-        checkpoint = msgspec.json.decode(data, type=Checkpoint)
-    except msgspec.DecodeError as exc:
-        raise CheckpointError(f"checkpoint {file} is not a valid checkpoint: {exc}") from None
+    if file.suffix == ".note" or data.startswith(b"rota/"):
+        checkpoint = from_note(data, f"checkpoint {file}")
+    else:
+        try:
+            checkpoint = msgspec.json.decode(data, type=Checkpoint)
+        except msgspec.DecodeError as exc:
+            raise CheckpointError(f"checkpoint {file} is not a valid checkpoint: {exc}") from None
     problem = _problem(checkpoint)
     if problem:
         raise CheckpointError(f"checkpoint {file}: {problem}")
@@ -140,6 +177,10 @@ def _problem(checkpoint: Checkpoint) -> str | None:
         return f"written_at {checkpoint.written_at!r} is not an ISO-8601 UTC time"
     if (checkpoint.signature is None) != (checkpoint.key_id is None):
         return "signature and key_id must be given together"
+    if checkpoint.root is not None and not HASH_RE.fullmatch(checkpoint.root):
+        return "root is not 64 lowercase hex digits"
+    if checkpoint.root is not None and (checkpoint.key_hash is None) != (checkpoint.key_id is None):
+        return "a signed note needs its key hash"
     return None
 
 
@@ -235,19 +276,24 @@ def load_public_key(path: str | os.PathLike[str]) -> Any:
     return key
 
 
+def raw_public(public_key: Any) -> bytes:
+    serialization, _ = _ed25519()
+    raw: bytes = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return raw
+
+
 def key_id(public_key: Any) -> str:
     """The first 16 hex digits of SHA-256 over the raw 32-byte public key."""
-    serialization, _ = _ed25519()
-    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return hashlib.sha256(raw).hexdigest()[:16]
+    return hashlib.sha256(raw_public(public_key)).hexdigest()[:16]
 
 
 def sign(checkpoint: Checkpoint, private_key: Any) -> Checkpoint:
-    unsigned = msgspec.structs.replace(checkpoint, signature=None, key_id=None)
+    unsigned = msgspec.structs.replace(checkpoint, signature=None, key_id=None, key_hash=None)
     signature = private_key.sign(unsigned.message()).hex()
-    return msgspec.structs.replace(
-        checkpoint, signature=signature, key_id=key_id(private_key.public_key())
-    )
+    public = private_key.public_key()
+    ident = key_id(public)
+    hashed = None if checkpoint.root is None else note.key_hash(ident, raw_public(public))
+    return msgspec.structs.replace(checkpoint, signature=signature, key_id=ident, key_hash=hashed)
 
 
 def verify_signature(checkpoint: Checkpoint, public_key: Any) -> None:
@@ -261,6 +307,13 @@ def verify_signature(checkpoint: Checkpoint, public_key: Any) -> None:
     if checkpoint.key_id != expected:
         raise CheckpointError(
             f"{where} was signed by key {checkpoint.key_id}, not by this key ({expected})",
+            code=ReplayCode.BAD_SIGNATURE,
+        )
+    if checkpoint.root is not None and checkpoint.key_hash != note.key_hash(
+        expected, raw_public(public_key)
+    ):
+        raise CheckpointError(
+            f"{where}: its key hash is not this key's (the note was altered)",
             code=ReplayCode.BAD_SIGNATURE,
         )
     try:
@@ -384,8 +437,9 @@ class Checkpointer:
             if verdict is not None:
                 code, reason = verdict
                 raise CheckpointError(f"{reason} (directory {self.directory})", code=code)
+        root = self.store.tree_head(head.position).root.hex()
         checkpoint = Checkpoint(
-            store_id, head.position, head.hash, format_timestamp(self.clock.now())
+            store_id, head.position, head.hash, format_timestamp(self.clock.now()), root=root
         )
         if self.key is not None:
             checkpoint = sign(checkpoint, self.key)

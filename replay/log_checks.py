@@ -33,6 +33,13 @@ RESUME_IMPORT = (
 )
 
 
+TREE_DAMAGED = (
+    "the rows chain, but the store's Merkle nodes (derived from them) do not: proofs from "
+    "this store are wrong; restore the store from a backup (or export and import the log "
+    "into a new store, which recomputes them)"
+)
+
+
 def check_chain(log: EventStore, progress: ProgressFactory = silent) -> Check:
     report = verify_chain_with(log, progress)
     marker = log.unfinished_import()
@@ -43,6 +50,8 @@ def check_chain(log: EventStore, progress: ProgressFactory = silent) -> Check:
     if report.ok:
         detail = f"{report.checked} events chained, head {report.head_position} "
         return Check("hash_chain", "ok", detail + report.head_hash[:16])
+    if report.first_bad_position is None and report.tree_ok is False:
+        return Check("hash_chain", "fail", str(report.tree_reason), TREE_DAMAGED)
     detail = f"first bad position {report.first_bad_position}: {report.reason}"
     return Check("hash_chain", "fail", detail, FULL_RESTORE)
 

@@ -48,7 +48,7 @@ class AdmissionCommands:
     def configure_flow(self, configured: FlowConfigured) -> bool:
         """Record the key and rate rules in force when they differ from the log's (True if
         recorded); fenced by the `flow/config` stream, so racing hosts record it once."""
-        check_rules(configured.keys, configured.rates, configured.share)
+        check_rules(configured.keys, configured.rates, configured.share, configured.scopes)
 
         def decide() -> tuple[list[Emit], dict[str, int]]:
             flow = self.tx.projection.flow

@@ -9,7 +9,7 @@ and msgspec (tests/unit/test_architecture.py). Adapters live in `rota.infrastruc
 any adapter. Every name is re-exported here: `from rota.application.ports import X`.
 
 - `records`: the log's records (`NewEvent`, `RecordedEvent`, `RawRecord`, `LogHead`,
-  `AppendResult`), with the log's timestamp form (`timestamps`).
+  `AppendResult`, `TreeHead`), with the log's timestamp form (`timestamps`).
 - `event_store`: `EventStore`, the append-only, hash-chained log (SQLite, PostgreSQL, memory).
 - `projection_store`: `ProjectionStore`, the projections kept beside the log with the
   position they applied (`ProjectionMeta`, `Persisted`, `WriterLock`).
@@ -58,6 +58,7 @@ from rota.application.ports.records import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    TreeHead,
 )
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "StartHold",
     "StopEvidence",
     "TraceContext",
+    "TreeHead",
     "WaitCheck",
     "WriterLock",
 ]

@@ -22,6 +22,13 @@ events given, where each is already what decoding its stored payload gives back
 (`Codec.canonical`), the others decoded from what was stored (an `int` given for a `float`
 field comes back a `float`, a payload dict the caller holds comes back rota's own copy).
 
+Merkle tree: every store keeps the RFC 9162 tree whose leaves are the events' chain
+hashes (position P is leaf P - 1), updated in the transaction of each append and import,
+so a tree head or proof at any size up to the head is exact as soon as the events are
+visible (`rota.infrastructure.merkle` has the byte format and what is stored). A size
+beyond the head, or a position outside 1..size, is `StoreError` with code `tree_size`; a
+stored node that is missing (a damaged store) is `tree_node_missing`.
+
 Errors are the store error tree in `rota.application.errors`; driver exceptions never
 escape. Stores are safe to share between threads; a store must not be used in a child
 process after `fork()` (open it again there).
@@ -42,6 +49,7 @@ from rota.application.ports.records import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    TreeHead,
 )
 
 
@@ -142,6 +150,27 @@ class EventStore(abc.ABC):
         record new decisions (use `append`).
         """
         raise NotImplementedError(f"{type(self).__name__} cannot import raw rows yet")
+
+    def tree_head(self, size: int | None = None) -> TreeHead:
+        """The Merkle tree's root over the first `size` events (None: the head)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no Merkle tree")
+
+    def inclusion_path(self, position: int, size: int) -> list[bytes]:
+        """RFC 9162 PATH of the event at `position` in the tree of `size` events (leaf
+        first, 32 raw bytes each)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no Merkle tree")
+
+    def consistency_path(self, old_size: int, new_size: int) -> list[bytes]:
+        """RFC 9162 PROOF that the tree of `old_size` events is a prefix of the tree of
+        `new_size` (0 < old_size <= new_size <= head; empty when they are equal)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no Merkle tree")
+
+    def tree_nodes(self, level: int, after: int = -1, limit: int = 1000) -> list[tuple[int, bytes]]:
+        """The stored tree nodes of `level` (>= 8) with index > after, by index, at most
+        `limit`, as (index, hash): what `rota audit verify` compares with the rows.
+        `NotImplementedError` when the store keeps no tree (one written before the tree
+        existed that no writer has opened since, read-only)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no Merkle tree")
 
     def unfinished_import(self) -> str | None:
         """What an import into this store that has not finished was loading (the marker

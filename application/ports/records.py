@@ -1,6 +1,7 @@
 """The log's records: an event to append (`NewEvent`), an event as the log holds it
 (`RecordedEvent`), a stored row as written (`RawRecord`), the log's head (`LogHead`) and what
-an append recorded (`AppendResult`).
+an append recorded (`AppendResult`), and the
+Merkle tree's head at a size (`TreeHead`).
 
 What each field means, and what an append promises about them, is the event store's
 contract (`rota.application.ports.event_store`). Recording times are the log's timestamp
@@ -64,6 +65,13 @@ class LogHead(msgspec.Struct, frozen=True):
 
     position: int
     hash: str
+
+
+class TreeHead(msgspec.Struct, frozen=True):
+    """The Merkle tree over the first `size` events: its RFC 9162 root (32 raw bytes)."""
+
+    size: int
+    root: bytes
 
 
 class AppendResult(msgspec.Struct, frozen=True):

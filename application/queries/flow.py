@@ -22,7 +22,7 @@ from rota.application.timestamps import format_timestamp
 from rota.domain.admission import Waiting
 from rota.domain.errors import DomainCode
 from rota.domain.events import AttemptClaimed
-from rota.domain.flow import OLDEST, due, flow_of, interval_us, micros, rate_text, tokens
+from rota.domain.flow import OLDEST, due, interval_us, micros, rate_text, tokens
 from rota.domain.flow_checks import THROTTLE
 from rota.domain.state import WorkState
 from rota.projections.scheduler import SchedulerProjection
@@ -212,9 +212,12 @@ def recent_starts(
         if not isinstance(event, AttemptClaimed):
             continue
         work = projection.works.get(event.work_id)
-        priority, keys = (work.priority, work.keys) if work is not None else (0, ())
+        priority, keys, scope = (
+            (0, (), "") if work is None else (work.priority, work.keys, work.scope)
+        )
         oldest = OLDEST in event.passes
-        found.append(RecentStart(recorded.position, event.work_id, priority, flow_of(keys), oldest))
+        flow = projection.rules.flow(keys, scope) if scope else ""
+        found.append(RecentStart(recorded.position, event.work_id, priority, flow, oldest))
     return found[-keep:]
 
 
@@ -237,7 +240,7 @@ def fair_share(
     the dry run's start `order` (1-based)."""
     said: list[tuple[str, list[int]]] = []
     after = [s for s in starts if s.position > since and s.work_id != work.work_id]
-    mine = flow_of(work.keys)
+    mine = projection.rules.flow(work.keys, work.scope)
     rules = projection.rules
     level = [s for s in after if s.priority == work.priority]
     others = Counter(s.flow for s in level if s.flow != mine)

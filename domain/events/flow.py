@@ -32,10 +32,19 @@ class RateRule(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     burst: int = 1
 
 
+class ScopeShare(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """`[[scopes]] weight`: the Works without keys at or under `path` share one fair-share
+    flow, `scope:<path>` (the deepest such scope), served with `weight`."""
+
+    path: str
+    weight: int
+
+
 class FlowConfigured(Event, tag="core.flow.configured", frozen=True, kw_only=True):
-    """The key and rate rules in force from this position on (recorded when the
-    configuration changes, like the budgets). With none, admission is what it was before
-    flow control: pools, scopes, gates and budgets, in priority then readiness order."""
+    """The key and rate rules and the scopes' fair-share weights in force from this
+    position on (recorded when the configuration changes, like the budgets). With none,
+    admission is what it was before flow control: pools, scopes, gates and budgets, in
+    priority then readiness order. `scopes` was added later (absent: none)."""
 
     stream_pattern: ClassVar[str] = "flow/config"
 
@@ -44,6 +53,8 @@ class FlowConfigured(Event, tag="core.flow.configured", frozen=True, kw_only=Tru
     # Of every `share` starts, at least one goes to the oldest ready Work, whatever its
     # priority or flow (the starvation bound; `rota.domain.flow`).
     share: int = 10
+    # Fair-share weights of scopes (`[[scopes]] weight`): the flow of Work without keys.
+    scopes: list[ScopeShare] = msgspec.field(default_factory=list)
 
 
 class RateTake(msgspec.Struct, frozen=True, gc=False):

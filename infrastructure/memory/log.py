@@ -9,7 +9,8 @@ It keeps what the other stores keep: positions gapless and assigned under the lo
 lock (so commit-ordered), stream versions checked against `expected` (`ConcurrencyConflict`),
 delivery identities (`match_deliveries`, the stores' one rule), the hash chain
 (`chain_values`, as SQLite and PostgreSQL chain), recording times from the handle's clock,
-`wait_for_commit` woken by every commit. Reads decode the stored payload, so a read (and an
+`wait_for_commit` woken by every commit, the Merkle tree's stored nodes (`merkle`) updated
+under the same lock as the rows they cover. Reads decode the stored payload, so a read (and an
 append's answer, `recorded_events`) sees exactly what a replay of a durable log would.
 Nothing outlives the process: it is for tests and simulations, not for keeping decisions.
 """
@@ -33,6 +34,7 @@ from rota.application.ports import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    TreeHead,
 )
 from rota.application.timestamps import format_timestamp
 from rota.infrastructure.chain import GENESIS, check_continuation
@@ -41,6 +43,8 @@ from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 from rota.infrastructure.deliveries import match_deliveries
 from rota.infrastructure.log_rows import chain_values, prepared_rows, recorded_events
 from rota.infrastructure.memory.projections import MemoryTables
+from rota.infrastructure.merkle import Key, completed
+from rota.infrastructure.tree_reads import TreeReads
 
 WIDTH = 9  # the columns of one row as `chain_values` lays them out
 
@@ -62,6 +66,18 @@ class MemoryLog:
         self.streams: dict[str, list[int]] = {}  # stream -> positions, version v at [v - 1]
         self.deliveries: dict[str, int] = {}  # delivery identity -> position
         self.head_hash = GENESIS
+        self.nodes: dict[Key, bytes] = {}  # the Merkle tree's stored nodes (`merkle`)
+
+    def leaves(self, start: int, end: int) -> list[str]:
+        return [r.hash for r in self.rows[start:end]]
+
+    def stored(self, keys: Sequence[Key]) -> dict[Key, bytes]:
+        return {k: self.nodes[k] for k in keys if k in self.nodes}
+
+    def grow_tree(self, new_leaves: Sequence[str]) -> None:
+        """Store the nodes that leaves about to be added complete (under `commit`)."""
+        for level, index, digest in completed(len(self.rows), new_leaves, _Source(self)):
+            self.nodes[(level, index)] = digest
 
     def add(self, record: RawRecord) -> None:
         """Keep one row (under `commit`, its position the next one)."""
@@ -69,6 +85,14 @@ class MemoryLog:
         self.streams.setdefault(record.stream, []).append(record.position)
         if record.delivery_id is not None:
             self.deliveries[record.delivery_id] = record.position
+
+
+class _Source:
+    """A `MemoryLog` as the tree's `merkle.NodeSource` (read under its lock)."""
+
+    def __init__(self, log: MemoryLog) -> None:
+        self.leaves = log.leaves
+        self.nodes = log.stored
 
 
 class MemoryStore(EventStore):
@@ -143,6 +167,7 @@ class MemoryStore(EventStore):
             position = len(log.rows)
             recorded_at = format_timestamp(self.clock.now())
             values, log.head_hash = chain_values(fresh, position, log.head_hash, recorded_at)
+            log.grow_tree(values[WIDTH - 1 :: WIDTH])
             for start in range(0, len(values), WIDTH):
                 log.add(RawRecord(*values[start : start + WIDTH]))
             if fresh:
@@ -159,10 +184,36 @@ class MemoryStore(EventStore):
         with log.commit:
             head = log.rows[-1] if log.rows else None
             check_continuation(len(log.rows), None if head is None else head.hash, records)
+            log.grow_tree([r.hash for r in records])
             for record in records:
                 log.add(RawRecord(*(getattr(record, f) for f in RawRecord.__struct_fields__)))
             log.head_hash = bytes.fromhex(records[-1].hash)
             log.commit.notify_all()
+
+    # -- the Merkle tree ---------------------------------------------------------------------
+
+    def _tree(self) -> TreeReads:
+        self._check()
+        log = self.log
+        return TreeReads(_Source(log), lambda: len(log.rows))
+
+    def tree_head(self, size: int | None = None) -> TreeHead:
+        with self.log.commit:
+            return self._tree().tree_head(size)
+
+    def inclusion_path(self, position: int, size: int) -> list[bytes]:
+        with self.log.commit:
+            return self._tree().inclusion_path(position, size)
+
+    def consistency_path(self, old_size: int, new_size: int) -> list[bytes]:
+        with self.log.commit:
+            return self._tree().consistency_path(old_size, new_size)
+
+    def tree_nodes(self, level: int, after: int = -1, limit: int = 1000) -> list[tuple[int, bytes]]:
+        self._check()
+        with self.log.commit:
+            found = sorted((i, h) for (lv, i), h in self.log.nodes.items() if lv == level)
+        return [(i, h) for i, h in found if i > after][:limit]
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -16,9 +16,10 @@ are deduplicated), so give every transition that can be retried a delivery ident
 Import: `append_raw` (what `rota import` uses) takes the same head lock, checks that the
 rows continue the log (first position head + 1, every hash recomputed from the row and the
 previous hash), inserts them with their own positions, times and hashes, and moves the head
-row, all in one transaction. Imported times are the source store's: if its clock ran ahead
-of the database's, the first events appended afterwards carry earlier times than the last
-imported ones (positions, not times, order the log).
+row, all in one transaction. Appends and imports keep the Merkle tree in the same transaction
+(`tree.grow`: its nodes' INSERT goes with the rows'). Imported times are the source store's:
+if its clock ran ahead of the database's, the first events appended afterwards carry earlier
+times than the last imported ones (positions, not times, order the log).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from rota.infrastructure.deliveries import match_deliveries
 from rota.infrastructure.log_rows import Row, chain_values, prepared_rows, recorded_events
 from rota.infrastructure.postgres.log_sql import LogStatements, json_literal
 from rota.infrastructure.postgres.transactions import Tx
+from rota.infrastructure.postgres.tree import grow
 
 T = TypeVar("T")
 
@@ -62,6 +64,7 @@ class LogAppends:
         self.write = write
         self.codec = codec
         self._sql, self._channel = statements, channel
+        self._schema = statements.schema
         self._decode_rows, self._count = decode_rows, count
 
     def append(
@@ -142,6 +145,9 @@ class LogAppends:
             tx.deferred.append((self._sql.insert, params))
         else:
             tx.cursor.execute(self._sql.insert, params)
+        old_size = written[0][0] - 1
+        if old_size >> 8 != position >> 8:  # a block of 256 leaves completes: tree nodes
+            grow(tx, self._schema, old_size, columns[8], defer=defer)
         tx.wrote_up_to(position, digest.hex(), when)
         return written
 
@@ -163,6 +169,7 @@ class LogAppends:
         if tx.retrying and (position, head_hash) == (last.position, last.hash):
             return  # an earlier attempt committed these rows; its acknowledgement was lost
         check_continuation(position, head_hash, records)
+        old_size = position
         columns: list[list[Any]] = [[] for _ in range(10)]
         for record in records:
             key = (
@@ -181,4 +188,5 @@ class LogAppends:
         position = last.position
         params = (*columns, position, last.hash, self._channel, str(position))
         tx.deferred.append((self._sql.import_, params))  # sent with the COMMIT
+        grow(tx, self._schema, old_size, [r.hash for r in records], defer=True)
         tx.wrote_up_to(position, last.hash, when)

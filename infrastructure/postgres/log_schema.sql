@@ -12,5 +12,8 @@ CREATE TABLE IF NOT EXISTS {schema}.head (
     position BIGINT NOT NULL, hash TEXT NOT NULL);
 INSERT INTO {schema}.head VALUES (TRUE, 0, {genesis}) ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS {schema}.rota_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS {schema}.merkle_nodes (
+    level SMALLINT NOT NULL, idx BIGINT NOT NULL, hash BYTEA NOT NULL,
+    PRIMARY KEY (level, idx));
 CREATE TABLE IF NOT EXISTS {schema}.tracking (
     application_name TEXT PRIMARY KEY, notification_id BIGINT NOT NULL);

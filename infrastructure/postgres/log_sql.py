@@ -2,7 +2,8 @@
 
 The schema holds `events` (the columns of the SQLite store; rota payloads are text in
 `data`, eventsourcing payloads bytes in `data_bytes`, and the chain hashes exactly the
-stored bytes), `head` (one row: last position and hash), `rota_meta` and `tracking`, as
+stored bytes), `head` (one row: last position and hash), `merkle_nodes` (the Merkle tree's
+stored nodes, `tree`), `rota_meta` and `tracking`, as
 `log_schema.sql` (beside this module, packaged with it) creates them. An append locks
 `head` and reads what it decides on in one statement list (`lock`, then the `versions` and
 `deliveries` reads, their values one JSON literal), then inserts its rows and moves `head`
@@ -22,7 +23,7 @@ from psycopg import sql as pg_sql
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.log_rows import IMPORTING
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: merkle_nodes (`tree`)
 # The schedule streams (`schedule/<name>`, `schedules/leader`) have a partial index of their
 # own in log order (`events_schedules`), so the schedules projection is folded from their
 # events without scanning the log: a read names its predicate literally (`read_prefix`),
@@ -91,6 +92,7 @@ class LogStatements:
     """The statements of the log in schema `s`, formatted once."""
 
     def __init__(self, s: str) -> None:
+        self.schema = s
         self.events_table = f'"{s}".events'
         self.lock = _LOCK.format(s=s)
         self.insert = _INSERT.format(s=s)

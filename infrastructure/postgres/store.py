@@ -1,8 +1,9 @@
 """The shared store: the log in PostgreSQL through psycopg 3 and a connection pool.
 
 `postgresql://user@host/db?schema=rota` (the `schema` parameter picks the schema, default `rota`;
-see `names`). The schema holds `events`, `head` (one row: last position and hash), `rota_meta` and
-`tracking` (`log_sql`). Every append locks the `head` row and keeps the lock until it commits, so
+see `names`). The schema holds `events`, `head` (one row: last position and hash),
+`merkle_nodes` (`tree`), `rota_meta` and `tracking` (`log_sql`; created or upgraded by
+`log_setup`). Every append locks the `head` row and keeps the lock until it commits, so
 appends commit in position order and a reader that has seen position N has seen every event at or
 below N (`transactions`, `appends`); reads take no locks (`reads`). Time is the DATABASE's clock,
 so hosts with skewed clocks agree (`database_clock`; the `clock` argument is ignored). Connections,
@@ -38,7 +39,6 @@ import os
 import select
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -54,24 +54,20 @@ from rota.application.ports import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    TreeHead,
 )
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 from rota.infrastructure.log_rows import IMPORTING, Row
 from rota.infrastructure.postgres.appends import LogAppends
 from rota.infrastructure.postgres.connections import SYNCHRONOUS_COMMIT, TRANSIENT, LogConnections
 from rota.infrastructure.postgres.database_clock import DatabaseClock
-from rota.infrastructure.postgres.log_sql import (
-    SCHEDULE_INDEX,
-    SCHEMA_VERSION,
-    LogStatements,
-    ddl,
-    mark_import_in,
-    schedule_index_ddl,
-)
+from rota.infrastructure.postgres.log_setup import open_schema
+from rota.infrastructure.postgres.log_sql import LogStatements, mark_import_in
 from rota.infrastructure.postgres.names import identifier, split_schema
 from rota.infrastructure.postgres.reads import LogReads
 from rota.infrastructure.postgres.transactions import Tx
-from rota.infrastructure.store_url import store_not_found
+from rota.infrastructure.postgres.tree import PgNodes
+from rota.infrastructure.tree_reads import TreeReads
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -151,53 +147,7 @@ class PostgresStore(EventStore):
         return self._db.query(sql, params)
 
     def _create_schema(self) -> None:
-        s = self.schema
-        tables = ("events", "head", "rota_meta", "tracking")
-        names = tuple(f'"{s}".{t}' for t in (*tables, SCHEDULE_INDEX))
-        found = self._query("SELECT " + ", ".join(["to_regclass(%s)"] * len(names)), names)[0]
-        if None in found[: len(tables)]:
-            if not self._create:
-                raise store_not_found(f"schema {s!r}")
-
-            def create(tx: Tx) -> None:
-                tx.cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"rota {s}",))
-                tx.cursor.execute(ddl(s))
-                tx.cursor.execute(schedule_index_ddl(s))
-                tx.cursor.execute(
-                    f'INSERT INTO "{s}".rota_meta VALUES (%s, %s), (%s, %s) ON CONFLICT DO NOTHING',
-                    ("schema_version", str(SCHEMA_VERSION), "store_id", str(uuid.uuid4())),
-                )
-
-            self.write(create)
-        elif found[-1] is None:
-            self._add_schedule_index()
-        version = int(self._meta("schema_version") or 0)
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"schema {s!r} has store schema version {version}, newer than this rota's "
-                f"{SCHEMA_VERSION}: upgrade rota to open it",
-                code=PortCode.SCHEMA_TOO_NEW,
-            )
-
-    def _add_schedule_index(self) -> None:
-        """Give a log created before it the schedule streams' index (one scan of `events`,
-        under the schema's advisory lock). A session that may not create it (a read-only
-        role) goes on without it: schedule reads then scan the log, as before."""
-        s = self.schema
-
-        def add(tx: Tx) -> None:
-            tx.cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"rota {s}",))
-            tx.cursor.execute(schedule_index_ddl(s))
-
-        try:
-            self.write(add)
-        except StoreError as exc:
-            log.warning(
-                "the log in schema %r has no index of its schedule streams and this session "
-                "could not add it (%s): schedule reads scan the log",
-                s,
-                type(exc.__cause__ or exc).__name__,
-            )
+        open_schema(self, create=self._create)
 
     def _meta(self, key: str) -> str | None:
         rows = self._query(f'SELECT value FROM "{self.schema}".rota_meta WHERE key = %s', (key,))
@@ -319,6 +269,21 @@ class PostgresStore(EventStore):
 
     def head_position(self) -> int:
         return self._reads.head_position()
+
+    def _tree(self) -> TreeReads:
+        return TreeReads(PgNodes(self.schema, self._query), self.head_position)
+
+    def tree_head(self, size: int | None = None) -> TreeHead:
+        return self._tree().tree_head(size)
+
+    def inclusion_path(self, position: int, size: int) -> list[bytes]:
+        return self._tree().inclusion_path(position, size)
+
+    def consistency_path(self, old_size: int, new_size: int) -> list[bytes]:
+        return self._tree().consistency_path(old_size, new_size)
+
+    def tree_nodes(self, level: int, after: int = -1, limit: int = 1000) -> list[tuple[int, bytes]]:
+        return PgNodes(self.schema, self._query).level(level, after, limit)
 
     def now(self) -> datetime:
         """The database's clock (see `database_clock`)."""

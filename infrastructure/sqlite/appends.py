@@ -5,7 +5,9 @@ commit-ordered. Expected versions are checked against the streams as the transac
 them (`ConcurrencyConflict`), and a delivery identity already recorded answers with the
 original event (`deliveries`). The writer keeps the log head and stream versions it last
 saw (`head`, `versions`); the store makes it `forget` them whenever another connection may
-have committed since, so they are trusted only while they are exact.
+have committed since, so they are trusted only while they are exact. Every insert also
+keeps the Merkle tree (`tree.grow`, in the same transaction: nothing unless the append
+completes a block of 256 leaves).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from rota.infrastructure.log_rows import (
     recorded_events,
 )
 from rota.infrastructure.sqlite.log_file import COLUMNS, INSERT
+from rota.infrastructure.sqlite.tree import grow
 
 T = TypeVar("T")
 
@@ -82,9 +85,14 @@ class LogAppends:
         # `PRAGMA data_version` shows no other connection committed since our last write.
         self.head: tuple[int, bytes] | None = None
         self.versions: dict[str, int] = {}
+        # The hex hashes of the leaves of the Merkle tree's open block (positions after the
+        # last multiple of 256 up to `head`), when known exactly (`tree.grow` reads them
+        # otherwise): trusted exactly as long as `head`.
+        self.block: list[str] | None = None
 
     def forget(self) -> None:
         self.head = None
+        self.block = None
         self.versions.clear()
 
     def append(
@@ -156,11 +164,18 @@ class LogAppends:
             recorded_at, payload_of(row),
         )  # fmt: skip
         values = (position, stream, version, type_, row.type_version, delivery_id, data)
+        hex_digest = digest.hex()
         try:
-            cursor.execute(INSERT, (*values, recorded_at, digest.hex()))
+            cursor.execute(INSERT, (*values, recorded_at, hex_digest))
         except apsw.ConstraintError:
             row.version = None
             return None
+        block = self.block if self.head is not None else None
+        if not position & 0xFF:  # a block of 256 leaves completes: the tree's nodes
+            grow(cursor, position - 1, [hex_digest], block)
+            self.block = []
+        elif block is not None:
+            block.append(hex_digest)
         self.head = (position, digest)
         self.versions[stream] = version
         return _Written(position, row, recorded_at)
@@ -247,15 +262,24 @@ class LogAppends:
             cursor.execute(INSERT_MANY, values[start : start + width])
         if whole < len(values):
             cursor.executemany(INSERT, _by_row(values[whole:]))
+        leaves: list[str] = values[8::9]
+        block, end = self.block, position + len(rows)
+        if position >> 8 != end >> 8:  # a block of 256 leaves completes: the tree's nodes
+            grow(cursor, position, leaves, block if self.head is not None else None)
+            self.block = leaves[len(leaves) - (end & 0xFF) :] if end & 0xFF else []
+        elif block is not None and self.head is not None:
+            block.extend(leaves)
         self.head = (position + len(rows), digest)
         return [(position + index, row, recorded_at) for index, row in enumerate(rows, 1)]
 
     def _read_head(self, cursor: apsw.Cursor) -> tuple[int, bytes]:
-        """The log's last (position, hash), read inside the write transaction and cached."""
+        """The log's last (position, hash), read inside the write transaction and cached
+        (the tree's open block is not known then, unless the log is empty)."""
         head = cursor.execute(
             "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
         ).fetchone()
         self.head = (0, GENESIS) if head is None else (head[0], bytes.fromhex(head[1]))
+        self.block = [] if head is None else None
         return self.head
 
     def append_raw(self, records: Sequence[RawRecord]) -> None:
@@ -286,6 +310,7 @@ class LogAppends:
             for r in records
         ]
         cursor.executemany(INSERT, values)
+        grow(cursor, 0 if head is None else int(head[0]), [r.hash for r in records])
         # The writer caches (head, stream versions) do not know these rows.
         self.forget()
 

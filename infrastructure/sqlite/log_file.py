@@ -1,8 +1,12 @@
 """The SQLite log file: where a store URL puts it, its tables, and creating or checking them.
 
-`events` holds the log (one row per event, with its hash), `rota_meta` the store's schema
-version and id, `tracking` what eventsourcing followers have processed. A file whose
-schema version is newer than this rota's is refused, never taken over.
+`events` holds the log (one row per event, with its hash), `merkle_nodes` its Merkle tree's
+stored nodes (`sqlite.tree`), `rota_meta` the store's schema version and id, `tracking` what
+eventsourcing followers have processed. A file whose schema version is newer than this
+rota's is refused, never taken over. Version 2 added `merkle_nodes`: a version 1 store gets
+it, filled from its rows, when a writer first opens it (`tree.upgrade`, in that open's
+transaction), and a rota that predates the tree refuses the upgraded file (it would append
+without keeping the tree).
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from typing import Literal
 import apsw
 
 from rota.application.errors import PortCode, StoreError
+from rota.infrastructure.sqlite.tree import NODES_SCHEMA, upgrade
 from rota.infrastructure.store_url import SqliteURL, parse, sqlite_url, store_not_found
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 Synchronous = Literal["full", "normal", "extra"]
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS events (
     position     INTEGER PRIMARY KEY,
     stream       TEXT    NOT NULL,
@@ -37,11 +43,15 @@ CREATE UNIQUE INDEX IF NOT EXISTS events_delivery_id ON events (delivery_id)
 CREATE INDEX IF NOT EXISTS events_schedules ON events (position)
     WHERE stream >= 'schedule' AND stream < 'schedulf';
 CREATE TABLE IF NOT EXISTS rota_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+    + NODES_SCHEMA
+    + """
 CREATE TABLE IF NOT EXISTS tracking (
     application_name TEXT PRIMARY KEY,
     notification_id  INTEGER NOT NULL
 );
 """
+)
 
 # The schedule streams (`schedule/<name>`, `schedules/leader`) have an index of their own, in
 # log order (`events_schedules`, partial: no other append maintains it), so the schedules
@@ -120,17 +130,25 @@ def create_schema(cursor: apsw.Cursor, path: Path, *, create: bool = True) -> No
     it is `store_not_found` and nothing is written.
     """
     found = cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-    refuse_foreign({str(row[0]) for row in found}, path, create=create)
+    tables = {str(row[0]) for row in found}
+    refuse_foreign(tables, path, create=create)
+    row = None
+    if "rota_meta" in tables:
+        row = cursor.execute("SELECT value FROM rota_meta WHERE key = 'schema_version'").fetchone()
+    if row is not None and int(row[0]) > SCHEMA_VERSION:
+        raise StoreError(
+            f"the store at {path} has schema version {row[0]}, newer than this "
+            f"rota's {SCHEMA_VERSION}: upgrade rota to open it",
+            code=PortCode.SCHEMA_TOO_NEW,
+        )
     cursor.execute(SCHEMA)
-    row = cursor.execute("SELECT value FROM rota_meta WHERE key = 'schema_version'").fetchone()
     if row is None:
         cursor.execute(
             "INSERT INTO rota_meta (key, value) VALUES ('schema_version', ?), ('store_id', ?)",
             (str(SCHEMA_VERSION), str(uuid.uuid4())),
         )
-    elif int(row[0]) > SCHEMA_VERSION:
-        raise StoreError(
-            f"the store at {path} has schema version {row[0]}, newer than this "
-            f"rota's {SCHEMA_VERSION}: upgrade rota to open it",
-            code=PortCode.SCHEMA_TOO_NEW,
+    elif int(row[0]) < SCHEMA_VERSION or "merkle_nodes" not in tables:
+        upgrade(cursor)  # version 1: the Merkle tree's nodes, from the rows (once)
+        cursor.execute(
+            "UPDATE rota_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
         )

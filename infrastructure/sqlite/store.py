@@ -18,8 +18,8 @@ Never use the store in a child process after `fork()`: open it again there (exec
 processes with fork+exec, which is safe).
 
 The store owns the connections, the write transaction and the wait for commits; appends
-(`sqlite.appends`) and reads (`sqlite.reads`) run through them, and the file's tables are
-`sqlite.log_file`'s.
+(`sqlite.appends`) and reads (`sqlite.reads`) run through them, the Merkle tree's nodes are
+`sqlite.tree`'s, and the file's tables are `sqlite.log_file`'s.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from rota.application.ports import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    TreeHead,
 )
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
@@ -66,7 +67,9 @@ from rota.infrastructure.sqlite.log_file import (
 )
 from rota.infrastructure.sqlite.nudges import Nudges
 from rota.infrastructure.sqlite.reads import LogReads
+from rota.infrastructure.sqlite.tree import SqliteNodes
 from rota.infrastructure.store_url import sqlite_url
+from rota.infrastructure.tree_reads import TreeReads
 
 T = TypeVar("T")
 FALLBACK_POLL = 1.0  # seconds between looks at the head while nudges can arrive
@@ -324,6 +327,21 @@ class SQLiteStore(EventStore):
 
     def head_position(self) -> int:
         return self._reads.head_position()
+
+    def tree_head(self, size: int | None = None) -> TreeHead:
+        return TreeReads(SqliteNodes(self._query), self.head_position).tree_head(size)
+
+    def inclusion_path(self, position: int, size: int) -> list[bytes]:
+        return TreeReads(SqliteNodes(self._query), self.head_position).inclusion_path(
+            position, size
+        )
+
+    def consistency_path(self, old_size: int, new_size: int) -> list[bytes]:
+        tree = TreeReads(SqliteNodes(self._query), self.head_position)
+        return tree.consistency_path(old_size, new_size)
+
+    def tree_nodes(self, level: int, after: int = -1, limit: int = 1000) -> list[tuple[int, bytes]]:
+        return SqliteNodes(self._query).level(level, after, limit)
 
     def _wake(self) -> None:
         # Moves on every local commit, waiters or not: a waiter that read the head just

@@ -11,6 +11,7 @@ import msgspec
 
 from rota.application.ports import RecordedEvent
 from rota.application.queries.work_views import event_view
+from rota.cli import audit_proofs
 from rota.cli.common import (
     UsageError,
     cannot_write,
@@ -100,12 +101,16 @@ def cmd_audit_checkpoint(args: argparse.Namespace) -> int:
 
     with open_log(args) as store:
         written = Checkpointer(store, args.dir, key_path=args.key).write()
-    path = os.path.join(args.dir, file_name(written.position, written.store_id))
+    kind = "json" if written.root is None else "note"
+    path = os.path.join(args.dir, file_name(written.position, written.store_id, kind=kind))
     if args.json:
         print_json({**msgspec.to_builtins(written), "path": path})
     else:
         signed = f", signed by key {written.key_id}" if written.key_id else ", unsigned"
-        print(f"checkpoint at position {written.position} {written.head_hash}{signed}: {path}")
+        root = f", Merkle root {written.root}" if written.root else ""
+        print(
+            f"checkpoint at position {written.position} {written.head_hash}{root}{signed}: {path}"
+        )
     return 0
 
 
@@ -209,6 +214,8 @@ def register(commands: Any) -> None:
     checkpoint.add_argument("--key", metavar="FILE", help="sign with this Ed25519 private key")
     checkpoint.add_argument("--json", action="store_true")
     checkpoint.set_defaults(handler=cmd_audit_checkpoint)
+
+    audit_proofs.register(audit_commands)
 
     keygen = audit_commands.add_parser(
         "keygen", help="create an Ed25519 key pair for signing checkpoints"

@@ -177,6 +177,31 @@ class AuditHead(BaseModel):
     checkpoint: dict[str, Any] | None
 
 
+class InclusionProof(BaseModel):
+    """`rota-inclusion/1` (docs/auditor.md): the event at `position` is in the tree of
+    `tree_size` events whose root the embedded checkpoint note signs."""
+
+    format: Literal["rota-inclusion/1"]
+    position: int
+    tree_size: int
+    previous_hash: str = Field(description="hex chain hash at position - 1 (64 zeros at 1)")
+    envelope: str = Field(description="base64 of the exact canonical envelope bytes hashed")
+    event_hash: str
+    path: list[str] = Field(description="RFC 9162 inclusion path, hex, leaf first")
+    checkpoint: str = Field(description="the whole checkpoint note (C2SP signed note)")
+
+
+class ConsistencyProof(BaseModel):
+    """`rota-consistency/1` (docs/auditor.md): the log at `new_size` extends `old_size`."""
+
+    format: Literal["rota-consistency/1"]
+    old_size: int
+    new_size: int
+    path: list[str] = Field(description="RFC 9162 consistency proof, hex")
+    old_checkpoint: str
+    new_checkpoint: str
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     detail: str

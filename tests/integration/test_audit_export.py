@@ -359,7 +359,7 @@ def test_signed_checkpoints_verify_and_tampering_fails(log: Path, tmp_path: Path
     assert loaded.key_id == cp.key_id(key) and loaded.signature
     # Swap in another head hash (as if to cover a rewrite): the signature no longer fits.
     forged = msgspec.structs.replace(loaded, head_hash="ab" * 32)
-    path.write_bytes(msgspec.json.encode(forged))
+    path.write_bytes(forged.note().encode())
     with pytest.raises(cp.CheckpointError) as bad:
         cp.verify_signature(cp.load(path), key)
     assert bad.value.code == "bad_signature"
@@ -560,10 +560,11 @@ def test_cli_checkpoints_keygen_and_truncation(log: Path, tmp_path: Path) -> Non
     )
     assert report["ok"] is False and report["checkpoint_ok"] is False
     assert report["signatures"] == "not_checked"
-    data = json.loads((tmp_path / path).read_text())
-    data["position"] = head - 2  # an attacker "moves" the checkpoint to hide the truncation
-    (tmp_path / "moved.json").write_text(json.dumps(data))
-    forged = _rota(tmp_path, "--store", store, "audit", "verify", "--checkpoint", "moved.json",
+    assert path.suffix == ".note"
+    lines = (tmp_path / path).read_text().split("\n")
+    lines[1] = str(head - 2)  # an attacker "moves" the checkpoint to hide the truncation
+    (tmp_path / "moved.note").write_text("\n".join(lines))
+    forged = _rota(tmp_path, "--store", store, "audit", "verify", "--checkpoint", "moved.note",
                    "--public-key", "audit.key.pub")  # fmt: skip
     assert forged.returncode == 1 and forged.stderr.startswith("rota: bad_signature: ")
 
@@ -662,7 +663,7 @@ def test_checkpoint_files_name_their_store_and_earlier_names_still_read(
     with SQLiteStore(log) as store:
         written = cp.Checkpointer(store, folder).write()
         store_id = store.store_id
-    named = folder / f"checkpoint-{written.position:012d}-{store_id}.json"
+    named = folder / f"checkpoint-{written.position:012d}-{store_id}.note"
     assert [p.name for p in folder.iterdir()] == [named.name]
     legacy = folder / cp.file_name(written.position)
     named.rename(legacy)  # as an earlier rota named it

@@ -125,7 +125,7 @@ def test_a_store_written_by_a_newer_rota_is_refused_with_both_versions(home: Pat
     conn.close()
     for command in (("events",), ("submit", "w2", "--binding", "ok")):
         message = refused(rota(home, *command), "schema_too_new")
-        assert "schema version 7, newer than this rota's 1" in message
+        assert "schema version 7, newer than this rota's 2" in message
 
 
 def test_an_absolute_sqlite_url_works_for_every_component(home: Path) -> None:
@@ -202,6 +202,6 @@ def test_a_postgresql_store_written_by_a_newer_rota_is_refused_with_both_version
             conn.execute(f"UPDATE {schema}.rota_meta SET value = '9' WHERE key = 'schema_version'")
         for command in (("events",), ("submit", "w2", "--binding", "ok")):
             message = refused(rota(home, "--store", url, *command), "schema_too_new")
-            assert "schema version 9, newer than this rota's 1" in message
+            assert "schema version 9, newer than this rota's 2" in message
     finally:
         drop_schema(schema)

@@ -1,26 +1,33 @@
-"""`GET /v1/capacity`, `/v1/scheduler`, `/v1/holds` (the needs-you list), `/v1/audit/head`."""
+"""`GET /v1/capacity`, `/v1/scheduler`, `/v1/holds` (the needs-you list), `/v1/audit/head`,
+and the Merkle proofs `/v1/audit/inclusion` and `/v1/audit/consistency`."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
 import msgspec
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 
 from rota.daemon import CADENCE_SECONDS
+from rota.domain.errors import RotaError
 from rota.http.context import ApiContext
 from rota.http.deps import READ, context
 from rota.http.models import (
     GUARDED,
     AuditHead,
     Capacity,
+    ConsistencyProof,
     Hold,
     Holds,
+    InclusionProof,
     PoolCapacity,
     SchedulerState,
     documented,
 )
+from rota.http.models import READ as READ_STATUSES
 from rota.replay import checkpoint as checkpoints
+from rota.replay import proofs
+from rota.replay.errors import ReplayCode
 
 router = APIRouter(prefix="/v1", tags=["scheduler"])
 # What clears a hold, by its kind: the route an operator calls.
@@ -115,7 +122,8 @@ def holds(api: Annotated[ApiContext, Depends(context)]) -> Holds:
 @router.get("/audit/head", responses=documented(*GUARDED, 503), dependencies=[READ])
 def audit_head(api: Annotated[ApiContext, Depends(context)]) -> AuditHead:
     """The log's head (position and chain hash) and this store's newest audit checkpoint
-    in `[audit] checkpoint_dir` (null when none is configured or written yet)."""
+    in `[audit] checkpoint_dir` (null when none is configured or written yet), with its
+    Merkle root at its position (the tree's size)."""
     store = api.scheduler.store
     head = store.head()
     directory = api.scheduler.config.audit.checkpoint_dir
@@ -127,5 +135,44 @@ def audit_head(api: Annotated[ApiContext, Depends(context)]) -> AuditHead:
             "head_hash": newest.head_hash,
             "written_at": newest.written_at,
             "signed": newest.signature is not None,
+            "root": newest.root,  # its Merkle root (hex; null for an old JSON checkpoint)
         }
     return AuditHead(position=head.position, hash=head.hash, checkpoint=checkpoint)
+
+
+def _checkpoint_dir(api: ApiContext) -> str:
+    directory = api.scheduler.config.audit.checkpoint_dir
+    if not directory:
+        raise RotaError(
+            "no [audit] checkpoint_dir is configured: proofs are made against its checkpoints",
+            code=ReplayCode.NO_COVERING_CHECKPOINT,
+        )
+    return str(directory)
+
+
+@router.get("/audit/inclusion", responses=documented(*READ_STATUSES, 409), dependencies=[READ])
+def audit_inclusion(
+    api: Annotated[ApiContext, Depends(context)],
+    position: Annotated[int, Query(ge=1, le=2**62, description="the event's log position")],
+) -> InclusionProof:
+    """An inclusion proof (`rota-inclusion/1`) of the event at `position` against the newest
+    checkpoint of `[audit] checkpoint_dir` that covers it, as `rota audit prove --json`;
+    409 `no_covering_checkpoint` when there is none (`rota audit checkpoint` writes one)."""
+    store = api.scheduler.store
+    checkpoint = proofs.covering(_checkpoint_dir(api), store, position)
+    return InclusionProof(**proofs.inclusion(store, position, checkpoint))
+
+
+@router.get("/audit/consistency", responses=documented(*READ_STATUSES, 409), dependencies=[READ])
+def audit_consistency(
+    api: Annotated[ApiContext, Depends(context)],
+    old: Annotated[int, Query(ge=1, le=2**62, description="size of the older checkpoint")],
+    new: Annotated[int, Query(ge=1, le=2**62, description="size of the newer checkpoint")],
+) -> ConsistencyProof:
+    """A consistency proof (`rota-consistency/1`) between this store's checkpoints of sizes
+    `old` and `new` in `[audit] checkpoint_dir`, as `rota audit consistency OLD NEW --json`;
+    409 `no_covering_checkpoint` when either is missing."""
+    store, directory = api.scheduler.store, _checkpoint_dir(api)
+    older = proofs.at_size(directory, store, old)
+    newer = proofs.at_size(directory, store, new)
+    return ConsistencyProof(**proofs.consistency(store, older, newer))

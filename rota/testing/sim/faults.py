@@ -29,6 +29,7 @@ from rota.application.ports import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    TreeHead,
 )
 
 
@@ -197,6 +198,22 @@ class FaultyStore(EventStore):
     def head(self) -> LogHead:
         self._enter("read_error")
         return self.inner.head()
+
+    def tree_head(self, size: int | None = None) -> TreeHead:
+        self._enter("read_error")
+        return self.inner.tree_head(size)
+
+    def inclusion_path(self, position: int, size: int) -> list[bytes]:
+        self._enter("read_error")
+        return self.inner.inclusion_path(position, size)
+
+    def consistency_path(self, old_size: int, new_size: int) -> list[bytes]:
+        self._enter("read_error")
+        return self.inner.consistency_path(old_size, new_size)
+
+    def tree_nodes(self, level: int, after: int = -1, limit: int = 1000) -> list[tuple[int, bytes]]:
+        self._enter("read_error")
+        return self.inner.tree_nodes(level, after, limit)
 
     # -- passed through (no fault point) ---------------------------------------------------
 

@@ -158,8 +158,21 @@ class Room:
                 self.tats[name] = after
 
 
-def flow_of(work: WorkState) -> str:
-    return work.keys[0] if work.keys else ""
+def flow_of(work: WorkState, scopes: Mapping[str, int]) -> str:
+    """A Work's fair-share flow: its first key, else `scope:<path>` of the deepest scope at
+    or above its own that `[[scopes]]` gives a weight, else ""."""
+    if work.keys:
+        return work.keys[0]
+    path = work.scope
+    while path:
+        if path in scopes:
+            return f"scope:{path}"
+        path = path.rpartition("/")[0]
+    return ""
+
+
+def scope_weights(flow: FlowView) -> dict[str, int]:
+    return {share.path: share.weight for share in flow.rules.configured.scopes}
 
 
 def _tag(fair: Fairness, flow: str) -> float:
@@ -186,7 +199,11 @@ def replay(record: PassRecord) -> dict[str, list[str]]:
     room = Room(record)
     single = len(record.groups) <= 1
     fair = Fairness(flow.fair.vtime, dict(flow.fair.finish), flow.fair.since_oldest)
-    share = flow.rules.share
+    share, scopes = flow.rules.share, scope_weights(flow)
+
+    def weight(name: str) -> int:
+        return scopes.get(name[6:], 1) if name.startswith("scope:") else flow.rules.weight(name)
+
     left = dict(ready)
     for number, work_id in enumerate(plan.started, 1):
         work = left.pop(work_id, None)
@@ -199,7 +216,7 @@ def replay(record: PassRecord) -> dict[str, list[str]]:
             could.append(work)
 
             def order(w: WorkState) -> tuple[int, float, int]:
-                return (-w.priority, _tag(fair, flow_of(w)), w.pending[0].position)
+                return (-w.priority, _tag(fair, flow_of(w, scopes)), w.pending[0].position)
 
             best = min(could, key=order)
             lower = [w for w in could if w.priority < best.priority]
@@ -216,17 +233,17 @@ def replay(record: PassRecord) -> dict[str, list[str]]:
                         f"{work_id} at {work.pending[0].position})"
                     )
             elif not oldest and order(best) < order(work):
+                mine, theirs = flow_of(work, scopes), flow_of(best, scopes)
                 found[FairShareOrder.name].append(
                     f"start {number} of the pass went to {work_id} (priority "
-                    f"{work.priority}, flow {flow_of(work)!r} tagged "
-                    f"{_tag(fair, flow_of(work)):g}, ready at {work.pending[0].position}) "
-                    f"while {best.work_id} could start first (priority {best.priority}, "
-                    f"flow {flow_of(best)!r} tagged {_tag(fair, flow_of(best)):g}, ready "
-                    f"at {best.pending[0].position})"
+                    f"{work.priority}, flow {mine!r} tagged {_tag(fair, mine):g}, ready at "
+                    f"{work.pending[0].position}) while {best.work_id} could start first "
+                    f"(priority {best.priority}, flow {theirs!r} tagged {_tag(fair, theirs):g}, "
+                    f"ready at {best.pending[0].position})"
                 )
         room.take(work)
         if not single:
-            _serve(fair, flow_of(work), flow.rules.weight(flow_of(work)), oldest)
+            _serve(fair, flow_of(work, scopes), weight(flow_of(work, scopes)), oldest)
     blocked = found[NoHeadOfLineBlocking.name]
     if len(plan.started) < record.limit and len(ready) <= record.limit:
         waiting = {w.work_id: w for w in plan.waiting}
@@ -236,8 +253,8 @@ def replay(record: PassRecord) -> dict[str, list[str]]:
             held = waiting.get(work.work_id)
             why = "was never considered" if held is None else f"was held: {held.detail}"
             blocked.append(
-                f"{work.work_id} (flow {flow_of(work)!r}) could start after the pass, which "
-                f"started {len(plan.started)} of {len(ready)} ready Works, but {why}"
+                f"{work.work_id} (flow {flow_of(work, scopes)!r}) could start after the pass, "
+                f"which started {len(plan.started)} of {len(ready)} ready Works, but {why}"
             )
     for held in plan.waiting:
         work = ready.get(held.work_id)
@@ -361,9 +378,9 @@ def plan_recorder(
         if isinstance(works, Mapping):
             groups = {group: list(members) for group, members in works.items()}
         else:
-            groups = {}
+            groups, scopes = {}, scope_weights(kw.get("flow", FlowView()))
             for work in works:
-                groups.setdefault((-work.priority, flow_of(work)), []).append(work)
+                groups.setdefault((-work.priority, flow_of(work, scopes)), []).append(work)
             groups = dict(sorted(groups.items()))
         plan = original({g: iter(m) for g, m in groups.items()}, **kw)
         sink(
