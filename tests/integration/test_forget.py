@@ -197,12 +197,35 @@ def test_binding_personal_fields_reach_a_shell_job_and_leave_no_run_file(tmp_pat
     events = _rota(tmp_path, "events", "--json")
     assert events.returncode == 0 and '"$personal"' in events.stdout
     assert CANARY not in events.stdout
+    accepted = [e for e in json.loads(events.stdout) if e["type"] == "core.input.accepted"]
+    ok = _rota(tmp_path, "audit", "keygen", "--out", "audit.key")
+    assert ok.returncode == 0, ok.stderr
+    signed = ("--dir", "checkpoints", "--key", "audit.key")
+    assert _rota(tmp_path, "audit", "checkpoint", *signed).returncode == 0
     forgot = _rota(tmp_path, "forget", "W", "--reason", "ticket 9", "--json")
     assert forgot.returncode == 0, forgot.stderr
     again = _rota(tmp_path, "forget", "W", "--json")
     assert json.loads(again.stdout)["position"] == json.loads(forgot.stdout)["position"]
     assert _files_holding(tmp_path, [CANARY.encode()]) == []
     assert _rota(tmp_path, "audit", "verify").returncode == 0
+    # The chain and the Merkle proofs are untouched by the forget: the sealed input's
+    # inclusion, and the log after the forget extending the one before, verify standalone.
+    assert _rota(tmp_path, "audit", "checkpoint", *signed).returncode == 0
+    before, after = sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if "note" in p.name)
+    position = str(accepted[0]["position"])
+    for kind, args in (
+        ("inclusion", ("prove", position, "--dir", "checkpoints")),
+        ("consistency", ("consistency", f"checkpoints/{before}", f"checkpoints/{after}")),
+    ):
+        proof = _rota(tmp_path, "audit", *args, "--json")
+        assert proof.returncode == 0, proof.stderr
+        (tmp_path / f"{kind}.json").write_text(proof.stdout)
+        checked = subprocess.run(
+            [sys.executable, "-P", "-m", "rota.verify", kind, f"{kind}.json", "--key",
+             "audit.key.pub"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        )  # fmt: skip
+        assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_the_async_facade_accepts_personal_input_and_forgets(tmp_path: Path) -> None:
