@@ -146,13 +146,19 @@ class PersonalData:
             if key is None:
                 key = self._key_for(work_id, payload)
             opened.append(open_fields(payload, self._opener(work_id, key)) if key else payload)
+        # (a Work's key is read once for all its inputs: they were sealed under the one key)
         return opened
 
     def _key_for(self, work_id: str, payload: dict[str, Any]) -> bytes | None:
+        """The Work's key when `payload` holds markers; None when there is nothing to open:
+        no marker, or no key and no forget recorded (a Work that never sealed anything, whose
+        own data happens to look like a marker, gets it as given)."""
         if not has_markers(payload):
             return None
         key = self.keys.get(work_id)
         if key is None:
+            if self.store.find_delivery(forgotten_identity(work_id)) is None:
+                return None
             raise Unreadable(
                 FailureCode.INPUT_FORGOTTEN,
                 f"the personal input of Work {work_id!r} was forgotten; nothing was run",

@@ -246,3 +246,13 @@ def test_the_async_facade_accepts_personal_input_and_forgets(tmp_path: Path) -> 
 
     asyncio.run(main())
     assert seen == [{"email": CANARY}]
+
+
+def test_a_work_that_sealed_nothing_gets_marker_like_data_as_given(tmp_path: Path) -> None:
+    ran: list[Any] = []
+    with rota.open(tmp_path / "app.db", config={}) as scheduler:
+        scheduler.register("echo", lambda ctx: ran.append(ctx.trigger))
+        scheduler.submit("U", binding="echo", input={"note": {"$personal": "theirs"}})
+        scheduler.run_until_idle()
+        assert scheduler.work("U").state == "completed"
+    assert ran == [{"note": {"$personal": "theirs"}}]

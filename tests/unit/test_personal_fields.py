@@ -13,8 +13,10 @@ import pytest
 
 from rota.application.errors import PortCode
 from rota.application.personal import PersonalData, Unreadable, context
+from rota.application.ports import NewEvent
 from rota.application.transactions import Transactions
 from rota.domain.errors import DomainCode, InvalidCommand, RotaError
+from rota.domain.events.work import WorkForgotten, forgotten_identity
 from rota.domain.failures import FailureCode
 from rota.domain.personal import (
     MARKER,
@@ -195,6 +197,11 @@ def test_a_forgotten_key_or_a_changed_ciphertext_is_unreadable_without_showing_i
     key = personal.keys.get("w1")
     assert key is not None
     assert personal.keys.destroy("w1") and not personal.keys.destroy("w1")
+    # No key and no forget recorded: nothing of this Work was sealed (an import brings no
+    # keys; a user's own data may look like a marker): the payload is given as stored.
+    assert personal.open_inputs("w1", [stored.payload]) == [stored.payload]
+    forgotten_event = WorkForgotten(work_id="w1", by="test")
+    personal.store.append([NewEvent("personal/w1", forgotten_event, forgotten_identity("w1"))])
     with pytest.raises(Unreadable) as forgotten:
         personal.open_inputs("w1", [stored.payload])
     assert forgotten.value.code == FailureCode.INPUT_FORGOTTEN
