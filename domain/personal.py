@@ -139,6 +139,20 @@ def unsealed(payload: Any, paths: tuple[str, ...]) -> list[str]:
 _ABSENT = object()
 
 
+def refuse_in_template(schedule: str, template: Any, paths: tuple[str, ...]) -> None:
+    """Refuse (`invalid_personal`) a schedule whose input template holds a field its
+    binding marks personal: a template is recorded in the clear with the schedule's
+    definition, so no fire could keep it out of the log."""
+    found = unsealed(template, paths) if paths and type(template) is dict else []
+    if found:
+        raise InvalidCommand(
+            f"schedule {schedule!r}: its input holds {found[0]!r}, which its binding marks "
+            "personal; a schedule's input is recorded in the clear, so it cannot hold "
+            "personal fields (submit such Work with its own input instead)",
+            code=DomainCode.INVALID_PERSONAL,
+        )
+
+
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
@@ -161,6 +175,7 @@ __all__ = [
     "has_markers",
     "is_marker",
     "open_fields",
+    "refuse_in_template",
     "seal_fields",
     "unsealed",
 ]

@@ -256,3 +256,20 @@ def test_a_work_that_sealed_nothing_gets_marker_like_data_as_given(tmp_path: Pat
         scheduler.run_until_idle()
         assert scheduler.work("U").state == "completed"
     assert ran == [{"note": {"$personal": "theirs"}}]
+
+
+def test_a_schedule_input_cannot_hold_a_field_its_binding_marks_personal(tmp_path: Path) -> None:
+    config = {
+        "bindings": [
+            {"name": "mail", "executor": "shell", "command": ["true"], "personal": ["email"]}
+        ]
+    }
+    with rota.open(tmp_path / "app.db", config=config) as scheduler:
+        with pytest.raises(RotaError) as refused:
+            scheduler.schedule("s", binding="mail", every="1h", input={"email": CANARY})
+        assert refused.value.code == DomainCode.INVALID_PERSONAL
+        assert CANARY not in str(refused.value)
+        scheduler.schedule("t", binding="mail", every="1h", input={"list": "weekly"})
+        pinned = scheduler.service.pinned_for("mail").binding.config
+        assert "personal" not in pinned  # (taken out for the executor; sealed at submit)
+    assert CANARY.encode() not in (tmp_path / "app.db").read_bytes()
