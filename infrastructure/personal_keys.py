@@ -125,12 +125,14 @@ class PostgresKeys:
 
         def body(tx: Any) -> bytes:
             cursor = tx.cursor
-            # (CREATE TABLE IF NOT EXISTS races with itself: the schema's lock serializes it)
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"rota {schema}",))
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {self.table} "
-                "(work_id text PRIMARY KEY, key bytea NOT NULL)"
-            )
+            cursor.execute("SELECT to_regclass(%s)", (self.table,))
+            if cursor.fetchone()[0] is None:
+                # (CREATE TABLE IF NOT EXISTS races with itself: the schema's lock orders it)
+                cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"rota {schema}",))
+                cursor.execute(
+                    f"CREATE TABLE IF NOT EXISTS {self.table} "
+                    "(work_id text PRIMARY KEY, key bytea NOT NULL)"
+                )
             cursor.execute(
                 f"INSERT INTO {self.table} VALUES (%s, %s) ON CONFLICT DO NOTHING",
                 (work_id, new_key()),
