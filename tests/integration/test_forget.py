@@ -206,6 +206,8 @@ def test_binding_personal_fields_reach_a_shell_job_and_leave_no_run_file(tmp_pat
     assert forgot.returncode == 0, forgot.stderr
     again = _rota(tmp_path, "forget", "W", "--json")
     assert json.loads(again.stdout)["position"] == json.loads(forgot.stdout)["position"]
+    shown_text = _rota(tmp_path, "work", "show", "W").stdout
+    assert "personal data forgotten by operator at " in shown_text and ": ticket 9" in shown_text
     assert _files_holding(tmp_path, [CANARY.encode()]) == []
     assert _rota(tmp_path, "audit", "verify").returncode == 0
     # The chain and the Merkle proofs are untouched by the forget: the sealed input's
