@@ -311,3 +311,28 @@ def test_a_schedule_input_cannot_hold_a_field_its_binding_marks_personal(tmp_pat
         pinned = scheduler.service.pinned_for("mail").binding.config
         assert "personal" not in pinned  # (taken out for the executor; sealed at submit)
     assert CANARY.encode() not in (tmp_path / "app.db").read_bytes()
+
+
+def test_a_reader_blocking_the_wal_truncation_is_logged_and_forget_again_finishes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "app.db"
+    store = SQLiteStore(db, busy_timeout=0.2)
+    keys = SQLiteKeys(store)
+    try:
+        key = keys.create("W")
+        reader = apsw.Connection(str(db))
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM rota_personal_keys").fetchall()  # a snapshot held
+        with caplog.at_level(logging.WARNING, logger="rota.personal"):
+            assert keys.destroy("W")
+        assert keys.last_checkpoint is not None and keys.last_checkpoint[0] == 1
+        assert "run rota forget again" in caplog.text and key.hex() not in caplog.text
+        assert _files_holding(tmp_path, _needles(key))  # its old page is still in the WAL
+        reader.execute("COMMIT")
+        reader.close()
+        assert not keys.destroy("W")  # (what forgetting again does first)
+        assert keys.last_checkpoint == (0, 0, 0)
+        assert _files_holding(tmp_path, _needles(key)) == []
+    finally:
+        store.close()
