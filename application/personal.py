@@ -110,13 +110,16 @@ class PersonalData:
         seal_fields(given.payload, paths, lambda path, value: "")
         if not unsealed(given.payload, paths):
             return WorkInput(given.payload, given.key, given.correlation_key)
+        forgotten = Refusal(
+            f"Work {work_id!r} was forgotten (rota forget): it accepts no personal input",
+            code=PortCode.PERSONAL_FORGOTTEN,
+        )
         if self.store.find_delivery(forgotten_identity(work_id)) is not None:
-            raise Refusal(
-                f"Work {work_id!r} was forgotten (rota forget): it accepts no personal input",
-                code=PortCode.PERSONAL_FORGOTTEN,
-            )
+            raise forgotten
         cipher = self.cipher
         key = self.keys.create(work_id)
+        if key is None:  # (destroyed by a forget racing this submit: never a new key)
+            raise forgotten
 
         def seal(path: str, value: Any) -> str:
             return cipher.seal(key, context(work_id, path), msgspec.json.encode(value))
@@ -155,15 +158,13 @@ class PersonalData:
         own data happens to look like a marker, gets it as given)."""
         if not has_markers(payload):
             return None
-        key = self.keys.get(work_id)
-        if key is None:
-            if self.store.find_delivery(forgotten_identity(work_id)) is None:
-                return None
+        # The record first: a submit racing the forget may have made a key after it.
+        if self.store.find_delivery(forgotten_identity(work_id)) is not None:
             raise Unreadable(
                 FailureCode.INPUT_FORGOTTEN,
                 f"the personal input of Work {work_id!r} was forgotten; nothing was run",
             )
-        return key
+        return self.keys.get(work_id)
 
     def _opener(self, work_id: str, key: bytes) -> Callable[[str, str], Any]:
         cipher = self.cipher

@@ -6,22 +6,24 @@ its own committed write before the append that holds ciphertext under the key. N
 else reads it: `rota export`, replay, the projections and the eventsourcing follower read
 the log's tables only, so a key is never exported, logged or folded.
 
-Destroying a key (`rota forget`):
+Destroying a key (`rota forget`) leaves a tombstone in its place (the Work's id, `key`
+NULL), so the Work never gets another key, not even from a submit racing the forget:
 - SQLite: the writer connection runs with `PRAGMA secure_delete=ON` from the first key
   write on (SQLite then zeroes deleted and freed content, so neither the key's cell nor a
-  stale copy of it left on a freed page survives in the file), and after the DELETE the
+  stale copy of it left on a freed page survives in the file), and after the write the
   write-ahead log is checkpointed and truncated (`wal_checkpoint(TRUNCATE)`), so the old
   page images holding the key leave the `-wal` file. A checkpoint that a reader blocks is
   logged (`SQLiteKeys.last_checkpoint` keeps its answer); the next destroy truncates again,
   and until then later writes overwrite the WAL from its start.
-- PostgreSQL: the row is deleted. Its bytes stay in the table's heap page as a dead tuple
-  until (auto)vacuum prunes the page and later writes reuse the space; VACUUM marks space
-  free without zeroing it, and the server's WAL segments, replicas and base backups taken
-  before keep it as long as they are kept. A `pg_dump` (or `rota export`) made after the
+- PostgreSQL: the row is updated (a new version without the key). The old version's bytes
+  stay in the table's heap page as a dead tuple until (auto)vacuum prunes the page and
+  later writes reuse the space; VACUUM marks space free without zeroing it, and the
+  server's WAL segments, replicas and base backups taken before keep it as long as they
+  are kept. A `pg_dump` (or `rota export`) made after the
   forget reads live rows only and holds no key. Operators who need the bytes gone from the
   disk run `VACUUM FULL <schema>.rota_personal_keys` (it rewrites the table) and rotate
   their WAL archives and backups (docs/operator.md).
-- Memory: the dict entry is dropped.
+- Memory: the dict entry's key is dropped.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rota.personal")
 TABLE = "rota_personal_keys"
+# `key` NULL: the Work's key was destroyed, and it never gets another (a tombstone, which
+# holds the Work's id and nothing of its data).
+SQLITE_COLUMNS = "(work_id TEXT PRIMARY KEY, key BLOB)"
 KEY_BYTES = 32
 
 
@@ -61,40 +66,38 @@ class SQLiteKeys:
     def get(self, work_id: str) -> bytes | None:
         import apsw
 
-        try:
+        try:  # (`_query`: the store's reader connection of this thread, as its reads use)
             rows = self.store._query(f"SELECT key FROM {TABLE} WHERE work_id = ?", (work_id,))
         except apsw.SQLError as exc:
             if "no such table" in str(exc):
                 return None
             raise
-        return bytes(rows[0][0]) if rows else None
+        return bytes(rows[0][0]) if rows and rows[0][0] is not None else None
 
-    def create(self, work_id: str) -> bytes:
-        def body(cursor: Any) -> bytes:
+    def create(self, work_id: str) -> bytes | None:
+        def body(cursor: Any) -> bytes | None:
             cursor.execute("PRAGMA secure_delete=ON")
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {TABLE} (work_id TEXT PRIMARY KEY, key BLOB NOT NULL)"
-            )
+            cursor.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} {SQLITE_COLUMNS}")
             cursor.execute(
                 f"INSERT OR IGNORE INTO {TABLE} (work_id, key) VALUES (?, ?)", (work_id, new_key())
             )
             row = cursor.execute(f"SELECT key FROM {TABLE} WHERE work_id = ?", (work_id,))
-            return bytes(row.fetchone()[0])
+            key = row.fetchone()[0]
+            return None if key is None else bytes(key)
 
         return self.store.write(body)
 
     def destroy(self, work_id: str) -> bool:
         def body(cursor: Any) -> bool:
             cursor.execute("PRAGMA secure_delete=ON")
-            found = cursor.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
+            cursor.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} {SQLITE_COLUMNS}")
+            had = cursor.execute(
+                f"SELECT 1 FROM {TABLE} WHERE work_id = ? AND key IS NOT NULL", (work_id,)
             ).fetchone()
-            if found is None:
-                return False
-            cursor.execute(f"DELETE FROM {TABLE} WHERE work_id = ?", (work_id,))
-            return bool(cursor.connection.changes())
+            cursor.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, NULL)", (work_id,))
+            return had is not None
 
-        deleted = self.store.write(body)
+        destroyed = self.store.write(body)
         rows = self.store._query("PRAGMA wal_checkpoint(TRUNCATE)", ())
         self.last_checkpoint = tuple(int(v) for v in rows[0]) if rows else None  # type: ignore[assignment]
         if self.last_checkpoint is None or self.last_checkpoint[0]:
@@ -103,7 +106,7 @@ class SQLiteKeys:
                 "checkpoint (a reader held it): run rota forget again later to finish it",
                 self.store.path,
             )
-        return deleted
+        return destroyed
 
 
 class PostgresKeys:
@@ -118,45 +121,54 @@ class PostgresKeys:
         if found[0][0] is None:
             return None
         rows = self.store._query(f"SELECT key FROM {self.table} WHERE work_id = %s", (work_id,))
-        return bytes(rows[0][0]) if rows else None
+        return bytes(rows[0][0]) if rows and rows[0][0] is not None else None
 
-    def create(self, work_id: str) -> bytes:
-        schema = self.store.schema
+    def _table(self, cursor: Any) -> None:
+        cursor.execute("SELECT to_regclass(%s)", (self.table,))
+        if cursor.fetchone()[0] is None:
+            # (CREATE TABLE IF NOT EXISTS races with itself: the schema's lock orders it)
+            lock = f"rota {self.store.schema}"
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock,))
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.table} (work_id text PRIMARY KEY, key bytea)"
+            )
 
-        def body(tx: Any) -> bytes:
+    def create(self, work_id: str) -> bytes | None:
+        def body(tx: Any) -> bytes | None:
             cursor = tx.cursor
-            cursor.execute("SELECT to_regclass(%s)", (self.table,))
-            if cursor.fetchone()[0] is None:
-                # (CREATE TABLE IF NOT EXISTS races with itself: the schema's lock orders it)
-                cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"rota {schema}",))
-                cursor.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self.table} "
-                    "(work_id text PRIMARY KEY, key bytea NOT NULL)"
-                )
+            self._table(cursor)
             cursor.execute(
                 f"INSERT INTO {self.table} VALUES (%s, %s) ON CONFLICT DO NOTHING",
                 (work_id, new_key()),
             )
             cursor.execute(f"SELECT key FROM {self.table} WHERE work_id = %s", (work_id,))
-            return bytes(cursor.fetchone()[0])
+            key = cursor.fetchone()[0]
+            return None if key is None else bytes(key)
 
-        key: bytes = self.store.write(body)
+        key: bytes | None = self.store.write(body)
         return key
 
     def destroy(self, work_id: str) -> bool:
         def body(tx: Any) -> bool:
             cursor = tx.cursor
-            cursor.execute("SELECT to_regclass(%s)", (self.table,))
-            if cursor.fetchone()[0] is None:
-                return False
-            cursor.execute(f"DELETE FROM {self.table} WHERE work_id = %s", (work_id,))
-            return bool(cursor.rowcount)
+            self._table(cursor)
+            cursor.execute(
+                f"SELECT 1 FROM {self.table} WHERE work_id = %s AND key IS NOT NULL FOR UPDATE",
+                (work_id,),
+            )
+            had = cursor.fetchone() is not None
+            cursor.execute(
+                f"INSERT INTO {self.table} VALUES (%s, NULL) "
+                "ON CONFLICT (work_id) DO UPDATE SET key = NULL",
+                (work_id,),
+            )
+            return had
 
-        deleted: bool = self.store.write(body)
-        return deleted
+        destroyed: bool = self.store.write(body)
+        return destroyed
 
 
-_MEMORY: weakref.WeakKeyDictionary[MemoryLog, dict[str, bytes]] = weakref.WeakKeyDictionary()
+_MEMORY: weakref.WeakKeyDictionary[MemoryLog, dict[str, bytes | None]] = weakref.WeakKeyDictionary()
 _MEMORY_LOCK = threading.Lock()
 
 
@@ -171,13 +183,15 @@ class MemoryKeys:
         with _MEMORY_LOCK:
             return self._keys.get(work_id)
 
-    def create(self, work_id: str) -> bytes:
+    def create(self, work_id: str) -> bytes | None:
         with _MEMORY_LOCK:
             return self._keys.setdefault(work_id, new_key())
 
     def destroy(self, work_id: str) -> bool:
         with _MEMORY_LOCK:
-            return self._keys.pop(work_id, None) is not None
+            had = self._keys.get(work_id) is not None
+            self._keys[work_id] = None
+            return had
 
 
 class NoKeys:
@@ -190,7 +204,7 @@ class NoKeys:
     def get(self, work_id: str) -> bytes | None:
         return None
 
-    def create(self, work_id: str) -> bytes:
+    def create(self, work_id: str) -> bytes | None:
         raise RotaError(
             f"this store ({self.kind}) keeps no personal data keys: personal input fields "
             "need a SQLite, PostgreSQL or in-memory store",

@@ -23,20 +23,23 @@ class PersonalKeys(Protocol):
 
     Atomicity: `create` commits before it returns (a sealed value is appended only under a
     key that is durable); two callers creating one Work's key at once get the same key.
-    `destroy` commits the deletion and removes what the store can of the key's bytes (SQLite:
-    secure delete and a checkpoint of its write-ahead log). Errors are the store's
-    (`StoreUnavailable`, `StoreError`); no message ever holds a key."""
+    `destroy` commits, in the key's place, a mark that the Work's key was destroyed (its id
+    only), so the Work never gets another key, even from a submit racing the forget; and it
+    removes what the store can of the key's bytes (SQLite: secure delete and a checkpoint of
+    its write-ahead log). Errors are the store's (`StoreUnavailable`, `StoreError`); no
+    message ever holds a key."""
 
     def get(self, work_id: str) -> bytes | None:
         """The Work's key, or None when it has none (never created, or destroyed)."""
         ...
 
-    def create(self, work_id: str) -> bytes:
-        """The Work's key, made (random) and committed when it has none."""
+    def create(self, work_id: str) -> bytes | None:
+        """The Work's key, made (random) and committed when it has none; None when its key
+        was destroyed (it never gets another)."""
         ...
 
     def destroy(self, work_id: str) -> bool:
-        """Delete the Work's key for ever; False when it had none."""
+        """Destroy the Work's key for ever (and bar a new one); False when it had none."""
         ...
 
 

@@ -1,6 +1,7 @@
 """The personal data key table (`PersonalKeys`) against every store: no table until the first
 key; a key is 32 random bytes, one per Work, the same to every handle and to racing
-creators; destroy deletes it for every handle, once; a store's log is not touched."""
+creators; destroy removes it for every handle, once, and bars a new one; a store's log is
+not touched."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def test_keys_are_per_work_shared_by_handles_and_destroyed_once(
     store: EventStore, open_store: OpenStore
 ) -> None:
     keys = personal_keys_for(store)
-    assert keys.get("w1") is None and not keys.destroy("w1")  # (no table yet: nothing)
+    assert keys.get("w1") is None  # (no table yet: nothing)
     head = store.head()
     first = keys.create("w1")
     assert len(first) == 32 and keys.create("w1") == first
@@ -26,6 +27,8 @@ def test_keys_are_per_work_shared_by_handles_and_destroyed_once(
     assert elsewhere.get("w1") == first
     assert elsewhere.destroy("w1") and not keys.destroy("w1")
     assert keys.get("w1") is None and keys.get("w2") == other
+    assert keys.create("w1") is None  # a destroyed key is never replaced
+    assert not keys.destroy("never") and keys.create("never") is None  # (barred beforehand)
     assert store.head() == head  # the key table is beside the log, not in it
 
 
@@ -47,3 +50,24 @@ def test_racing_creators_of_one_works_key_get_the_same_key(
         thread.join(30)
     assert len(got) == 4 and len(set(got)) == 1
     assert personal_keys_for(store).get("raced") == got[0]
+
+
+def test_a_create_racing_a_destroy_never_leaves_a_key_after_it(
+    store: EventStore, open_store: OpenStore
+) -> None:
+    creator, destroyer = personal_keys_for(open_store()), personal_keys_for(open_store())
+    for n in range(20):
+        work = f"race-{n}"
+        start = threading.Barrier(2)
+
+        def create(work: str = work, start: threading.Barrier = start) -> None:
+            start.wait()
+            creator.create(work)
+
+        thread = threading.Thread(target=create)
+        thread.start()
+        start.wait()
+        destroyer.destroy(work)
+        thread.join(30)
+        assert personal_keys_for(store).get(work) is None  # whichever came first
+        assert creator.create(work) is None

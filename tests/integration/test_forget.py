@@ -77,7 +77,9 @@ def _recovered(backup: Path) -> str | None:
     None when the backup cannot give it."""
     conn = apsw.Connection(str(backup), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        rows = conn.execute("SELECT key FROM rota_personal_keys WHERE work_id = 'W'").fetchall()
+        rows = conn.execute(
+            "SELECT key FROM rota_personal_keys WHERE work_id = 'W' AND key IS NOT NULL"
+        ).fetchall()
     finally:
         conn.close()
     if not rows:
