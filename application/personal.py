@@ -129,10 +129,14 @@ class PersonalData:
 
     def seal_accept(self, work_id: str, given: WorkInput) -> WorkInput:
         """An input for an existing Work (`accept`) with the fields it and the Work's binding
-        mark sealed; an unknown Work's input is left for the decision to refuse."""
+        mark sealed; `unknown_work` when the log has no such Work (caught up to its head
+        first: a Work another process submitted is found, and its binding's marks apply)."""
         work = self.tx.projection.works.get(work_id)
         if work is None:
-            return given
+            self.tx.catch_up()
+            work = self.tx.projection.works.get(work_id)
+        if work is None:
+            raise Refusal(f"no Work {work_id!r}: submit it first", code=DomainCode.UNKNOWN_WORK)
         return self.seal_input(work_id, given, self.binding_paths(work.binding))
 
     # -- opening -------------------------------------------------------------------------

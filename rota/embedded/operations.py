@@ -50,7 +50,7 @@ class SchedulerOperations(SchedulerReads):
             given = WorkInput(payload, key, correlation_key, check_paths(personal))
             sealed = sealing.seal_accept(work_id, given)
             payload, key = sealed.payload, sealed.key
-        elif sealing is None and personal:
+        elif personal:
             raise unsealed_personal(work_id, tuple(personal))
         recorded = self.service.lifecycle.accept(
             work_id, payload, key=key, correlation_key=correlation_key

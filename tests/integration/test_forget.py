@@ -338,3 +338,20 @@ def test_a_reader_blocking_the_wal_truncation_is_logged_and_forget_again_finishe
         assert _files_holding(tmp_path, _needles(key)) == []
     finally:
         store.close()
+
+
+def test_accept_seals_for_a_work_another_process_submitted(tmp_path: Path) -> None:
+    config = {
+        "bindings": [
+            {"name": "mail", "executor": "shell", "command": ["true"], "personal": ["email"]}
+        ]
+    }
+    with rota.open(tmp_path / "app.db", config=config) as reader:
+        reader.work("nothing-yet")  # (its projection is now read, before the submit below)
+        with rota.open(tmp_path / "app.db", config=config) as writer:
+            writer.submit("S", binding="mail", kind="standing")
+        reader.accept("S", {"email": CANARY})  # the binding's mark applies to a Work it
+        with pytest.raises(RotaError) as unknown:  # learned of from the log just now
+            reader.accept("nobody", {"email": CANARY}, personal=["email"])
+        assert unknown.value.code == DomainCode.UNKNOWN_WORK
+    assert CANARY.encode() not in (tmp_path / "app.db").read_bytes()
