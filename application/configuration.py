@@ -14,7 +14,12 @@ import logging
 import msgspec
 
 from rota.application.errors import PortCode
-from rota.application.secrets import grant_secrets, secrets_digest, split_secrets
+from rota.application.secrets import (
+    grant_secrets,
+    secrets_digest,
+    split_personal,
+    split_secrets,
+)
 from rota.domain.errors import NotEligible
 from rota.domain.grants import Grant, with_grants
 from rota.domain.policy import Binding, Pinned, Registration, Settings
@@ -49,6 +54,9 @@ class Configuration:
         # Each binding's `environment` values: in memory only, handed to the executor at
         # launch (rota.application.secrets); the binding keeps only their digest.
         self._secrets: dict[str, dict[str, str]] = {}
+        # Each binding's personal input fields (`personal = [...]`, rota.application.personal):
+        # sealed at submit, so taken out of the config the executor checks and pins.
+        self.personal: dict[str, tuple[str, ...]] = {}
         for binding in (bindings or {}).values():
             self._define(binding)
         # The binding grants (rota.domain.grants), and each one's environment values (in
@@ -82,9 +90,11 @@ class Configuration:
         self._configured()
 
     def _define(self, binding: Binding) -> None:
+        binding, paths = split_personal(binding)
         pinnable, secrets = split_secrets(binding)
         self.bindings[binding.name] = pinnable
         self._secrets[binding.name] = secrets
+        self.personal[binding.name] = paths
 
     def secrets_for(self, attempt: AttemptState) -> dict[str, str]:
         """The current `environment` values of the attempt's binding and of the grants it

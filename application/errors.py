@@ -107,6 +107,18 @@ class PortCode(ErrorCode):
     schedule and the tick phase, the cause chain the store error (the next pass tries again)."""
     UNKNOWN_BINDING = "unknown_binding"
     """The Work's binding is not configured: configure or register it (the Work waits)."""
+    PERSONAL_UNAVAILABLE = "personal_unavailable"
+    """An input marks personal fields but the cryptography package is missing: `pip install
+    'rota[signing]'`."""
+    PERSONAL_FORGOTTEN = "personal_forgotten"
+    """The Work's personal data was forgotten (`rota forget`): it accepts no new personal
+    input; submit another Work."""
+    PERSONAL_UNREADABLE = "personal_unreadable"
+    """A sealed personal value does not open under its Work's key: the ciphertext was changed
+    or the key is not the one it was sealed with (`rota audit verify` tells a changed log)."""
+    PERSONAL_UNSEALED = "personal_unsealed"
+    """An input reached the log's writer with personal fields still in the clear (a submit path
+    that does not seal them); nothing was written."""
     UNKNOWN_GRANT = "unknown_grant"
     """A Work opts into a binding grant this scheduler does not define: define it in the
     config's `[[grants]]` (or `Scheduler.grant`) or submit without it."""

@@ -177,7 +177,8 @@ class RuntimeRecovery:
 
     def _adopt(self, attempt: AttemptState, executor: Executor, previous_owner: str) -> None:
         launches = self.launches
-        ctx = launches.context(attempt, {}, resume=False)
+        # (its process has its input: personal fields are not opened again to adopt it)
+        ctx = launches.context(attempt, {}, resume=False, opened=False)
         ctx.previous_owner = previous_owner
         execution_id, epoch = attempt.execution_id, attempt.epoch
         held = launches.hold(attempt, ctx, executor)

@@ -33,6 +33,7 @@ from rota.application.commands.lifecycle import Claimed
 from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.executor_directory import ExecutorDirectory
 from rota.application.pass_sync import PassSync
+from rota.application.personal import Unreadable
 from rota.application.ports import Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
@@ -217,17 +218,23 @@ class Launches:
         executor = self.directory.executor_for(attempt)
         return executor is not None and executor.isolates
 
-    def context(self, attempt: AttemptState, env: dict[str, str], resume: bool) -> LaunchContext:
+    def context(
+        self, attempt: AttemptState, env: dict[str, str], resume: bool, *, opened: bool = True
+    ) -> LaunchContext:
         execution_id, epoch, lifecycle = attempt.execution_id, attempt.epoch, self.service.lifecycle
         # The binding's environment first, then the run-environment hook's values over it
         # (`secrets_for` gives a dict of its own).
         secrets = self.service.secrets_for(attempt)
         env = {**secrets, **env} if env else secrets
+        inputs = [p.payload for p in attempt.consumed]
+        personal = self.service.personal
+        if opened and personal is not None:  # sealed fields opened for the job (`_launch`)
+            inputs = personal.open_inputs(attempt.work_id, inputs)
         return LaunchContext(
             work_id=attempt.work_id,
             attempt=attempt.number,
             epoch=epoch,
-            inputs=[p.payload for p in attempt.consumed],
+            inputs=inputs,
             input_positions=[p.position for p in attempt.consumed],
             config=dict(attempt.pinned.binding.config),
             deadline=attempt.deadline,
@@ -338,7 +345,11 @@ class Launches:
         """Launch a claimed attempt (its invoke marker durable) on `executor`, the one
         `ExecutorDirectory.executor_for` gives it (None: this process has none)."""
         attempt = claimed.attempt
-        ctx = self.context(attempt, env, claimed.resume)
+        try:
+            ctx = self.context(attempt, env, claimed.resume)
+        except Unreadable as unreadable:  # forgotten or changed: nothing runs, for good
+            self.results.put((attempt.execution_id, attempt.epoch, unreadable.result()))
+            return
         if executor is None:
             failure = Result(
                 outcome="failed",

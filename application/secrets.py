@@ -22,9 +22,11 @@ from typing import Any
 import msgspec
 
 from rota.domain.errors import DomainCode, InvalidCommand
+from rota.domain.personal import check_paths
 from rota.domain.policy import Binding
 
 SECRET_KEYS = ("environment",)
+PERSONAL_KEY = "personal"
 _SALT = b"rota.binding.secrets/v1"
 
 
@@ -43,6 +45,18 @@ def split_secrets(binding: Binding, where: str | None = None) -> tuple[Binding, 
     secrets = _variables(path, config.pop("environment"))
     digest = secrets_digest(secrets) if secrets else None
     return msgspec.structs.replace(binding, config=config, secrets_digest=digest), secrets
+
+
+def split_personal(binding: Binding, where: str | None = None) -> tuple[Binding, tuple[str, ...]]:
+    """The binding without its `personal` field paths (sealed at submit, never an executor's
+    config: rota.application.personal), and the paths, checked (`invalid_personal`, naming
+    the field under `where`)."""
+    if PERSONAL_KEY not in binding.config:
+        return binding, ()
+    config = dict(binding.config)
+    path = f"{where or 'bindings.' + binding.name}.personal"
+    paths = check_paths(config.pop(PERSONAL_KEY), path)
+    return msgspec.structs.replace(binding, config=config), paths
 
 
 def grant_secrets(grant: str, environment: dict[str, str] | None) -> dict[str, str]:

@@ -24,7 +24,8 @@ from rota.application.commands.schedules import ScheduleCommands
 from rota.application.commands.waits import WaitCommands
 from rota.application.configuration import Configuration, config_generation
 from rota.application.live_projections import LiveProjections
-from rota.application.ports import AppendObserver, EventStore, ProjectionStore
+from rota.application.personal import CipherFactory, PersonalData
+from rota.application.ports import AppendObserver, EventStore, PersonalKeys, ProjectionStore
 from rota.application.tallies import Tallies
 from rota.application.transactions import Transactions
 from rota.domain.admission import GateDecision, Waiting
@@ -47,6 +48,8 @@ class SchedulerService:
         registrations: dict[str, Registration] | None = None,
         projections: ProjectionStore | None = None,
         save_every: int = 5000,
+        personal_keys: PersonalKeys | None = None,
+        cipher: CipherFactory | None = None,
     ) -> None:
         self.configuration = Configuration(
             settings=settings, owner=owner, bindings=bindings, registrations=registrations
@@ -59,6 +62,16 @@ class SchedulerService:
         self.control = ControlCommands(self.transactions, self.configuration)
         self.schedules = ScheduleCommands(self.transactions, self.configuration)
         self.waits = WaitCommands(self.transactions, self.configuration)
+        # Sealing, opening and forgetting personal input fields, with the key table and the
+        # cipher the composition root (rota.bootstrap) chose; None: personal input refused.
+        self.personal: PersonalData | None = None
+        if personal_keys is not None and cipher is not None:
+            self.personal = PersonalData(
+                personal_keys,
+                cipher,
+                self.transactions,
+                binding_paths=lambda name: self.configuration.personal.get(name, ()),
+            )
         # Counts over every Work (the HTTP overview, holds, metrics), counted on first use.
         self.tallies = Tallies(self.transactions)
 

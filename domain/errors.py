@@ -106,6 +106,9 @@ class DomainCode(ErrorCode):
     that are."""
     INVALID_GRANT = "invalid_grant"
     """A submit names a binding grant that is malformed or repeated, or too many (16 at most)."""
+    INVALID_PERSONAL = "invalid_personal"
+    """A personal field path is malformed, or marks a field of a payload (or of a value on the
+    path) that is not an object: mark dotted paths into an object payload."""
 
     # -- configuration values the domain validates
     INVALID_CONFIG = "invalid_config"

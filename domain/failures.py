@@ -53,6 +53,12 @@ class FailureCode(StrEnum):
     INVALID_RETRY_HINT = "invalid_retry_hint"
     """The attempt failed with a retry time that was not in the future or more than 7 days ahead;
     the hint was ignored: return a sound `retry_at`."""
+    INPUT_FORGOTTEN = "input_forgotten"
+    """Permanent: the Work's personal input was forgotten (`rota forget`) before the attempt
+    launched; nothing ran. Submit a new Work with the data if it must run."""
+    INPUT_UNREADABLE = "input_unreadable"
+    """Permanent: a sealed personal value of the input does not open under the Work's key (a
+    changed ciphertext); nothing ran. Run `rota audit verify`."""
     EXECUTOR_ERROR = "executor_error"
     """The executor could not launch the attempt (nothing started; the host logs why): check the
     executor's logs and resources, then retry."""

@@ -30,12 +30,15 @@ MAX_GRANTS = 16
 
 class WorkInput(msgspec.Struct, frozen=True, gc=False):
     """One input a submit accepts: its payload (a JSON value), its key (None: derived from
-    the payload) and its correlation key. Untracked by the garbage collector (a bulk submit
-    makes thousands): a JSON payload holds no reference back to it, so it is in no cycle."""
+    the payload), its correlation key and the paths of its personal fields (sealed before
+    the append by the application, `rota.application.personal`, which then clears them).
+    Untracked by the garbage collector (a bulk submit makes thousands): a JSON payload holds
+    no reference back to it, so it is in no cycle."""
 
     payload: Any = None
     key: str | None = None
     correlation_key: str | None = None
+    personal: tuple[str, ...] = ()
 
 
 class SubmitWork(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -93,7 +93,7 @@ from pydantic import BaseModel, ValidationError
 
 from rota.application.errors import InvalidExecutorConfig, PortCode
 from rota.application.ports import Executor
-from rota.application.secrets import SECRET_KEYS, grant_secrets, split_secrets
+from rota.application.secrets import SECRET_KEYS, grant_secrets, split_personal, split_secrets
 from rota.domain.errors import DomainCode, ErrorCode, InvalidCommand, RotaError
 from rota.domain.events.admission import Budget
 from rota.domain.events.flow import FlowConfigured, ScopeShare
@@ -348,6 +348,7 @@ def check_binding(
     known) refuses, naming the field under `where` (`bindings[0].command: ...`)."""
     prefix = f"{source}: " if source else ""
     try:
+        binding, _ = split_personal(binding, where)  # malformed personal paths now
         pinnable, _ = split_secrets(binding, where)  # a malformed environment now
     except InvalidCommand as exc:
         raise ConfigError(f"{prefix}{exc}") from None

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar, Unpack, overload
 
 from rota.api_errors import WaitTimeout
@@ -295,10 +295,17 @@ class AsyncScheduler:
         *,
         key: str | None = None,
         correlation_key: str | None = None,
+        personal: Sequence[str] = (),
     ) -> int:
         return await asyncio.to_thread(
-            lambda: self.sync.accept(work_id, payload, key=key, correlation_key=correlation_key)
+            lambda: self.sync.accept(
+                work_id, payload, key=key, correlation_key=correlation_key, personal=personal
+            )
         )
+
+    async def forget(self, work_id: str, *, by: str = "operator", reason: str = "") -> int:
+        """`Scheduler.forget`: destroy the Work's personal data key, record it once."""
+        return await asyncio.to_thread(lambda: self.sync.forget(work_id, by=by, reason=reason))
 
     async def retry(
         self,

@@ -11,7 +11,8 @@ module: replay and the views receive what they need (a store, a projection store
            --> open_projections(log)     the projections beside it (a file, the log's schema;
                                          projection_store(log, ...) for replay's commands)
            --> build_service(log, ...)   SchedulerService: transactions + command groups,
-                                         observed by the decision log
+                                         observed by the decision log, sealing personal
+                                         input under the store's key table (personal_keys)
            --> builtin_executors()       shell (and what the caller registers)
            --> build_host(service, ...)  the cadence over the service and the executors
                                          (and the attempt spans, with rota[otel])
@@ -38,6 +39,8 @@ from rota.domain.policy import Binding, Registration, Settings
 from rota.infrastructure.config import Config
 from rota.infrastructure.decision_lines import DecisionLog
 from rota.infrastructure.executors import builtin_executor_types, builtin_registrations
+from rota.infrastructure.personal_cipher import AesGcmCipher
+from rota.infrastructure.personal_keys import personal_keys_for
 from rota.infrastructure.projection_stores import open_projection_store
 from rota.infrastructure.stores import open_store, redact_url
 from rota.infrastructure.tracing import attempt_tracer
@@ -144,6 +147,8 @@ def build_service(
         registrations=registrations,
         projections=projections,
         save_every=save_every,
+        personal_keys=personal_keys_for(store),
+        cipher=AesGcmCipher,
     )
     service.observe(DecisionLog())
     return service

@@ -17,9 +17,8 @@ daemon loop until stopped. Callables registered with `register()` run on a threa
 (see `rota.infrastructure.executors.inproc` for what they receive and return); `async def`
 callables run on the scheduler's own event loop thread (`rota.embedded.async_executors`).
 
-`submit()` returns a `WorkHandle` (`rota.embedded.handles`); concurrent submits from many threads
-are group-committed (`rota.application.group_commit`). The read models return the typed
-views of `rota.application.queries.work_views`.
+`submit()` returns a `WorkHandle` (`rota.embedded.handles`); concurrent submits are group-
+committed (`rota.application.group_commit`); reads return `rota.application.queries` views.
 """
 
 from __future__ import annotations
@@ -310,6 +309,7 @@ class Scheduler(SchedulerOperations):
         throttle: Throttle | Mapping[str, Any] | None = None,
         debounce: Debounce | None = None,
         unique: Unique | None = None,
+        personal: Sequence[str] = (),
     ) -> WorkHandle[Any]:
         """Define a Work and accept its input; returns a `WorkHandle` on it (a
         `WorkHandle[T]` for a `TypedBinding[T]` from `register`).
@@ -322,9 +322,9 @@ class Scheduler(SchedulerOperations):
         `debounce=rota.Debounce(key, wait)` merges submits of a window into one Work and
         `unique=rota.Unique(key)` suppresses a second live Work of a key (both recorded).
 
-        `grants` names binding grants (`grant()`, `[[grants]]`) the Work opts into: its
-        attempts pin the binding with their config applied and launch with their
-        environment. A grant this scheduler does not define is refused (`unknown_grant`).
+        `grants` names binding grants (`grant()`, `[[grants]]`) the Work opts into (one not
+        defined here is `unknown_grant`). `personal` marks fields of an object input (dotted
+        paths) sealed under the Work's own key (docs/guide.md); `forget()` destroys it.
 
         A run-once Work submitted without input gets an empty input (it runs once); a
         standing Work without input stays idle until input arrives. Submitting the same
@@ -354,6 +354,7 @@ class Scheduler(SchedulerOperations):
                 throttle=throttle,
                 debounce=debounce,
                 unique=unique,
+                personal=personal,
             )
         )
 
@@ -418,11 +419,9 @@ class Scheduler(SchedulerOperations):
         return self._daemon
 
     def checkpoint(self) -> None:
-        """Write an audit checkpoint when one is due (every N events or T seconds).
-
-        A log that no longer extends the previous checkpoint (lost commits, rewrites) is
-        logged once as an error and never hidden behind a new checkpoint.
-        """
+        """Write an audit checkpoint when one is due (every N events or T seconds); a log that
+        no longer extends the previous one (lost commits, rewrites) is logged once as an error
+        and never hidden behind a new checkpoint."""
         self._audit.write_due()
 
     # -- lifecycle ------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from rota.domain.events.schedule import (
     ScheduleResumed,
 )
 from rota.domain.flow import check_keys, check_priority
+from rota.domain.personal import refuse_in_template
 from rota.domain.results import check_payload
 from rota.domain.schedule_plans import (
     Fire,
@@ -127,6 +128,7 @@ class ScheduleCommands:
         keywords); returns its version. The same definition from the same `source`
         (`config` or `api`) again is a no-op."""
         fields = definition_fields(name, **definition)
+        refuse_in_template(name, fields["input"], self.config.personal.get(fields["binding"], ()))
         version: list[int] = [0]
 
         def decide() -> Decided:

@@ -36,6 +36,16 @@ def result_start(result: AppendResult) -> int:
     return newest - result.written
 
 
+def unsealed_personal(work_id: str, paths: tuple[str, ...]) -> RotaError:
+    """`personal_unsealed`: an input still marked personal reached the writer unsealed (a
+    submit path that does not seal); refused, never written in the clear."""
+    return RotaError(
+        f"an input of Work {work_id!r} marks personal fields {list(paths)} that were not "
+        "sealed before the append (submit through Scheduler.submit, the CLI or the HTTP API)",
+        code=PortCode.PERSONAL_UNSEALED,
+    )
+
+
 class SubmissionCommands:
     """Work and input over one transaction loop and configuration."""
 
@@ -73,6 +83,8 @@ class SubmissionCommands:
             )
         state = existing if existing is not None else lifecycle.new_work(command, now)
         for given in command.inputs:
+            if given.personal:
+                raise unsealed_personal(work_id, given.personal)
             try:
                 emit = lifecycle.accept_input(
                     state,

@@ -17,6 +17,8 @@ any adapter. Every name is re-exported here: `from rota.application.ports import
   stopped, reached (`StopEvidence`, `Recovery`, `Done`, `CAPABILITIES`; `ctx.cancel` is a
   `CancelEvent`, `cancel_event`).
 - `clock`: `Clock`, the one source of the current time.
+- `personal`: `PersonalKeys` (the per-Work keys beside the log) and `PersonalCipher` (what
+  seals a personal input field under one).
 - `hooks`: `Gate` (with `GateAnswer`, `StartHold`), `WaitCheck`, `Environment`,
   `AppendObserver` and `TraceContext`: the start gates, named wait predicates,
   run-environment hook, append observers and trace context a host is given.
@@ -43,6 +45,7 @@ from rota.application.ports.hooks import (
     TraceContext,
     WaitCheck,
 )
+from rota.application.ports.personal import PersonalCipher, PersonalKeys
 from rota.application.ports.projection_store import (
     Persisted,
     ProjectionMeta,
@@ -73,6 +76,8 @@ __all__ = [
     "LogHead",
     "NewEvent",
     "Persisted",
+    "PersonalCipher",
+    "PersonalKeys",
     "ProjectionMeta",
     "ProjectionStore",
     "RawRecord",

@@ -30,6 +30,7 @@ from rota.domain.admission import Waiting
 from rota.domain.emit import work_stream
 from rota.domain.errors import NotEligible
 from rota.domain.events.admission import GateRefused, WorkCancelled
+from rota.domain.events.work import WorkForgotten, forgotten_identity
 from rota.domain.state import WorkState, WorkStateName
 from rota.projections.scheduler import OnDemandWorks
 from rota.projections.work_pages import MAX_LIMIT, WorkFilter, bounded, page_in_memory
@@ -53,6 +54,15 @@ class Cancellation(msgspec.Struct, frozen=True, kw_only=True):
     by: str
     at: str
     reason: str
+
+
+class Forgetting(msgspec.Struct, frozen=True, kw_only=True):
+    """Who had a Work's personal data forgotten, when, why (`core.work.forgotten`)."""
+
+    by: str
+    at: str
+    reason: str
+    position: int
 
 
 class WorkCounts(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,6 +150,14 @@ class WorkQueries:
                 continue
             return Cancellation(by=by, at=recorded.recorded_at, reason=event.reason)
         return None
+
+    def forgetting(self, work_id: str) -> Forgetting | None:
+        """The record that the Work's personal data was forgotten; None if it was not."""
+        recorded = self.service.store.find_delivery(forgotten_identity(work_id))
+        if recorded is None or not isinstance(event := recorded.event, WorkForgotten):
+            return None
+        at, position = recorded.recorded_at, recorded.position
+        return Forgetting(by=event.by, at=at, reason=event.reason, position=position)
 
     def events(self, after: int = 0, limit: int = 1000) -> list[EventView]:
         """Up to `limit` events of the log after position `after`."""

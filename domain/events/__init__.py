@@ -82,7 +82,7 @@ from rota.domain.events.schedule import (
     ScheduleResumed,
     ScheduleSkipped,
 )
-from rota.domain.events.work import BindingServed, InputAccepted, WorkSubmitted
+from rota.domain.events.work import BindingServed, InputAccepted, WorkForgotten, WorkSubmitted
 
 FLOW_EVENTS = (
     FlowConfigured,
@@ -146,6 +146,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     *SCHEDULE_EVENTS,
     BindingServed,
     *FLOW_EVENTS,
+    WorkForgotten,
 )
 
 __all__ = [
@@ -217,6 +218,7 @@ __all__ = [
     "TurnPublished",
     "WaitJudged",
     "WorkCancelled",
+    "WorkForgotten",
     "WorkHeld",
     "WorkReprioritized",
     "WorkSubmitted",

@@ -174,3 +174,23 @@ class BindingServed(Event, tag="core.binding.served", frozen=True, kw_only=True)
 def binding_served_identity(binding: str) -> str:
     """The delivery identity of `BindingServed` for `binding`."""
     return f"binding/{binding}/served"
+
+
+class WorkForgotten(Event, tag="core.work.forgotten", frozen=True, kw_only=True):
+    """The personal data of Work `work_id` was forgotten (`rota forget`): the key its personal
+    input fields were sealed under was destroyed, so those fields can no longer be read from
+    the log, an export or a backup. Records that it was forgotten, never what. `by` names
+    who asked (an operator, a token) and `reason` why (a ticket), both free text the caller
+    gives. Recorded once per Work (its delivery identity). Folds ignore it."""
+
+    stream_pattern: ClassVar[str] = "personal/<work>"
+    delivery_pattern: ClassVar[str | None] = "personal/<work>/forgotten"
+
+    work_id: str
+    by: str = ""
+    reason: str = ""
+
+
+def forgotten_identity(work_id: str) -> str:
+    """The delivery identity of `WorkForgotten` for `work_id`."""
+    return f"personal/{work_id}/forgotten"

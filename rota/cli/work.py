@@ -44,6 +44,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         keys=tuple(args.key or ()),
         cost=flow_number(args.cost, "--cost", 1),
         throttle=throttle_option(args.throttle),
+        personal=tuple(args.personal or ()),
     )
     submission = msgspec.structs.replace(submission, **coalescing(args))
     with open_rota(args, runs=True) as scheduler:
@@ -71,13 +72,28 @@ def cmd_accept(args: argparse.Namespace) -> int:
     payload = read_input(args.input) if args.input is not None else None
     with open_rota(args) as scheduler:
         position = scheduler.accept(
-            args.work, payload, key=args.input_key, correlation_key=args.correlation_key
+            args.work,
+            payload,
+            key=args.input_key,
+            correlation_key=args.correlation_key,
+            personal=tuple(args.personal or ()),
         )
         view = work_view(scheduler, args.work)
     if args.json:
         print_json({"position": position, "work": view})
     else:
         print(f"{args.work}: input at position {position}; {view.state}")
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    """Forget a Work's personal data (its key destroyed, `core.work.forgotten` recorded once)."""
+    with open_rota(args) as scheduler:
+        position = scheduler.forget(args.work, by=args.by, reason=args.reason or "")
+    if args.json:
+        print_json({"work": args.work, "forgotten": True, "position": position})
+    else:
+        print(f"{args.work}: personal data forgotten (recorded at position {position})")
     return 0
 
 
@@ -254,6 +270,13 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
         "--input-key", metavar="KEY", help="the input's idempotency key (default: derived)"
     )
     parser.add_argument("--correlation-key", metavar="KEY", help="carried with the input")
+    parser.add_argument(
+        "--personal",
+        action="append",
+        metavar="PATH",
+        help="a personal field of the input (a dotted path, like address.street), sealed "
+        "under the Work's own key until `rota forget` (repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -319,6 +342,17 @@ def register(commands: Any) -> None:
     cancel.add_argument("work", metavar="WORK")
     cancel.add_argument("--reason", help="why (recorded in the log)")
     _operator_options(cancel, cmd_cancel, who="cancels")
+
+    forget = commands.add_parser(
+        "forget",
+        help="forget a Work's personal input fields: destroy their key, record that it was "
+        "forgotten (not what); the log and its proofs still verify",
+    )
+    forget.add_argument("work", metavar="WORK")
+    forget.add_argument("--reason", help="why, like a ticket number (recorded in the log)")
+    forget.add_argument("--by", default="operator", help="who asks (recorded in the log)")
+    forget.add_argument("--json", action="store_true")
+    forget.set_defaults(handler=cmd_forget)
 
     inject = commands.add_parser(
         "inject",

@@ -123,14 +123,25 @@ def _cancelled_line(scheduler: Scheduler, work_id: str) -> str | None:
     return f"  cancelled by {found.by} at {found.at}: {reason}"
 
 
+def _forgotten_line(scheduler: Scheduler, work_id: str) -> str | None:
+    """`personal data forgotten by WHO at TIME: REASON`, when it was."""
+    found = scheduler.queries.works.forgetting(work_id)
+    if found is None:
+        return None
+    reason = " ".join(found.reason.split()) or "(no reason given)"
+    return f"  personal data forgotten by {found.by} at {found.at}: {reason}"
+
+
 def cmd_work_show(args: argparse.Namespace) -> int:
     with open_rota(args) as scheduler:
         view = work_view(scheduler, args.work)
         cancelled = _cancelled_line(scheduler, args.work) if view.state == "cancelled" else None
+        forgotten = _forgotten_line(scheduler, args.work)
     if args.json:
         print_json(view)
     else:
-        print("\n".join([*_describe(view), *([cancelled] if cancelled else [])]))
+        extra = [line for line in (cancelled, forgotten) if line]
+        print("\n".join([*_describe(view), *extra]))
     return 0
 
 

@@ -9,16 +9,22 @@ submit, register and cadence half.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from rota.application.commands.requests import Receipt, receipt
+from rota.application.commands.submissions import unsealed_personal
 from rota.application.commands.waits import InjectAnswer
+from rota.application.errors import PortCode
 from rota.application.host import Host
 from rota.application.lease_hold import LeaseHold
 from rota.application.ports import Gate, WaitCheck
 from rota.application.service import SchedulerService
+from rota.domain.errors import RotaError
+from rota.domain.personal import check_paths
+from rota.domain.submission import WorkInput
 from rota.embedded.reads import SchedulerReads
 
 
@@ -35,12 +41,34 @@ class SchedulerOperations(SchedulerReads):
         *,
         key: str | None = None,
         correlation_key: str | None = None,
+        personal: Sequence[str] = (),
     ) -> int:
-        """Accept an input for a Work; returns its acceptance sequence (log position)."""
+        """Accept an input for a Work; returns its acceptance sequence (log position).
+        `personal` (and the Work's binding's `personal`) mark fields sealed as at submit."""
+        sealing = self.service.personal
+        if sealing is not None:
+            given = WorkInput(payload, key, correlation_key, check_paths(personal))
+            sealed = sealing.seal_accept(work_id, given)
+            payload, key = sealed.payload, sealed.key
+        elif personal:
+            raise unsealed_personal(work_id, tuple(personal))
         recorded = self.service.lifecycle.accept(
             work_id, payload, key=key, correlation_key=correlation_key
         )
         self.host.wake.set()
+        return recorded.position
+
+    def forget(self, work_id: str, *, by: str = "operator", reason: str = "") -> int:
+        """Forget the Work's personal data: destroy the key its personal input fields were
+        sealed under and record `core.work.forgotten` (who, why; never what). Idempotent:
+        forgetting again returns the first record's position. An attempt launched later
+        fails `input_forgotten`; the log, its chain and its proofs stay as they were."""
+        sealing = self.service.personal
+        if sealing is None:
+            raise RotaError(
+                "this scheduler keeps no personal data keys", code=PortCode.PERSONAL_UNAVAILABLE
+            )
+        recorded = sealing.forget(work_id, by=by, reason=reason)
         return recorded.position
 
     def retry(

@@ -14,6 +14,7 @@ from rota.application.ports import AppendResult, EventStore, RecordedEvent
 from rota.domain.emit import work_stream
 from rota.domain.errors import DomainCode, InvalidCommand
 from rota.domain.events.work import Debounce, Throttle, Unique
+from rota.domain.personal import check_paths
 from rota.domain.submission import SubmitWork, WorkInput, derived_input_key
 
 INPUT_ACCEPTED = "core.input.accepted"
@@ -40,6 +41,7 @@ class Submission(msgspec.Struct, frozen=True):
     throttle: Throttle | Mapping[str, Any] | None = None
     debounce: Debounce | None = None
     unique: Unique | None = None
+    personal: Sequence[str] = ()
 
 
 class SubmitOptions(TypedDict, total=False):
@@ -59,6 +61,7 @@ class SubmitOptions(TypedDict, total=False):
     throttle: Throttle | Mapping[str, Any] | None
     debounce: Debounce | None
     unique: Unique | None
+    personal: Sequence[str]
 
 
 class SubmissionFields(SubmitOptions, total=False):
@@ -76,10 +79,12 @@ def as_submission(item: Submission | SubmissionFields) -> Submission:
 
 def submit_command(item: Submission) -> SubmitWork:
     """The command `item` asks for: its definition and the input it accepts (none when
-    `input` is unset, except a run-once Work's empty input under key `submit`)."""
+    `input` is unset, except a run-once Work's empty input under key `submit`); its
+    personal paths ride on the input, to be sealed (`rota.application.personal`)."""
     if item.input is not msgspec.UNSET:
+        personal = check_paths(item.personal) if item.personal else ()
         inputs: tuple[WorkInput, ...] = (
-            WorkInput(item.input, item.input_key, item.correlation_key),
+            WorkInput(item.input, item.input_key, item.correlation_key, personal),
         )
     elif item.kind == "run-once":
         inputs = (WorkInput(None, item.input_key or "submit", item.correlation_key),)

@@ -81,6 +81,8 @@ class Submits:
         well_formed = BINDING.fullmatch(item.binding) is not None
         if known is None and well_formed and not self.service.lifecycle.served(item.binding):
             raise unknown_binding(item.binding, sorted(self.service.bindings))
+        if self.service.personal is not None:  # (sealed before any group shares the append)
+            command = self.service.personal.seal(command)
         return command
 
     def _handle(self, command: SubmitWork, recorded: AppendResult) -> WorkHandle[Any]:

@@ -89,6 +89,8 @@ STATUS_OF: dict[str, int] = {
     DomainCode.NOT_JSON: 422,
     DomainCode.INVALID_CONFIG: 422,
     DomainCode.INVALID_FLOW: 422,
+    DomainCode.INVALID_PERSONAL: 422,
+    PortCode.PERSONAL_UNAVAILABLE: 501,
     EntryCode.USAGE: 422,
     PortCode.STORE_UNAVAILABLE: 503,
 }

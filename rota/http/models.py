@@ -286,11 +286,23 @@ class SubmitBody(Body):
     throttle: ThrottleBody | None = Field(
         None, description="at most one start of the Works throttled on `key` every `period`"
     )
+    personal: list[str] = Field(
+        [],
+        max_length=32,
+        description="personal fields of the input (dotted paths into an object input, like "
+        "`address.street`): sealed under the Work's own key until `/forget`",
+    )
 
 
 class AcceptBody(Body):
     input: Any = None
     correlation_key: str | None = Field(None, max_length=200)
+    personal: list[str] = Field(
+        [],
+        max_length=32,
+        description="personal fields of the input (dotted paths into an object input, like "
+        "`address.street`): sealed under the Work's own key until `/forget`",
+    )
 
 
 class ReasonBody(Body):

@@ -27,12 +27,18 @@ JSON = st.recursive(
     ),
     max_leaves=8,
 )
+PERSONAL = st.sampled_from([[], ["email"], ["a.b"], ["bad path!"], "email"])
 BODIES = {
     "/v1/works": st.fixed_dictionaries(
         {"work": st.sampled_from(WORKS), "binding": st.sampled_from(["echo", "fail", "nope"])},
-        optional={"input": JSON, "kind": st.sampled_from(["run-once", "standing", "other"])},
+        optional={
+            "input": JSON,
+            "kind": st.sampled_from(["run-once", "standing", "other"]),
+            "personal": PERSONAL,
+        },
     ),
-    "inputs": st.fixed_dictionaries({}, optional={"input": JSON}),
+    "inputs": st.fixed_dictionaries({}, optional={"input": JSON, "personal": PERSONAL}),
+    "forget": st.fixed_dictionaries({}, optional={"reason": st.text(max_size=5)}),
     "retry": st.fixed_dictionaries({}, optional={"reason": st.text(max_size=5)}),
     "cancel": st.fixed_dictionaries({}, optional={"reason": st.text(max_size=5)}),
     "release": st.fixed_dictionaries({}, optional={"kind": st.sampled_from(["budget", "gate"])}),

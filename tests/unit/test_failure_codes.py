@@ -25,6 +25,7 @@ LOGGED = {
     "invalid_config", "invalid_result", "reported_failure", "unhandled_exception",
     "invalid_retry_hint", "executor_error", "launch_ambiguous", "launch_unacknowledged",
     "environment_unavailable", "unsupported_generation", "recovery_failed",
+    "input_forgotten", "input_unreadable",
 }  # fmt: skip
 
 

@@ -1,5 +1,5 @@
 """The mutations: submit, accept input, retry, cancel, release, settle a gate, inject,
-interrupt. Each takes an `Idempotency-Key` header and records the token's name as who
+interrupt, forget. Each takes an `Idempotency-Key` header and records the token's name as who
 acted. `recover-corrupt` is never offered over HTTP.
 
 The key is recorded in the log, never only in this process's memory, so a repeat is
@@ -9,7 +9,9 @@ answered from the log, after a restart too (`rota.application.commands.requests`
 - inject: the key is its request id, which is the input's key (`input/<work>/<key>` and
   the intent `control/<work>/inject/<key>`);
 - retry, cancel, release, settle-gate, interrupt: the key is the request id, the delivery
-  identity `request/<key>` of the event that answers the request.
+  identity `request/<key>` of the event that answers the request;
+- forget: the key is checked, not recorded: forgetting is once per Work
+  (`personal/<work>/forgotten`), so any repeat answers the first record.
 
 A repeat appends nothing and answers with the same `request` receipt and `position`
 (`work` is the Work's view now); the key sent with another request is
@@ -157,6 +159,7 @@ def submit(api: Api, token: Operator, body: SubmitBody, key: KeyHeader = None) -
                 throttle=None
                 if body.throttle is None
                 else Throttle(body.throttle.key, body.throttle.period),
+                personal=tuple(body.personal),
             )
         )
         return handle.input_position
@@ -174,8 +177,27 @@ def accept(
         key,
         work_id,
         lambda key: api.scheduler.accept(
-            work_id, body.input, key=key, correlation_key=body.correlation_key
+            work_id,
+            body.input,
+            key=key,
+            correlation_key=body.correlation_key,
+            personal=tuple(body.personal),
         ),
+    )
+
+
+@router.post("/work/{work_id}/forget", responses=RESPONSES)
+def forget(
+    api: Api, token: Operator, work_id: WorkId, body: ReasonBody, key: KeyHeader = None
+) -> Accepted:
+    """Forget the Work's personal input fields: their key is destroyed and
+    `core.work.forgotten` recorded (by the token's name), once; a repeat answers the first
+    record's position. The log, its chain and its proofs still verify."""
+    return _mutate(
+        api,
+        key,
+        work_id,
+        lambda key: api.scheduler.forget(work_id, by=token.name, reason=body.reason),
     )
 
 
