@@ -55,6 +55,7 @@ from rota.application.ports.records import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    StoreSpace,
     TreeHead,
 )
 
@@ -80,6 +81,7 @@ __all__ = [
     "Recovery",
     "StartHold",
     "StopEvidence",
+    "StoreSpace",
     "TraceContext",
     "TreeHead",
     "WaitCheck",

@@ -67,6 +67,12 @@ from rota.domain.events.recovery import (
     HoldReleased,
     WorkHeld,
 )
+from rota.domain.events.retention import (
+    RETENTION_EVENTS,
+    RetentionConfigured,
+    RetentionPolicy,
+    RetentionPruned,
+)
 from rota.domain.events.retry import ManualRetry, RetryArmed, RetryFired, RetryRequested
 from rota.domain.events.schedule import (
     SCHEDULE_EVENTS,
@@ -146,12 +152,14 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     *SCHEDULE_EVENTS,
     BindingServed,
     *FLOW_EVENTS,
+    *RETENTION_EVENTS,
 )
 
 __all__ = [
     "ALL_EVENTS",
     "FLOW_EVENTS",
     "OUTCOMES",
+    "RETENTION_EVENTS",
     "AttemptAdopted",
     "AttemptClaimed",
     "AttemptCompleted",
@@ -200,6 +208,9 @@ __all__ = [
     "ManualRetry",
     "RateTaken",
     "RecoveryPersisted",
+    "RetentionConfigured",
+    "RetentionPolicy",
+    "RetentionPruned",
     "RetryArmed",
     "RetryFired",
     "RetryRequested",

@@ -90,6 +90,8 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
         elif checkpoints:
             line += "; no checkpoint could be compared (all lie before the export's first event)"
         print(line)
+        if report.pruned_summary:
+            print(report.pruned_summary)
     else:
         where = f" at position {report.first_bad_position}" if report.first_bad_position else ""
         print(f"FAILED{where}: {report.reason}")

@@ -1,0 +1,309 @@
+"""Retention: plan and run the prune of old payloads, crash-safe and idempotent.
+
+A policy (`RetentionPolicy`, from `[[retention]]`) covers the Works of a scope (the scope or
+any under it) and/or a binding; a Work it covers is due once it is terminal and its last
+event is older than `keep_days`. Each due Work's events lose their payloads: the payload
+becomes the event's summary (`rota.infrastructure.retention_summary`); the rows themselves,
+their hashes and so every proof stay. A Work is pruned by the first policy (in
+configuration order) that covers it.
+
+`run` prunes in this order, each step durable before the next:
+1. resume: a recorded prune whose rewrite did not finish (a crash) is finished first;
+2. a checkpoint of the head (signed when a key is given), into the checkpoint directory;
+3. the archive: `prune-<tree size>-<store id>.jsonl` in the directory the operator names,
+   `rota export`'s lines for the affected events, each with its inclusion proof (`path`)
+   against that checkpoint, the checkpoint note in the header line; fsynced, then its
+   SHA-256 taken;
+4. `core.retention.pruned` appended (ranges, policy, archive name and digest, tree size and
+   root: the checkpoint's);
+5. the payloads rewritten in place in batches (`EventStore.rewrite_payloads`);
+6. the file's freed pages given back a few at a time (`EventStore.storage(reclaim=...)`).
+A crash before 4 leaves nothing pruned (an archive with no prune event is harmless and
+is overwritten by the next run); a crash after 4 leaves a recorded prune that the next run
+finishes (1). `fault`, for the crash tests, is called with each step's name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import msgspec
+
+from rota.application.ports import EventStore, NewEvent, RawRecord
+from rota.application.ports.timestamps import parse_timestamp
+from rota.domain.events import RetentionPolicy, RetentionPruned
+from rota.domain.state import WorkState
+from rota.infrastructure.atomic_file import atomic_write
+from rota.infrastructure.codec import DEFAULT_CODEC, Codec
+from rota.infrastructure.retention_summary import is_pruned, summary
+from rota.replay.audit import iter_raw
+from rota.replay.checkpoint import Checkpoint, Checkpointer
+from rota.replay.export import _line
+from rota.replay.rebuild import folded
+from rota.replay.retention_audit import STREAM, Prune, prunes_of
+
+BATCH = 500
+VACUUM_STEP = 256  # pages given back per short write transaction
+ARCHIVE_FORMAT = "rota-archive/1"
+
+
+class PolicyPlan(msgspec.Struct):
+    """What one policy would prune now: Works, events, payload bytes before and after."""
+
+    policy: str
+    works: int = 0
+    events: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+    @property
+    def bytes_freed(self) -> int:
+        return self.bytes_before - self.bytes_after
+
+
+class Plan(msgspec.Struct):
+    """A dry run: per policy, and the rewrites it would make (position, summary, old size)."""
+
+    policies: list[PolicyPlan]
+    rows: dict[str, list[tuple[int, bytes, int]]] = msgspec.field(default_factory=dict)
+
+    @property
+    def events(self) -> int:
+        return sum(p.events for p in self.policies)
+
+
+class PruneResult(msgspec.Struct, frozen=True):
+    """What a run did: the prunes recorded (positions), rows rewritten, pages reclaimed."""
+
+    prunes: list[int]
+    events: int
+    bytes_freed: int
+    resumed: int
+    reclaimed_pages: int
+    archives: list[str]
+
+
+def covers(policy: RetentionPolicy, work: WorkState) -> bool:
+    if policy.scope is not None and not (
+        work.scope == policy.scope or work.scope.startswith(policy.scope.rstrip("/") + "/")
+    ):
+        return False
+    return policy.binding is None or work.binding == policy.binding
+
+
+def plan(
+    store: EventStore,
+    policies: Sequence[RetentionPolicy],
+    now: datetime,
+    codec: Codec = DEFAULT_CODEC,
+) -> Plan:
+    """What `run` would prune at `now` (reads the whole log twice; writes nothing)."""
+    result = Plan([PolicyPlan(p.name) for p in policies])
+    if not policies:
+        return result
+    scheduler, _ = folded(store)
+    last: dict[str, str] = {}
+    for row in iter_raw(store):
+        if row.stream.startswith("work/"):
+            last[row.stream] = row.recorded_at
+    due: dict[str, int] = {}  # stream -> index of the policy that prunes it
+    for work_id, work in scheduler.works.items():
+        if work.terminal is None:
+            continue
+        when = last.get(f"work/{work_id}")
+        for i, policy in enumerate(policies):
+            if covers(policy, work):
+                if when is not None and parse_timestamp(when) <= now - timedelta(
+                    days=policy.keep_days
+                ):
+                    due[f"work/{work_id}"] = i
+                break
+    works: list[set[str]] = [set() for _ in policies]
+    for row in iter_raw(store):
+        index = due.get(row.stream)
+        if index is None:
+            continue
+        i = index
+        new = summary(codec, row.type, row.type_version, row.data, row.position)
+        if new is None:
+            continue
+        size = len(row.data.encode() if isinstance(row.data, str) else row.data)
+        p = result.policies[i]
+        p.events += 1
+        p.bytes_before += size
+        p.bytes_after += len(new)
+        works[i].add(row.stream)
+        result.rows.setdefault(p.policy, []).append((row.position, new, size))
+    for p, found in zip(result.policies, works, strict=True):
+        p.works = len(found)
+    return result
+
+
+def ranges(positions: Iterable[int]) -> list[list[int]]:
+    """Sorted positions as inclusive `[first, last]` runs."""
+    runs: list[list[int]] = []
+    for p in sorted(positions):
+        if runs and runs[-1][1] == p - 1:
+            runs[-1][1] = p
+        else:
+            runs.append([p, p])
+    return runs
+
+
+def _rows_in(store: EventStore, spans: list[list[int]]) -> Iterable[RawRecord]:
+    for first, last in spans:
+        after = first - 1
+        while after < last:
+            batch = store.read_raw(after, min(BATCH, last - after))
+            if not batch:
+                return
+            yield from batch
+            after = batch[-1].position
+
+
+def resume(store: EventStore, codec: Codec = DEFAULT_CODEC) -> int:
+    """Finish the rewrite of every recorded prune (rows still whole in its ranges)."""
+    done = 0
+    for prune in prunes_of(store):
+        pending: list[tuple[int, bytes]] = []
+        for row in _rows_in(store, prune.event.ranges):
+            if is_pruned(row.data):
+                continue
+            new = summary(codec, row.type, row.type_version, row.data, row.position)
+            if new is not None:
+                pending.append((row.position, new))
+        done += _rewrite(store, pending)
+    return done
+
+
+def _rewrite(
+    store: EventStore, rows: list[tuple[int, bytes]], fault: Callable[[str], None] | None = None
+) -> int:
+    for i in range(0, len(rows), BATCH):
+        store.rewrite_payloads(rows[i : i + BATCH])
+        if fault is not None:
+            fault("rewrite")
+    return len(rows)
+
+
+def write_archive(
+    store: EventStore, directory: Path, checkpoint: Checkpoint, policy: str, positions: list[int]
+) -> tuple[str, str]:
+    """Write the archive of the events at `positions` (before their rewrite); return its
+    file name and SHA-256 (hex). Each line is an export line plus `path` (the inclusion
+    proof against the checkpoint, hex, leaf first)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"prune-{checkpoint.position:012d}-{store.store_id}.jsonl"
+    header = {
+        "format": ARCHIVE_FORMAT,
+        "store_id": store.store_id,
+        "policy": policy,
+        "tree_size": checkpoint.position,
+        "root": checkpoint.root,
+        "checkpoint": checkpoint.note(),
+    }
+    digest = hashlib.sha256()
+    with atomic_write(directory / name, mode=0o600, sync_directory=True) as out:
+
+        def emit(line: bytes) -> None:
+            out.write(line)
+            digest.update(line)
+
+        emit(msgspec.json.encode(header) + b"\n")
+        for row in _rows_in(store, ranges(positions)):
+            path = store.inclusion_path(row.position, checkpoint.position)
+            line = msgspec.to_builtins(_line(row))
+            line["path"] = [p.hex() for p in path]
+            emit(msgspec.json.encode(line) + b"\n")
+    return name, digest.hexdigest()
+
+
+def run(
+    store: EventStore,
+    policies: Sequence[RetentionPolicy],
+    now: datetime,
+    archive_dir: str | os.PathLike[str],
+    *,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    key_path: str | os.PathLike[str] | None = None,
+    codec: Codec = DEFAULT_CODEC,
+    fault: Callable[[str], None] | None = None,
+    reclaim_steps: int = 64,
+) -> PruneResult:
+    """Prune what is due now (see the module docstring for the order of steps)."""
+    resumed = resume(store, codec)
+    todo = plan(store, policies, now, codec)
+    recorded: list[int] = []
+    archives: list[str] = []
+    events = freed = 0
+    directory = Path(archive_dir)
+    for p in todo.policies:
+        rows = todo.rows.get(p.policy)
+        if not rows:
+            continue
+        checkpointer = Checkpointer(
+            store, checkpoint_dir or directory / "checkpoints", key_path=key_path
+        )
+        checkpoint = checkpointer.write()
+        if fault is not None:
+            fault("checkpoint")
+        positions = [position for position, _, _ in rows]
+        name, digest = write_archive(store, directory, checkpoint, p.policy, positions)
+        if fault is not None:
+            fault("archive")
+        event = RetentionPruned(
+            policy=p.policy,
+            ranges=ranges(positions),
+            tree_size=checkpoint.position,
+            root=checkpoint.root or "",
+            archive=name,
+            archive_digest=digest,
+            events=p.events,
+            bytes=p.bytes_before,
+            works=p.works,
+        )
+        appended = store.append(
+            [NewEvent(STREAM, event, f"retention/pruned/{checkpoint.position}")]
+        )
+        recorded.append(appended.recorded[0].position)
+        archives.append(name)
+        if fault is not None:
+            fault("recorded")
+        events += _rewrite(store, [(position, new) for position, new, _ in rows], fault)
+        freed += p.bytes_freed
+    reclaimed = reclaim(store, reclaim_steps) if recorded or resumed else 0
+    return PruneResult(recorded, events, freed, resumed, reclaimed, archives)
+
+
+def reclaim(store: EventStore, steps: int, pages: int = VACUUM_STEP) -> int:
+    """Give back freed pages, `pages` per short write, at most `steps` writes; returns how
+    many pages were given back (0 for a store with no file to shrink)."""
+    space = store.storage()
+    if space is None or space.vacuum != "incremental":
+        return 0
+    start = space.free
+    for _ in range(steps):
+        if space.free == 0:
+            break
+        space = store.storage(reclaim=pages)
+        if space is None:
+            break
+    return start - (space.free if space is not None else start)
+
+
+__all__ = [
+    "Plan",
+    "PolicyPlan",
+    "Prune",
+    "PruneResult",
+    "covers",
+    "plan",
+    "ranges",
+    "reclaim",
+    "resume",
+    "run",
+]

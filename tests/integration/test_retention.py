@@ -1,0 +1,184 @@
+"""Retention prunes on every store: audit tells pruned from tampered, folds keep the Work
+states, a crash at any step is finished by the next run, plan counts what run prunes, and
+SQLite gives the freed pages back."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+from postgres import schema_url, temporary_schema
+
+import rota
+from rota.application.ports import EventStore
+from rota.domain.events import RetentionPolicy
+from rota.infrastructure.retention_summary import is_pruned
+from rota.infrastructure.stores import open_store
+from rota.replay import retention
+from rota.replay.audit import iter_raw, verify_chain
+from rota.replay.rebuild import folded
+
+WORKS = 8
+LATER = datetime.now(UTC) + timedelta(days=120)
+POLICY = RetentionPolicy(name="terminal-payloads", keep_days=90)
+
+
+def _greet(ctx: rota.LaunchContext) -> Any:
+    name = ctx.trigger["name"]
+    if name.endswith("3"):
+        raise rota.Fail("no_greeting", "three is unlucky", permanent=True)
+    return {"hello": name, "padding": "x" * 20000}
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("source") / "source.db"
+    with rota.open(path, config={}) as scheduler:
+        scheduler.register("greet", _greet)
+        for i in range(WORKS):
+            scheduler.submit(f"w{i}", binding="greet", input={"name": f"n{i}", "pad": "y" * 20000})
+        scheduler.run_until_idle(timeout=60)
+    return path
+
+
+def _copy(source: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "log.db"
+    for file in source.parent.glob(source.name + "*"):
+        shutil.copy(file, tmp_path / file.name.replace(source.name, path.name))
+    return path
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def store(request: pytest.FixtureRequest, source: Path, tmp_path: Path) -> Iterator[EventStore]:
+    if request.param == "sqlite":
+        log = open_store(str(_copy(source, tmp_path)))
+        yield log
+        log.close()
+        return
+    rows = list(iter_raw(open_store(str(source), create=False)))
+    if request.param == "memory":
+        log = open_store(f"memory://retention-{tmp_path.name}")
+        log.append_raw(rows)
+        yield log
+        log.close()
+        return
+    with temporary_schema() as schema:
+        log = open_store(schema_url(schema))
+        log.append_raw(rows)
+        yield log
+        log.close()
+
+
+def _states(store: EventStore, upto: int | None = None) -> dict[str, Any]:
+    scheduler, _ = folded(store, upto)
+    return {
+        w: (s.terminal, [(a.number, a.status) for a in s.attempts])
+        for w, s in sorted(scheduler.works.items())
+    }
+
+
+def test_prune_keeps_chain_proofs_and_work_states(store: EventStore, tmp_path: Path) -> None:
+    before = _states(store)
+    head = store.head().position
+    planned = retention.plan(store, [POLICY], LATER)
+    terminal = sum(1 for state, _ in before.values() if state is not None)
+    assert terminal >= WORKS - 1 and planned.policies[0].works == terminal
+    assert planned.events > 0 and planned.policies[0].bytes_freed > 0
+    result = retention.run(store, [POLICY], LATER, tmp_path / "archive")
+    assert result.events == planned.events
+    assert result.bytes_freed == planned.policies[0].bytes_freed
+    report = verify_chain(store)
+    assert report.ok, report.reason
+    assert report.pruned == planned.events and report.prunes == 1
+    assert report.pruned_summary == (
+        f"{planned.events} events pruned by 1 prune(s) (policy terminal-payloads)"
+    )
+    assert _states(store, head) == before  # the summaries fold to the same Work states
+    # The archive holds every original payload, each with a proof to the recorded root.
+    (name,) = result.archives
+    lines = (tmp_path / "archive" / name).read_bytes().splitlines()
+    header = json.loads(lines[0])
+    assert header["format"] == "rota-archive/1" and len(lines) - 1 == planned.events
+    assert all(not is_pruned(json.loads(line)["data"]) for line in lines[1:])
+    # Nothing is left to prune; a second run does nothing.
+    again = retention.run(store, [POLICY], LATER, tmp_path / "archive")
+    assert again.prunes == [] and again.events == 0
+
+
+def test_policy_not_due_prunes_nothing(store: EventStore, tmp_path: Path) -> None:
+    planned = retention.plan(store, [POLICY], datetime.now(UTC))
+    assert planned.events == 0
+    scoped = RetentionPolicy(name="other", keep_days=1, scope="elsewhere")
+    assert retention.plan(store, [scoped], LATER).events == 0
+
+
+@pytest.mark.parametrize("step", ["checkpoint", "archive", "recorded", "rewrite"])
+def test_crash_at_each_step_then_rerun_completes(
+    store: EventStore, tmp_path: Path, step: str
+) -> None:
+    planned = retention.plan(store, [POLICY], LATER)
+
+    def fault(name: str) -> None:
+        if name == step:
+            raise RuntimeError(f"crash after {name}")
+
+    with pytest.raises(RuntimeError):
+        retention.run(store, [POLICY], LATER, tmp_path / "a", fault=fault)
+    assert verify_chain(store).ok  # whatever the crash left verifies
+    retention.run(store, [POLICY], LATER, tmp_path / "a")
+    report = verify_chain(store)
+    assert report.ok, report.reason
+    assert report.pruned == planned.events
+    assert retention.plan(store, [POLICY], LATER).events == 0
+
+
+def _pruned_positions(store: EventStore) -> list[int]:
+    return [r.position for r in iter_raw(store) if is_pruned(r.data)]
+
+
+def test_sqlite_tampering_is_told_from_pruning(source: Path, tmp_path: Path) -> None:
+    path = _copy(source, tmp_path)
+    store = open_store(str(path))
+    retention.run(store, [POLICY], LATER, tmp_path / "archive")
+    pruned = _pruned_positions(store)
+    row = store.read_raw(pruned[0] - 1, 1)[0]
+    whole = next(r for r in iter_raw(store) if not is_pruned(r.data) and r.stream == "retention")
+    store.close()
+    conn = apsw.Connection(str(path))
+    # A pruned row's hash changed: the root the prune recorded no longer follows.
+    conn.execute("UPDATE events SET hash = ? WHERE position = ?", ("0" * 64, row.position))
+    conn.close()
+    report = verify_chain(open_store(str(path)))
+    assert not report.ok
+    conn = apsw.Connection(str(path))
+    conn.execute("UPDATE events SET hash = ? WHERE position = ?", (row.hash, row.position))
+    # A summary put in a row no prune covers: tampering at that position.
+    fake = (
+        b'{"$pruned":true,'
+        + bytes(whole.data if isinstance(whole.data, bytes) else whole.data.encode())[1:]
+    )
+    conn.execute("UPDATE events SET data = ? WHERE position = ?", (fake, whole.position))
+    conn.close()
+    report = verify_chain(open_store(str(path)))
+    assert not report.ok and report.first_bad_position == whole.position
+    assert "no recorded prune covers" in (report.reason or "")
+
+
+def test_sqlite_incremental_vacuum_shrinks_the_freelist(source: Path, tmp_path: Path) -> None:
+    store = open_store(str(_copy(source, tmp_path)))
+    space = store.storage()
+    assert space is not None and space.vacuum == "incremental"
+    retention.run(store, [POLICY], LATER, tmp_path / "archive", reclaim_steps=0)
+    freed = store.storage()
+    assert freed is not None and freed.free > 0
+    given = retention.reclaim(store, steps=100, pages=4)
+    after = store.storage()
+    assert after is not None and given > 0 and after.free < freed.free
+    assert after.pages < freed.pages
+    assert verify_chain(store).ok
