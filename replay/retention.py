@@ -70,6 +70,7 @@ class Plan(msgspec.Struct):
 
     policies: list[PolicyPlan]
     rows: dict[str, list[tuple[int, bytes, int]]] = msgspec.field(default_factory=dict)
+    work_ids: dict[str, list[str]] = msgspec.field(default_factory=dict)
 
     @property
     def events(self) -> int:
@@ -140,6 +141,7 @@ def plan(
         result.rows.setdefault(p.policy, []).append((row.position, new, size))
     for p, found in zip(result.policies, works, strict=True):
         p.works = len(found)
+        result.work_ids[p.policy] = sorted(stream[5:] for stream in found)
     return result
 
 
@@ -265,6 +267,7 @@ def run(
             events=p.events,
             bytes=p.bytes_before,
             works=p.works,
+            work_ids=todo.work_ids.get(p.policy, []),
         )
         appended = store.append(
             [NewEvent(STREAM, event, f"retention/pruned/{checkpoint.position}")]

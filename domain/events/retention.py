@@ -42,8 +42,8 @@ class RetentionPruned(Event, tag="core.retention.pruned", frozen=True, kw_only=T
     are being replaced by their summaries under `policy`. Written after a checkpoint of
     `tree_size` events whose Merkle root is `root` (hex) and after the original events were
     archived to `archive` (a file name) with SHA-256 `archive_digest`; `events` rows and
-    `bytes` of payload are affected. The rewrite that follows is the only in-place change
-    rota makes to its log; a crash in it resumes at the next run."""
+    `bytes` of payload are affected, in the Works `work_ids`. The rewrite that follows is
+    the only in-place change rota makes to its log; a crash in it resumes at the next run."""
 
     stream_pattern: ClassVar[str] = "retention"
     delivery_pattern: ClassVar[str | None] = "retention/pruned/<tree size>"
@@ -57,6 +57,7 @@ class RetentionPruned(Event, tag="core.retention.pruned", frozen=True, kw_only=T
     events: int
     bytes: int
     works: int = 0
+    work_ids: list[str] = msgspec.field(default_factory=list)
 
 
 RETENTION_EVENTS = (RetentionConfigured, RetentionPruned)
