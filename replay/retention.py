@@ -35,7 +35,7 @@ import msgspec
 
 from rota.application.ports import EventStore, NewEvent, RawRecord
 from rota.application.ports.timestamps import parse_timestamp
-from rota.domain.events import RetentionPolicy, RetentionPruned
+from rota.domain.events import RetentionConfigured, RetentionPolicy, RetentionPruned
 from rota.domain.state import WorkState
 from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
@@ -237,6 +237,7 @@ def run(
     reclaim_steps: int = 64,
 ) -> PruneResult:
     """Prune what is due now (see the module docstring for the order of steps)."""
+    record_policies(store, policies)
     resumed = resume(store, codec)
     todo = plan(store, policies, now, codec)
     recorded: list[int] = []
@@ -266,6 +267,7 @@ def run(
             archive_digest=digest,
             events=p.events,
             bytes=p.bytes_before,
+            summary_bytes=p.bytes_after,
             works=p.works,
             work_ids=todo.work_ids.get(p.policy, []),
         )
@@ -280,6 +282,64 @@ def run(
         freed += p.bytes_freed
     reclaimed = reclaim(store, reclaim_steps) if recorded or resumed else 0
     return PruneResult(recorded, events, freed, resumed, reclaimed, archives)
+
+
+def record_policies(store: EventStore, policies: Sequence[RetentionPolicy]) -> bool:
+    """Append `core.retention.configured` when `policies` differ from the last recorded
+    ones (none recorded counts as none in force); True when it did."""
+    last: list[RetentionPolicy] = []
+    for r in store.read_stream(STREAM):
+        if isinstance(r.event, RetentionConfigured):
+            last = list(r.event.policies)
+    if last == list(policies):
+        return False
+    version = store.stream_version(STREAM)
+    store.append(
+        [NewEvent(STREAM, RetentionConfigured(policies=list(policies)))], {STREAM: version}
+    )
+    return True
+
+
+class Status(msgspec.Struct, frozen=True):
+    """What `rota retention show` says: the prunes recorded, the last one, and the log's
+    payload bytes still whole (`retained`) and given up to prunes (`pruned`)."""
+
+    prunes: int
+    events_pruned: int
+    bytes_retained: int
+    bytes_pruned: int
+    last_prune_position: int | None
+    last_prune_at: str | None
+    last_policy: str | None
+    last_archive: str | None
+    policies_recorded: list[RetentionPolicy]
+
+
+def status(store: EventStore) -> Status:
+    """The retention status of a log (reads every row's payload size once)."""
+    recorded: list[RetentionPolicy] = []
+    prunes = []
+    for r in store.read_stream(STREAM):
+        if isinstance(r.event, RetentionConfigured):
+            recorded = list(r.event.policies)
+        elif isinstance(r.event, RetentionPruned):
+            prunes.append((r.position, r.recorded_at, r.event))
+    retained = 0
+    for row in iter_raw(store):
+        if not is_pruned(row.data):
+            retained += len(row.data.encode() if isinstance(row.data, str) else row.data)
+    last = prunes[-1] if prunes else None
+    return Status(
+        prunes=len(prunes),
+        events_pruned=sum(e.events for _, _, e in prunes),
+        bytes_retained=retained,
+        bytes_pruned=sum(e.bytes - e.summary_bytes for _, _, e in prunes),
+        last_prune_position=last[0] if last else None,
+        last_prune_at=last[1] if last else None,
+        last_policy=last[2].policy if last else None,
+        last_archive=last[2].archive if last else None,
+        policies_recorded=recorded,
+    )
 
 
 def reclaim(store: EventStore, steps: int, pages: int = VACUUM_STEP) -> int:

@@ -15,8 +15,8 @@ from rota.domain.events.base import Event
 
 
 class RetentionPolicy(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """One `[[retention]]` policy: the Works it covers (by `scope` prefix, `binding`, or the
-    `schedule` that fired them; none: every Work), and how long after a terminal Work's last
+    """One `[[retention]]` policy: the Works it covers (by `scope`, the scope or any under
+    it, and/or `binding`; neither: every Work), and how long after a terminal Work's last
     event its payloads are kept (`keep_days`). `keep` is what stays of each event: its
     summary (the only choice today)."""
 
@@ -24,7 +24,6 @@ class RetentionPolicy(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     keep_days: float
     scope: str | None = None
     binding: str | None = None
-    schedule: str | None = None
     keep: str = "summary"
 
 
@@ -42,7 +41,7 @@ class RetentionPruned(Event, tag="core.retention.pruned", frozen=True, kw_only=T
     are being replaced by their summaries under `policy`. Written after a checkpoint of
     `tree_size` events whose Merkle root is `root` (hex) and after the original events were
     archived to `archive` (a file name) with SHA-256 `archive_digest`; `events` rows and
-    `bytes` of payload are affected, in the Works `work_ids`. The rewrite that follows is
+    `bytes` of payload become `summary_bytes`, in the Works `work_ids`. The rewrite that follows is
     the only in-place change rota makes to its log; a crash in it resumes at the next run."""
 
     stream_pattern: ClassVar[str] = "retention"
@@ -56,6 +55,7 @@ class RetentionPruned(Event, tag="core.retention.pruned", frozen=True, kw_only=T
     archive_digest: str
     events: int
     bytes: int
+    summary_bytes: int = 0
     works: int = 0
     work_ids: list[str] = msgspec.field(default_factory=list)
 

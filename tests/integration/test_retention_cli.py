@@ -1,0 +1,66 @@
+"""`rota retention show | plan | run` and `rota audit verify` after a prune, as a user runs
+them: plan's counts are run's, the archive is where the operator said, verify says how many
+events were pruned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import rota
+
+from .cli_process import rota as run_rota
+
+CONFIG = """
+[store]
+url = "rota.db"
+
+[audit]
+archive_dir = "archive"
+checkpoint_dir = "checkpoints"
+
+[[retention]]
+name = "terminal-payloads"
+keep_days = 0.000000001
+scope = "root"
+"""
+
+
+def _ok(input: dict[str, Any]) -> Any:
+    return {"echo": input, "padding": "z" * 5000}
+
+
+def cli(cwd: Path, *args: str) -> str:
+    done = run_rota(cwd, *args)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode()
+
+
+def test_plan_run_show_and_verify(tmp_path: Path) -> None:
+    (tmp_path / "rota.toml").write_text(CONFIG)
+    with rota.open(tmp_path / "rota.db", config={}) as scheduler:
+        scheduler.register("ok", lambda ctx: _ok(ctx.trigger))
+        for i in range(4):
+            scheduler.submit(f"w{i}", binding="ok", input={"i": i})
+        scheduler.run_until_idle(timeout=60)
+    planned = json.loads(cli(tmp_path, "retention", "plan", "--json"))
+    (policy,) = planned["policies"]
+    assert policy["works"] == 4 and policy["events"] > 0 and policy["bytes_freed"] > 19000
+    text = cli(tmp_path, "retention", "plan")
+    assert f"policy terminal-payloads: 4 Works, {policy['events']} events" in text
+    done = json.loads(cli(tmp_path, "retention", "run", "--json"))
+    assert done["events"] == policy["events"]
+    assert done["bytes_freed"] == policy["bytes_freed"]
+    (name,) = done["archives"]
+    assert (tmp_path / "archive" / name).is_file()
+    assert list((tmp_path / "checkpoints").iterdir())
+    shown = json.loads(cli(tmp_path, "retention", "show", "--json"))
+    assert shown["prunes"] == 1 and shown["events_pruned"] == policy["events"]
+    assert shown["bytes_pruned"] == policy["bytes_freed"]
+    assert shown["policies_recorded"][0]["name"] == "terminal-payloads"
+    assert "1 prune(s)" in cli(tmp_path, "retention", "show")
+    verified = cli(tmp_path, "audit", "verify")
+    assert verified.startswith("ok: ")
+    assert f"{policy['events']} events pruned by 1 prune(s) (policy terminal-payloads)" in verified
+    assert "nothing due" in cli(tmp_path, "retention", "run")
