@@ -97,7 +97,7 @@ def verify_records(
     `prunes` are the log's recorded prunes: a pruned row is judged by them
     (`retention_audit`), not by its link.
     """
-    pruning = PruneCheck(prunes or [])
+    pruning = PruneCheck(prunes or [], roots=not after)
     wanted = _normalize(checkpoint)
     watch = {c.position for c in wanted}
     seen: dict[int, str] = {after: previous_hash}

@@ -58,13 +58,15 @@ def prunes_in(records: Iterable[RawRecord]) -> list[Prune]:
 class PruneCheck:
     """Fed every row in position order (`row`), says what is wrong with the pruned ones."""
 
-    def __init__(self, prunes: list[Prune]) -> None:
+    def __init__(self, prunes: list[Prune], *, roots: bool = True) -> None:
+        """`roots` False: a part of a log (an export `--from N`), whose rows cannot give a
+        root; its pruned rows are judged by the recorded ranges only."""
         self.prunes = prunes
         spans = sorted((first, last, p) for p in prunes for first, last in p.event.ranges)
         self._firsts = [s[0] for s in spans]
         self._spans = spans
         self._roots = {p.event.tree_size: p for p in prunes}
-        self._builder = Builder() if prunes else None
+        self._builder = Builder() if prunes and roots else None
         self.pruned = 0
 
     def covering(self, position: int) -> Prune | None:

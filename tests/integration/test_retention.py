@@ -198,3 +198,32 @@ def test_sqlite_projections_match_a_fold_of_the_pruned_log(source: Path, tmp_pat
     report = doctor(str(path))
     bad = [(c.name, c.status, c.detail) for c in report.checks if c.status == "fail"]
     assert not bad
+
+
+def test_export_across_a_prune_with_and_without_the_archive(
+    store: EventStore, tmp_path: Path
+) -> None:
+    from rota.replay.export import export_to_file, verify_export
+    from rota.replay.retention_archive import Archive
+
+    whole = tmp_path / "before.jsonl"
+    export_to_file(store, whole)
+    retention.run(store, [POLICY], LATER, tmp_path / "archive")
+    pruned, restored = tmp_path / "pruned.jsonl", tmp_path / "restored.jsonl"
+    export_to_file(store, pruned)
+    export_to_file(store, restored, archive=Archive(tmp_path / "archive", store.store_id))
+    report = verify_export(pruned)
+    assert report.ok, report.reason
+    assert report.pruned > 0 and report.prunes == 1
+    again = verify_export(restored)
+    assert again.ok and again.pruned == 0
+    before = whole.read_bytes().splitlines()
+    after = restored.read_bytes().splitlines()
+    assert after[1 : len(before)] == before[1:]  # every original payload is back
+    # An archive edited restores nothing: the row stays pruned.
+    (name,) = [p.name for p in (tmp_path / "archive").glob("prune-*.jsonl")]
+    text = (tmp_path / "archive" / name).read_text().replace("n1", "N1")
+    (tmp_path / "archive" / name).write_text(text)
+    edited = tmp_path / "edited.jsonl"
+    export_to_file(store, edited, archive=Archive(tmp_path / "archive", store.store_id))
+    assert verify_export(edited).pruned >= 1
