@@ -44,6 +44,9 @@ def test_plan_run_show_and_verify(tmp_path: Path) -> None:
         for i in range(4):
             scheduler.submit(f"w{i}", binding="ok", input={"i": i})
         scheduler.run_until_idle(timeout=60)
+    doctor = json.loads(cli(tmp_path, "doctor", "--json"))
+    (overdue,) = [c for c in doctor["checks"] if c["name"] == "retention_overdue"]
+    assert overdue["status"] == "ok"  # due, but not yet a day past due
     planned = json.loads(cli(tmp_path, "retention", "plan", "--json"))
     (policy,) = planned["policies"]
     assert policy["works"] == 4 and policy["events"] > 0 and policy["bytes_freed"] > 19000
@@ -64,3 +67,28 @@ def test_plan_run_show_and_verify(tmp_path: Path) -> None:
     assert verified.startswith("ok: ")
     assert f"{policy['events']} events pruned by 1 prune(s) (policy terminal-payloads)" in verified
     assert "nothing due" in cli(tmp_path, "retention", "run")
+    doctor = json.loads(cli(tmp_path, "doctor", "--json"))
+    assert doctor["ok"], doctor
+    checks = {c["name"]: c for c in doctor["checks"]}
+    assert "1 prune(s) recorded" in checks["retention_overdue"]["detail"]
+    assert "events pruned by 1 prune(s)" in checks["hash_chain"]["detail"]
+
+
+def test_doctor_warns_of_overdue_retention(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from rota.domain.events import RetentionPolicy
+    from rota.infrastructure.stores import open_store
+    from rota.replay.retention_checks import check_retention
+
+    with rota.open(tmp_path / "rota.db", config={}) as scheduler:
+        scheduler.register("ok", lambda ctx: _ok(ctx.trigger))
+        scheduler.submit("w0", binding="ok", input={"i": 0})
+        scheduler.run_until_idle(timeout=60)
+    policy = RetentionPolicy(name="p", keep_days=1)
+    with open_store(str(tmp_path / "rota.db"), create=False) as store:
+        now = store.now()
+        assert check_retention(store, [policy], now).status == "ok"
+        late = check_retention(store, [policy], now + timedelta(days=2, hours=1))
+        assert late.status == "warn" and "policy p: 2 events of 1 Works" in late.detail
+        assert check_retention(store, [], now).status == "ok"
