@@ -71,3 +71,15 @@ def storage(cursor: apsw.Cursor, reclaim: int) -> StoreSpace:
         one("freelist_count"),
         MODES.get(one("auto_vacuum"), "none"),
     )
+
+
+def space(
+    write: Callable[[Callable[[apsw.Cursor], StoreSpace]], StoreSpace],
+    reader: Callable[[], apsw.Connection],
+    reclaim: int,
+) -> StoreSpace:
+    """`SQLiteStore.storage`: a read on the thread's reader connection, or with `reclaim`
+    a short write transaction that first gives pages back."""
+    if reclaim > 0:
+        return write(lambda cursor: storage(cursor, reclaim))
+    return storage(reader().cursor(), 0)

@@ -295,7 +295,7 @@ class SQLiteStore(EventStore):
         return self.write(lambda cursor: pruning.rewrite(cursor, rows, self._appends.forget))
 
     def storage(self, reclaim: int = 0) -> StoreSpace | None:
-        return self.write(lambda cursor: pruning.storage(cursor, reclaim))
+        return pruning.space(self.write, self._reader, reclaim)
 
     # -- reading ---------------------------------------------------------------------
 
