@@ -106,3 +106,37 @@ class PruneCheck:
             return None
         policies = ", ".join(sorted({p.event.policy for p in self.prunes}))
         return f"{self.pruned} events pruned by {len(self.prunes)} prune(s) (policy {policies})"
+
+
+class PruneNote(msgspec.Struct, frozen=True):
+    """What a reader says where a prune took detail away (`explain`, time travel)."""
+
+    position: int
+    policy: str
+    archive: str
+    first: int
+    last: int
+    text: str
+
+
+def notes(
+    store: EventStore, work_id: str | None = None, upto: int | None = None
+) -> list[PruneNote]:
+    """The prunes that rewrote rows a reader shows: those naming `work_id` (None: any), with
+    pruned rows at or before `upto` (None: anywhere)."""
+    found = []
+    for prune in prunes_of(store):
+        event = prune.event
+        if work_id is not None and work_id not in event.work_ids:
+            continue
+        first = min(a for a, _ in event.ranges)
+        last = max(b for _, b in event.ranges)
+        if upto is not None and first > upto:
+            continue
+        text = (
+            f"payloads pruned by policy {event.policy} at position {prune.position} "
+            f"(archive {event.archive}): inputs and results read as null; "
+            f"'rota export --archive DIR' restores them"
+        )
+        found.append(PruneNote(prune.position, event.policy, event.archive, first, last, text))
+    return found

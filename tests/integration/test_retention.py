@@ -227,3 +227,22 @@ def test_export_across_a_prune_with_and_without_the_archive(
     edited = tmp_path / "edited.jsonl"
     export_to_file(store, edited, archive=Archive(tmp_path / "archive", store.store_id))
     assert verify_export(edited).pruned >= 1
+
+
+def test_explain_and_time_travel_say_what_is_pruned(source: Path, tmp_path: Path) -> None:
+    from rota.replay.explain import explain
+    from rota.replay.timetravel import state_at
+
+    store = open_store(str(_copy(source, tmp_path)))
+    head = store.head().position
+    assert state_at(store, position=head)["pruned"] == []
+    done = retention.run(store, [POLICY], LATER, tmp_path / "archive")
+    (prune,) = done.prunes
+    found = explain(store, "w0")
+    (note,) = [s for s in found.statements if s.kind == "pruned"]
+    assert note.positions == [prune]
+    assert f"pruned by policy terminal-payloads at position {prune}" in note.text
+    assert done.archives[0] in note.text
+    (travel,) = state_at(store, position=head)["pruned"]
+    assert travel["position"] == prune and travel["policy"] == "terminal-payloads"
+    assert state_at(store, position=head)["scheduler"]["works"]["w0"]["state"] == "completed"
