@@ -10,11 +10,13 @@ own short write transaction, so the daemon waits at most one step for the write 
 A file created before this (auto_vacuum NONE) needs one full `VACUUM` to switch it on:
 `enable_incremental` does that; it rewrites the whole file and holds the write lock for as
 long, so run it with the daemon stopped (`rota retention vacuum --enable`), once.
+Without `--enable`, `rota retention vacuum` gives back what is free, in short steps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import apsw
 
@@ -49,11 +51,16 @@ def vacuum_step(cursor: apsw.Cursor, pages: int) -> None:
         pass
 
 
-def enable_incremental(conn: apsw.Connection) -> None:
-    """Switch an existing file to incremental auto-vacuum (a full VACUUM: see the module
-    docstring); the connection must not be in a transaction."""
-    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    conn.execute("VACUUM")
+def enable_on_path(path: Path) -> None:
+    """Switch an existing file to incremental auto-vacuum: one full VACUUM (see the module
+    docstring), on a connection of its own, with no other open on the file."""
+    conn = apsw.Connection(str(path))
+    try:
+        conn.setbusytimeout(5000)
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        conn.execute("VACUUM")
+    finally:
+        conn.close()
 
 
 def storage(cursor: apsw.Cursor, reclaim: int) -> StoreSpace:

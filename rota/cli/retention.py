@@ -122,6 +122,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    from rota.replay.retention import reclaim
+
+    with open_log(args) as store:
+        space = store.storage()
+        if space is None:
+            print("this store has no file to shrink (PostgreSQL reuses freed space itself)")
+            return 0
+        if args.enable and space.vacuum != "incremental":
+            from rota.infrastructure.sqlite.pruning import enable_on_path
+
+            store.close()
+            assert store.path is not None
+            enable_on_path(store.path)
+            with open_log(args) as again:
+                space = again.storage()
+                assert space is not None
+        given = 0
+        if space.vacuum == "incremental":
+            with open_log(args) as again:
+                given = reclaim(again, steps=1_000_000)
+                space = again.storage()
+                assert space is not None
+    if args.json:
+        print_json({**msgspec.to_builtins(space), "given_back_pages": given})
+    else:
+        mode = space.vacuum
+        hint = "" if mode == "incremental" else " (run with --enable, daemon stopped, once)"
+        print(
+            f"auto_vacuum {mode}{hint}; {given} pages given back; {space.pages} pages of "
+            f"{space.page_size} bytes, {space.free} free"
+        )
+    return 0
+
+
 def register(commands: Any) -> None:
     retention = commands.add_parser(
         "retention", help="retention policies: show, plan (dry run) and run prunes"
@@ -142,3 +177,13 @@ def register(commands: Any) -> None:
     run.add_argument("--archive", metavar="DIR", help="archive directory ([audit] archive_dir)")
     run.add_argument("--json", action="store_true")
     run.set_defaults(handler=cmd_run)
+    vacuum = sub.add_parser(
+        "vacuum",
+        help="SQLite: give freed pages back to the file system, a few at a time",
+        description="Give back the pages prunes freed (incremental vacuum, short steps). "
+        "--enable switches a file created before rota set auto_vacuum=INCREMENTAL: one "
+        "full VACUUM that rewrites the file and holds its lock: stop the daemon first.",
+    )
+    vacuum.add_argument("--enable", action="store_true", help="switch incremental on (once)")
+    vacuum.add_argument("--json", action="store_true")
+    vacuum.set_defaults(handler=cmd_vacuum)

@@ -92,3 +92,23 @@ def test_doctor_warns_of_overdue_retention(tmp_path: Path) -> None:
         late = check_retention(store, [policy], now + timedelta(days=2, hours=1))
         assert late.status == "warn" and "policy p: 2 events of 1 Works" in late.detail
         assert check_retention(store, [], now).status == "ok"
+
+
+def test_vacuum_enable_switches_an_old_file_to_incremental(tmp_path: Path) -> None:
+    import apsw
+
+    (tmp_path / "rota.toml").write_text(CONFIG)
+    with rota.open(tmp_path / "rota.db", config={}) as scheduler:
+        scheduler.register("ok", lambda ctx: _ok(ctx.trigger))
+        scheduler.submit("w0", binding="ok", input={"i": 0})
+        scheduler.run_until_idle(timeout=60)
+    conn = apsw.Connection(str(tmp_path / "rota.db"))  # as a file made before rota set it
+    conn.execute("PRAGMA auto_vacuum = NONE")
+    conn.execute("VACUUM")
+    conn.close()
+    before = json.loads(cli(tmp_path, "retention", "vacuum", "--json"))
+    assert before["vacuum"] == "none"
+    assert "run with --enable" in cli(tmp_path, "retention", "vacuum")
+    after = json.loads(cli(tmp_path, "retention", "vacuum", "--enable", "--json"))
+    assert after["vacuum"] == "incremental"
+    assert cli(tmp_path, "audit", "verify").startswith("ok: ")
