@@ -38,6 +38,7 @@ from rota.application.ports.timestamps import parse_timestamp
 from rota.domain.events import RetentionConfigured, RetentionPolicy, RetentionPruned
 from rota.domain.state import WorkState
 from rota.infrastructure.atomic_file import atomic_write
+from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 from rota.infrastructure.retention_summary import is_pruned, summary
 from rota.replay.audit import iter_raw
@@ -196,8 +197,10 @@ def write_archive(
     store: EventStore, directory: Path, checkpoint: Checkpoint, policy: str, positions: list[int]
 ) -> tuple[str, str]:
     """Write the archive of the events at `positions` (before their rewrite); return its
-    file name and SHA-256 (hex). Each line is an export line plus `path` (the inclusion
-    proof against the checkpoint, hex, leaf first)."""
+    file name and SHA-256 (hex). Each line is an export line plus `previous_hash` (the
+    chain hash before it) and `path` (its RFC 9162 inclusion path against the checkpoint,
+    hex, leaf first): with the header's checkpoint note, a whole `rota-inclusion/1` proof
+    (`retention_archive.inclusion_proof`), checkable by `rota.verify` alone."""
     directory.mkdir(parents=True, exist_ok=True)
     name = f"prune-{checkpoint.position:012d}-{store.store_id}.jsonl"
     header = {
@@ -216,11 +219,17 @@ def write_archive(
             digest.update(line)
 
         emit(msgspec.json.encode(header) + b"\n")
+        last = (0, GENESIS_HEX)
         for row in _rows_in(store, ranges(positions)):
+            if row.position - 1 != last[0]:
+                (before,) = store.read_raw(row.position - 2, 1)
+                last = (before.position, before.hash)
             path = store.inclusion_path(row.position, checkpoint.position)
             line = msgspec.to_builtins(_line(row))
+            line["previous_hash"] = last[1]
             line["path"] = [p.hex() for p in path]
             emit(msgspec.json.encode(line) + b"\n")
+            last = (row.position, row.hash)
     return name, digest.hexdigest()
 
 

@@ -10,13 +10,14 @@ log still stores: an archive that was edited, or belongs to another log, restore
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 
 import msgspec
 
 from rota.application.ports import RawRecord
-from rota.infrastructure.chain import link_row
+from rota.infrastructure.chain import canonical_envelope, link_row
 from rota.replay.export import ExportLine
 
 ARCHIVE_FORMAT = "rota-archive/1"
@@ -32,6 +33,7 @@ class ArchiveHeader(msgspec.Struct, frozen=True):
 
 
 class ArchivedLine(ExportLine, frozen=True):
+    previous_hash: str = ""
     path: list[str] = []
 
 
@@ -72,8 +74,6 @@ class Archive:
 def _record(line: ExportLine) -> RawRecord:
     data: str | bytes = line.data
     if line.data_encoding == "base64":
-        import base64
-
         data = base64.b64decode(line.data)
     return RawRecord(
         line.position,
@@ -86,3 +86,37 @@ def _record(line: ExportLine) -> RawRecord:
         line.recorded_at,
         line.hash,
     )
+
+
+def inclusion_proofs(file: str | os.PathLike[str]) -> list[dict[str, object]]:
+    """Each archived event of one archive file as a `rota-inclusion/1` proof (the format
+    `rota audit prove --json` prints), for `rota.verify.verify_inclusion`."""
+    proofs: list[dict[str, object]] = []
+    with open(file, "rb") as src:
+        head = _header.decode(src.readline())
+        for raw in src:
+            line = _line.decode(raw)
+            row = _record(line)
+            envelope = canonical_envelope(
+                row.position,
+                row.stream,
+                row.version,
+                row.type,
+                row.type_version,
+                row.delivery_id,
+                row.recorded_at,
+                row.data,
+            )
+            proofs.append(
+                {
+                    "format": "rota-inclusion/1",
+                    "position": row.position,
+                    "tree_size": head.tree_size,
+                    "previous_hash": line.previous_hash,
+                    "envelope": base64.b64encode(envelope).decode(),
+                    "event_hash": row.hash,
+                    "path": line.path,
+                    "checkpoint": head.checkpoint,
+                }
+            )
+    return proofs

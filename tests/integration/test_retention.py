@@ -100,12 +100,27 @@ def test_prune_keeps_chain_proofs_and_work_states(store: EventStore, tmp_path: P
         f"{planned.events} events pruned by 1 prune(s) (policy terminal-payloads)"
     )
     assert _states(store, head) == before  # the summaries fold to the same Work states
+    # The log still extends the checkpoint the prune wrote (same root as its event).
+    from rota.replay.checkpoint import load_all
+
+    (checkpoint,) = load_all(tmp_path / "archive" / "checkpoints")
+    against = verify_chain(store, checkpoint=checkpoint)
+    assert against.ok and against.checkpoint_ok, against.checkpoint_reason
     # The archive holds every original payload, each with a proof to the recorded root.
     (name,) = result.archives
     lines = (tmp_path / "archive" / name).read_bytes().splitlines()
     header = json.loads(lines[0])
     assert header["format"] == "rota-archive/1" and len(lines) - 1 == planned.events
     assert all(not is_pruned(json.loads(line)["data"]) for line in lines[1:])
+    # Each archived event with the checkpoint is a proof the standalone verifier accepts.
+    from rota.replay.retention_archive import inclusion_proofs
+    from rota.verify import verify_inclusion
+
+    proofs = inclusion_proofs(tmp_path / "archive" / name)
+    assert len(proofs) == planned.events
+    for proof in proofs:
+        verified = verify_inclusion(proof, None, allow_unsigned=True)
+        assert verified.position == proof["position"]
     # Nothing is left to prune; a second run does nothing.
     again = retention.run(store, [POLICY], LATER, tmp_path / "archive")
     assert again.prunes == [] and again.events == 0
