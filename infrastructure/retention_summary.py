@@ -17,16 +17,10 @@ from __future__ import annotations
 
 import msgspec
 
+from rota.infrastructure.chain import PRUNED_MARKER, is_pruned
 from rota.infrastructure.codec import Codec
 
-MARKER = b'{"$pruned":true,'
-
-
-def is_pruned(data: bytes | str) -> bool:
-    """Whether a stored payload is a retention summary."""
-    if isinstance(data, str):
-        return data.startswith(MARKER.decode())
-    return bytes(data[: len(MARKER)]) == MARKER
+MARKER = PRUNED_MARKER
 
 
 def summary(
@@ -56,3 +50,6 @@ def summary(
     if not encoded.startswith(b"{"):
         raise ValueError(f"the payload at position {position} is not a JSON object")
     return MARKER + encoded[1:]
+
+
+__all__ = ["MARKER", "is_pruned", "summary"]
