@@ -103,46 +103,56 @@ def plan(
     now: datetime,
     codec: Codec = DEFAULT_CODEC,
 ) -> Plan:
-    """What `run` would prune at `now` (reads the whole log twice; writes nothing)."""
+    """What `run` would prune at `now` (a fold of the log, then one pass over its rows;
+    writes nothing).
+
+    A Work is pruned whole or not at all: the projections summarize every Work a prune
+    names (`rota.domain.retention`), so a Work with a row that cannot be summarized (one
+    stored at an older version of its type, which its upcaster reads) is left whole."""
     result = Plan([PolicyPlan(p.name) for p in policies])
     if not policies:
         return result
     scheduler, _ = folded(store)
-    last: dict[str, str] = {}
-    for row in iter_raw(store):
-        if row.stream.startswith("work/"):
-            last[row.stream] = row.recorded_at
-    due: dict[str, int] = {}  # stream -> index of the policy that prunes it
+    covered: dict[str, int] = {}  # stream -> the policy covering its terminal Work
     for work_id, work in scheduler.works.items():
-        if work.terminal is None:
-            continue
-        when = last.get(f"work/{work_id}")
-        for i, policy in enumerate(policies):
-            if covers(policy, work):
-                if when is not None and parse_timestamp(when) <= now - timedelta(
-                    days=policy.keep_days
-                ):
-                    due[f"work/{work_id}"] = i
-                break
-    works: list[set[str]] = [set() for _ in policies]
+        if work.terminal is not None:
+            i = next((i for i, p in enumerate(policies) if covers(p, work)), None)
+            if i is not None:
+                covered[f"work/{work_id}"] = i
+    last: dict[str, str] = {}
+    rows: dict[str, list[tuple[int, bytes, int]]] = {}
+    blocked: set[str] = set()
     for row in iter_raw(store):
-        index = due.get(row.stream)
-        if index is None:
+        stream = row.stream
+        if stream not in covered:
             continue
-        i = index
+        last[stream] = row.recorded_at
+        if stream in blocked:
+            continue
+        if codec.current.get(row.type) != row.type_version:
+            old = codec.decode(row.type, row.type_version, row.data, row.position)
+            if type(old).pruned_fields:  # (an old row with nothing to prune is no matter)
+                blocked.add(stream)
+                rows.pop(stream, None)
+            continue
         new = summary(codec, row.type, row.type_version, row.data, row.position)
-        if new is None:
-            continue
-        size = len(row.data.encode() if isinstance(row.data, str) else row.data)
+        if new is not None:
+            size = len(row.data.encode() if isinstance(row.data, str) else row.data)
+            rows.setdefault(stream, []).append((row.position, new, size))
+    for stream, found in rows.items():
+        i = covered[stream]
+        if parse_timestamp(last[stream]) > now - timedelta(days=policies[i].keep_days):
+            continue  # not due yet
         p = result.policies[i]
-        p.events += 1
-        p.bytes_before += size
-        p.bytes_after += len(new)
-        works[i].add(row.stream)
-        result.rows.setdefault(p.policy, []).append((row.position, new, size))
-    for p, found in zip(result.policies, works, strict=True):
-        p.works = len(found)
-        result.work_ids[p.policy] = sorted(stream[5:] for stream in found)
+        p.works += 1
+        p.events += len(found)
+        p.bytes_before += sum(size for _, _, size in found)
+        p.bytes_after += sum(len(new) for _, new, _ in found)
+        result.rows.setdefault(p.policy, []).extend(found)
+        result.work_ids.setdefault(p.policy, []).append(stream[5:])
+    for name, found in result.rows.items():
+        found.sort()
+        result.work_ids[name].sort()
     return result
 
 
