@@ -191,14 +191,16 @@ class AuditModel(BaseModel):
 
 
 class RetentionModel(BaseModel):
-    """`[[retention]]`: a policy: the terminal Works of `scope` (or under it) and/or
-    `binding` lose their payloads `keep_days` after their last event (docs/operator.md)."""
+    """`[[retention]]`: a policy: the terminal Works of `scope` (or under it), `binding`
+    and/or `schedule` (fired by it) lose their payloads `keep_days` after their last event
+    (docs/operator.md)."""
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")
     keep_days: float = Field(gt=0)
     scope: str | None = None
     binding: str | None = None
+    schedule: str | None = None
     keep: Literal["summary"] = "summary"
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -35,7 +35,12 @@ import msgspec
 
 from rota.application.ports import EventStore, NewEvent, RawRecord
 from rota.application.ports.timestamps import parse_timestamp
-from rota.domain.events import RetentionConfigured, RetentionPolicy, RetentionPruned
+from rota.domain.events import (
+    RetentionConfigured,
+    RetentionPolicy,
+    RetentionPruned,
+    ScheduleFired,
+)
 from rota.domain.state import WorkState
 from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.chain import GENESIS_HEX
@@ -89,7 +94,10 @@ class PruneResult(msgspec.Struct, frozen=True):
     archives: list[str]
 
 
-def covers(policy: RetentionPolicy, work: WorkState) -> bool:
+def covers(policy: RetentionPolicy, work: WorkState, fired_by: Set[str] = frozenset()) -> bool:
+    """Whether `policy` covers `work` (`fired_by`: the schedules that fired it)."""
+    if policy.schedule is not None and policy.schedule not in fired_by:
+        return False
     if policy.scope is not None and not (
         work.scope == policy.scope or work.scope.startswith(policy.scope.rstrip("/") + "/")
     ):
@@ -113,10 +121,12 @@ def plan(
     if not policies:
         return result
     scheduler, _ = folded(store)
+    fired = _fired(store) if any(p.schedule is not None for p in policies) else {}
     covered: dict[str, int] = {}  # stream -> the policy covering its terminal Work
     for work_id, work in scheduler.works.items():
         if work.terminal is not None:
-            i = next((i for i, p in enumerate(policies) if covers(p, work)), None)
+            by: Set[str] = fired.get(work_id, frozenset())
+            i = next((i for i, p in enumerate(policies) if covers(p, work, by)), None)
             if i is not None:
                 covered[f"work/{work_id}"] = i
     last: dict[str, str] = {}
@@ -154,6 +164,18 @@ def plan(
         found.sort()
         result.work_ids[name].sort()
     return result
+
+
+def _fired(store: EventStore) -> dict[str, set[str]]:
+    """Which schedules fired each Work (from the schedule streams' own index)."""
+    found: dict[str, set[str]] = {}
+    after = 0
+    while batch := store.read_prefix("schedule/", after=after, limit=5000):
+        for r in batch:
+            if isinstance(r.event, ScheduleFired):
+                found.setdefault(r.event.work_id, set()).add(r.event.name)
+        after = batch[-1].position
+    return found
 
 
 def ranges(positions: Iterable[int]) -> list[list[int]]:

@@ -16,14 +16,15 @@ from rota.domain.events.base import Event
 
 class RetentionPolicy(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One `[[retention]]` policy: the Works it covers (by `scope`, the scope or any under
-    it, and/or `binding`; neither: every Work), and how long after a terminal Work's last
-    event its payloads are kept (`keep_days`). `keep` is what stays of each event: its
-    summary (the only choice today)."""
+    it, `binding`, and/or the `schedule` that fired them; none of them: every Work), and how
+    long after a terminal Work's last event its payloads are kept (`keep_days`). `keep` is
+    what stays of each event: its summary (the only choice today)."""
 
     name: str
     keep_days: float
     scope: str | None = None
     binding: str | None = None
+    schedule: str | None = None
     keep: str = "summary"
 
 

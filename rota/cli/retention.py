@@ -48,7 +48,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         print("no retention policy configured ([[retention]] in the config)")
     for p in policies:
         where = ", ".join(
-            f"{k} {v}" for k, v in (("scope", p.scope), ("binding", p.binding)) if v is not None
+            f"{k} {v}"
+            for k, v in (("scope", p.scope), ("binding", p.binding), ("schedule", p.schedule))
+            if v is not None
         )
         print(f"policy {p.name}: terminal Works {where or 'everywhere'}, keep {p.keep_days:g} days")
     print(

@@ -275,3 +275,23 @@ def test_a_pruned_export_imports_and_verifies(store: EventStore, tmp_path: Path)
     again = verify_chain(target)
     assert again.ok and again.pruned == verify_chain(store).pruned > 0
     assert target.tree_head().root == store.tree_head().root
+
+
+def test_a_schedule_policy_covers_only_the_works_it_fired(tmp_path: Path) -> None:
+    path = tmp_path / "rota.db"
+    with rota.open(path, config={}) as scheduler:
+        scheduler.register("greet", lambda ctx: {"pad": "p" * 100})
+        scheduler.schedule("tick", binding="greet", every="5m")
+        scheduler.schedules.trigger_now("tick", key="k1", actor="me")
+        scheduler.submit("plain", binding="greet", input={"name": "n"})
+        scheduler.run_until_idle(timeout=60)
+        fired = [w.id for w in scheduler.works() if w.id != "plain"]
+        store = open_store(str(path))
+        policy = RetentionPolicy(name="fires", keep_days=1, schedule="tick")
+        # A schedule's Work is standing: it never ends, so nothing is due until it does.
+        assert retention.plan(store, [policy], LATER).events == 0
+        scheduler.cancel(fired[0], reason="retired")
+    planned = retention.plan(store, [policy], LATER)
+    assert planned.work_ids["fires"] == fired and planned.policies[0].works == 1
+    other = RetentionPolicy(name="none", keep_days=1, schedule="other")
+    assert retention.plan(store, [other], LATER).events == 0
