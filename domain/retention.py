@@ -33,7 +33,35 @@ def summarize_works(works: MutableMapping[str, WorkState], event: Event) -> list
         if work is not None:
             works[work_id] = summarized(work)
             keys.append(f"work/{work_id}")
+    for part in event.partial:
+        work = works.get(part.work_id)
+        if work is not None:
+            works[part.work_id] = summarized_part(work, set(part.attempts), set(part.inputs))
+            keys.append(f"work/{part.work_id}")
     return keys
+
+
+def summarized_part(work: WorkState, attempts: set[int], inputs: set[int]) -> WorkState:
+    """`work` as a fold gives it once the rows of its `attempts` (outcomes, recovery
+    metadata) and the inputs at positions `inputs` are summarized; the rest stays."""
+
+    def blank(items: tuple[PendingInput, ...]) -> tuple[PendingInput, ...]:
+        return tuple(
+            replace(i, payload=None) if i.position in inputs and i.payload is not None else i
+            for i in items
+        )
+
+    def part(a: AttemptState) -> AttemptState:
+        trigger = a.trigger
+        if trigger is not None and trigger.position in inputs and trigger.payload is not None:
+            trigger = replace(trigger, payload=None)
+        if a.number in attempts:
+            a = replace(a, data=None, recovery_metadata=None)
+        return replace(a, consumed=blank(a.consumed), trigger=trigger)
+
+    return replace(
+        work, attempts=tuple(part(a) for a in work.attempts), pending=blank(work.pending)
+    )
 
 
 def summarized(work: WorkState) -> WorkState:

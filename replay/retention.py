@@ -27,21 +27,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Sequence, Set
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 
 import msgspec
 
 from rota.application.ports import EventStore, NewEvent, RawRecord
-from rota.application.ports.timestamps import parse_timestamp
 from rota.domain.events import (
     RetentionConfigured,
     RetentionPolicy,
     RetentionPruned,
-    ScheduleFired,
 )
-from rota.domain.state import WorkState
 from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
@@ -49,38 +46,12 @@ from rota.infrastructure.retention_summary import is_pruned, summary
 from rota.replay.audit import iter_raw
 from rota.replay.checkpoint import Checkpoint, Checkpointer
 from rota.replay.export import _line
-from rota.replay.rebuild import folded
 from rota.replay.retention_audit import STREAM, Prune, prunes_of
+from rota.replay.retention_plan import Plan, PolicyPlan, covers, plan
 
 BATCH = 500
 VACUUM_STEP = 256  # pages given back per short write transaction
 ARCHIVE_FORMAT = "rota-archive/1"
-
-
-class PolicyPlan(msgspec.Struct):
-    """What one policy would prune now: Works, events, payload bytes before and after."""
-
-    policy: str
-    works: int = 0
-    events: int = 0
-    bytes_before: int = 0
-    bytes_after: int = 0
-
-    @property
-    def bytes_freed(self) -> int:
-        return self.bytes_before - self.bytes_after
-
-
-class Plan(msgspec.Struct):
-    """A dry run: per policy, and the rewrites it would make (position, summary, old size)."""
-
-    policies: list[PolicyPlan]
-    rows: dict[str, list[tuple[int, bytes, int]]] = msgspec.field(default_factory=dict)
-    work_ids: dict[str, list[str]] = msgspec.field(default_factory=dict)
-
-    @property
-    def events(self) -> int:
-        return sum(p.events for p in self.policies)
 
 
 class PruneResult(msgspec.Struct, frozen=True):
@@ -92,90 +63,6 @@ class PruneResult(msgspec.Struct, frozen=True):
     resumed: int
     reclaimed_pages: int
     archives: list[str]
-
-
-def covers(policy: RetentionPolicy, work: WorkState, fired_by: Set[str] = frozenset()) -> bool:
-    """Whether `policy` covers `work` (`fired_by`: the schedules that fired it)."""
-    if policy.schedule is not None and policy.schedule not in fired_by:
-        return False
-    if policy.scope is not None and not (
-        work.scope == policy.scope or work.scope.startswith(policy.scope.rstrip("/") + "/")
-    ):
-        return False
-    return policy.binding is None or work.binding == policy.binding
-
-
-def plan(
-    store: EventStore,
-    policies: Sequence[RetentionPolicy],
-    now: datetime,
-    codec: Codec = DEFAULT_CODEC,
-) -> Plan:
-    """What `run` would prune at `now` (a fold of the log, then one pass over its rows;
-    writes nothing).
-
-    A Work is pruned whole or not at all: the projections summarize every Work a prune
-    names (`rota.domain.retention`), so a Work with a row that cannot be summarized (one
-    stored at an older version of its type, which its upcaster reads) is left whole."""
-    result = Plan([PolicyPlan(p.name) for p in policies])
-    if not policies:
-        return result
-    scheduler, _ = folded(store)
-    fired = _fired(store) if any(p.schedule is not None for p in policies) else {}
-    covered: dict[str, int] = {}  # stream -> the policy covering its terminal Work
-    for work_id, work in scheduler.works.items():
-        if work.terminal is not None:
-            by: Set[str] = fired.get(work_id, frozenset())
-            i = next((i for i, p in enumerate(policies) if covers(p, work, by)), None)
-            if i is not None:
-                covered[f"work/{work_id}"] = i
-    last: dict[str, str] = {}
-    rows: dict[str, list[tuple[int, bytes, int]]] = {}
-    blocked: set[str] = set()
-    for row in iter_raw(store):
-        stream = row.stream
-        if stream not in covered:
-            continue
-        last[stream] = row.recorded_at
-        if stream in blocked:
-            continue
-        if codec.current.get(row.type) != row.type_version:
-            old = codec.decode(row.type, row.type_version, row.data, row.position)
-            if type(old).pruned_fields:  # (an old row with nothing to prune is no matter)
-                blocked.add(stream)
-                rows.pop(stream, None)
-            continue
-        new = summary(codec, row.type, row.type_version, row.data, row.position)
-        if new is not None:
-            size = len(row.data.encode() if isinstance(row.data, str) else row.data)
-            rows.setdefault(stream, []).append((row.position, new, size))
-    for stream, found in rows.items():
-        i = covered[stream]
-        if parse_timestamp(last[stream]) > now - timedelta(days=policies[i].keep_days):
-            continue  # not due yet
-        p = result.policies[i]
-        p.works += 1
-        p.events += len(found)
-        p.bytes_before += sum(size for _, _, size in found)
-        p.bytes_after += sum(len(new) for _, new, _ in found)
-        result.rows.setdefault(p.policy, []).extend(found)
-        result.work_ids.setdefault(p.policy, []).append(stream[5:])
-    for name, found in result.rows.items():
-        found.sort()
-        result.work_ids[name].sort()
-    return result
-
-
-def _fired(store: EventStore) -> dict[str, set[str]]:
-    """Which schedules fired each Work (from the schedule streams' own index)."""
-    found: dict[str, set[str]] = {}
-    after = 0
-    while batch := store.read_prefix("schedule/", after=after, limit=5000):
-        for r in batch:
-            if isinstance(r.event, ScheduleFired):
-                found.setdefault(r.event.work_id, set()).add(r.event.name)
-        after = batch[-1].position
-    return found
 
 
 def ranges(positions: Iterable[int]) -> list[list[int]]:
@@ -311,6 +198,7 @@ def run(
             summary_bytes=p.bytes_after,
             works=p.works,
             work_ids=todo.work_ids.get(p.policy, []),
+            partial=todo.partial.get(p.policy, []),
         )
         appended = store.append(
             [NewEvent(STREAM, event, f"retention/pruned/{checkpoint.position}")]

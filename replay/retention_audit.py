@@ -127,7 +127,8 @@ def notes(
     found = []
     for prune in prunes_of(store):
         event = prune.event
-        if work_id is not None and work_id not in event.work_ids:
+        named = work_id in event.work_ids or any(p.work_id == work_id for p in event.partial)
+        if work_id is not None and not named:
             continue
         first = min(a for a, _ in event.ranges)
         last = max(b for _, b in event.ranges)

@@ -69,6 +69,7 @@ from rota.domain.events.recovery import (
 )
 from rota.domain.events.retention import (
     RETENTION_EVENTS,
+    PartialPrune,
     RetentionConfigured,
     RetentionPolicy,
     RetentionPruned,
@@ -206,6 +207,7 @@ __all__ = [
     "LeaseReleased",
     "LeaseRenewed",
     "ManualRetry",
+    "PartialPrune",
     "RateTaken",
     "RecoveryPersisted",
     "RetentionConfigured",

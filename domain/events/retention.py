@@ -28,6 +28,16 @@ class RetentionPolicy(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     keep: str = "summary"
 
 
+class PartialPrune(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """The part of a Work that goes on (a standing Work) a prune summarized: the outcome and
+    recovery rows of its ended `attempts`, and the input rows at `inputs` (positions) that
+    only those attempts consumed."""
+
+    work_id: str
+    attempts: list[int]
+    inputs: list[int] = msgspec.field(default_factory=list)
+
+
 class RetentionConfigured(Event, tag="core.retention.configured", frozen=True, kw_only=True):
     """The retention policies in force changed (written when the configuration's differ
     from the last recorded ones), so a replay knows the policy a prune applied."""
@@ -42,7 +52,8 @@ class RetentionPruned(Event, tag="core.retention.pruned", frozen=True, kw_only=T
     are being replaced by their summaries under `policy`. Written after a checkpoint of
     `tree_size` events whose Merkle root is `root` (hex) and after the original events were
     archived to `archive` (a file name) with SHA-256 `archive_digest`; `events` rows and
-    `bytes` of payload become `summary_bytes`, in the Works `work_ids`. The rewrite that follows is
+    `bytes` of payload become `summary_bytes`, in the ended Works `work_ids` (all their
+    events) and the old attempts of the Works in `partial`. The rewrite that follows is
     the only in-place change rota makes to its log; a crash in it resumes at the next run."""
 
     stream_pattern: ClassVar[str] = "retention"
@@ -59,6 +70,7 @@ class RetentionPruned(Event, tag="core.retention.pruned", frozen=True, kw_only=T
     summary_bytes: int = 0
     works: int = 0
     work_ids: list[str] = msgspec.field(default_factory=list)
+    partial: list[PartialPrune] = msgspec.field(default_factory=list)
 
 
 RETENTION_EVENTS = (RetentionConfigured, RetentionPruned)

@@ -295,3 +295,40 @@ def test_a_schedule_policy_covers_only_the_works_it_fired(tmp_path: Path) -> Non
     assert planned.work_ids["fires"] == fired and planned.policies[0].works == 1
     other = RetentionPolicy(name="none", keep_days=1, schedule="other")
     assert retention.plan(store, [other], LATER).events == 0
+
+
+def test_a_standing_work_loses_only_its_old_attempts(tmp_path: Path) -> None:
+    from rota.replay.doctor import doctor
+
+    path = tmp_path / "rota.db"
+    with rota.open(path, config={}) as scheduler:
+        scheduler.register("greet", lambda ctx: {"pad": "p" * 3000})
+        scheduler.schedule("tick", binding="greet", every="5m")
+        for key in ("k1", "k2", "k3"):
+            scheduler.schedules.trigger_now("tick", key=key, actor="me")
+            scheduler.run_until_idle(timeout=60)
+        (work_id,) = [w.id for w in scheduler.works()]
+    store = open_store(str(path))
+    before = _states(store)
+    assert len(before[work_id][1]) == 3
+    policy = RetentionPolicy(name="fires", keep_days=1, schedule="tick")
+    planned = retention.plan(store, [policy], LATER)
+    (part,) = planned.partial["fires"]
+    assert part.work_id == work_id and part.attempts == [1, 2]
+    assert planned.work_ids["fires"] == []
+    done = retention.run(store, [policy], LATER, tmp_path / "archive")
+    assert done.events == planned.events > 0
+    report = verify_chain(store)
+    assert report.ok and report.pruned == planned.events
+    head = store.head().position
+    assert _states(store, head) == before
+    scheduler_now, _ = folded(store)
+    attempts = scheduler_now.works[work_id].attempts
+    assert [a.data is None for a in attempts] == [True, True, False]  # the last is whole
+    assert retention.plan(store, [policy], LATER).events == 0  # nothing left to take
+    store.close()
+    with rota.open(path, config={}) as scheduler:  # applies the prune to the projections
+        scheduler.run_until_idle(timeout=60)
+    checks = {c.name: c for c in doctor(str(path)).checks}
+    assert checks["projection_drift"].status == "ok", checks["projection_drift"].detail
+    assert checks["hash_chain"].status == "ok"
