@@ -35,6 +35,7 @@ import msgspec
 
 from rota.application.ports import EventStore, NewEvent, RawRecord
 from rota.domain.events import (
+    PartialPrune,
     RetentionConfigured,
     RetentionPolicy,
     RetentionPruned,
@@ -50,6 +51,8 @@ from rota.replay.retention_audit import STREAM, Prune, prunes_of
 from rota.replay.retention_plan import Plan, PolicyPlan, covers, plan
 
 BATCH = 500
+MAX_EVENTS = 50_000  # rows rewritten under one prune event (one archive file)
+Group = tuple[str, PartialPrune | None, list[tuple[int, bytes, int]]]
 VACUUM_STEP = 256  # pages given back per short write transaction
 ARCHIVE_FORMAT = "rota-archive/1"
 
@@ -163,8 +166,11 @@ def run(
     codec: Codec = DEFAULT_CODEC,
     fault: Callable[[str], None] | None = None,
     reclaim_steps: int = 64,
+    max_events: int = MAX_EVENTS,
 ) -> PruneResult:
-    """Prune what is due now (see the module docstring for the order of steps)."""
+    """Prune what is due now (see the module docstring for the order of steps): one prune
+    per policy, or several when its Works hold more than `max_events` rows to rewrite (a
+    Work is never split between prunes), each with its own checkpoint and archive."""
     record_policies(store, policies)
     resumed = resume(store, codec)
     todo = plan(store, policies, now, codec)
@@ -173,44 +179,60 @@ def run(
     events = freed = 0
     directory = Path(archive_dir)
     for p in todo.policies:
-        rows = todo.rows.get(p.policy)
-        if not rows:
-            continue
-        checkpointer = Checkpointer(
-            store, checkpoint_dir or directory / "checkpoints", key_path=key_path
-        )
-        checkpoint = checkpointer.write()
-        if fault is not None:
-            fault("checkpoint")
-        positions = [position for position, _, _ in rows]
-        name, digest = write_archive(store, directory, checkpoint, p.policy, positions)
-        if fault is not None:
-            fault("archive")
-        event = RetentionPruned(
-            policy=p.policy,
-            ranges=ranges(positions),
-            tree_size=checkpoint.position,
-            root=checkpoint.root or "",
-            archive=name,
-            archive_digest=digest,
-            events=p.events,
-            bytes=p.bytes_before,
-            summary_bytes=p.bytes_after,
-            works=p.works,
-            work_ids=todo.work_ids.get(p.policy, []),
-            partial=todo.partial.get(p.policy, []),
-        )
-        appended = store.append(
-            [NewEvent(STREAM, event, f"retention/pruned/{checkpoint.position}")]
-        )
-        recorded.append(appended.recorded[0].position)
-        archives.append(name)
-        if fault is not None:
-            fault("recorded")
-        events += _rewrite(store, [(position, new) for position, new, _ in rows], fault)
-        freed += p.bytes_freed
+        for chunk in _chunks(todo.groups.get(p.policy, []), max_events):
+            rows = sorted(row for _, _, found in chunk for row in found)
+            checkpointer = Checkpointer(
+                store, checkpoint_dir or directory / "checkpoints", key_path=key_path
+            )
+            checkpoint = checkpointer.write()
+            if fault is not None:
+                fault("checkpoint")
+            positions = [position for position, _, _ in rows]
+            name, digest = write_archive(store, directory, checkpoint, p.policy, positions)
+            if fault is not None:
+                fault("archive")
+            before = sum(size for _, _, size in rows)
+            after = sum(len(new) for _, new, _ in rows)
+            event = RetentionPruned(
+                policy=p.policy,
+                ranges=ranges(positions),
+                tree_size=checkpoint.position,
+                root=checkpoint.root or "",
+                archive=name,
+                archive_digest=digest,
+                events=len(rows),
+                bytes=before,
+                summary_bytes=after,
+                works=len(chunk),
+                work_ids=sorted(work for work, part, _ in chunk if part is None),
+                partial=[part for _, part, _ in chunk if part is not None],
+            )
+            appended = store.append(
+                [NewEvent(STREAM, event, f"retention/pruned/{checkpoint.position}")]
+            )
+            recorded.append(appended.recorded[0].position)
+            archives.append(name)
+            if fault is not None:
+                fault("recorded")
+            events += _rewrite(store, [(position, new) for position, new, _ in rows], fault)
+            freed += before - after
     reclaimed = reclaim(store, reclaim_steps) if recorded or resumed else 0
     return PruneResult(recorded, events, freed, resumed, reclaimed, archives)
+
+
+def _chunks(groups: Sequence[Group], most: int) -> Iterable[list[Group]]:
+    """Whole Works' shares, in log order, in chunks of at most `most` rows (a Work with
+    more is a chunk of its own)."""
+    chunk: list[Group] = []
+    size = 0
+    for group in groups:
+        if chunk and size + len(group[2]) > most:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(group)
+        size += len(group[2])
+    if chunk:
+        yield chunk
 
 
 def record_policies(store: EventStore, policies: Sequence[RetentionPolicy]) -> bool:

@@ -54,6 +54,10 @@ class Plan(msgspec.Struct):
     rows: dict[str, list[tuple[int, bytes, int]]] = msgspec.field(default_factory=dict)
     work_ids: dict[str, list[str]] = msgspec.field(default_factory=dict)
     partial: dict[str, list[PartialPrune]] = msgspec.field(default_factory=dict)
+    # Per policy, each Work's share in log order: (Work id, its part when it goes on, rows).
+    groups: dict[str, list[tuple[str, PartialPrune | None, list[tuple[int, bytes, int]]]]] = (
+        msgspec.field(default_factory=dict)
+    )
 
     @property
     def events(self) -> int:
@@ -138,15 +142,19 @@ def plan(
         p.bytes_before += sum(size for _, _, size in found)
         p.bytes_after += sum(len(new) for _, new, _ in found)
         result.rows.setdefault(p.policy, []).extend(found)
+        share = None
         if part is None:
             result.work_ids.setdefault(p.policy, []).append(stream[5:])
         else:
-            result.partial.setdefault(p.policy, []).append(
-                PartialPrune(work_id=stream[5:], attempts=sorted(part[0]), inputs=sorted(part[1]))
+            share = PartialPrune(
+                work_id=stream[5:], attempts=sorted(part[0]), inputs=sorted(part[1])
             )
+            result.partial.setdefault(p.policy, []).append(share)
+        result.groups.setdefault(p.policy, []).append((stream[5:], share, found))
     for name, found in result.rows.items():
         found.sort()
         result.work_ids.setdefault(name, []).sort()
+        result.groups[name].sort(key=lambda group: group[2][0][0])
     return result
 
 

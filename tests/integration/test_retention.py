@@ -332,3 +332,16 @@ def test_a_standing_work_loses_only_its_old_attempts(tmp_path: Path) -> None:
     checks = {c.name: c for c in doctor(str(path)).checks}
     assert checks["projection_drift"].status == "ok", checks["projection_drift"].detail
     assert checks["hash_chain"].status == "ok"
+
+
+def test_a_large_prune_is_split_into_chunks_of_whole_works(source: Path, tmp_path: Path) -> None:
+    store = open_store(str(_copy(source, tmp_path)))
+    planned = retention.plan(store, [POLICY], LATER)
+    done = retention.run(store, [POLICY], LATER, tmp_path / "archive", max_events=3)
+    assert len(done.prunes) > 1 and len(done.archives) == len(done.prunes)
+    assert done.events == planned.events
+    report = verify_chain(store)
+    assert report.ok and report.prunes == len(done.prunes)
+    assert report.pruned == planned.events
+    named = [w for r in retention.prunes_of(store) for w in r.event.work_ids]
+    assert sorted(named) == planned.work_ids["terminal-payloads"]  # each Work once
