@@ -128,25 +128,22 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     from rota.replay.retention import reclaim
 
     with open_log(args) as store:
-        space = store.storage()
-        if space is None:
+        space, path = store.storage(), store.path
+    if space is None or path is None:
+        if args.json:
+            print_json({"vacuum": None, "given_back_pages": 0})
+        else:
             print("this store has no file to shrink (PostgreSQL reuses freed space itself)")
-            return 0
-        if args.enable and space.vacuum != "incremental":
-            from rota.infrastructure.sqlite.pruning import enable_on_path
+        return 0
+    if args.enable and space.vacuum != "incremental":
+        # A SQLite-only operation on the file itself (the store is closed meanwhile).
+        from rota.infrastructure.sqlite.pruning import enable_on_path
 
-            store.close()
-            assert store.path is not None
-            enable_on_path(store.path)
-            with open_log(args) as again:
-                space = again.storage()
-                assert space is not None
-        given = 0
-        if space.vacuum == "incremental":
-            with open_log(args) as again:
-                given = reclaim(again, steps=1_000_000)
-                space = again.storage()
-                assert space is not None
+        enable_on_path(path)
+    with open_log(args) as store:
+        given = reclaim(store, steps=1_000_000)
+        space = store.storage()
+    assert space is not None
     if args.json:
         print_json({**msgspec.to_builtins(space), "given_back_pages": given})
     else:
