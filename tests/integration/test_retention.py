@@ -345,3 +345,33 @@ def test_a_large_prune_is_split_into_chunks_of_whole_works(source: Path, tmp_pat
     assert report.pruned == planned.events
     named = [w for r in retention.prunes_of(store) for w in r.event.work_ids]
     assert sorted(named) == planned.work_ids["terminal-payloads"]  # each Work once
+
+
+def test_postgres_tampering_is_told_from_pruning(source: Path, tmp_path: Path) -> None:
+    from postgres import admin_execute
+
+    rows = list(iter_raw(open_store(str(source), create=False)))
+    with temporary_schema() as schema:
+        store = open_store(schema_url(schema))
+        store.append_raw(rows)
+        retention.run(store, [POLICY], LATER, tmp_path / "archive")
+        assert verify_chain(store).ok
+        pruned = _pruned_positions(store)
+        whole = next(r for r in iter_raw(store) if not is_pruned(r.data) and r.stream == "work/w0")
+        assert isinstance(whole.data, str)
+        fake = '{"$pruned":true,' + whole.data[1:]
+        admin_execute(
+            f'UPDATE "{schema}".events SET data = %s WHERE position = %s', (fake, whole.position)
+        )
+        report = verify_chain(store)
+        assert not report.ok and report.first_bad_position == whole.position
+        admin_execute(
+            f'UPDATE "{schema}".events SET data = %s WHERE position = %s',
+            (whole.data, whole.position),
+        )
+        assert verify_chain(store).ok
+        admin_execute(
+            f'UPDATE "{schema}".events SET hash = %s WHERE position = %s', ("0" * 64, pruned[0])
+        )
+        assert not verify_chain(store).ok
+        store.close()
