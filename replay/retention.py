@@ -40,6 +40,7 @@ from rota.domain.events import (
     RetentionPolicy,
     RetentionPruned,
 )
+from rota.infrastructure import merkle
 from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
@@ -134,6 +135,9 @@ def write_archive(
         "checkpoint": checkpoint.note(),
     }
     digest = hashlib.sha256()
+    # One tree for every path: its memo keeps the subtrees neighbouring events share (a
+    # path each through `store.inclusion_path` recomputed them: 0.85 ms an event).
+    tree = merkle.Tree(_Source(store), checkpoint.position)
     with atomic_write(directory / name, mode=0o600, sync_directory=True) as out:
 
         def emit(line: bytes) -> None:
@@ -146,13 +150,31 @@ def write_archive(
             if row.position - 1 != last[0]:
                 (before,) = store.read_raw(row.position - 2, 1)
                 last = (before.position, before.hash)
-            path = store.inclusion_path(row.position, checkpoint.position)
+            path = tree.inclusion_path(row.position - 1)
             line = msgspec.to_builtins(_line(row))
             line["previous_hash"] = last[1]
             line["path"] = [p.hex() for p in path]
             emit(msgspec.json.encode(line) + b"\n")
             last = (row.position, row.hash)
     return name, digest.hexdigest()
+
+
+class _Source:
+    """A store's rows and stored tree nodes, read through the port (`merkle.NodeSource`)."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+
+    def leaves(self, start: int, end: int) -> list[str]:
+        return [r.hash for r in self.store.read_raw(start, end - start)]
+
+    def nodes(self, keys: Sequence[merkle.Key]) -> dict[merkle.Key, bytes]:
+        found = {}
+        for level, index in keys:
+            got = self.store.tree_nodes(level, index - 1, 1)
+            if got and got[0][0] == index:
+                found[(level, index)] = got[0][1]
+        return found
 
 
 def run(
