@@ -155,6 +155,11 @@ def _line(record: RawRecord) -> ExportLine:
     )
 
 
+def export_line(record: RawRecord) -> ExportLine:
+    """A stored row as its export line (what a prune's archive writes too)."""
+    return _line(record)
+
+
 def export_to_file(
     store: EventStore,
     path: str | os.PathLike[str],

@@ -47,7 +47,7 @@ from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 from rota.infrastructure.retention_summary import is_pruned, summary
 from rota.replay.audit import iter_raw
 from rota.replay.checkpoint import Checkpoint, Checkpointer
-from rota.replay.export import _line
+from rota.replay.export import export_line
 from rota.replay.retention_audit import STREAM, Prune, prunes_of
 from rota.replay.retention_plan import Plan, PolicyPlan, covers, plan
 
@@ -151,7 +151,7 @@ def write_archive(
                 (before,) = store.read_raw(row.position - 2, 1)
                 last = (before.position, before.hash)
             path = tree.inclusion_path(row.position - 1)
-            line = msgspec.to_builtins(_line(row))
+            line = msgspec.to_builtins(export_line(row))
             line["previous_hash"] = last[1]
             line["path"] = [p.hex() for p in path]
             emit(msgspec.json.encode(line) + b"\n")
