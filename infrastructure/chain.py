@@ -6,6 +6,10 @@ delivery_id, recorded_at]`, a newline, then the payload bytes exactly as stored 
 text payload). The first event's previous hash is 32 zero bytes. Editing any column of any
 row, deleting or inserting a row in the middle, or reordering rows breaks every later link;
 truncating the tail is caught only against a checkpoint kept outside the store.
+
+The one exception is a payload a retention prune rewrote (`PRUNED_MARKER` opens it): its
+row keeps its hash, which its content no longer gives; `rota audit verify` judges it by the
+Merkle root the prune recorded (`rota.replay.retention_audit`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,18 @@ from rota.application.errors import PortCode, StoreError
 
 GENESIS = bytes(32)
 GENESIS_HEX = GENESIS.hex()
+# How a pruned payload opens (`rota.infrastructure.retention_summary`); every payload rota
+# writes opens `{"type":`, so no other payload does.
+PRUNED_MARKER = b'{"$pruned":true,'
+_PRUNED_TEXT = PRUNED_MARKER.decode()
+
+
+def is_pruned(data: bytes | str) -> bool:
+    """Whether a stored payload is a retention summary."""
+    if isinstance(data, str):
+        return data.startswith(_PRUNED_TEXT)
+    return bytes(data[: len(PRUNED_MARKER)]) == PRUNED_MARKER
+
 
 _header = msgspec.json.Encoder()
 _sha256 = hashlib.sha256
@@ -119,7 +135,11 @@ class StoredRow(Row, Protocol):
 def check_continuation(position: int, head_hash: str | None, rows: Sequence[StoredRow]) -> None:
     """Refuse (`import_mismatch`) rows that do not continue a log whose head is `position`
     with hash `head_hash` (None: an empty log): positions must follow on and every hash must
-    link. Stores call it before importing anything, so an import writes all or nothing."""
+    link. Stores call it before importing anything, so an import writes all or nothing.
+
+    A pruned row's hash cannot be recomputed: it is taken as stored (the next row must link
+    to it), and judged by `rota audit verify` against the prune's recorded root; `rota
+    import` verifies the whole export that way before it writes anything."""
     previous = GENESIS
     if head_hash is not None:
         try:
@@ -136,7 +156,7 @@ def check_continuation(position: int, head_hash: str | None, rows: Sequence[Stor
                 f"so the next position must be {position + 1}",
                 code=PortCode.IMPORT_MISMATCH,
             )
-        computed = link_row(previous, row)
+        computed = bytes.fromhex(row.hash) if is_pruned(row.data) else link_row(previous, row)
         if computed.hex() != row.hash:
             raise StoreError(
                 f"cannot import position {row.position}: its hash does not match its "

@@ -182,9 +182,26 @@ class RateModel(BaseModel):
 class AuditModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     checkpoint_dir: str | None = None
+    # Where `rota retention run` archives what it prunes (`--archive` overrides it). Here and
+    # not in a `[retention]` table: TOML cannot have both `[retention]` and `[[retention]]`.
+    archive_dir: str | None = None
     key: str | None = None
     every_events: int = Field(1000, ge=1)
     every_seconds: float = Field(300.0, gt=0)
+
+
+class RetentionModel(BaseModel):
+    """`[[retention]]`: a policy: the terminal Works of `scope` (or under it), `binding`
+    and/or `schedule` (fired by it) lose their payloads `keep_days` after their last event
+    (docs/operator.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")
+    keep_days: float = Field(gt=0)
+    scope: str | None = None
+    binding: str | None = None
+    schedule: str | None = None
+    keep: Literal["summary"] = "summary"
 
 
 class HttpModel(BaseModel):
@@ -229,6 +246,7 @@ class ConfigModel(BaseModel):
     historical: list[HistoricalModel] = []
     http: HttpModel = HttpModel()
     schedules: list[ScheduleModel] = []
+    retention: list[RetentionModel] = []
 
 
 __all__ = [
@@ -243,6 +261,7 @@ __all__ = [
     "KeyModel",
     "PoolLimit",
     "RateModel",
+    "RetentionModel",
     "RetryModel",
     "ScopeLimitsModel",
     "ScopeModel",

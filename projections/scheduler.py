@@ -5,10 +5,9 @@ the Works (`rota.domain.evolve`) and the indices the cadence needs (startable Wo
 holders, live leases, due timers, pool versions). It reads time only from events and never
 appends: a projection rebuilt from position 0 equals the live one (`digest()` says so).
 
-Persistence hooks (for the projection stores; rows in `scheduler_rows`): `apply` records
-the keys of the rows it changed in `dirty`, so a save writes only those; `from_rows`
-rebuilds the object, deriving every index with the fold's own `_index`. None of this takes
-part in the fold or in `digest()`.
+Persistence hooks (projection stores; rows in `scheduler_rows`): `apply` records the keys
+of the rows it changed in `dirty` (a save writes only those); `from_rows` rebuilds the
+object, deriving every index with the fold's own `_index`; neither is part of `digest()`.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from rota.domain.events.execution import AttemptClaimed, _Outcome
 from rota.domain.evolve import evolve, renew
 from rota.domain.flow import Fairness, FlowRules
 from rota.domain.flow_checks import FlowView
+from rota.domain.retention import summarize_works
 from rota.domain.state import AttemptState, WorkState
 from rota.projections import flow_index as fx
 from rota.projections.held_works import OnDemandWorks, is_quiet
@@ -235,9 +235,10 @@ class SchedulerProjection:
                 self.staged.pop(event.source, None)
                 self.dirty.add("staged")
         elif stream == "budget/notices" and isinstance(event, BudgetWarning | BudgetExceeded):
-            notice = notice_identity(event)
-            self.notified.add(notice)
+            self.notified.add(notice := notice_identity(event))
             self.dirty.add(NOTIFIED_ROW + notice)
+        elif stream == "retention":  # a prune's Works lose their payloads (`domain.retention`)
+            self.dirty.update(summarize_works(self.works, event))
 
     def _index(self, before: WorkState | None, after: WorkState) -> None:
         work_id = after.work_id
@@ -333,8 +334,7 @@ class SchedulerProjection:
         return FlowView(self.rules, self.flow.buckets, in_use, self.fair, self.flow.paused)
 
     def _ready_work(self, entry: tuple[int, str]) -> WorkState | None:
-        """The Work a ready-heap entry names, if it is still startable at that first input;
-        else None. A stale entry's Work (maybe quiet, not held) is not looked up."""
+        """The Work a ready-heap entry names if still startable there (stale: None, unread)."""
         position, work_id = entry
         if work_id not in self.startable:
             return None

@@ -27,9 +27,11 @@ from rota.application.errors import PortCode, StoreError
 from rota.application.ports import EventStore, RawRecord
 from rota.infrastructure.chain import GENESIS_HEX, link_row
 from rota.infrastructure.merkle import Builder
+from rota.infrastructure.retention_summary import is_pruned
 from rota.replay.checkpoint import Checkpoint
 from rota.replay.errors import ReplayCode
 from rota.replay.progress import ProgressFactory, silent
+from rota.replay.retention_audit import Prune, PruneCheck, prunes_of
 from rota.replay.tree_check import TreeCheck
 
 Checkpoints = Checkpoint | Iterable[Checkpoint] | None
@@ -60,6 +62,9 @@ class ChainReport(msgspec.Struct, frozen=True):
     tree_reason: str | None = None
     tree_first: int | None = None
     tree_last: int | None = None
+    pruned: int = 0
+    prunes: int = 0
+    pruned_summary: str | None = None
 
 
 def iter_raw(store: EventStore, page: int = 5000, after: int = 0) -> Iterator[RawRecord]:
@@ -82,13 +87,17 @@ def verify_records(
     checkpoint: Checkpoints = None,
     store_id: str | None = None,
     tree: TreeCheck | None = None,
+    prunes: list[Prune] | None = None,
 ) -> ChainReport:
     """Verify rows that start at position `after + 1`, chained to `previous_hash`.
 
     `after` > 0 verifies a part of a log (an export `--from N`): a stream's first version in
     that part cannot be checked against the rows before it, only its continuity after.
     Checkpoints are compared with the rows (their `store_id` with `store_id`, if given).
+    `prunes` are the log's recorded prunes: a pruned row is judged by them
+    (`retention_audit`), not by its link.
     """
+    pruning = PruneCheck(prunes or [], roots=not after)
     wanted = _normalize(checkpoint)
     watch = {c.position for c in wanted}
     seen: dict[int, str] = {after: previous_hash}
@@ -112,7 +121,12 @@ def verify_records(
                 )
             report = _bad(checked, expected_position - 1, previous, expected_position, why)
             break
-        computed = link_row(previous, record)
+        pruned = is_pruned(record.data)
+        why_pruned = pruning.pruned_row(record.position) if pruned else None
+        if why_pruned is not None:
+            report = _bad(checked, record.position - 1, previous, record.position, why_pruned)
+            break
+        computed = bytes.fromhex(record.hash) if pruned else link_row(previous, record)
         if computed.hex() != record.hash:
             report = _bad(
                 checked,
@@ -140,6 +154,10 @@ def verify_records(
             )
             break
         stream_versions[record.stream] = record.version
+        why_root = pruning.add(record.position, record.hash)
+        if why_root is not None:
+            report = _bad(checked, record.position - 1, previous, record.position, why_root)
+            break
         if tree is not None:
             tree.add(record.hash)
         elif rooted is not None:
@@ -155,7 +173,13 @@ def verify_records(
             progress(checked)
     if report is None:
         report = ChainReport(True, checked, expected_position - 1, previous.hex())
-    report = msgspec.structs.replace(report, from_position=after)
+    report = msgspec.structs.replace(
+        report,
+        from_position=after,
+        pruned=pruning.pruned,
+        prunes=len(pruning.prunes),
+        pruned_summary=pruning.summary(),
+    )
     if wanted:
         report = judge(report, wanted, seen, store_id, roots)
     return report if tree is None else _judge_tree(report, tree)
@@ -176,6 +200,7 @@ def verify_chain(
         checkpoint=wanted,
         store_id=store_id,
         tree=TreeCheck(store),
+        prunes=prunes_of(store),
     )
 
 

@@ -15,7 +15,8 @@ decoded, against a replay of the log to the projection's position), `projection_
 expired by the store's clock more than one lease ago), `overdue_timers` (warn: retry
 timers due more than a minute ago), `capacity` (each pool's running attempts against its
 limit and the Work the limit holds back; warn when over), `budgets`, `crash_loop` and
-`recovery_exhausted` (warn: held Work with the reason), then the schedule checks of
+`recovery_exhausted` (warn: held Work with the reason), `retention_overdue` (warn:
+payloads over a day past a `[[retention]]` policy: `retention_checks`), then the schedule checks of
 `schedule_checks`:
 `schedule_accounting` (every nominal time fired or skipped exactly once),
 `schedule_drift` (the schedules projection agrees with that walk) and
@@ -47,7 +48,7 @@ import contextlib
 import itertools
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ import msgspec
 
 from rota.application.errors import StoreError
 from rota.application.ports import Clock, EventStore, ProjectionStore
+from rota.domain.events import RetentionPolicy
 from rota.domain.policy import Binding, Settings
 from rota.infrastructure.backend import Backend
 from rota.infrastructure.projection_stores import open_projection_store
@@ -75,6 +77,7 @@ from rota.replay.projection_checks import (
 )
 from rota.replay.read_only import ReadOnlyLog, ReadOnlyProjections, fingerprint, quiescent
 from rota.replay.rebuild import fold
+from rota.replay.retention_checks import check_retention
 from rota.replay.row_streams import SchedulerReading, opened, read_scheduler
 from rota.replay.schedule_checks import SCHEDULE_CHECKS, schedule_checks
 from rota.replay.side_by_side import ChildFoldError, fold_side_by_side
@@ -124,6 +127,7 @@ STATE_CHECKS = (
     "budgets",
     "crash_loop",
     "recovery_exhausted",
+    "retention_overdue",
     *SCHEDULE_CHECKS,
 )
 READ_ERRORS = (apsw.Error, StoreError, msgspec.MsgspecError, KeyError, ValueError)
@@ -272,6 +276,7 @@ def examine(
     bindings: Mapping[str, Binding],
     lag_threshold: int = LAG_WARN,
     progress: ProgressFactory = silent,
+    retention: Sequence[RetentionPolicy] = (),
 ) -> DoctorReport:
     """Every check on an opened (read-only) log of the store `store` opens (whose
     `check_integrity` is `log_integrity`); see the module docstring."""
@@ -312,6 +317,7 @@ def examine(
     checks.append(check_holds(state, "budget", "budgets", BUDGET_ADVICE))
     checks.append(check_holds(state, "crash_loop", "crash_loop", CRASH_LOOP_ADVICE))
     checks.append(check_holds(state, "recovery_exhausted", "recovery_exhausted", RECOVERY_ADVICE))
+    checks.append(guarded("retention_overdue", lambda: check_retention(log, retention, now)))
     try:
         checks.extend(schedule_checks(log, state.works))
     except READ_ERRORS as exc:
@@ -330,6 +336,7 @@ def doctor(
     clock: Clock | None = None,
     lag_threshold: int = LAG_WARN,
     progress: ProgressFactory = silent,
+    retention: Sequence[RetentionPolicy] = (),
 ) -> DoctorReport:
     """The doctor's report on the store `url` names (read-only; see the module docstring);
     `progress` makes the bars of its long steps (the hash chain, the replay)."""
@@ -339,6 +346,7 @@ def doctor(
         "bindings": bindings or {},
         "lag_threshold": lag_threshold,
         "progress": progress,
+        "retention": retention,
     }
     found = backend(url)
     path = found.log_file

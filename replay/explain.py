@@ -32,6 +32,7 @@ from rota.domain.recovery import failed_recoveries
 from rota.domain.state import WorkState
 from rota.projections.history import HistoryProjection
 from rota.projections.records import AttemptHistory, WorkHistory
+from rota.replay.retention_audit import notes as retention_notes
 
 
 class Statement(msgspec.Struct, frozen=True):
@@ -133,6 +134,8 @@ def explain(
         say(Statement("idle", "idle: no pending input", inputs))
     for attempt in attempts:
         say(_attempt_line(attempt))
+    for note in retention_notes(store, work_id):
+        say(Statement("pruned", note.text, [note.position]))
     return Explanation(work_id, state, head, says)
 
 

@@ -27,7 +27,7 @@ import base64
 import binascii
 import os
 from collections.abc import Iterator
-from typing import BinaryIO, Literal
+from typing import TYPE_CHECKING, BinaryIO, Literal
 
 import msgspec
 
@@ -37,6 +37,7 @@ from rota.domain.errors import RotaError
 from rota.infrastructure.atomic_file import atomic_write
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.config import EntryCode
+from rota.infrastructure.retention_summary import is_pruned
 from rota.infrastructure.stores import redact_url
 from rota.replay.audit import (
     ChainReport,
@@ -48,6 +49,10 @@ from rota.replay.audit import (
 from rota.replay.checkpoint import HASH_RE
 from rota.replay.errors import ReplayCode
 from rota.replay.progress import ProgressFactory, silent
+from rota.replay.retention_audit import Prune, prunes_in
+
+if TYPE_CHECKING:
+    from rota.replay.retention_archive import Archive
 
 EXPORT_VERSION = 1
 MAX_LINE = 1 << 20
@@ -101,8 +106,12 @@ def export(
     *,
     after: int = 0,
     progress: ProgressFactory = silent,
+    archive: Archive | None = None,
 ) -> ExportHeader:
-    """Write the events after position `after` (up to the head now) as JSON lines."""
+    """Write the events after position `after` (up to the head now) as JSON lines.
+
+    A row a retention prune rewrote is written as stored (its summary, marked `$pruned`),
+    unless `archive` holds its original, whose hash is checked (`retention_archive`)."""
     head = store.head()
     if after < 0 or after > head.position:
         raise RotaError(
@@ -118,7 +127,11 @@ def export(
         for record in bar.track(iter_raw(store, after=after)):
             if record.position > head.position:
                 break
-            out.write(_encoder.encode(_line(record)) + b"\n")
+            row = record
+            if archive is not None and is_pruned(record.data):
+                row = archive.restore(previous, record) or record
+            out.write(_encoder.encode(_line(row)) + b"\n")
+            previous = record.hash
     return header
 
 
@@ -142,16 +155,22 @@ def _line(record: RawRecord) -> ExportLine:
     )
 
 
+def export_line(record: RawRecord) -> ExportLine:
+    """A stored row as its export line (what a prune's archive writes too)."""
+    return _line(record)
+
+
 def export_to_file(
     store: EventStore,
     path: str | os.PathLike[str],
     *,
     after: int = 0,
     progress: ProgressFactory = silent,
+    archive: Archive | None = None,
 ) -> ExportHeader:
     """Export into a file, atomically (a tmp file renamed into place once complete)."""
     with atomic_write(path) as out:
-        header = export(store, out, after=after, progress=progress)
+        header = export(store, out, after=after, progress=progress, archive=archive)
     return header
 
 
@@ -249,6 +268,7 @@ def verify_export(
         except ExportError as exc:
             return ChainReport(False, 0, 0, GENESIS_HEX, None, str(exc))
         failure: list[ExportError] = []
+        prunes = _prunes(path)
 
         def rows() -> Iterator[RawRecord]:
             try:
@@ -263,6 +283,7 @@ def verify_export(
                 previous_hash=header.previous_hash,
                 checkpoint=checkpoint,
                 store_id=header.store_id,
+                prunes=prunes,
             )
     if failure:  # the rows before the bad line were fine, or the chain would have stopped
         error = failure[0]
@@ -285,6 +306,19 @@ def verify_export(
             reason="the chain's head hash is not the header's head_hash: the header was edited",
         )
     return report
+
+
+def _prunes(path: str | os.PathLike[str]) -> list[Prune]:
+    """The prunes an export records (a first pass over the file; none if it is unreadable:
+    the verifying pass then names the bad line). Only a regular file is read twice: a pipe
+    (an import fed through a FIFO) has no prunes read ahead, so a pruned row in it fails."""
+    if not os.path.isfile(path):
+        return []
+    with open_export(path) as src:
+        try:
+            return prunes_in(read_records(src, read_header(src)))
+        except (ExportError, RotaError):
+            return []
 
 
 def import_export(

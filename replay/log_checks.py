@@ -49,7 +49,8 @@ def check_chain(log: EventStore, progress: ProgressFactory = silent) -> Check:
         return Check("hash_chain", "fail", detail, RESUME_IMPORT)
     if report.ok:
         detail = f"{report.checked} events chained, head {report.head_position} "
-        return Check("hash_chain", "ok", detail + report.head_hash[:16])
+        pruned = f"; {report.pruned_summary}" if report.pruned_summary else ""
+        return Check("hash_chain", "ok", detail + report.head_hash[:16] + pruned)
     if report.first_bad_position is None and report.tree_ok is False:
         return Check("hash_chain", "fail", str(report.tree_reason), TREE_DAMAGED)
     detail = f"first bad position {report.first_bad_position}: {report.reason}"

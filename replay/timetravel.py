@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from rota.application.ports import EventStore
 from rota.application.queries.work_views import json_value, work_view
 from rota.application.timestamps import format_timestamp, parse_timestamp
@@ -22,6 +24,7 @@ from rota.projections import BudgetsProjection, CapacityProjection, HoldsProject
 from rota.replay.audit import iter_raw
 from rota.replay.errors import ReplayCode
 from rota.replay.rebuild import folded
+from rota.replay.retention_audit import notes as retention_notes
 
 
 def position_at(store: EventStore, when: datetime) -> tuple[int, str | None]:
@@ -95,6 +98,8 @@ def state_at(
         "capacity": capacity,
         "holds": HoldsProjection(scheduler).view(),
         "budgets": BudgetsProjection(scheduler).view(),
+        # Prunes that rewrote rows up to here: their Works' inputs and results read as null.
+        "pruned": [msgspec.to_builtins(n) for n in retention_notes(store, upto=position)],
     }
 
 

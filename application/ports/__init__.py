@@ -58,6 +58,7 @@ from rota.application.ports.records import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    StoreSpace,
     TreeHead,
 )
 
@@ -85,6 +86,7 @@ __all__ = [
     "Recovery",
     "StartHold",
     "StopEvidence",
+    "StoreSpace",
     "TraceContext",
     "TreeHead",
     "WaitCheck",

@@ -49,6 +49,7 @@ from rota.application.ports.records import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    StoreSpace,
     TreeHead,
 )
 
@@ -150,6 +151,22 @@ class EventStore(abc.ABC):
         record new decisions (use `append`).
         """
         raise NotImplementedError(f"{type(self).__name__} cannot import raw rows yet")
+
+    def rewrite_payloads(self, rows: Sequence[tuple[int, bytes]]) -> int:
+        """Replace the stored payload of each `(position, payload)`, keeping every other
+        column (the hash included), in one transaction; returns the rows changed.
+
+        The only in-place change rota ever makes to its log: a retention prune, after its
+        `core.retention.pruned` event is recorded, puts each event's summary in place of
+        its payload (`rota.replay.retention`). Never use it for anything else: `rota audit
+        verify` accepts a rewritten row only inside a recorded prune's range."""
+        raise NotImplementedError(f"{type(self).__name__} cannot prune payloads")
+
+    def storage(self, reclaim: int = 0) -> StoreSpace | None:
+        """The log file's pages; with `reclaim` > 0, first give back at most that many free
+        pages to the file system, in one short write (SQLite's incremental vacuum). None: a
+        store with no file to shrink (memory; PostgreSQL reuses space itself)."""
+        return None
 
     def tree_head(self, size: int | None = None) -> TreeHead:
         """The Merkle tree's root over the first `size` events (None: the head)."""

@@ -74,6 +74,16 @@ class TreeHead(msgspec.Struct, frozen=True):
     root: bytes
 
 
+class StoreSpace(msgspec.Struct, frozen=True):
+    """A store file's pages: `page_size` bytes each, `pages` in all, `free` of them on the
+    freelist (space a prune freed, not yet given back), and its `vacuum` mode."""
+
+    page_size: int
+    pages: int
+    free: int
+    vacuum: str
+
+
 class AppendResult(msgspec.Struct, frozen=True):
     """What an append recorded: one entry per event given, in order; `written` new ones."""
 

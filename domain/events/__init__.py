@@ -67,6 +67,13 @@ from rota.domain.events.recovery import (
     HoldReleased,
     WorkHeld,
 )
+from rota.domain.events.retention import (
+    RETENTION_EVENTS,
+    PartialPrune,
+    RetentionConfigured,
+    RetentionPolicy,
+    RetentionPruned,
+)
 from rota.domain.events.retry import ManualRetry, RetryArmed, RetryFired, RetryRequested
 from rota.domain.events.schedule import (
     SCHEDULE_EVENTS,
@@ -147,12 +154,14 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     BindingServed,
     *FLOW_EVENTS,
     WorkForgotten,
+    *RETENTION_EVENTS,
 )
 
 __all__ = [
     "ALL_EVENTS",
     "FLOW_EVENTS",
     "OUTCOMES",
+    "RETENTION_EVENTS",
     "AttemptAdopted",
     "AttemptClaimed",
     "AttemptCompleted",
@@ -199,8 +208,12 @@ __all__ = [
     "LeaseReleased",
     "LeaseRenewed",
     "ManualRetry",
+    "PartialPrune",
     "RateTaken",
     "RecoveryPersisted",
+    "RetentionConfigured",
+    "RetentionPolicy",
+    "RetentionPruned",
     "RetryArmed",
     "RetryFired",
     "RetryRequested",

@@ -32,6 +32,11 @@ class Event(
     # to, and the pattern of its delivery identity when it has one.
     stream_pattern: ClassVar[str] = ""
     delivery_pattern: ClassVar[str | None] = None
+    # The fields a retention prune blanks (to their neutral value: None, or the field's
+    # default) when it replaces a stored payload by the event's summary: inputs, results,
+    # opaque metadata. Everything else (ids, states, outcomes) is kept, so the folds give
+    # the same Work states from a summary (`rota.infrastructure.retention_summary`).
+    pruned_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def tag(cls) -> str:

@@ -80,3 +80,5 @@ class ControlSettled(Event, tag="core.control.settled", frozen=True, kw_only=Tru
     token: str
     outcome: Settlement
     detail: Any = None
+
+    pruned_fields: ClassVar[tuple[str, ...]] = ("detail",)

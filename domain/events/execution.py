@@ -133,6 +133,8 @@ class RecoveryPersisted(Event, tag="core.execution.recovery_persisted", frozen=T
     epoch: int
     metadata: Any
 
+    pruned_fields: ClassVar[tuple[str, ...]] = ("metadata",)
+
 
 class LeaseRenewed(Event, tag="core.execution.renewed", frozen=True, kw_only=True):
     """The attempt's lease was renewed; the expiry never moves earlier (clock steps back)."""
@@ -160,6 +162,7 @@ class _Outcome(Event, frozen=True, kw_only=True):
     stream_pattern: ClassVar[str] = "work/<work>"
     # The attempt outcome this event records, as work show and the history name it.
     outcome_name: ClassVar[str] = "ended"
+    pruned_fields: ClassVar[tuple[str, ...]] = ("data",)
 
     work_id: str
     attempt: int

@@ -156,6 +156,8 @@ class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True)
     payload: Any = None
     correlation_key: str | None = None
 
+    pruned_fields: ClassVar[tuple[str, ...]] = ("payload",)
+
 
 class BindingServed(Event, tag="core.binding.served", frozen=True, kw_only=True):
     """A scheduler that runs Work (`rota run`, `Scheduler.run`) had an executor for

@@ -220,6 +220,18 @@ class PostgresStore(EventStore):
         `appends` (under the head lock, in one transaction)."""
         self._appends.append_raw(records)
 
+    def rewrite_payloads(self, rows: Sequence[tuple[int, bytes]]) -> int:
+        update = (
+            f'UPDATE "{self.schema}".events SET data = %s, data_bytes = NULL WHERE position = %s'
+        )
+        params = [(payload.decode(), position) for position, payload in rows]
+
+        def body(tx: Tx) -> int:
+            tx.cursor.executemany(update, params)
+            return len(params)
+
+        return self.write(body)
+
     # -- reading ---------------------------------------------------------------------
 
     def read(self, after: int = 0, limit: int = 1000) -> list[RecordedEvent]:

@@ -9,17 +9,14 @@ Durability setting (`synchronous`):
 - `full` (default): a commit that returned survives a power cut. SQLite commits on NORMAL
   and the WAL is synced after the write lock is let go (`sqlite.durability`): one sync
   covers every commit made before it, and a caller inside `deferring()` syncs later.
-- `normal`: faster; a power cut or OS crash may lose the last acknowledged commits (a process
-  crash does not). Only a checkpoint kept outside the store can reveal such a loss, so choose
-  it only where losing the last few seconds of decisions is acceptable.
+- `normal`: faster; a power cut or OS crash (not a process crash) may lose the last commits,
+  which only a checkpoint kept outside the store reveals: choose it only where that is fine.
 - `extra`: like full, and also syncs the directory on every commit.
 
-Never use the store in a child process after `fork()`: open it again there (executors start
-processes with fork+exec, which is safe).
+Never use the store in a child process after `fork()` (executors' fork+exec is safe).
 
-The store owns the connections, the write transaction and the wait for commits; appends
-(`sqlite.appends`) and reads (`sqlite.reads`) run through them, the Merkle tree's nodes are
-`sqlite.tree`'s, and the file's tables are `sqlite.log_file`'s.
+The store owns connections, write transaction and commit waits; `sqlite.appends`, `.reads`,
+`.tree` (Merkle nodes), `.log_file` (tables) and `.pruning` (retention) do the rest.
 """
 
 from __future__ import annotations
@@ -52,11 +49,13 @@ from rota.application.ports import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    StoreSpace,
     TreeHead,
 )
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 from rota.infrastructure.log_rows import IMPORTING, Row
+from rota.infrastructure.sqlite import pruning
 from rota.infrastructure.sqlite.appends import LogAppends
 from rota.infrastructure.sqlite.durability import WalSync
 from rota.infrastructure.sqlite.log_file import (
@@ -137,6 +136,7 @@ class SQLiteStore(EventStore):
         try:
             conn = apsw.Connection(str(self.path))
             conn.setbusytimeout(self._busy_ms)
+            pruning.incremental_when_new(conn)
             conn.execute("PRAGMA journal_mode=WAL")
             level = "NORMAL" if self._wal_sync is not None else self.synchronous.upper()
             conn.execute(f"PRAGMA synchronous={level}")
@@ -290,6 +290,12 @@ class SQLiteStore(EventStore):
 
     def append_raw(self, records: Sequence[RawRecord]) -> None:
         self._appends.append_raw(records)
+
+    def rewrite_payloads(self, rows: Sequence[tuple[int, bytes]]) -> int:
+        return self.write(lambda cursor: pruning.rewrite(cursor, rows, self._appends.forget))
+
+    def storage(self, reclaim: int = 0) -> StoreSpace | None:
+        return pruning.space(self.write, self._reader, reclaim)
 
     # -- reading ---------------------------------------------------------------------
 

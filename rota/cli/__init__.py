@@ -36,7 +36,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from rota.cli import config, flow, log, ops, replay, run_command, schedule, serve, work
+from rota.cli import config, flow, log, ops, replay, retention, run_command, schedule, serve, work
 from rota.cli.common import USAGE_CODES, Parser, UsageError
 from rota.domain.errors import DomainCode, RotaError
 from rota.domain.results import lone_surrogate
@@ -45,7 +45,7 @@ from rota.infrastructure.config import DEFAULT_CONFIG
 
 Command = Callable[[argparse.Namespace], int]
 # Each module adds its commands to the parser; a new command group is a new module here.
-COMMAND_MODULES = (work, run_command, log, replay, ops, config, serve, schedule, flow)
+COMMAND_MODULES = (work, run_command, log, replay, ops, config, serve, schedule, flow, retention)
 
 __all__ = ["UsageError", "build_parser", "run"]
 

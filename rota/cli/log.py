@@ -90,6 +90,8 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
         elif checkpoints:
             line += "; no checkpoint could be compared (all lie before the export's first event)"
         print(line)
+        if report.pruned_summary:
+            print(report.pruned_summary)
     else:
         where = f" at position {report.first_bad_position}" if report.first_bad_position else ""
         print(f"FAILED{where}: {report.reason}")
@@ -134,16 +136,20 @@ def cmd_audit_keygen(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from rota.replay.export import export, export_to_file
+    from rota.replay.retention_archive import Archive
 
     with progress_logging(args) as progress, open_log(args) as store:
+        archive = None if args.archive is None else Archive(args.archive, store.store_id)
         if args.out:
             try:
-                header = export_to_file(store, args.out, after=args.from_, progress=progress)
+                header = export_to_file(
+                    store, args.out, after=args.from_, progress=progress, archive=archive
+                )
             except OSError as exc:
                 raise cannot_write(args.out, exc) from None
         else:
             # A reader that goes away (`rota export | head`) ends it silently (rota.cli.run).
-            export(store, sys.stdout.buffer, after=args.from_, progress=progress)
+            export(store, sys.stdout.buffer, after=args.from_, progress=progress, archive=archive)
             sys.stdout.buffer.flush()
             return 0
     summary = {
@@ -241,6 +247,11 @@ def register(commands: Any) -> None:
         help="only the events after position N (the header carries the hash at N)",
     )
     export.add_argument("--out", metavar="FILE", help="write to FILE (default: stdout)")
+    export.add_argument(
+        "--archive",
+        metavar="DIR",
+        help="restore pruned payloads from this retention archive (else written as pruned)",
+    )
     export.add_argument(
         "--json", action="store_true", help="with --out, print the summary as JSON; no bar"
     )

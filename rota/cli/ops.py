@@ -32,6 +32,7 @@ def daemon_lock(args: argparse.Namespace) -> DaemonLock:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from rota.cli.retention import policies_of
     from rota.replay.doctor import doctor
 
     config = load_config(args)
@@ -43,6 +44,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             settings=config.settings,
             bindings=config.bindings,
             progress=progress,
+            retention=policies_of(config),
         )
     if args.json:
         print_json(report)

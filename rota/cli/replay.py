@@ -124,6 +124,8 @@ def _print_state(state: dict[str, Any]) -> None:
             f"held {hold['work']}: {hold['kind']} by {hold['holder']} at position "
             f"{hold['position']}: {hold['reason']}"
         )
+    for note in state.get("pruned", []):
+        print(f"positions {note['first']}..{note['last']}: {note['text']}")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

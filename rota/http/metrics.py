@@ -5,7 +5,8 @@ Labels come only from bounded configuration: a binding the config defines (other
 `other`), a pool, a scope cut to `[http] scope_depth` levels, a Work state, an outcome, a
 hold kind, a schedule's name, a skip reason, and at most `key_labels` concurrency keys and
 rate buckets (the rest summed under `other`). Never a Work id. The schedule families are
-`rota.http.schedule_metrics`, the flow-control ones `rota.http.flow_metrics`. At most
+`rota.http.schedule_metrics`, the flow-control ones `rota.http.flow_metrics`, the retention
+ones `rota.http.retention_metrics`. At most
 `[http] metrics_series_budget` series (default 1024) are exported a scrape; the series
 past it are not exported and counted in `rota_metrics_series_dropped_total` (and the
 scrape's `rota_metrics_series`). The families
@@ -29,6 +30,8 @@ from rota.application.timestamps import parse_timestamp
 from rota.domain.state import WorkStateName
 from rota.http.flow_metrics import LABELS as KEY_LABELS
 from rota.http.flow_metrics import families as flow_families
+from rota.http.retention_metrics import PruneTally
+from rota.http.retention_metrics import families as retention_families
 from rota.http.schedule_metrics import SkipTally
 from rota.http.schedule_metrics import families as schedule_families
 from rota.replay import checkpoint as checkpoints
@@ -85,6 +88,7 @@ class RotaCollector(Collector):
         self.scope_depth = scope_depth
         self.key_labels = key_labels
         self.skips = SkipTally()  # skipped nominal times by schedule and reason
+        self.prunes = PruneTally()  # retention: bytes pruned, the last prune's time
         self._scrape = threading.Lock()
 
     def describe(self) -> Iterable[Metric]:
@@ -215,6 +219,7 @@ class RotaCollector(Collector):
         yield lost_family
 
         yield from schedule_families(scheduler, self.skips, admit)
+        yield from retention_families(scheduler, self.prunes, admit)
 
         states = GaugeMetricFamily(
             "rota_works", "Works by state and scope", labels=["state", "scope"]

@@ -220,3 +220,24 @@ def test_keys_and_buckets_get_bounded_labels_the_rest_summed_under_other(
     assert tokens == {"tenant:a": 2, "tenant:b": 3, "other": 12}
     assert got[("rota_works_waiting", (("code", "capacity_key"),))] == 1
     assert got[("rota_flow_paused", (("target", "key"),))] == 0
+
+
+def test_retention_metrics_follow_a_prune(idle_api: Api, tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from rota.domain.events import RetentionPolicy
+    from rota.replay import retention
+
+    s = idle_api.scheduler
+    s.submit("r", binding="echo", input={"pad": "p" * 5000})
+    s.run_until_idle(timeout=30)
+    got = samples(scrape(idle_api))
+    assert got[("rota_retention_bytes", (("state", "pruned"),))] == 0
+    assert ("rota_retention_last_prune_timestamp_seconds", ()) not in got
+    store = s.store
+    policy = RetentionPolicy(name="p", keep_days=1)
+    done = retention.run(store, [policy], store.now() + timedelta(days=2), tmp_path / "a")
+    assert done.events > 0
+    got = samples(scrape(idle_api))
+    assert got[("rota_retention_bytes", (("state", "pruned"),))] == done.bytes_freed > 5000
+    assert got[("rota_retention_last_prune_timestamp_seconds", ())] > 0

@@ -42,6 +42,7 @@ NAMES = [
     "budgets",
     "crash_loop",
     "recovery_exhausted",
+    "retention_overdue",
     "schedule_accounting",
     "schedule_drift",
     "schedule_quarantine",
