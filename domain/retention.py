@@ -52,12 +52,22 @@ def summarized_part(work: WorkState, attempts: set[int], inputs: set[int]) -> Wo
         )
 
     def part(a: AttemptState) -> AttemptState:
-        trigger = a.trigger
-        if trigger is not None and trigger.position in inputs and trigger.payload is not None:
+        # Most attempts of a standing Work are outside the prune (or summarized by an
+        # earlier one): kept as they are, without a copy (a prune's cost stays per attempt
+        # it changes, not per attempt the Work ever had).
+        trigger, consumed = a.trigger, a.consumed
+        blank_trigger = (
+            trigger is not None and trigger.payload is not None and trigger.position in inputs
+        )
+        blank_consumed = any(i.payload is not None and i.position in inputs for i in consumed)
+        if not (blank_trigger or blank_consumed or a.number in attempts):
+            return a
+        if blank_trigger:
+            assert trigger is not None
             trigger = replace(trigger, payload=None)
         if a.number in attempts:
             a = replace(a, data=None, recovery_metadata=None)
-        return replace(a, consumed=blank(a.consumed), trigger=trigger)
+        return replace(a, consumed=blank(consumed) if blank_consumed else consumed, trigger=trigger)
 
     return replace(
         work, attempts=tuple(part(a) for a in work.attempts), pending=blank(work.pending)
