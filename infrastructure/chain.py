@@ -110,21 +110,23 @@ class Row(Protocol):
     def data(self) -> bytes | str: ...
 
 
+def row_envelope(row: Row) -> bytes:
+    """The canonical envelope of a stored row (what its hash covers after the previous)."""
+    return canonical_envelope(
+        row.position,
+        row.stream,
+        row.version,
+        row.type,
+        row.type_version,
+        row.delivery_id,
+        row.recorded_at,
+        row.data,
+    )
+
+
 def link_row(previous: bytes, row: Row) -> bytes:
     """The hash a stored row must carry, given the previous row's hash."""
-    return link(
-        previous,
-        canonical_envelope(
-            row.position,
-            row.stream,
-            row.version,
-            row.type,
-            row.type_version,
-            row.delivery_id,
-            row.recorded_at,
-            row.data,
-        ),
-    )
+    return link(previous, row_envelope(row))
 
 
 class StoredRow(Row, Protocol):

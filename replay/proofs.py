@@ -22,7 +22,7 @@ import msgspec
 from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure import merkle
-from rota.infrastructure.chain import GENESIS_HEX, canonical_envelope
+from rota.infrastructure.chain import GENESIS_HEX, row_envelope
 from rota.replay import checkpoint as cp
 from rota.replay.audit import check_extends
 from rota.replay.errors import ReplayCode
@@ -82,10 +82,7 @@ def inclusion(store: EventStore, position: int, checkpoint: cp.Checkpoint) -> di
     rows = store.read_raw(max(position - 2, 0), 2 if position > 1 else 1)
     row = rows[-1]
     previous = rows[0].hash if position > 1 else GENESIS_HEX
-    envelope = canonical_envelope(
-        row.position, row.stream, row.version, row.type, row.type_version, row.delivery_id,
-        row.recorded_at, row.data,
-    )  # fmt: skip
+    envelope = row_envelope(row)
     path = store.inclusion_path(position, size)
     event_hash = bytes.fromhex(row.hash)
     root = bytes.fromhex(checkpoint.root or "")

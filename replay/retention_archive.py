@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from rota.application.ports import RawRecord
-from rota.infrastructure.chain import canonical_envelope, link_row
+from rota.infrastructure.chain import link_row, row_envelope
 from rota.replay.export import ExportLine
 
 ARCHIVE_FORMAT = "rota-archive/1"
@@ -97,16 +97,7 @@ def inclusion_proofs(file: str | os.PathLike[str]) -> list[dict[str, object]]:
         for raw in src:
             line = _line.decode(raw)
             row = _record(line)
-            envelope = canonical_envelope(
-                row.position,
-                row.stream,
-                row.version,
-                row.type,
-                row.type_version,
-                row.delivery_id,
-                row.recorded_at,
-                row.data,
-            )
+            envelope = row_envelope(row)
             proofs.append(
                 {
                     "format": "rota-inclusion/1",
