@@ -32,7 +32,7 @@ from rota.domain.errors import DomainCode, InvalidCommand
 from rota.domain.events.flow import FlowConfigured, KeyRule, RateRule, ScopeShare
 
 KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
-SCOPE_PATH = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")  # as a Work's scope
+SCOPE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")  # a scope path: root/team
 SCOPE_FLOW = "scope:"  # the fair-share flow of a scope's Work without keys: scope:<path>
 RULE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}\*?$|^\*$")
 MAX_KEYS = 8
@@ -128,7 +128,7 @@ def check_rules(
     """Refuse (`invalid_flow`) rules a configuration cannot mean."""
     seen: set[str] = set()
     for scope in scopes:
-        if not SCOPE_PATH.fullmatch(scope.path) or scope.path in seen:
+        if not SCOPE.fullmatch(scope.path) or scope.path in seen:
             raise InvalidCommand(
                 f"[[scopes]] {scope.path[:80]!a}: a weight needs one scope path (root/team)",
                 code=DomainCode.INVALID_FLOW,
@@ -328,11 +328,6 @@ class Fairness(msgspec.Struct, gc=False):
         return bool(self.finish or self.since_oldest or self.vtime)
 
 
-def flow_of(keys: Sequence[str]) -> str:
-    """The flow a Work's keys put it in: its first key; "" without keys."""
-    return keys[0] if keys else ""
-
-
 def tag(fair: Fairness, flow: str) -> float:
     """The start tag of a flow's next start."""
     finish = fair.finish.get(flow)
@@ -361,6 +356,5 @@ __all__ = [
     "check_keys",
     "check_priority",
     "check_rules",
-    "flow_of",
     "parse_rate",
 ]

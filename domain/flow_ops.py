@@ -18,9 +18,8 @@ from typing import cast, get_args
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal
 from rota.domain.events.flow import FlowPaused, FlowResumed, PauseTarget, WorkReprioritized
-from rota.domain.flow import KEY, check_priority
+from rota.domain.flow import KEY, SCOPE, check_priority
 from rota.domain.state import WorkState
-from rota.domain.submission import SCOPE
 
 PAUSES = "flow/pauses"
 TARGETS: tuple[str, ...] = get_args(PauseTarget)

@@ -14,12 +14,11 @@ from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal
 from rota.domain.events import InputAccepted, WorkSubmitted
 from rota.domain.events.work import Debounce, Throttle, Unique, WorkFlow
-from rota.domain.flow import check_cost, check_keys, check_priority
+from rota.domain.flow import SCOPE, check_cost, check_keys, check_priority
 from rota.domain.results import check_payload
 from rota.domain.state import WorkState
 
 WORK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
-SCOPE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 INPUT_KEY = re.compile(r"^[A-Za-z0-9._:@/-]{1,200}$")
 # A binding's name, as a config file's `[[bindings]] name` takes it.
 BINDING = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

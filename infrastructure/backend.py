@@ -160,6 +160,12 @@ class Backend(abc.ABC):
         None for a store that is not a file."""
         return None
 
+    def enable_incremental_vacuum(self) -> bool:
+        """Switch the log's file to giving freed pages back a few at a time (`rota
+        retention vacuum --enable`, no other connection open); False: a store with no file
+        to shrink (its server reuses freed space itself)."""
+        return False
+
     def check_integrity(self, *, immutable: bool = False) -> Integrity:
         """The store's own integrity check of the log, read-only (nothing is created or
         written). `immutable`: the caller saw no connection open on the store (SQLite then

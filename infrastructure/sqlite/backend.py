@@ -79,6 +79,12 @@ class SQLiteBackend(Backend):
     def daemon_lock(self, *, exclusive: bool = False) -> StoreLock:
         return FileDaemonLock(f"{self.log_file}.lock", exclusive=exclusive)
 
+    def enable_incremental_vacuum(self) -> bool:
+        from rota.infrastructure.sqlite.pruning import enable_on_path
+
+        enable_on_path(self.log_file)
+        return True
+
     def check_integrity(self, *, immutable: bool = False) -> Integrity:
         """SQLite's full `PRAGMA integrity_check` of the log file, through a read-only
         connection (`immutable`: one that creates no `-wal`/`-shm` either)."""

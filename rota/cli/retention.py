@@ -15,9 +15,10 @@ from typing import Any
 
 import msgspec
 
-from rota.cli.common import UsageError, load_config, open_log, open_rota, print_json
+from rota.cli.common import UsageError, load_config, open_log, open_rota, print_json, store_url
 from rota.domain.events import RetentionPolicy
 from rota.infrastructure.config import Config
+from rota.infrastructure.store_url import backend
 
 
 def policies_of(config: Config) -> list[RetentionPolicy]:
@@ -128,18 +129,16 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     from rota.replay.retention import reclaim
 
     with open_log(args) as store:
-        space, path = store.storage(), store.path
-    if space is None or path is None:
+        space = store.storage()
+    if space is None:
         if args.json:
             print_json({"vacuum": None, "given_back_pages": 0})
         else:
             print("this store has no file to shrink (PostgreSQL reuses freed space itself)")
         return 0
     if args.enable and space.vacuum != "incremental":
-        # A SQLite-only operation on the file itself (the store is closed meanwhile).
-        from rota.infrastructure.sqlite.pruning import enable_on_path
-
-        enable_on_path(path)
+        # On the file itself, through the store URL's backend (the store closed meanwhile).
+        backend(store_url(args, load_config(args))).enable_incremental_vacuum()
     with open_log(args) as store:
         given = reclaim(store, steps=1_000_000)
         space = store.storage()
