@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,10 +31,11 @@ import apsw
 
 from .common import command_line
 
+# Keys are passed only when asked for: a base older than flow control has no such argument.
 RUN = (
     "import pathlib, sys; from bench.lifecycle import run_rota; "
-    "run_rota(pathlib.Path(sys.argv[1]), int(sys.argv[2]), 512, int(sys.argv[3]), "
-    "int(sys.argv[4]))"
+    "keys = [int(a) for a in sys.argv[3:]]; "
+    "run_rota(pathlib.Path(sys.argv[1]), int(sys.argv[2]), 512, *keys)"
 )
 TOTALS = re.compile(rb"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 
@@ -60,11 +62,12 @@ def measure(tree: Path, jobs: int, keys: int, key_limit: int, work: Path) -> Run
         RUN,
         str(log),
         str(jobs),
-        str(keys),
-        str(key_limit),
+        *([str(keys), str(key_limit)] if keys else []),
     ]
     env = dict(os.environ, PYTHONHASHSEED="0")
-    subprocess.run(command, cwd=tree, env=env, check=True, capture_output=True)
+    done = subprocess.run(command, check=False, cwd=tree, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{tree}: the run failed ({done.returncode}):\n{done.stderr[-3000:]}")
     found = TOTALS.findall(out.read_bytes())
     if not found:
         raise SystemExit(f"no totals line in {out}: is valgrind's callgrind output readable?")
@@ -85,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--large", type=int, default=2_000)
     parser.add_argument("--keys", type=int, default=0, help="[[keys]] rules (bench.lifecycle)")
     parser.add_argument("--key-limit", type=int, default=4)
+    parser.add_argument("--keep", help="copy each callgrind output here (callgrind_annotate)")
     args = parser.parse_args(argv)
     here = Path(__file__).resolve().parent.parent
     trees = [Path(t).resolve() for t in args.tree] + [here]
@@ -112,6 +116,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             work = Path(scratch)
             small = measure(tree, args.small, args.keys, args.key_limit, work)
             large = measure(tree, args.large, args.keys, args.key_limit, work)
+            if args.keep:
+                kept = Path(args.keep)
+                kept.mkdir(parents=True, exist_ok=True)
+                for out in work.glob("callgrind-*.out"):
+                    shutil.copy(out, kept / f"{tree.name}-{commit}-{out.name}")
         per_job = (large.instructions - small.instructions) / span
         first = per_job if first is None else first
         ratio = "" if first == per_job and tree == trees[0] else f" ({per_job / first:.3f}x)"

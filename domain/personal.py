@@ -118,7 +118,11 @@ def has_markers(payload: Any) -> bool:
     """Whether an object payload holds a marker at some object path."""
     if type(payload) is not dict:
         return False
-    return any(is_marker(item) or has_markers(item) for item in payload.values())
+    # (a loop, not `any` over a generator: every launch asks it of every input)
+    for item in payload.values():
+        if type(item) is dict and (is_marker(item) or has_markers(item)):
+            return True
+    return False
 
 
 def unsealed(payload: Any, paths: tuple[str, ...]) -> list[str]:

@@ -167,10 +167,11 @@ class WorkSummary(View, frozen=True, kw_only=True):
     scope: str
     binding: str
     kind: str
-    priority: int
-    keys: tuple[str, ...]
-    cost: int
-    throttle: Throttle | None
+    # Flow control's fields, at what a Work that asks for none has (every field is encoded).
+    priority: int = 0
+    keys: tuple[str, ...] = ()
+    cost: int = 1
+    throttle: Throttle | None = None
     attempts: int
     last_outcome: str | None
     waiting: str | None
@@ -323,19 +324,20 @@ def work_view(work: WorkState, waiting: Waiting | None = None) -> WorkView:
 
 def work_summary(work: WorkState, waiting: Waiting | None = None) -> WorkSummary:
     current, flow = work.current, work.flow
-    return WorkSummary(
+    summary = WorkSummary(
         id=work.work_id,
         state=work.state,
         scope=work.scope,
         binding=work.binding,
         kind=work.kind,
-        priority=0 if flow is None else flow.priority,
-        keys=() if flow is None else flow.keys,
-        cost=1 if flow is None else flow.cost,
-        throttle=None if flow is None else flow.throttle,
         attempts=len(work.attempts),
         last_outcome=current.outcome if current else None,
         waiting=None if waiting is None else waiting.code,
+    )
+    if flow is None:  # (the defaults: no flow control asked)
+        return summary
+    return msgspec.structs.replace(
+        summary, priority=flow.priority, keys=flow.keys, cost=flow.cost, throttle=flow.throttle
     )
 
 
