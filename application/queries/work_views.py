@@ -355,8 +355,29 @@ def event_view(recorded: RecordedEvent) -> EventView:
         type=recorded.type,
         delivery_id=recorded.delivery_id,
         recorded_at=recorded.recorded_at,
-        data=msgspec.to_builtins(recorded.event),
+        data=in_full(recorded.event),
     )
+
+
+def in_full(value: Any) -> Any:
+    """`value` as JSON builtins with every field of every struct, those at their defaults
+    too: what `events()`, `rota log` and the HTTP API show of an event. An event version
+    may leave its defaults out of the stored JSON (`omit_defaults`, to keep the log small);
+    the shape a reader sees does not change with it (a struct's tag first, then its fields
+    in order, as `msgspec.to_builtins` gives a struct that writes every field)."""
+    if isinstance(value, msgspec.Struct):
+        config = value.__struct_config__
+        out: dict[str, Any] = {}
+        if config.tag is not None and isinstance(config.tag_field, str):
+            out[config.tag_field] = config.tag
+        for name in value.__struct_fields__:
+            out[name] = in_full(getattr(value, name))
+        return out
+    if isinstance(value, list | tuple):
+        return [in_full(item) for item in value]
+    if isinstance(value, dict):
+        return {key: in_full(item) for key, item in value.items()}
+    return msgspec.to_builtins(value)
 
 
 __all__ = [
@@ -376,6 +397,7 @@ __all__ = [
     "WorkView",
     "attempt_view",
     "event_view",
+    "in_full",
     "json_value",
     "work_summary",
     "work_view",
