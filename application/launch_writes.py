@@ -15,6 +15,10 @@ if the combined append fails for any other reason, each write is retried on its 
 one bad write never fails another's. Nothing waits for a window to fill: writes group
 only while an append is in progress.
 
+`write_many` queues several writes at once (a batch of launches pinning their recovery
+metadata: `LifecycleCommands.persist_recovery_many`): they share one append and one
+durability wait, and each is answered on its own.
+
 A write queued with `wait=False` (the start of a launch phase: a trail, not a pin) does
 not wait: it is appended with the next write any caller waits for, at the latest with its
 own launch's next one (the phase's end, or the recovery metadata), in order. So a launch
@@ -62,17 +66,27 @@ class GroupedFenced:
         """Append `decide`'s events for the attempt (fenced by its Work's version); raises
         its Refusal. Returns once they are durable; with `wait=False` at once (see the
         module docstring: a refusal or failure is only logged)."""
-        item = _Write(execution_id, decide, waited=wait)
-        with self._queue_lock:
-            self._queue.append(item)
         if not wait:
+            with self._queue_lock:
+                self._queue.append(_Write(execution_id, decide, waited=False))
             return
-        while not item.done:
-            with self.tx.lock:
-                if not item.done:
-                    self._flush()
-        if item.error is not None:
-            raise item.error
+        error = self.write_many([(execution_id, decide)])[0]
+        if error is not None:
+            raise error
+
+    def write_many(self, writes: list[tuple[str, FencedDecision]]) -> list[BaseException | None]:
+        """Several fenced writes (a batch of launches' recovery metadata), queued in order
+        and appended together (with whatever else is queued): once they are durable, each
+        one's refusal or error (None: written)."""
+        items = [_Write(execution_id, decide) for execution_id, decide in writes]
+        with self._queue_lock:
+            self._queue.extend(items)
+        for item in items:
+            while not item.done:
+                with self.tx.lock:
+                    if not item.done:
+                        self._flush()
+        return [item.error for item in items]
 
     def _flush(self) -> None:
         with self._queue_lock:

@@ -130,39 +130,41 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from rota.application.errors import ExecutorError
-from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
+from rota.application.ports import (
+    Done,
+    Executor,
+    Launch,
+    LaunchContext,
+    PersistMany,
+    Recovery,
+    StopEvidence,
+    persist_each,
+)
 from rota.domain.results import Result
 from rota.infrastructure.executors.shell_config import (
     check_config,
-    parse_config,
-    run_environment,
     run_secrets,
-    variables_ok,
 )
+from rota.infrastructure.executors.shell_launch import Starting, launch_batch, spawn
 from rota.infrastructure.executors.shell_processes import (
     KILL_WAIT_SECONDS,
     POLL_SECONDS,
     GroupStopper,
     group_identity,
     group_running,
-    kill_group,
     locate,
     machine,
-    proc_stat,
     recorded_ids,
     signal_group,
 )
 from rota.infrastructure.executors.shell_runs import (
     Cleaner,
     held_back,
-    make_run,
     read_status,
     remove_run,
     run_of,
@@ -176,7 +178,7 @@ from rota.infrastructure.executors.shell_supervision import (
     leader_running,
     supervise,
 )
-from rota.infrastructure.executors.shell_wrapper import HOLD_SECONDS, start_wrapper
+from rota.infrastructure.executors.shell_wrapper import HOLD_SECONDS
 
 
 class ShellExecutor(Executor):
@@ -187,6 +189,7 @@ class ShellExecutor(Executor):
     capabilities = frozenset({"stop", "interrupt", "recover"})
     stable = True
     isolates = True  # the wrapper starts nothing until the launch is pinned (`go`)
+    batch_launch = True  # bounded: `launch_many` serves a pass's launches as one task
     quick_forget = True  # `forget` hands the run directory's removal to the cleaner
 
     def __init__(
@@ -223,46 +226,20 @@ class ShellExecutor(Executor):
         check_config(config)
 
     def launch(self, ctx: LaunchContext, done: Done) -> None:
+        item = Launch(ctx, done)
+        self.launch_many([item], persist_each)
+        if item.error is not None:
+            raise item.error
+
+    def launch_many(self, launches: Sequence[Launch], persist: PersistMany) -> None:
+        """Launch a batch side by side (see "Batched launches" and `shell_launch`)."""
+        launch_batch(launches, persist, self._spawn, self._machine, self._watch)
+
+    def _spawn(self, item: Launch) -> Starting:
+        """Check a launch, make its run directory and ask the spawner for its wrapper."""
         if self._closed.is_set():
             raise ExecutorError("the shell executor is closed")
-        command, cwd, extra = parse_config(ctx.config)
-        if not variables_ok(ctx.env):
-            raise ExecutorError("ctx.env must map variable names to strings without NUL")
-        if ctx.deadline.tzinfo is None:
-            raise ExecutorError("ctx.deadline must be timezone-aware")
-        try:
-            payload = msgspec.json.encode(ctx.inputs)
-        except (TypeError, ValueError, msgspec.EncodeError):
-            raise ExecutorError("ctx.inputs cannot be encoded as JSON") from None
-        env = run_environment(ctx, extra, payload)
-        with ctx.phase("executor"):
-            directory = make_run(self.runs_dir, ctx.execution_id, ctx.epoch)
-            try:
-                wrapper = start_wrapper(
-                    self._spawner, directory, command, cwd, env, payload, self.hold_seconds
-                )
-            except BaseException:
-                remove_run(directory)
-                raise
-            pid = wrapper.pid
-            try:
-                started = wrapper.proc.started  # read by the spawner
-                if started is None:
-                    stat = proc_stat(pid)
-                    started = stat[2] if stat else None
-                metadata = {"pid": pid, "pgid": pid, "started": started, "run": str(directory)}
-                ctx.persist_recovery({**metadata, "hold": True, **self._machine})
-                wrapper.release()  # pinned: only now may the command start
-            except BaseException:
-                wrapper.close()  # no `go`: the wrapper started nothing (or failed to)
-                kill_group(pid)
-                wrapper.proc.wait()
-                remove_run(directory)
-                raise
-            finally:
-                wrapper.close()
-        began = time.monotonic()
-        self._watch(Run(ctx, done, directory, pid, started, run_secrets(ctx), wrapper.proc, began))
+        return spawn(item, self.runs_dir, self._spawner, self.hold_seconds)
 
     def _watch(self, run: Run) -> None:
         """Watch a run to its end: by the reaper if it was launched here, else (or if the
