@@ -165,6 +165,7 @@ from rota.infrastructure.executors.shell_processes import (
 from rota.infrastructure.executors.shell_runs import (
     Cleaner,
     held_back,
+    make_run,
     read_status,
     remove_run,
     run_of,
@@ -218,6 +219,7 @@ class ShellExecutor(Executor):
         self._reaper = Reaper(self._closed, self._ended, self._thread_for)
         self._reported: dict[str, list[Path]] = {}  # run directories whose result we reported
         self._cleaner = Cleaner()  # removes forgotten runs' directories, in order
+        self._root_checked = False  # `runs_dir` passed make_run's checks once
 
     @classmethod
     def validate_config(cls, config: Mapping[str, Any]) -> None:
@@ -239,7 +241,12 @@ class ShellExecutor(Executor):
         """Check a launch, make its run directory and ask the spawner for its wrapper."""
         if self._closed.is_set():
             raise ExecutorError("the shell executor is closed")
-        return spawn(item, self.runs_dir, self._spawner, self.hold_seconds)
+        return spawn(item, self._make_run, self._spawner, self.hold_seconds)
+
+    def _make_run(self, execution_id: str, epoch: int) -> Path:
+        directory = make_run(self.runs_dir, execution_id, epoch, self._root_checked)
+        self._root_checked = True  # `runs_dir` is ours, and only we may write to it
+        return directory
 
     def _watch(self, run: Run) -> None:
         """Watch a run to its end: by the reaper if it was launched here, else (or if the
@@ -346,11 +353,12 @@ class ShellExecutor(Executor):
         except OSError:
             return
         for entry in entries:
-            if entry.name.startswith(prefix) and read_status(entry) is not None:
+            # A run this executor reported has ended (its status was read to report it).
+            if entry.name.startswith(prefix) and (known or read_status(entry) is not None):
                 with self._lock:
                     watched = any(r.directory == entry for r in self._runs.values())
                 if not watched:
-                    remove_run(entry)
+                    remove_run(entry, ended=known is not None)
 
     def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
         recovery = recorded_ids(metadata)

@@ -36,7 +36,7 @@ from rota.infrastructure.executors.shell_config import (
     variables_ok,
 )
 from rota.infrastructure.executors.shell_processes import kill_group, proc_stat
-from rota.infrastructure.executors.shell_runs import make_run, remove_run
+from rota.infrastructure.executors.shell_runs import remove_run
 from rota.infrastructure.executors.shell_spawner import Spawner
 from rota.infrastructure.executors.shell_supervision import Run
 from rota.infrastructure.executors.shell_wrapper import Spawned, Wrapper, spawn_wrapper
@@ -99,9 +99,11 @@ class Starting:
         self.item.error = error
 
 
-def spawn(item: Launch, runs_dir: Path, spawner: Spawner, hold: float) -> Starting:
-    """Check the launch (raising what `launch` raises), make its run directory and ask the
-    spawner for its wrapper, without waiting for it."""
+def spawn(
+    item: Launch, make_run: Callable[[str, int], Path], spawner: Spawner, hold: float
+) -> Starting:
+    """Check the launch (raising what `launch` raises), make its run directory (`make_run`)
+    and ask the spawner for its wrapper, without waiting for it."""
     ctx = item.ctx
     command, cwd, extra, phases = parse_config(ctx.config)
     if not variables_ok(ctx.env):
@@ -117,7 +119,7 @@ def spawn(item: Launch, runs_dir: Path, spawner: Spawner, hold: float) -> Starti
         ctx.record_phase("executor", None)
     one = Starting(item, phases)
     try:
-        one.directory = make_run(runs_dir, ctx.execution_id, ctx.epoch)
+        one.directory = make_run(ctx.execution_id, ctx.epoch)
         one.spawned = spawn_wrapper(spawner, one.directory, command, cwd, env, payload, hold)
     except BaseException as exc:
         one.abort(exc)

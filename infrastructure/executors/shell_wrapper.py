@@ -139,12 +139,12 @@ def spawn_wrapper(
     opened = [writer.detach(), listener]
     run = str(directory)  # plain strings: a Path per file costs more than the rest here
     try:
-        opened.append(os.open(f"{run}/input.json", create, 0o600))
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(opened[-1], view) :]
-        os.close(opened.pop())
-        opened.append(os.open(f"{run}/input.json", os.O_RDONLY | os.O_CLOEXEC))
+        # One descriptor written at its offsets (pwrite): its own offset stays at 0, so the
+        # command reads its input from the start.
+        opened.append(os.open(f"{run}/input.json", create & ~os.O_WRONLY | os.O_RDWR, 0o600))
+        written = 0
+        while written < len(payload):
+            written += os.pwrite(opened[-1], payload[written:], written)
         opened += [os.open(f"{run}/{name}", create, 0o600) for name in ("stdout", "stderr")]
         fds = (opened[2], opened[3], opened[4], opened[0], listener)
         spawner.spawn(run, fds, hold, command, env, cwd)
