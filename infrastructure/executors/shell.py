@@ -12,6 +12,9 @@ starts: `validate_config` checks a binding when it is loaded or defined, `launch
   cwd          optional working directory; it must exist at launch (a launch whose `cwd`
                is gone fails permanently, `invalid_config`).
   environment  optional object of str -> str.
+  launch_phases  optional list: ["executor"] records the `executor` launch phase around the
+               launch (two fenced events more a launch); [] or absent records none, and a
+               launch writes one fenced event, its recovery metadata.
   Unknown keys are refused, so a misspelt key fails when the binding is loaded instead of
   being ignored.
 
@@ -53,8 +56,10 @@ Isolation: nothing runs until the launch is pinned (`isolates = True`)
   changes, polled every 20 ms at most; or the wake pipe from the launcher reaches its end)
   or that waited `hold_seconds` (default 30) creates `abandoned` and exits (code 125)
   without starting the command or writing `status`.
-  The `executor` launch phase covers all of it: run directory, wrapper, persist, `go` and the
-  wrapper's report that the command started.
+  The `executor` launch phase, when the binding declares it, covers all of it: run
+  directory, wrapper, persist, `go` and the wrapper's report that the command started.
+  `launch_many` does the same for a batch side by side (`shell_launch`): every wrapper
+  asked for, one `persist` pinning every launch's metadata, every wrapper let go.
 
 Process groups
   The wrapper is forked into a new session, so it leads its own group (pgid == pid).
