@@ -90,6 +90,8 @@ def read_status(directory: Path) -> int | None:
 def read_tail(path: str | os.PathLike[str], limit: int) -> bytes:
     """The last `limit` bytes of a file (b"" if it is missing); only those are read."""
     try:
+        if os.stat(path).st_size == 0:
+            return b""  # (most commands write nothing to one of their streams)
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return b""

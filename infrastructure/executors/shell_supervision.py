@@ -114,6 +114,8 @@ def leader_running(run: Run) -> bool:
 
 def _group_alive(run: Run, settle: float = SETTLE_SECONDS) -> bool:
     """Whether the run's group still runs; never mistakes a reused pid's group for it."""
+    if not group_answers(run.pid):
+        return False  # no group of that id at all: nothing to look up in /proc
     stat = proc_stat(run.pid)
     if stat is not None and run.started is not None and stat[2] != run.started:
         return False  # the pid names another process: our group had emptied before
