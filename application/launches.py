@@ -387,7 +387,7 @@ class Launches:
             self.results.put((attempt.execution_id, attempt.epoch, failure))
             return
         held = self.hold(attempt, ctx, executor, launching=True, clocks=clocks)
-        if batches is not None and executor.batch_launch:
+        if batches is not None and getattr(executor, "batch_launch", False):
             batches.setdefault(id(executor), (executor, []))[1].append((held, self.done(held)))
         elif getattr(executor, "inline", False):
             call_launch(executor, held, self.done(held))
