@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from rota.application.ports import RecordedEvent
 from rota.application.transactions import Transactions
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import Refusal
@@ -61,6 +63,26 @@ class GroupedFenced:
         self._queue_lock = threading.Lock()
         self.appends = 0  # appends made (tests and benchmarks read it)
         self.writes = 0
+        # The log positions (first, last) of the latest appends made here: commits that hold
+        # nothing but launch writes, which give the cadence nothing to do (`only_ours`).
+        self._recent: deque[tuple[int, int]] = deque(maxlen=32)
+
+    def only_ours(self, after: int, head: int) -> bool:
+        """Whether the log's events in (after, head] are all launch writes appended here
+        (then a pass woken by them would find nothing new to do)."""
+        ranges = dict(list(self._recent))
+        position = after
+        while position < head:
+            last = ranges.get(position + 1)
+            if last is None:
+                return False
+            position = last
+        return position == head
+
+    def _appended(self, recorded: list[RecordedEvent]) -> None:
+        positions = [r.position for r in recorded]
+        if positions and max(positions) - min(positions) == len(set(positions)) - 1:
+            self._recent.append((min(positions), max(positions)))
 
     def write(self, execution_id: str, decide: FencedDecision, wait: bool = True) -> None:
         """Append `decide`'s events for the attempt (fenced by its Work's version); raises
@@ -138,7 +160,9 @@ class GroupedFenced:
             work_id = item.execution_id.rpartition("/")[0]
             counts[work_id] = counts.get(work_id, 0) + 1
 
-        self.tx.transact(decide)
+        result = self.tx.transact(decide)
+        if result.written:
+            self._appended(result.recorded)
         self.appends += 1
         self.writes += len(batch)
         for index, item in enumerate(batch):
@@ -152,7 +176,9 @@ class GroupedFenced:
             return emits, {work_stream(work.work_id): work.version}
 
         try:
-            self.tx.transact(decide)
+            result = self.tx.transact(decide)
+            if result.written:
+                self._appended(result.recorded)
         except BaseException as exc:  # handed to its caller
             item.error = exc
         item.done = True

@@ -110,11 +110,17 @@ class Launches:
         self.pool: Pool = TaskThreads()
         # Batched launches (`Executor.batch_launch`): a fixed small pool, a task a batch.
         self.batches = ThreadPoolExecutor(LAUNCH_POOL_THREADS, thread_name_prefix="rota-launch")
+        self._waiting: dict[int, tuple[Executor, list[tuple[Held, Done]]]] = {}  # not begun
         # The cadence pass's deferred durability waits (rota.application.pass_sync): what
         # a pass appended is made durable before anything here acts on it.
         self.passes = PassSync(service.store)
         # (wall reading, a third of the lease, their sum): the last first-renewal computed.
         self._renewal: tuple[datetime | None, float, datetime] = (None, 0.0, datetime.min)
+
+    def only_launch_writes(self, after: int, head: int) -> bool:
+        """Whether the log's events in (after, head] are all this host's launch writes
+        (phases, recovery metadata): a commit of those alone gives the cadence nothing to do."""
+        return self.service.lifecycle.grouped.only_ours(after, head)
 
     def durable(self) -> None:
         """Make the current pass's appends durable before acting outside the store."""
@@ -175,13 +181,30 @@ class Launches:
                 for claimed, executor in zip(direct, executors, strict=True):
                     if claimed.attempt.execution_id not in refused:
                         self._launch(claimed, {}, executor, (now, ticks), batches)
-                for executor, batch in batches.values():  # each one task of the launch pool
-                    self.batches.submit(call_launch_many, executor, batch, self._persist_all)
+                for executor, batch in batches.values():
+                    self._queue_batch(executor, batch)
             finally:
                 self._batching = False
                 if self._reported:
                     self._reported = False
                     self.wake.set()
+
+    def _queue_batch(self, executor: Executor, batch: list[tuple[Held, Done]]) -> None:
+        """Hand a batch to the launch pool; while an earlier one of the same executor still
+        waits for a thread, join it (under load, batches grow instead of queueing up)."""
+        key = id(executor)
+        with self.held_lock:
+            waiting = self._waiting.get(key)
+            if waiting is not None:
+                waiting[1].extend(batch)
+                return
+            self._waiting[key] = (executor, batch)
+        self.batches.submit(self._run_batch, key)
+
+    def _run_batch(self, key: int) -> None:
+        with self.held_lock:
+            executor, batch = self._waiting.pop(key)
+        call_launch_many(executor, batch, self._persist_all)
 
     def _persist_all(
         self, pairs: Sequence[tuple[LaunchContext, Any]]
