@@ -53,7 +53,8 @@ Isolation: nothing runs until the launch is pinned (`isolates = True`)
   wrapper starts nothing until the file `go` appears in its run directory, and `launch`
   creates `go` (atomically) only after `ctx.persist_recovery` succeeded. A wrapper whose
   launching process dies first (the spawner, its parent, exits with it, so its parent pid
-  changes, polled every 20 ms at most; or the wake pipe from the launcher reaches its end)
+  changes, polled every 250 ms at most; or the wake pipe from the launcher reaches its end,
+  which it sees at once)
   or that waited `hold_seconds` (default 30) creates `abandoned` and exits (code 125)
   without starting the command or writing `status`.
   The `executor` launch phase, when the binding declares it, covers all of it: run
