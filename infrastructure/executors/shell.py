@@ -23,14 +23,18 @@ Environment and input
   the run environment: written nowhere but the child's environment) and ROTA_WORK_ID,
   ROTA_EXECUTION_ID, ROTA_ATTEMPT, ROTA_EPOCH and ROTA_INPUT (the JSON list of input payloads);
   with tracing on (rota[otel]), TRACEPARENT (and TRACESTATE) name the attempt's span.
-  The same JSON is the command's stdin (the file `input.json`). ROTA_INPUT is left out above
-  96 KiB (the kernel caps one variable at 128 KiB); stdin always carries it.
+  The same JSON is the command's stdin: a pipe that holds it whole (its write end closed,
+  so the command reads it to its end with or without the daemon) up to 4 KiB, else the
+  file `input.json` in the run directory. ROTA_INPUT is left out above 96 KiB (the kernel
+  caps one variable at 128 KiB); stdin always carries it.
 
 Run directory: nothing of a run depends on the daemon that launched it staying alive
   Each launch gets `runs_dir/<execution id, / as _>-e<epoch>-<8 hex>/` (mode 0700; `runs_dir`
   defaults to `<tempdir>/rota-runs-<uid>`, created 0700; it must be ours and writable by no
-  one else) holding `input.json`, `stdout` and `stderr` (files, not pipes: a dead daemon
-  cannot SIGPIPE the command) and, once the command ended, `status`: its exit code, -N when
+  one else) holding `stdout` and `stderr` (files, not pipes: a dead daemon cannot SIGPIPE
+  the command), `input.json` for an input over 4 KiB, `go` once the launch is pinned (its
+  time is when the command was let go) and, once the command ended, `status`: its exit
+  code, -N when
   killed by signal N. A tiny wrapper leads the group (a fork of the executor's spawner, a
   small long-lived Python process started on the first launch: no interpreter is started
   per run, nothing is compiled and nothing runs from a temporary directory; see

@@ -145,8 +145,11 @@ def _minutes(run: Run) -> float:
             ticks = os.sysconf("SC_CLK_TCK")
             began -= time.clock_gettime(time.CLOCK_BOOTTIME) - run.started / ticks
     else:
-        with contextlib.suppress(OSError):
-            began = (run.directory / "input.json").stat().st_mtime
+        # When it was let go (`go`), else when its input was written (an older launch).
+        for name in ("go", "input.json"):
+            with contextlib.suppress(OSError):
+                began = (run.directory / name).stat().st_mtime
+                break
     return max(0.0, end - began) / 60
 
 

@@ -19,6 +19,9 @@ from rota.infrastructure.executors.shell_spawner import Child, Spawner, readable
 START_SECONDS = 30.0  # how long the wrapper may take to start (and then to start the command)
 HOLD_SECONDS = 30.0  # how long a wrapper waits for `go` before it gives up
 ABANDONED = 125  # the wrapper's exit code when it gave up without starting the command
+# Inputs up to this many bytes reach the command through a pipe instead of a file: one
+# page, what an empty pipe always takes in one write (PIPE_BUF) however small it is made.
+PIPE_INPUT = 4096
 
 
 @dataclass
@@ -139,12 +142,7 @@ def spawn_wrapper(
     opened = [writer.detach(), listener]
     run = str(directory)  # plain strings: a Path per file costs more than the rest here
     try:
-        # One descriptor written at its offsets (pwrite): its own offset stays at 0, so the
-        # command reads its input from the start.
-        opened.append(os.open(f"{run}/input.json", create & ~os.O_WRONLY | os.O_RDWR, 0o600))
-        written = 0
-        while written < len(payload):
-            written += os.pwrite(opened[-1], payload[written:], written)
+        opened.append(_stdin(run, payload))
         opened += [os.open(f"{run}/{name}", create, 0o600) for name in ("stdout", "stderr")]
         fds = (opened[2], opened[3], opened[4], opened[0], listener)
         spawner.spawn(run, fds, hold, command, env, cwd)
@@ -157,6 +155,35 @@ def spawn_wrapper(
         for fd in opened:
             os.close(fd)
     return Spawned(directory, command[0], report, wake)
+
+
+def _stdin(run: str, payload: bytes) -> int:
+    """The command's stdin: a pipe that already holds the whole input (its write end
+    closed: the command reads it to its end whoever else lives), or for an input larger
+    than PIPE_INPUT bytes the file `input.json` in the run directory."""
+    if len(payload) <= PIPE_INPUT:
+        reader, writer = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            if os.write(writer, payload) == len(payload):  # never blocks: it fits at once
+                os.set_blocking(reader, True)
+                return reader
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(writer)
+        os.close(reader)
+    # One descriptor written at its offsets (pwrite): its own offset stays at 0, so the
+    # command reads its input from the start.
+    create = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(f"{run}/input.json", create, 0o600)
+    try:
+        written = 0
+        while written < len(payload):
+            written += os.pwrite(fd, payload[written:], written)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _held(report: socket.socket) -> Child | bytes:

@@ -246,8 +246,21 @@ def test_inputs_and_ids_reach_the_child_through_the_environment_and_stdin(
 
 def test_large_inputs_come_on_stdin_only(executor: ShellExecutor) -> None:
     inputs = ["x" * 200_000]  # more than a pipe buffer and than one environment string holds
-    result = start(executor, ["sh", "-c", 'echo "${ROTA_INPUT:-unset}"; wc -c'], inputs=inputs)
-    assert result.result().data["stdout_tail"].split() == ["unset", "200004"]
+    script = 'echo "${ROTA_INPUT:-unset}"; wc -c; ls "$(dirname "$(readlink /proc/$$/fd/0)")"'
+    run = start(executor, ["sh", "-c", script], inputs=inputs)
+    unset, size, *names = run.result().data["stdout_tail"].split()
+    assert (unset, size) == ("unset", "200004") and "input.json" in names  # a file
+
+
+@pytest.mark.parametrize("size", [0, 4000])
+def test_a_small_input_comes_through_a_pipe_that_holds_it_whole(
+    executor: ShellExecutor, size: int
+) -> None:
+    inputs = ["x" * size] if size else []
+    script = "readlink /proc/$$/fd/0; cat"  # filled and closed before the wrapper began
+    run = start(executor, ["sh", "-c", script], inputs=inputs)
+    stdin, data = run.result().data["stdout_tail"].split("\n", 1)
+    assert stdin.startswith("pipe:") and data == msgspec.json.encode(inputs).decode()
 
 
 def test_the_environment_is_minimal_and_merged_in_order(
@@ -636,7 +649,8 @@ def test_each_launch_gets_a_private_run_directory_that_goes_once_reported(
     assert directory.parent == runs and directory.name.startswith("w-1_2-e7-")
     assert len(directory.name.rsplit("-", 1)[1]) == 8 and directory.is_absolute()
     assert oct(runs.stat().st_mode & 0o777) == oct(directory.stat().st_mode & 0o777) == "0o700"
-    assert {p.name for p in directory.iterdir()} >= {"input.json", "stdout", "stderr"}
+    assert {p.name for p in directory.iterdir()} >= {"stdout", "stderr", "go"}
+    assert not (directory / "input.json").exists()  # a small input comes through a pipe
     assert len(msgspec.json.encode(metadata)) < 1024
     result = run.result()
     assert result.data["stdout_tail"] == f"[{str(fifo)!r}, 'two words']\n"  # argv unchanged
