@@ -8,8 +8,10 @@ How a batch of shell launches goes (`ShellExecutor.launch_many`, and `launch` fo
 every wrapper is asked of the spawner first (`spawn`: the launch's checks, its run
 directory, the request), then each wrapper's first report is read (it holds its run
 directory's lock and its command back), every launch's recovery metadata is pinned by
-one `persist` (the host's: one fenced append for the batch), every pinned wrapper is let
-go (`go`, then its wake pipe), and only then each one's start report read. The wrappers
+one `persist` (the host's: one fenced append), every pinned wrapper is let go (`go`, then
+its wake pipe), and only then each one's start report read. A large batch goes up to its
+pins CHUNK launches at a time, so that its first wrappers are not held back while its
+last ones are asked for. The wrappers
 start and report side by side; a launch of the batch that fails at any step fails alone:
 its group is killed (it started nothing: no `go`), its run directory removed, and its
 `Launch.error` is what `launch` would have raised. The `executor` launch phase is recorded
@@ -40,6 +42,8 @@ from rota.infrastructure.executors.shell_runs import remove_run
 from rota.infrastructure.executors.shell_spawner import Spawner
 from rota.infrastructure.executors.shell_supervision import Run
 from rota.infrastructure.executors.shell_wrapper import Spawned, Wrapper, spawn_wrapper
+
+CHUNK = 16  # launches of a batch pinned by one append (a batch of 64 waits for 4 in turn)
 
 
 class Starting:
@@ -134,8 +138,35 @@ def launch_batch(
     machine: dict[str, Any],
     watch: Callable[[Run], None],
 ) -> None:
-    """Launch `launches` side by side (see the module docstring); `begin` is `spawn` with
-    the executor's settings, `watch` hands a started run to the executor's reaper."""
+    """Launch `launches` side by side (see the module docstring), CHUNK at a time up to
+    their pin (so the first wrappers of a large batch are not held while the last are
+    asked for); `begin` is `spawn` with the executor's settings, `watch` hands a started
+    run to the executor's reaper."""
+    released: list[Starting] = []
+    for offset in range(0, len(launches), CHUNK):
+        released += _pin(launches[offset : offset + CHUNK], persist, begin, machine)
+    for one in released:
+        try:
+            one.started()
+        except BaseException as exc:
+            one.abort(exc)
+            continue
+        ctx, wrapper = one.item.ctx, one.wrapper
+        assert wrapper is not None and one.directory is not None
+        secrets = run_secrets(ctx)
+        began = time.monotonic()
+        watch(Run(ctx, one.item.done, one.directory, wrapper.pid, one.pid_started, secrets,
+                  wrapper.proc, began))  # fmt: skip
+
+
+def _pin(
+    launches: Sequence[Launch],
+    persist: PersistMany,
+    begin: Callable[[Launch], Starting],
+    machine: dict[str, Any],
+) -> list[Starting]:
+    """Ask for every wrapper, read each one's first report, pin them all with one
+    `persist`, and let every pinned one go; the launches let go (the others failed)."""
     starting: list[Starting] = []
     for item in launches:
         try:
@@ -162,15 +193,4 @@ def launch_batch(
             one.abort(exc)
             continue
         released.append(one)
-    for one in released:
-        try:
-            one.started()
-        except BaseException as exc:
-            one.abort(exc)
-            continue
-        ctx, wrapper = one.item.ctx, one.wrapper
-        assert wrapper is not None and one.directory is not None
-        secrets = run_secrets(ctx)
-        began = time.monotonic()
-        watch(Run(ctx, one.item.done, one.directory, wrapper.pid, one.pid_started, secrets,
-                  wrapper.proc, began))  # fmt: skip
+    return released
