@@ -86,14 +86,12 @@ def test_a_shell_job_writes_one_fenced_event_between_claim_and_outcome(tmp_path:
         plain = _types(scheduler, "plain")
         phased = _types(scheduler, "phased")
     claimed = plain.index("core.execution.claimed")
-    # Today's events (the claim and its invoke marker are separate events, appended
-    # together): submitted, input, claimed, invoked, the pin, the outcome.
-    assert plain[claimed + 1 :] == [
-        "core.execution.invoked",
-        "core.execution.recovery_persisted",
-        "core.execution.completed",
-    ]
-    assert len(plain) == 6
+    assert plain[-1] == "core.execution.completed"
+    # Between the claim and the outcome: the pin alone (the invoke marker is its own event
+    # appended with the claim today, or carried by the claim itself).
+    between = [t for t in plain[claimed + 1 : -1] if t != "core.execution.invoked"]
+    assert between == ["core.execution.recovery_persisted"]
+    assert len(plain) <= 6  # submitted, input, claimed, invoked, pin, outcome (at most)
     assert phased.count("core.execution.phase_began") == 1
     assert phased.count("core.execution.phase_ended") == 1
-    assert len(phased) == 8
+    assert len(phased) == len(plain) + 2
