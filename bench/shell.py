@@ -3,6 +3,7 @@
     python -m bench.shell                 # 500 jobs, job_concurrency 16, best of 2
     python -m bench.shell --quick         # 100 jobs
     python -m bench.shell --store 'postgresql://postgres@127.0.0.1:5432/postgres?schema=rota_bench_s'
+    python -m bench.shell --callgrind --jobs 300   # the daemon's instructions a job (slow)
 
 The daemon is `python -P -m rota run` over a config file with one shell binding
 (`command = ["true"]`); this process submits `--jobs` Works in batches of 100 and follows
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -137,12 +140,13 @@ def rota_rate(
     concurrency: int,
     profile: str | None = None,
     latency_jobs: int = 0,
+    wrap: Sequence[str] = (),
 ) -> Figures:
     config = home / "rota.toml"
     config.write_text(CONFIG.format(concurrency=concurrency))
     env = {k: v for k, v in os.environ.items() if k != "ROTA_STORE"}
     log = open(home / "daemon.log", "w")  # noqa: SIM115 (closed with the daemon)
-    python = [sys.executable, "-P"] + (["-m", "cProfile", "-o", profile] if profile else [])
+    python = [*wrap, sys.executable, "-P"] + (["-m", "cProfile", "-o", profile] if profile else [])
     daemon = subprocess.Popen(
         [*python, "-m", "rota", "--store", url, "--config", str(config), "run"],
         cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True,
@@ -184,7 +188,7 @@ def rota_rate(
     finally:
         submitter.close()
         daemon.send_signal(signal.SIGTERM)
-        daemon.wait(60)
+        daemon.wait(600 if wrap else 60)
         log.close()
         errors = (home / "daemon.log").read_text()
         Path("/tmp/perf2-daemon.log").write_text(errors)
@@ -192,6 +196,23 @@ def rota_rate(
             progress(f"the daemon said:\n{errors[-3000:]}")
     own, children = (own1 - own0) / jobs, (children1 - children0) / jobs
     return Figures(jobs / seconds, own, children, events / jobs, found)
+
+
+def callgrind(directory: Path, args: argparse.Namespace) -> float:
+    """The daemon's instructions a job (its own threads, not its children): callgrind's
+    totals of a run of `--jobs` jobs less those of a run of 50, over the difference. It
+    counts instructions, not time, so it repeats on a loaded machine."""
+    totals: list[int] = []
+    for jobs in (50, args.jobs):
+        out = directory / f"callgrind-{jobs}.out"
+        wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        rota_rate(str(directory / f"cg-{jobs}.db"), directory, jobs, args.concurrency, wrap=wrap)
+        found = re.findall(rb"^(?:summary|totals):\s+(\d+)", out.read_bytes(), re.MULTILINE)
+        if os.environ.get("ROTA_BENCH_KEEP"):  # a folder to keep the output in (annotate it)
+            shutil.copy(out, Path(os.environ["ROTA_BENCH_KEEP"]) / out.name)
+        totals.append(int(found[-1]))
+        progress(f"  callgrind, {jobs} jobs: {totals[-1]:,} instructions")
+    return (totals[1] - totals[0]) / (args.jobs - 50)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -204,6 +225,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--store", default="", help="postgresql://...?schema=...")
     parser.add_argument("--dir", default=None)
     parser.add_argument("--profile", action="store_true", help="cProfile the daemon (1 run)")
+    parser.add_argument(
+        "--callgrind", action="store_true",
+        help="the daemon's instructions a job under callgrind: runs of 50 and --jobs jobs",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.quick:
         args.jobs = 100
@@ -217,6 +242,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"{fmt_rate(run.rate)} jobs/s, {run.own * 1000:.2f} ms daemon CPU/job (profiled)")
             pstats.Stats(out).sort_stats("cumulative").print_stats(45)
             pstats.Stats(out).sort_stats("tottime").print_stats(25)
+            return
+        if args.callgrind:
+            print(f"daemon instructions a `true` job: {callgrind(directory, args):,.0f}")
             return
         rows = []
         for rep in range(1, args.repeats + 1):
