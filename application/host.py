@@ -445,5 +445,6 @@ class Host:
         self.schedule_runner.release()
         self.launches.release_all(leave_running=True)
         self.launches.pool.shutdown(wait=True, cancel_futures=True)
+        self.launches.batches.shutdown(wait=True)
         for executor in self.directory.all_executors():
             executor.detach()

@@ -15,6 +15,10 @@ if the combined append fails for any other reason, each write is retried on its 
 one bad write never fails another's. Nothing waits for a window to fill: writes group
 only while an append is in progress.
 
+`write_many` queues several writes at once (a batch of launches pinning their recovery
+metadata: `LifecycleCommands.persist_recovery_many`): they share one append and one
+durability wait, and each is answered on its own.
+
 A write queued with `wait=False` (the start of a launch phase: a trail, not a pin) does
 not wait: it is appended with the next write any caller waits for, at the latest with its
 own launch's next one (the phase's end, or the recovery metadata), in order. So a launch
@@ -25,10 +29,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from rota.application.ports import RecordedEvent
 from rota.application.transactions import Transactions
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import Refusal
@@ -57,22 +63,52 @@ class GroupedFenced:
         self._queue_lock = threading.Lock()
         self.appends = 0  # appends made (tests and benchmarks read it)
         self.writes = 0
+        # The log positions (first, last) of the latest appends made here: commits that hold
+        # nothing but launch writes, which give the cadence nothing to do (`only_ours`).
+        self._recent: deque[tuple[int, int]] = deque(maxlen=32)
+
+    def only_ours(self, after: int, head: int) -> bool:
+        """Whether the log's events in (after, head] are all launch writes appended here
+        (then a pass woken by them would find nothing new to do)."""
+        ranges = dict(list(self._recent))
+        position = after
+        while position < head:
+            last = ranges.get(position + 1)
+            if last is None:
+                return False
+            position = last
+        return position == head
+
+    def _appended(self, recorded: list[RecordedEvent]) -> None:
+        positions = [r.position for r in recorded]
+        if positions and max(positions) - min(positions) == len(set(positions)) - 1:
+            self._recent.append((min(positions), max(positions)))
 
     def write(self, execution_id: str, decide: FencedDecision, wait: bool = True) -> None:
         """Append `decide`'s events for the attempt (fenced by its Work's version); raises
         its Refusal. Returns once they are durable; with `wait=False` at once (see the
         module docstring: a refusal or failure is only logged)."""
-        item = _Write(execution_id, decide, waited=wait)
-        with self._queue_lock:
-            self._queue.append(item)
         if not wait:
+            with self._queue_lock:
+                self._queue.append(_Write(execution_id, decide, waited=False))
             return
-        while not item.done:
-            with self.tx.lock:
-                if not item.done:
-                    self._flush()
-        if item.error is not None:
-            raise item.error
+        error = self.write_many([(execution_id, decide)])[0]
+        if error is not None:
+            raise error
+
+    def write_many(self, writes: list[tuple[str, FencedDecision]]) -> list[BaseException | None]:
+        """Several fenced writes (a batch of launches' recovery metadata), queued in order
+        and appended together (with whatever else is queued): once they are durable, each
+        one's refusal or error (None: written)."""
+        items = [_Write(execution_id, decide) for execution_id, decide in writes]
+        with self._queue_lock:
+            self._queue.extend(items)
+        for item in items:
+            while not item.done:
+                with self.tx.lock:
+                    if not item.done:
+                        self._flush()
+        return [item.error for item in items]
 
     def _flush(self) -> None:
         with self._queue_lock:
@@ -124,7 +160,9 @@ class GroupedFenced:
             work_id = item.execution_id.rpartition("/")[0]
             counts[work_id] = counts.get(work_id, 0) + 1
 
-        self.tx.transact(decide)
+        result = self.tx.transact(decide)
+        if result.written:
+            self._appended(result.recorded)
         self.appends += 1
         self.writes += len(batch)
         for index, item in enumerate(batch):
@@ -138,7 +176,9 @@ class GroupedFenced:
             return emits, {work_stream(work.work_id): work.version}
 
         try:
-            self.tx.transact(decide)
+            result = self.tx.transact(decide)
+            if result.written:
+                self._appended(result.recorded)
         except BaseException as exc:  # handed to its caller
             item.error = exc
         item.done = True

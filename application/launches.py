@@ -13,6 +13,12 @@ holds up, another Work's launch or the cadence (seed 001: a host that must not b
 a launch launches elsewhere). How many run at once is bounded by what the log holds, not
 by a pool size: a launch per claimed attempt (capacity-limited), a stop check per ended
 attempt holding a slot (one at a time each), a delivery per dispatched control intent.
+The one exception is a launch that cannot get stuck: an executor that declares
+`batch_launch` (its launch waits only on its own processes and the store, each bounded:
+the shell executor) gets a pass's launches as one batch, one task of the launch pool
+(`batches`, a fixed pool of `LAUNCH_POOL_THREADS` threads, `rota.application.launch_calls`),
+which pins their recovery metadata in one append: no thread is started per launch, and
+the batch waits for the disk once.
 """
 
 from __future__ import annotations
@@ -22,19 +28,19 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor as Pool
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from rota.application.commands.lifecycle import Claimed
-from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.executor_directory import ExecutorDirectory
+from rota.application.launch_calls import LAUNCH_POOL_THREADS, call_launch, call_launch_many
 from rota.application.pass_sync import PassSync
 from rota.application.personal import Unreadable
-from rota.application.ports import Environment, Executor, LaunchContext, TraceContext
+from rota.application.ports import Done, Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
 from rota.domain.errors import LeaseLost, Refusal
@@ -102,11 +108,19 @@ class Launches:
         self._batching = False
         self._reported = False
         self.pool: Pool = TaskThreads()
+        # Batched launches (`Executor.batch_launch`): a fixed small pool, a task a batch.
+        self.batches = ThreadPoolExecutor(LAUNCH_POOL_THREADS, thread_name_prefix="rota-launch")
+        self._waiting: dict[int, tuple[Executor, list[tuple[Held, Done]]]] = {}  # not begun
         # The cadence pass's deferred durability waits (rota.application.pass_sync): what
         # a pass appended is made durable before anything here acts on it.
         self.passes = PassSync(service.store)
         # (wall reading, a third of the lease, their sum): the last first-renewal computed.
         self._renewal: tuple[datetime | None, float, datetime] = (None, 0.0, datetime.min)
+
+    def only_launch_writes(self, after: int, head: int) -> bool:
+        """Whether the log's events in (after, head] are all this host's launch writes
+        (phases, recovery metadata): a commit of those alone gives the cadence nothing to do."""
+        return self.service.lifecycle.grouped.only_ours(after, head)
 
     def durable(self) -> None:
         """Make the current pass's appends durable before acting outside the store."""
@@ -162,15 +176,49 @@ class Launches:
             # Results reported while the batch launches (an inline executor's, at once)
             # wake the loop once, when the batch is through (`done`).
             self._batching = True
+            batches: dict[int, tuple[Executor, list[tuple[Held, Done]]]] = {}
             try:
                 for claimed, executor in zip(direct, executors, strict=True):
                     if claimed.attempt.execution_id not in refused:
-                        self._launch(claimed, {}, executor, (now, ticks))
+                        self._launch(claimed, {}, executor, (now, ticks), batches)
+                for executor, batch in batches.values():
+                    self._queue_batch(executor, batch)
             finally:
                 self._batching = False
                 if self._reported:
                     self._reported = False
                     self.wake.set()
+
+    def _queue_batch(self, executor: Executor, batch: list[tuple[Held, Done]]) -> None:
+        """Hand a batch to the launch pool; while an earlier one of the same executor still
+        waits for a thread, join it (under load, batches grow instead of queueing up)."""
+        key = id(executor)
+        with self.held_lock:
+            waiting = self._waiting.get(key)
+            if waiting is not None:
+                waiting[1].extend(batch)
+                return
+            self._waiting[key] = (executor, batch)
+        self.batches.submit(self._run_batch, key)
+
+    def _run_batch(self, key: int) -> None:
+        with self.held_lock:
+            executor, batch = self._waiting.pop(key)
+        call_launch_many(executor, batch, self._persist_all)
+
+    def _persist_all(
+        self, pairs: Sequence[tuple[LaunchContext, Any]]
+    ) -> list[BaseException | None]:
+        """Pin a launch batch's recovery metadata in one append (`PersistMany`)."""
+        items = [(ctx.execution_id, ctx.epoch, metadata) for ctx, metadata in pairs]
+        try:
+            answers = self.service.lifecycle.persist_recovery_many(items) if items else []
+        except Exception as exc:  # each write failed on its own as well: hand each the error
+            return [exc] * len(items)
+        for (ctx, _), answer in zip(pairs, answers, strict=True):
+            if answer is None:
+                ctx.recovery_persisted = True
+        return answers
 
     def _prepare_and_launch(self, claimed: Claimed) -> None:
         try:
@@ -341,9 +389,11 @@ class Launches:
         env: dict[str, str],
         executor: Executor | None,
         clocks: tuple[datetime, float] | None = None,
+        batches: dict[int, tuple[Executor, list[tuple[Held, Done]]]] | None = None,
     ) -> None:
         """Launch a claimed attempt (its invoke marker durable) on `executor`, the one
-        `ExecutorDirectory.executor_for` gives it (None: this process has none)."""
+        `ExecutorDirectory.executor_for` gives it (None: this process has none); with
+        `batches`, an executor that declares `batch_launch` gets it in its batch there."""
         attempt = claimed.attempt
         try:
             ctx = self.context(attempt, env, claimed.resume)
@@ -360,57 +410,12 @@ class Launches:
             self.results.put((attempt.execution_id, attempt.epoch, failure))
             return
         held = self.hold(attempt, ctx, executor, launching=True, clocks=clocks)
-        if getattr(executor, "inline", False):
-            self._call_launch(executor, held)
+        if batches is not None and getattr(executor, "batch_launch", False):
+            batches.setdefault(id(executor), (executor, []))[1].append((held, self.done(held)))
+        elif getattr(executor, "inline", False):
+            call_launch(executor, held, self.done(held))
         else:
-            self.submit(self._call_launch, executor, held)
-
-    def _call_launch(self, executor: Executor, held: Held) -> None:
-        ctx, done = held.ctx, self.done(held)
-        try:
-            executor.launch(ctx, done)
-        except LeaseLost:
-            ctx.cancel.set()
-            return
-        except InvalidExecutorConfig as refused:  # retrying cannot cure it: permanent
-            log.warning("executor %s refused %s: %s", executor.name, ctx.execution_id, refused)
-            done(refused.failure(executor.name))
-            return
-        except ExecutorError:
-            log.warning(
-                "executor %s could not launch %s", executor.name, ctx.execution_id, exc_info=True
-            )
-            done(
-                _failure(FailureCode.EXECUTOR_ERROR, f"executor {executor.name!r} could not launch")
-            )
-            return
-        except Exception:
-            # Not a definite refusal: something may have started. Keep the slot until a
-            # stop is verified (seed 001: missing acknowledgement or an ambiguous operation
-            # records a safe failure and retains resource exclusion).
-            log.warning(
-                "executor %s failed while launching %s", executor.name, ctx.execution_id,
-                exc_info=True,
-            )  # fmt: skip
-            message = f"executor {executor.name!r} failed while launching; its slot is kept"
-            done(_failure(FailureCode.LAUNCH_AMBIGUOUS, message, holds_resources=True))
-            return
-        finally:
-            held.launching = False
-        if "recover" in executor.capabilities and not ctx.recovery_persisted:
-            if held.reported:
-                return  # it finished during its launch: nothing is left to recover
-            if ctx.cancel.is_set():
-                return  # cancelled (a lost lease): the launch's fenced writes were refused
-            log.warning(
-                "executor %s returned from launching %s without persisting its recovery "
-                "metadata", executor.name, ctx.execution_id,
-            )  # fmt: skip
-            message = (
-                f"executor {executor.name!r} returned from its launch without persisting its "
-                "recovery metadata; the attempt keeps its slot until its stop is verified"
-            )
-            done(_failure(FailureCode.LAUNCH_UNACKNOWLEDGED, message, holds_resources=True))
+            self.submit(call_launch, executor, held, self.done(held))
 
     # -- stopping -------------------------------------------------------------------------
 
@@ -438,12 +443,3 @@ def _invoked(attempt: AttemptState) -> bool:
     """Its open segment's invoke marker is written (by the claim's append)."""
     segment = attempt.open_segment
     return segment is not None and segment.invoke == "called"
-
-
-def _failure(code: FailureCode, message: str, *, holds_resources: bool = False) -> Result:
-    return Result(
-        outcome="failed",
-        error_code=code,
-        error_message=message,
-        holds_resources=holds_resources,
-    )

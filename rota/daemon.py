@@ -190,9 +190,12 @@ class DaemonLoop:
                 if position is None:
                     position = self.store.head().position
                 if self.store.wait_for_commit(position, WATCH_SECONDS):
-                    position = self.store.head().position
+                    head = self.store.head().position
+                    quiet = self.host.launches.only_launch_writes(position, head)
+                    position = head
                     self.commits_seen += 1
-                    self.host.wake.set()
+                    if not quiet:  # a launch's own pin gives the cadence nothing to do
+                        self.host.wake.set()
                 else:
                     self.watch_timeouts += 1
             except RotaError as exc:

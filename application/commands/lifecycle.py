@@ -19,7 +19,7 @@ from rota.application.commands.lifecycle_values import (
 from rota.application.commands.requests import Asked, once
 from rota.application.commands.submissions import SubmissionCommands, result_start
 from rota.application.configuration import Configuration
-from rota.application.launch_writes import GroupedFenced
+from rota.application.launch_writes import FencedDecision, GroupedFenced
 from rota.application.ports import AppendResult
 from rota.application.transactions import Transactions
 from rota.domain import admission, lifecycle, pages
@@ -168,6 +168,17 @@ class LifecycleCommands(SubmissionCommands):
             execution_id,
             lambda w, n, now: [lifecycle.persist_recovery(w, n, epoch, now, metadata)],
         )
+
+    def persist_recovery_many(
+        self, items: Sequence[tuple[str, int, Any]]
+    ) -> list[BaseException | None]:
+        """Recovery metadata of several attempts, `(execution id, epoch, metadata)`, in one
+        append and one durability wait; per item its refusal (a lost lease) or None."""
+
+        def pin(epoch: int, metadata: Any) -> FencedDecision:
+            return lambda w, n, now: [lifecycle.persist_recovery(w, n, epoch, now, metadata)]
+
+        return self.grouped.write_many([(e, pin(epoch, m)) for e, epoch, m in items])
 
     def renew(self, execution_id: str, epoch: int) -> datetime:
         self.tx.fenced(execution_id, lambda w, n, now: [lifecycle.renew(w, n, epoch, now)])

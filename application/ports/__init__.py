@@ -32,9 +32,12 @@ from rota.application.ports.executor import (
     CAPABILITIES,
     Done,
     Executor,
+    Launch,
     LaunchContext,
+    PersistMany,
     Recovery,
     StopEvidence,
+    persist_each,
 )
 from rota.application.ports.hooks import (
     AppendObserver,
@@ -73,9 +76,11 @@ __all__ = [
     "Executor",
     "Gate",
     "GateAnswer",
+    "Launch",
     "LaunchContext",
     "LogHead",
     "NewEvent",
+    "PersistMany",
     "Persisted",
     "PersonalCipher",
     "PersonalKeys",
@@ -91,4 +96,5 @@ __all__ = [
     "TreeHead",
     "WaitCheck",
     "WriterLock",
+    "persist_each",
 ]

@@ -30,6 +30,19 @@ Launch acknowledgement (seed 001)
   capacity slot (`holds_resources`) until the executor's `stop` verifies nothing of it
   runs, or an operator confirms the stop: the slot is never freed on the executor's word.
 
+Batched launches
+  An executor whose launch is bounded in time (it never waits on anything but its own
+  processes and the store) may declare `batch_launch = True` and implement
+  `launch_many(launches, persist)`: the host then hands it every attempt of a pass it
+  launches directly (no run-environment hook) as one task of its launch pool, a fixed
+  small pool (`rota.application.launches`), instead of a thread per launch. Each
+  `Launch` says what `launch` would have: `error` set to what it would have raised, else
+  `done` is called once, as after `launch`. `persist(pairs)` pins the recovery metadata
+  of several of its launches in one fenced append (one durability wait for them all): it
+  answers, per pair, None (pinned: `ctx.recovery_persisted` is set) or the refusal or
+  error `ctx.persist_recovery` would have raised. The launch acknowledgement is owed per
+  launch as above. The default `launch_many` calls `launch` for each.
+
 Cancellation
   `ctx.cancel` is a `threading.Event`. The host sets it when the lease is lost (then
   `ctx.cancel_reason` is a `rota.LeaseLost`), when the attempt is interrupted or the Work
@@ -85,7 +98,7 @@ import abc
 import contextlib
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -181,6 +194,34 @@ class LaunchContext:
         self.record_phase(name, "ok")
 
 
+@dataclass
+class Launch:
+    """One attempt of a batched launch (`Executor.launch_many`): its context, its `done`,
+    and what `launch` would have raised for it (None: launched)."""
+
+    ctx: LaunchContext
+    done: Done
+    error: BaseException | None = None
+
+
+# Pins several launches' recovery metadata in one fenced append: per pair, None (pinned)
+# or what `ctx.persist_recovery` would have raised.
+PersistMany = Callable[[Sequence[tuple[LaunchContext, Any]]], list[BaseException | None]]
+
+
+def persist_each(pairs: Sequence[tuple[LaunchContext, Any]]) -> list[BaseException | None]:
+    """`PersistMany` one by one, through each context's own `persist_recovery`."""
+    answers: list[BaseException | None] = []
+    for ctx, metadata in pairs:
+        try:
+            ctx.persist_recovery(metadata)
+        except BaseException as exc:
+            answers.append(exc)
+        else:
+            answers.append(None)
+    return answers
+
+
 class Executor(abc.ABC):
     """A registered executor. Subclasses set `name`, `pool` and `capabilities`."""
 
@@ -193,6 +234,8 @@ class Executor(abc.ABC):
     # or hands the rest to a thread of its own): the host then calls it on its loop instead
     # of on a task thread of its own.
     quick_forget: bool = False
+    # True declares a bounded launch that `launch_many` serves in batches ("Batched launches").
+    batch_launch: bool = False
 
     @classmethod  # noqa: B027 (an optional hook with a no-op default)
     def validate_config(cls, config: Mapping[str, Any]) -> None:
@@ -202,6 +245,15 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def launch(self, ctx: LaunchContext, done: Done) -> None:
         """Start the attempt; call `done(result)` exactly once when it ends or suspends."""
+
+    def launch_many(self, launches: Sequence[Launch], persist: PersistMany) -> None:
+        """Launch several attempts; see "Batched launches" above. The default launches
+        each in turn (`persist` unused: each pins its own)."""
+        for item in launches:
+            try:
+                self.launch(item.ctx, item.done)
+            except BaseException as exc:
+                item.error = exc
 
     def recover(self, ctx: LaunchContext, metadata: Any, done: Done) -> Recovery:
         """Find the attempt's work after a lost lease; see "Recovery" above."""

@@ -12,6 +12,9 @@ starts: `validate_config` checks a binding when it is loaded or defined, `launch
   cwd          optional working directory; it must exist at launch (a launch whose `cwd`
                is gone fails permanently, `invalid_config`).
   environment  optional object of str -> str.
+  launch_phases  optional list: ["executor"] records the `executor` launch phase around the
+               launch (two fenced events more a launch); [] or absent records none, and a
+               launch writes one fenced event, its recovery metadata.
   Unknown keys are refused, so a misspelt key fails when the binding is loaded instead of
   being ignored.
 
@@ -20,14 +23,18 @@ Environment and input
   the run environment: written nowhere but the child's environment) and ROTA_WORK_ID,
   ROTA_EXECUTION_ID, ROTA_ATTEMPT, ROTA_EPOCH and ROTA_INPUT (the JSON list of input payloads);
   with tracing on (rota[otel]), TRACEPARENT (and TRACESTATE) name the attempt's span.
-  The same JSON is the command's stdin (the file `input.json`). ROTA_INPUT is left out above
-  96 KiB (the kernel caps one variable at 128 KiB); stdin always carries it.
+  The same JSON is the command's stdin: a pipe that holds it whole (its write end closed,
+  so the command reads it to its end with or without the daemon) up to 4 KiB, else the
+  file `input.json` in the run directory. ROTA_INPUT is left out above 96 KiB (the kernel
+  caps one variable at 128 KiB); stdin always carries it.
 
 Run directory: nothing of a run depends on the daemon that launched it staying alive
   Each launch gets `runs_dir/<execution id, / as _>-e<epoch>-<8 hex>/` (mode 0700; `runs_dir`
   defaults to `<tempdir>/rota-runs-<uid>`, created 0700; it must be ours and writable by no
-  one else) holding `input.json`, `stdout` and `stderr` (files, not pipes: a dead daemon
-  cannot SIGPIPE the command) and, once the command ended, `status`: its exit code, -N when
+  one else) holding `stdout` and `stderr` (files, not pipes: a dead daemon cannot SIGPIPE
+  the command), `input.json` for an input over 4 KiB, `go` once the launch is pinned (its
+  time is when the command was let go) and, once the command ended, `status`: its exit
+  code, -N when
   killed by signal N. A tiny wrapper leads the group (a fork of the executor's spawner, a
   small long-lived Python process started on the first launch: no interpreter is started
   per run, nothing is compiled and nothing runs from a temporary directory; see
@@ -50,11 +57,14 @@ Isolation: nothing runs until the launch is pinned (`isolates = True`)
   wrapper starts nothing until the file `go` appears in its run directory, and `launch`
   creates `go` (atomically) only after `ctx.persist_recovery` succeeded. A wrapper whose
   launching process dies first (the spawner, its parent, exits with it, so its parent pid
-  changes, polled every 20 ms at most; or the wake pipe from the launcher reaches its end)
+  changes, polled every 250 ms at most; or the wake pipe from the launcher reaches its end,
+  which it sees at once)
   or that waited `hold_seconds` (default 30) creates `abandoned` and exits (code 125)
   without starting the command or writing `status`.
-  The `executor` launch phase covers all of it: run directory, wrapper, persist, `go` and the
-  wrapper's report that the command started.
+  The `executor` launch phase, when the binding declares it, covers all of it: run
+  directory, wrapper, persist, `go` and the wrapper's report that the command started.
+  `launch_many` does the same for a batch side by side (`shell_launch`): every wrapper
+  asked for, one `persist` pinning every launch's metadata, every wrapper let go.
 
 Process groups
   The wrapper is forked into a new session, so it leads its own group (pgid == pid).
@@ -130,32 +140,35 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from rota.application.errors import ExecutorError
-from rota.application.ports import Done, Executor, LaunchContext, Recovery, StopEvidence
+from rota.application.ports import (
+    Done,
+    Executor,
+    Launch,
+    LaunchContext,
+    PersistMany,
+    Recovery,
+    StopEvidence,
+    persist_each,
+)
 from rota.domain.results import Result
 from rota.infrastructure.executors.shell_config import (
     check_config,
-    parse_config,
-    run_environment,
     run_secrets,
-    variables_ok,
 )
+from rota.infrastructure.executors.shell_launch import Starting, launch_batch, spawn
 from rota.infrastructure.executors.shell_processes import (
     KILL_WAIT_SECONDS,
     POLL_SECONDS,
     GroupStopper,
     group_identity,
     group_running,
-    kill_group,
     locate,
     machine,
-    proc_stat,
     recorded_ids,
     signal_group,
 )
@@ -176,7 +189,7 @@ from rota.infrastructure.executors.shell_supervision import (
     leader_running,
     supervise,
 )
-from rota.infrastructure.executors.shell_wrapper import HOLD_SECONDS, start_wrapper
+from rota.infrastructure.executors.shell_wrapper import HOLD_SECONDS
 
 
 class ShellExecutor(Executor):
@@ -187,6 +200,7 @@ class ShellExecutor(Executor):
     capabilities = frozenset({"stop", "interrupt", "recover"})
     stable = True
     isolates = True  # the wrapper starts nothing until the launch is pinned (`go`)
+    batch_launch = True  # bounded: `launch_many` serves a pass's launches as one task
     quick_forget = True  # `forget` hands the run directory's removal to the cleaner
 
     def __init__(
@@ -215,6 +229,7 @@ class ShellExecutor(Executor):
         self._reaper = Reaper(self._closed, self._ended, self._thread_for)
         self._reported: dict[str, list[Path]] = {}  # run directories whose result we reported
         self._cleaner = Cleaner()  # removes forgotten runs' directories, in order
+        self._root_checked = False  # `runs_dir` passed make_run's checks once
 
     @classmethod
     def validate_config(cls, config: Mapping[str, Any]) -> None:
@@ -223,46 +238,25 @@ class ShellExecutor(Executor):
         check_config(config)
 
     def launch(self, ctx: LaunchContext, done: Done) -> None:
+        item = Launch(ctx, done)
+        self.launch_many([item], persist_each)
+        if item.error is not None:
+            raise item.error
+
+    def launch_many(self, launches: Sequence[Launch], persist: PersistMany) -> None:
+        """Launch a batch side by side (see "Batched launches" and `shell_launch`)."""
+        launch_batch(launches, persist, self._spawn, self._machine, self._watch)
+
+    def _spawn(self, item: Launch) -> Starting:
+        """Check a launch, make its run directory and ask the spawner for its wrapper."""
         if self._closed.is_set():
             raise ExecutorError("the shell executor is closed")
-        command, cwd, extra = parse_config(ctx.config)
-        if not variables_ok(ctx.env):
-            raise ExecutorError("ctx.env must map variable names to strings without NUL")
-        if ctx.deadline.tzinfo is None:
-            raise ExecutorError("ctx.deadline must be timezone-aware")
-        try:
-            payload = msgspec.json.encode(ctx.inputs)
-        except (TypeError, ValueError, msgspec.EncodeError):
-            raise ExecutorError("ctx.inputs cannot be encoded as JSON") from None
-        env = run_environment(ctx, extra, payload)
-        with ctx.phase("executor"):
-            directory = make_run(self.runs_dir, ctx.execution_id, ctx.epoch)
-            try:
-                wrapper = start_wrapper(
-                    self._spawner, directory, command, cwd, env, payload, self.hold_seconds
-                )
-            except BaseException:
-                remove_run(directory)
-                raise
-            pid = wrapper.pid
-            try:
-                started = wrapper.proc.started  # read by the spawner
-                if started is None:
-                    stat = proc_stat(pid)
-                    started = stat[2] if stat else None
-                metadata = {"pid": pid, "pgid": pid, "started": started, "run": str(directory)}
-                ctx.persist_recovery({**metadata, "hold": True, **self._machine})
-                wrapper.release()  # pinned: only now may the command start
-            except BaseException:
-                wrapper.close()  # no `go`: the wrapper started nothing (or failed to)
-                kill_group(pid)
-                wrapper.proc.wait()
-                remove_run(directory)
-                raise
-            finally:
-                wrapper.close()
-        began = time.monotonic()
-        self._watch(Run(ctx, done, directory, pid, started, run_secrets(ctx), wrapper.proc, began))
+        return spawn(item, self._make_run, self._spawner, self.hold_seconds)
+
+    def _make_run(self, execution_id: str, epoch: int) -> Path:
+        directory = make_run(self.runs_dir, execution_id, epoch, self._root_checked)
+        self._root_checked = True  # `runs_dir` is ours, and only we may write to it
+        return directory
 
     def _watch(self, run: Run) -> None:
         """Watch a run to its end: by the reaper if it was launched here, else (or if the
@@ -369,11 +363,12 @@ class ShellExecutor(Executor):
         except OSError:
             return
         for entry in entries:
-            if entry.name.startswith(prefix) and read_status(entry) is not None:
+            # A run this executor reported has ended (its status was read to report it).
+            if entry.name.startswith(prefix) and (known or read_status(entry) is not None):
                 with self._lock:
                     watched = any(r.directory == entry for r in self._runs.values())
                 if not watched:
-                    remove_run(entry)
+                    remove_run(entry, ended=known is not None)
 
     def stop(self, execution_id: str, epoch: int, metadata: Any) -> StopEvidence:
         recovery = recorded_ids(metadata)

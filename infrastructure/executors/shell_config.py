@@ -11,7 +11,8 @@ from typing import Any
 from rota.application.errors import InvalidExecutorConfig
 from rota.application.ports import LaunchContext
 
-CONFIG_KEYS = ("command", "cwd", "environment")
+CONFIG_KEYS = ("command", "cwd", "environment", "launch_phases")
+PHASES = ("executor",)  # the launch phases a shell binding may declare
 INHERITED = ("PATH", "HOME", "LANG", "TMPDIR")
 MAX_ENV_INPUT = 96 * 1024
 MIN_SECRET = 6
@@ -55,14 +56,19 @@ def check_config(config: Any) -> None:
         raise InvalidExecutorConfig("cwd", f"must be a directory's path, not {cwd!r}")
     if not variables_ok(config.get("environment") or {}):
         raise InvalidExecutorConfig("environment", "must be an object of strings to strings")
+    phases = config.get("launch_phases", [])
+    if not isinstance(phases, list) or not all(p in PHASES for p in phases):
+        raise InvalidExecutorConfig("launch_phases", f"must be a list of {list(PHASES)}")
 
 
-def parse_config(config: Any) -> tuple[list[str], str | None, dict[str, str]]:
+def parse_config(config: Any) -> tuple[list[str], str | None, dict[str, str], bool]:
+    """Command, cwd, environment, and whether the `executor` launch phase is recorded."""
     check_config(config)
     cwd = config.get("cwd")
     if cwd is not None and not os.path.isdir(cwd):  # it may have gone since it was checked
         raise InvalidExecutorConfig("cwd", f"must name an existing directory, not {cwd!r}")
-    return list(config["command"]), cwd, dict(config.get("environment") or {})
+    phases = "executor" in config.get("launch_phases", ())
+    return list(config["command"]), cwd, dict(config.get("environment") or {}), phases
 
 
 def run_environment(ctx: LaunchContext, extra: dict[str, str], payload: bytes) -> dict[str, str]:

@@ -21,6 +21,7 @@ from typing import Any
 from rota.application.errors import ExecutorError
 
 RUN_FILES = ("input.json", "stdout", "stderr", "status.tmp", "status", "go", "abandoned")
+ENDED_FILES = ("input.json", "stdout", "stderr", "go", "status")  # a run that ended cleanly
 UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]")  # each becomes "_" in a run directory's name
 
 
@@ -29,25 +30,38 @@ def run_prefix(execution_id: str) -> str:
     return UNSAFE.sub("_", execution_id) + "-e"
 
 
-def make_run(root: Path, execution_id: str, epoch: int) -> Path:
+def make_run(root: Path, execution_id: str, epoch: int, trusted: bool = False) -> Path:
     """A new run directory (0700) in `root`, which is created 0700 if missing and must be a
-    directory of this user that no one else may write to."""
+    directory of this user that no one else may write to. `trusted`: `root` passed that
+    check before (no one else can have replaced a directory of ours that only we may
+    write to), so it is not looked at again unless it is gone."""
     try:
+        if not trusted:
+            _check_root(root)
+        directory = f"{root}/{run_prefix(execution_id)}{epoch}-{random.token_hex(4)}"
         try:
-            info = root.stat()
+            os.mkdir(directory, 0o700)
         except FileNotFoundError:
-            root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            info = root.stat()
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-            raise ExecutorError(f"runs_dir {root} must be a directory owned by this user")
-        if info.st_mode & 0o022:
-            raise ExecutorError(f"runs_dir {root} must not be writable by others")
-        directory = root / f"{run_prefix(execution_id)}{epoch}-{random.token_hex(4)}"
-        directory.mkdir(mode=0o700)
+            if not trusted:
+                raise
+            _check_root(root)  # removed meanwhile (a temporary-files cleaner): again
+            os.mkdir(directory, 0o700)
         os.chmod(directory, 0o700)
     except OSError as error:
         raise ExecutorError(f"cannot create a run directory in {root}: {error}") from None
-    return directory
+    return Path(directory)
+
+
+def _check_root(root: Path) -> None:
+    try:
+        info = root.stat()
+    except FileNotFoundError:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = root.stat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ExecutorError(f"runs_dir {root} must be a directory owned by this user")
+    if info.st_mode & 0o022:
+        raise ExecutorError(f"runs_dir {root} must not be writable by others")
 
 
 def run_of(execution_id: str, metadata: dict[str, Any]) -> Path | None:
@@ -76,6 +90,8 @@ def read_status(directory: Path) -> int | None:
 def read_tail(path: str | os.PathLike[str], limit: int) -> bytes:
     """The last `limit` bytes of a file (b"" if it is missing); only those are read."""
     try:
+        if os.stat(path).st_size == 0:
+            return b""  # (most commands write nothing to one of their streams)
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return b""
@@ -119,9 +135,19 @@ def held_back(directory: Path) -> bool | None:
     return not (directory / "go").exists()  # looked at again: it may have come meanwhile
 
 
-def remove_run(directory: Path) -> None:
+def remove_run(directory: Path, ended: bool = False) -> None:
     """Best effort: remove the files of a run (those it holds of RUN_FILES), then the
-    directory."""
+    directory. `ended`: a run whose result was reported, which holds ENDED_FILES (unlinked
+    without listing the directory first; anything else there, listed after all)."""
+    if ended:
+        for name in ENDED_FILES:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+        try:
+            os.rmdir(directory)
+            return
+        except OSError:
+            pass
     try:
         names = [name for name in os.listdir(directory) if name in RUN_FILES]
     except OSError:

@@ -41,7 +41,8 @@ holds the command back until the file `go` appears (the launcher creates it once
 is pinned, then writes to the wake pipe, which wakes the wrapper at once). If its parent
 changes (the scheduler and so the spawner died), the wake pipe reaches its end, or `hold`
 seconds pass, it creates `abandoned` and exits 125 having started nothing; it looks for `go`
-every 20 ms at most. Let go, it posix_spawns the command (argv, cwd, environment and
+every 250 ms at most (its launcher's death ends the wake pipe at once: the parent pid is the
+fallback). Let go, it posix_spawns the command (argv, cwd, environment and
 standard streams as given, PATH searched as the command's environment says; every signal at
 its default, none blocked), says b"ok" or the errno, waits, and writes the exit code (-N:
 signal N) to `status` atomically; it exits with that code (128 + N for signal N). It blocks
@@ -146,7 +147,8 @@ def child(run, report, wake, launcher, hold, argv, env, cwd):
             if not waking or getppid() != launcher or monotonic() >= until:
                 close(open_fd(run + "/abandoned", CREATE, 0o600))
                 return 125
-            if poller.poll(21) and not read(wake, 64):
+            look = max(0, min(250, int((until - monotonic()) * 1000) + 1))
+            if poller.poll(look) and not read(wake, 64):
                 waking = False
         close(wake)
         if "PATH" in env:

@@ -114,6 +114,8 @@ def leader_running(run: Run) -> bool:
 
 def _group_alive(run: Run, settle: float = SETTLE_SECONDS) -> bool:
     """Whether the run's group still runs; never mistakes a reused pid's group for it."""
+    if not group_answers(run.pid):
+        return False  # no group of that id at all: nothing to look up in /proc
     stat = proc_stat(run.pid)
     if stat is not None and run.started is not None and stat[2] != run.started:
         return False  # the pid names another process: our group had emptied before
@@ -143,8 +145,11 @@ def _minutes(run: Run) -> float:
             ticks = os.sysconf("SC_CLK_TCK")
             began -= time.clock_gettime(time.CLOCK_BOOTTIME) - run.started / ticks
     else:
-        with contextlib.suppress(OSError):
-            began = (run.directory / "input.json").stat().st_mtime
+        # When it was let go (`go`), else when its input was written (an older launch).
+        for name in ("go", "input.json"):
+            with contextlib.suppress(OSError):
+                began = (run.directory / name).stat().st_mtime
+                break
     return max(0.0, end - began) / 60
 
 

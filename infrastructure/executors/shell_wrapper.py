@@ -19,6 +19,9 @@ from rota.infrastructure.executors.shell_spawner import Child, Spawner, readable
 START_SECONDS = 30.0  # how long the wrapper may take to start (and then to start the command)
 HOLD_SECONDS = 30.0  # how long a wrapper waits for `go` before it gives up
 ABANDONED = 125  # the wrapper's exit code when it gave up without starting the command
+# Inputs up to this many bytes reach the command through a pipe instead of a file: one
+# page, what an empty pipe always takes in one write (PIPE_BUF) however small it is made.
+PIPE_INPUT = 4096
 
 
 @dataclass
@@ -36,8 +39,13 @@ class Wrapper:
         return self.proc.pid
 
     def release(self) -> None:
-        """Let the command start (the launch is pinned): create `go` atomically, wake the
-        wrapper and wait for its report; ExecutorError if the command did not start."""
+        """Let the command start (the launch is pinned) and wait for the wrapper's report;
+        ExecutorError if the command did not start."""
+        self.let_go()
+        self.started()
+
+    def let_go(self) -> None:
+        """Create `go` atomically and wake the wrapper (its report is read by `started`)."""
         create = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
             os.close(os.open(os.path.join(self.directory, "go"), create, 0o600))
@@ -46,6 +54,10 @@ class Wrapper:
         with contextlib.suppress(OSError):  # a wrapper that gave up no longer reads it
             os.write(self.wake, b"g")
         self.close_wake()
+
+    def started(self) -> None:
+        """Wait for the wrapper's report after `let_go`; ExecutorError if the command did
+        not start."""
         answer = _read_report(self.report)
         if answer == b"ok":
             return
@@ -69,6 +81,35 @@ class Wrapper:
         self.report.close()
 
 
+@dataclass
+class Spawned:
+    """A wrapper asked of the spawner, whose first report (`held`) is still to be read."""
+
+    directory: Path
+    program: str
+    report: socket.socket
+    wake: int
+
+    def held(self) -> Wrapper:
+        """Wait for the wrapper to hold its run directory's lock, with the command held back
+        until `Wrapper.release`; ExecutorError (nothing of the command started) if it did
+        not start."""
+        held = _held(self.report)
+        if isinstance(held, Child):
+            return Wrapper(self.directory, self.program, held, self.report, self.wake)
+        # Nothing of the command started: a wrapper (or the spawner) that says b"e" exits
+        # at once having started nothing, as does one that says nothing before its end
+        # (EOF); one that said nothing in START_SECONDS sees the wake pipe close below and
+        # gives up.
+        os.close(self.wake)
+        reason = "the shell wrapper did not start"
+        if held.startswith(b"e"):
+            reason = os.strerror(int(held[1:])) if held[1:].isdigit() else reason
+            _until_closed(self.report)  # it exited
+        self.report.close()
+        raise ExecutorError(f"could not start {self.program!r}: {reason}")
+
+
 def start_wrapper(
     spawner: Spawner,
     directory: Path,
@@ -81,18 +122,27 @@ def start_wrapper(
     """Write the input and have `spawner` start the wrapper in a new session; return once it
     holds the run directory's lock, with the command held back until `Wrapper.release`.
     ExecutorError (and nothing of the command started) if the wrapper did not start."""
+    return spawn_wrapper(spawner, directory, command, cwd, env, payload, hold).held()
+
+
+def spawn_wrapper(
+    spawner: Spawner,
+    directory: Path,
+    command: list[str],
+    cwd: str | None,
+    env: dict[str, str],
+    payload: bytes,
+    hold: float = HOLD_SECONDS,
+) -> Spawned:
+    """Write the input and ask `spawner` for the wrapper; returns without waiting for it
+    (`Spawned.held` does), so that a batch of launches starts its wrappers side by side."""
     create = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     report, writer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener, wake = os.pipe()
     opened = [writer.detach(), listener]
     run = str(directory)  # plain strings: a Path per file costs more than the rest here
     try:
-        opened.append(os.open(f"{run}/input.json", create, 0o600))
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(opened[-1], view) :]
-        os.close(opened.pop())
-        opened.append(os.open(f"{run}/input.json", os.O_RDONLY | os.O_CLOEXEC))
+        opened.append(_stdin(run, payload))
         opened += [os.open(f"{run}/{name}", create, 0o600) for name in ("stdout", "stderr")]
         fds = (opened[2], opened[3], opened[4], opened[0], listener)
         spawner.spawn(run, fds, hold, command, env, cwd)
@@ -104,19 +154,36 @@ def start_wrapper(
     finally:
         for fd in opened:
             os.close(fd)
-    held = _held(report)
-    if isinstance(held, Child):
-        return Wrapper(directory, command[0], held, report, wake)
-    # Nothing of the command started: a wrapper (or the spawner) that says b"e" exits at
-    # once having started nothing, as does one that says nothing before its end (EOF); one
-    # that said nothing in START_SECONDS sees the wake pipe close below and gives up.
-    os.close(wake)
-    reason = "the shell wrapper did not start"
-    if held.startswith(b"e"):
-        reason = os.strerror(int(held[1:])) if held[1:].isdigit() else reason
-        _until_closed(report)  # it exited
-    report.close()
-    raise ExecutorError(f"could not start {command[0]!r}: {reason}")
+    return Spawned(directory, command[0], report, wake)
+
+
+def _stdin(run: str, payload: bytes) -> int:
+    """The command's stdin: a pipe that already holds the whole input (its write end
+    closed: the command reads it to its end whoever else lives), or for an input larger
+    than PIPE_INPUT bytes the file `input.json` in the run directory."""
+    if len(payload) <= PIPE_INPUT:
+        reader, writer = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            if os.write(writer, payload) == len(payload):  # never blocks: it fits at once
+                os.set_blocking(reader, True)
+                return reader
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(writer)
+        os.close(reader)
+    # One descriptor written at its offsets (pwrite): its own offset stays at 0, so the
+    # command reads its input from the start.
+    create = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(f"{run}/input.json", create, 0o600)
+    try:
+        written = 0
+        while written < len(payload):
+            written += os.pwrite(fd, payload[written:], written)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _held(report: socket.socket) -> Child | bytes:

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 extern char **environ;
-enum { REPORT = 3, WAKE = 4 };
+enum { REPORT = 3, WAKE = 4, LOOK_MS = 250 };
 
 static void say(const char *message) {
     ssize_t ignored = write(REPORT, message, strlen(message));
@@ -153,7 +153,11 @@ int main(int argc, char **argv) {
             return 125;
         }
         struct pollfd wake = {.fd = WAKE, .events = POLLIN};
-        if (poll(&wake, 1, 21) > 0) {
+        /* The launcher's death ends the wake pipe at once; the parent pid and the hold
+           deadline are looked at every LOOK_MS at most (a long hold wakes little). */
+        double left = (until - now()) * 1000;
+        int wait = left < 0 ? 0 : left < LOOK_MS ? (int)left + 1 : LOOK_MS;
+        if (poll(&wake, 1, wait) > 0) {
             char bytes[64];
             if (read(WAKE, bytes, sizeof bytes) == 0)
                 waking = 0;

@@ -91,3 +91,30 @@ def test_a_phase_start_not_waited_for_shares_the_launchs_next_append_in_order() 
         ]
     finally:
         scheduler.close()
+
+
+def test_a_batch_pins_in_one_append_and_its_commit_asks_no_pass() -> None:
+    """`persist_recovery_many` pins several launches in one append, a stale one refused
+    alone; the log watcher is told that a commit of launch writes alone needs no pass."""
+    scheduler = rota.open("memory://", config={"settings": {"concurrency": 8}})
+    try:
+        scheduler.register("job", lambda ctx: None)
+        for k in range(3):
+            scheduler.submit(f"w{k}", binding="job", input={})
+        commands = scheduler.service.lifecycle
+        claimed = commands.start_pass(16).claimed
+        items = [(c.attempt.execution_id, c.attempt.epoch, {"pid": 2}) for c in claimed]
+        items[1] = (items[1][0], items[1][1] + 1, {"pid": 3})  # a stale epoch
+        grouped, launches = commands.grouped, scheduler.host.launches
+        head = scheduler.store.head().position
+        answers = commands.persist_recovery_many(items)
+        assert answers[0] is None and answers[2] is None
+        assert isinstance(answers[1], LeaseLost)
+        after = scheduler.store.head().position
+        assert grouped.appends == 1 and after == head + 2
+        assert launches.only_launch_writes(head, after)
+        scheduler.submit("other", binding="job", input={})
+        assert not launches.only_launch_writes(head, scheduler.store.head().position)
+        assert not launches.only_launch_writes(head - 1, after)
+    finally:
+        scheduler.close()

@@ -24,6 +24,7 @@ OPTIMISATIONS = [
     "application/tallies.py",
     "infrastructure/canonical.py",
     "infrastructure/executors/shell_binary.py",
+    "infrastructure/executors/shell_launch.py",
     "infrastructure/merkle.py",
     "infrastructure/spill.py",
     "infrastructure/sqlite/projection_swap.py",

@@ -30,6 +30,7 @@ from rota.domain.results import Result
 from rota.infrastructure.executors.shell import ShellExecutor
 from rota.infrastructure.executors.shell_runs import read_tail
 
+PHASES = {"launch_phases": ["executor"]}  # the binding declares the `executor` phase
 WAIT = 10.0  # seconds: a bound for waits that normally end in milliseconds
 EXECUTION = "w-1/2"
 EPOCH = 7
@@ -137,7 +138,8 @@ def assert_group_gone(pgid: int) -> None:
 def test_exit_zero_completes_with_tails_minutes_and_recovery_metadata(
     executor: ShellExecutor,
 ) -> None:
-    run = start(executor, ["sh", "-c", "echo out; echo err >&2"])
+    declared = {"launch_phases": ["executor"]}  # else no launch phase is recorded
+    run = start(executor, ["sh", "-c", "echo out; echo err >&2"], config=declared)
     result = run.result()
     assert result.outcome == "completed" and result.error_code is None
     assert result.data == {"exit_code": 0, "stdout_tail": "out\n", "stderr_tail": "err\n"}
@@ -180,7 +182,7 @@ def test_a_refused_persist_never_lets_the_command_start(
         seen.append(metadata)
         raise LeaseLost("the lease is gone")
 
-    config = {"command": ["sh", "-c", 'echo ran > "$1"', "sh", str(side)]}
+    config = {"command": ["sh", "-c", 'echo ran > "$1"', "sh", str(side)], **PHASES}
     ctx, _, phases = make_context(config, persist=refuse)
     with pytest.raises(LeaseLost):
         ShellExecutor(runs).launch(ctx, lambda result: None)
@@ -201,7 +203,7 @@ def test_a_wrapper_that_waited_too_long_gives_up_and_launch_raises(
         wait_until((Path(metadata["run"]) / "abandoned").exists)
 
     shell = ShellExecutor(runs, hold_seconds=0.2)
-    config = {"command": ["sh", "-c", 'echo ran > "$1"', "sh", str(side)]}
+    config = {"command": ["sh", "-c", 'echo ran > "$1"', "sh", str(side)], **PHASES}
     ctx, _, phases = make_context(config, persist=slow)
     with pytest.raises(ExecutorError, match="gave up waiting for the launch to be pinned"):
         shell.launch(ctx, lambda result: None)
@@ -244,8 +246,21 @@ def test_inputs_and_ids_reach_the_child_through_the_environment_and_stdin(
 
 def test_large_inputs_come_on_stdin_only(executor: ShellExecutor) -> None:
     inputs = ["x" * 200_000]  # more than a pipe buffer and than one environment string holds
-    result = start(executor, ["sh", "-c", 'echo "${ROTA_INPUT:-unset}"; wc -c'], inputs=inputs)
-    assert result.result().data["stdout_tail"].split() == ["unset", "200004"]
+    script = 'echo "${ROTA_INPUT:-unset}"; wc -c; ls "$(dirname "$(readlink /proc/$$/fd/0)")"'
+    run = start(executor, ["sh", "-c", script], inputs=inputs)
+    unset, size, *names = run.result().data["stdout_tail"].split()
+    assert (unset, size) == ("unset", "200004") and "input.json" in names  # a file
+
+
+@pytest.mark.parametrize("size", [0, 4000])
+def test_a_small_input_comes_through_a_pipe_that_holds_it_whole(
+    executor: ShellExecutor, size: int
+) -> None:
+    inputs = ["x" * size] if size else []
+    script = "readlink /proc/$$/fd/0; cat"  # filled and closed before the wrapper began
+    run = start(executor, ["sh", "-c", script], inputs=inputs)
+    stdin, data = run.result().data["stdout_tail"].split("\n", 1)
+    assert stdin.startswith("pipe:") and data == msgspec.json.encode(inputs).decode()
 
 
 def test_the_environment_is_minimal_and_merged_in_order(
@@ -487,6 +502,8 @@ def test_close_stops_what_still_runs() -> None:
         ({"command": ["true"], "enviroment": {}}, r"config\.enviroment: unknown key; allowed"),
         ({"command": ["true"], "b": 1, "a": 2}, r"config\.a: unknown key \(also unknown: \['b'\]"),
         (["true"], r"config: must be an object"),
+        ({"command": ["true"], "launch_phases": ["toolbelt"]}, r"config\.launch_phases: "),
+        ({"command": ["true"], "launch_phases": "executor"}, r"config\.launch_phases: "),
     ],
 )
 def test_config_errors_name_the_field_before_anything_starts(
@@ -501,13 +518,21 @@ def test_config_errors_name_the_field_before_anything_starts(
             ShellExecutor.validate_config(config)
 
 
+def test_a_binding_that_declares_no_launch_phase_records_none(executor: ShellExecutor) -> None:
+    run = start(executor, ["true"])
+    assert run.result().outcome == "completed"
+    assert run.phases == [] and len(run.persisted) == 1  # one fenced write: the pin
+
+
 def test_validate_config_accepts_a_sound_config_without_looking_at_the_machine() -> None:
+    ShellExecutor.validate_config({"command": ["true"], "launch_phases": ["executor"]})
+    ShellExecutor.validate_config({"command": ["true"], "launch_phases": []})
     ShellExecutor.validate_config({"command": ["true"], "cwd": "/nonexistent/rota"})
     ShellExecutor.validate_config({"command": ["sh", "-c", "x"], "environment": {"A": "1"}})
 
 
 def test_a_missing_program_fails_the_executor_phase(executor: ShellExecutor) -> None:
-    ctx, persisted, phases = make_context({"command": ["/nonexistent/rota-program"]})
+    ctx, persisted, phases = make_context({"command": ["/nonexistent/rota-program"], **PHASES})
     with pytest.raises(ExecutorError, match=r"could not start.*No such file or directory"):
         executor.launch(ctx, lambda result: None)
     assert phases == [("executor", None), ("executor", "failed")]
@@ -624,7 +649,8 @@ def test_each_launch_gets_a_private_run_directory_that_goes_once_reported(
     assert directory.parent == runs and directory.name.startswith("w-1_2-e7-")
     assert len(directory.name.rsplit("-", 1)[1]) == 8 and directory.is_absolute()
     assert oct(runs.stat().st_mode & 0o777) == oct(directory.stat().st_mode & 0o777) == "0o700"
-    assert {p.name for p in directory.iterdir()} >= {"input.json", "stdout", "stderr"}
+    assert {p.name for p in directory.iterdir()} >= {"stdout", "stderr", "go"}
+    assert not (directory / "input.json").exists()  # a small input comes through a pipe
     assert len(msgspec.json.encode(metadata)) < 1024
     result = run.result()
     assert result.data["stdout_tail"] == f"[{str(fifo)!r}, 'two words']\n"  # argv unchanged
