@@ -29,6 +29,7 @@ OPTIMISATIONS = [
     "infrastructure/sqlite/projection_swap.py",
     "infrastructure/stored_works.py",
     "projections/work_tally.py",
+    "replay/doctor_read.py",
     "replay/row_streams.py",
 ]
 
