@@ -190,15 +190,12 @@ def verify_chain(
     *,
     progress: Callable[[int], None] | None = None,
     checkpoint: Checkpoints = None,
-    records: Iterable[RawRecord] | None = None,
 ) -> ChainReport:
-    """Verify the whole log of a store, and that it extends the checkpoint(s) if given.
-    `records`: its rows as another reader of the log hands them on (doctor's one read:
-    `rota.replay.doctor_read`), every one from position 1; default: read here."""
+    """Verify the whole log of a store, and that it extends the checkpoint(s) if given."""
     wanted = _normalize(checkpoint)
     store_id = store.store_id if wanted else None
     return verify_records(
-        iter_raw(store) if records is None else records,
+        iter_raw(store),
         progress=progress,
         checkpoint=wanted,
         store_id=store_id,
@@ -381,20 +378,14 @@ def _bad(checked: int, head: int, previous: bytes, position: int, reason: str) -
 
 
 def verify_chain_with(
-    store: EventStore,
-    progress: ProgressFactory = silent,
-    *,
-    checkpoint: Checkpoints = None,
-    records: Iterable[RawRecord] | None = None,
+    store: EventStore, progress: ProgressFactory = silent, *, checkpoint: Checkpoints = None
 ) -> ChainReport:
-    """`verify_chain` (with the checkpoints and the `records`, if given) and a progress bar
-    over the log."""
+    """`verify_chain` (with the checkpoints, if given) and a progress bar over the log."""
     with progress(store.head().position, "verify") as bar:
         report = verify_chain(
             store,
             progress=lambda checked: bar.advance(checked - bar.done),
             checkpoint=checkpoint,
-            records=records,
         )
         bar.advance(report.checked - bar.done)  # (the chain reports every 10,000 events)
         return report

@@ -66,7 +66,6 @@ from rota.infrastructure.spill import SpillFile
 from rota.infrastructure.sqlite.projection_store import default_path
 from rota.infrastructure.store_url import backend
 from rota.projections import PERSISTED, SchedulerProjection
-from rota.replay.doctor_read import OneRead
 from rota.replay.doctor_report import FULL_RESTORE, Check, DoctorReport, guarded, recover_advice
 from rota.replay.log_checks import check_chain, check_checkpoint, check_log_integrity
 from rota.replay.progress import ProgressFactory, silent
@@ -77,7 +76,7 @@ from rota.replay.projection_checks import (
     stored_rows,
 )
 from rota.replay.read_only import ReadOnlyLog, ReadOnlyProjections, fingerprint, quiescent
-from rota.replay.rebuild import ReadPages, fold_spilling
+from rota.replay.rebuild import fold_spilling
 from rota.replay.retention_checks import check_retention
 from rota.replay.row_streams import SchedulerReading, opened, read_scheduler
 from rota.replay.schedule_checks import SCHEDULE_CHECKS, schedule_checks
@@ -139,11 +138,9 @@ def _projection_checks(
     immutable: bool,
     lag_threshold: int,
     progress: ProgressFactory = silent,
-    one_read: OneRead | None = None,
 ) -> tuple[list[Check], SchedulerReading]:
     """Drift and lag of the projection file, and the scheduler state at the head: the log
-    is folded once, each fresh projection up to its stored copy's position (`one_read`:
-    in the hash-chain walk's read of the log, `rota.replay.doctor_read`).
+    is folded once, each fresh projection up to its stored copy's position.
 
     In memory bounded by the active Works: the stored rows stream in key order (one
     snapshot, held to the end), every fold spills as a rebuild's does (a scratch file each),
@@ -177,8 +174,7 @@ def _projection_checks(
         if state is None:  # the state at the head is a fold of its own
             kinds.append(SchedulerProjection)
             upto.append(None)
-        read = one_read.read_pages if one_read is not None else None
-        folded = _fold_spilling(log, kinds, upto, scratch, progress, read)
+        folded = _fold_spilling(log, kinds, upto, scratch, progress)
         for spilled in folded:
             stack.callback(spilled.spill.close)
         rows = {kind.name: spilled for kind, spilled in zip(compared, folded, strict=False)}
@@ -202,11 +198,9 @@ def _fold_spilling(
     upto: list[int | None],
     scratch: Path,
     progress: ProgressFactory = silent,
-    read: ReadPages | None = None,
 ) -> list[Any]:
     """Fresh projections of `kinds`, each folded to its `upto` and spilled under `scratch`
-    (`SpilledRows`), all from one read of the log (`fold_spilling`; `read`: how its pages
-    reach them)."""
+    (`SpilledRows`), all from one read of the log (`fold_spilling`)."""
     serial = itertools.count()
 
     def spill_to(name: str) -> SpillFile:
@@ -215,7 +209,7 @@ def _fold_spilling(
         return SpillFile(scratch / f"{next(serial)}-{name}.spill")
 
     folded, _ = fold_spilling(
-        log, kinds, upto, spill=spill_to, progress=progress, label="doctor: replay", read=read
+        log, kinds, upto, spill=spill_to, progress=progress, label="doctor: replay"
     )
     return folded
 
@@ -266,23 +260,16 @@ def examine(
     from rota.infrastructure.executors import builtin_registrations
 
     checks = [guarded("log_integrity", lambda: check_log_integrity(store, immutable))]
-    # The hash chain is walked in the folds' read of the log (`doctor_read`): they run
-    # first, their checks are reported in the order above.
-    one_read = OneRead(log, progress)
-    unfolded = None
-    try:
-        found, reading = _projection_checks(
-            log, projections, immutable, lag_threshold, progress, one_read
-        )
-    except READ_ERRORS as exc:  # the log itself cannot be folded
-        unfolded = f"the log cannot be folded: {type(exc).__name__}: {exc}"
-    checks.append(guarded("hash_chain", lambda: check_chain(log, progress, one_read.chain)))
+    checks.append(guarded("hash_chain", lambda: check_chain(log, progress)))
     checks.append(guarded("checkpoint", lambda: check_checkpoint(log, checkpoint_dir)))
     checks.append(
         guarded("projection_integrity", lambda: check_projection_integrity(projections, immutable))
     )
-    if unfolded is not None:
-        checks.extend(Check(name, "fail", unfolded, FULL_RESTORE) for name in STATE_CHECKS)
+    try:
+        found, reading = _projection_checks(log, projections, immutable, lag_threshold, progress)
+    except READ_ERRORS as exc:  # the log itself cannot be folded
+        why = f"the log cannot be folded: {type(exc).__name__}: {exc}"
+        checks.extend(Check(name, "fail", why, FULL_RESTORE) for name in STATE_CHECKS)
         return DoctorReport(ok=False, checks=checks)
     checks.extend(found)
     now = log.now()

@@ -7,13 +7,13 @@ never recover-corrupt.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from rota.application.ports import EventStore
 from rota.infrastructure.backend import Backend
 from rota.infrastructure.chain import GENESIS_HEX
 from rota.replay import checkpoint as checkpoints
-from rota.replay.audit import ChainReport, check_extends, verify_chain_with
+from rota.replay.audit import check_extends, verify_chain_with
 from rota.replay.checkpoint import Checkpoint
 from rota.replay.doctor_report import FULL_RESTORE, Check
 from rota.replay.progress import ProgressFactory, silent
@@ -40,14 +40,8 @@ TREE_DAMAGED = (
 )
 
 
-def check_chain(
-    log: EventStore,
-    progress: ProgressFactory = silent,
-    walked: Callable[[], ChainReport] | None = None,
-) -> Check:
-    """The hash chain (`verify_chain`); `walked`: the report of a walk made already
-    (doctor's one read of the log: `rota.replay.doctor_read`)."""
-    report = walked() if walked is not None else verify_chain_with(log, progress)
+def check_chain(log: EventStore, progress: ProgressFactory = silent) -> Check:
+    report = verify_chain_with(log, progress)
     marker = log.unfinished_import()
     if report.ok and marker is not None:  # a sound chain, but only part of an export's
         total = marker.partition(" ")[0]

@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 
 from rota.application.collection import fewer_collections
-from rota.application.ports import EventStore, ProjectionStore, RecordedEvent
+from rota.application.ports import EventStore, ProjectionStore
 from rota.application.timestamps import recorded_times
 from rota.infrastructure.spill import SpilledRows, Spiller, SpillFile
 from rota.projections import DERIVED, PERSISTED, HistoryProjection, SchedulerProjection
@@ -108,60 +108,6 @@ def _kind(name: str) -> Any:
     raise ValueError(f"no projection {name!r} (known: {known})")
 
 
-class PageFold:
-    """Pages of the log, in position order, applied to `projections`, each up to its stop
-    (`upto`, None: `head`): a page is read once, whoever reads it, and applied to every one
-    (`apply`; `after_page()` then). `position` is the last position applied (to any),
-    `end` the last stop; `settle()` once at the end."""
-
-    def __init__(
-        self,
-        projections: Sequence[Any],
-        upto: Sequence[int | None],
-        head: int,
-        after_page: Callable[[], None] | None = None,
-    ) -> None:
-        self.projections = list(projections)
-        self.stops = [head if limit is None else min(limit, head) for limit in upto]
-        self.end = max(self.stops, default=0)
-        self.position = min((p.position for p in self.projections), default=self.end)
-        self.after_page = after_page
-        self._parsed: dict[str, datetime] = {}
-
-    @property
-    def done(self) -> bool:
-        return self.position >= self.end
-
-    def apply(self, batch: Sequence[RecordedEvent]) -> None:
-        """One page (the next after `position`; it may run past `end`)."""
-        times = recorded_times(batch, self._parsed)
-        for projection, stop in zip(self.projections, self.stops, strict=True):
-            _apply_page(projection, batch, times, stop)
-        self.position = batch[-1].position
-        if self.after_page is not None:
-            self.after_page()
-
-    def read_on(self, store: EventStore, bar: Any = None) -> None:
-        """Read the pages from `store` up to `end` (advancing `bar`, a progress bar)."""
-        while not self.done:
-            batch = store.read(self.position, min(PAGE, self.end - self.position))
-            if not batch:
-                break
-            self.apply(batch)
-            if bar is not None:
-                bar.advance(len(batch))
-
-    def settle(self) -> None:
-        for projection in self.projections:
-            if hasattr(projection, "settle"):
-                projection.settle()
-
-
-# How the pages reach a `PageFold`: read from the log (`fold`), or handed on by another
-# reader of the same rows (doctor's hash-chain walk: `rota.replay.doctor_read`).
-ReadPages = Callable[[PageFold], None]
-
-
 def fold(
     store: EventStore,
     projections: Sequence[Any],
@@ -170,22 +116,32 @@ def fold(
     progress: ProgressFactory = silent,
     label: str = "fold",
     after_page: Callable[[], None] | None = None,
-    read: ReadPages | None = None,
 ) -> int:
     """Apply the log to `projections` (each up to its `upto`, default the head, read in
-    pages; `after_page()` after each page); returns the last position applied to any.
-    `read`: how the pages reach them (default: read here, with a progress bar)."""
+    pages; `after_page()` after each page); returns the last position applied to any."""
     limits = list(upto) if isinstance(upto, Sequence) else [upto] * len(projections)
-    folds = PageFold(projections, limits, store.head().position, after_page)
-    with fewer_collections(FOLD_GC_THRESHOLD):
-        if read is not None:
-            read(folds)
-        else:
-            with progress(folds.end, label) as bar:
-                bar.advance(folds.position)
-                folds.read_on(store, bar)
-    folds.settle()
-    return folds.position
+    head = store.head().position
+    stops = [head if limit is None else min(limit, head) for limit in limits]
+    end = max(stops, default=0)
+    position = min((p.position for p in projections), default=end)
+    parsed: dict[str, datetime] = {}
+    with fewer_collections(FOLD_GC_THRESHOLD), progress(end, label) as bar:
+        bar.advance(position)
+        while position < end:
+            batch = store.read(position, min(PAGE, end - position))
+            if not batch:
+                break
+            times = recorded_times(batch, parsed)
+            for projection, stop in zip(projections, stops, strict=True):
+                _apply_page(projection, batch, times, stop)
+            position = batch[-1].position
+            bar.advance(len(batch))
+            if after_page is not None:
+                after_page()
+    for projection in projections:
+        if hasattr(projection, "settle"):
+            projection.settle()
+    return position
 
 
 def _apply_page(projection: Any, batch: Sequence[Any], times: list[datetime], stop: int) -> None:
@@ -214,13 +170,11 @@ def fold_spilling(
     spill: SpillTo,
     progress: ProgressFactory = silent,
     label: str = "fold",
-    read: ReadPages | None = None,
 ) -> tuple[list[SpilledRows], int]:
     """Fresh projections of `kinds`, each folded to its `upto` (None: the head) from one
-    read of the log (`fold`; `read`: how its pages reach them), each spilling to `spill`
-    as it goes (its memory bounded by the active Works: `rota.infrastructure.spill`);
-    returns each as its `SpilledRows`, and the last position applied to any. On an error
-    every spill file is closed."""
+    read of the log (`fold`), each spilling to `spill` as it goes (its memory bounded by
+    the active Works: `rota.infrastructure.spill`); returns each as its `SpilledRows`, and
+    the last position applied to any. On an error every spill file is closed."""
     spillers: list[Spiller] = []
     try:
         for kind in kinds:
@@ -237,7 +191,6 @@ def fold_spilling(
             progress=progress,
             label=label,
             after_page=page_done,
-            read=read,
         )
         return [s.finish() for s in spillers], position
     except BaseException:
@@ -407,9 +360,7 @@ def folded(store: EventStore, upto: int | None = None) -> tuple[SchedulerProject
 
 __all__ = [
     "PAGE",
-    "PageFold",
     "ProjectionVerdict",
-    "ReadPages",
     "RebuildReport",
     "VerifyReport",
     "first_difference",

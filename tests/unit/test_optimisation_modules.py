@@ -29,7 +29,6 @@ OPTIMISATIONS = [
     "infrastructure/sqlite/projection_swap.py",
     "infrastructure/stored_works.py",
     "projections/work_tally.py",
-    "replay/doctor_read.py",
     "replay/row_streams.py",
 ]
 
