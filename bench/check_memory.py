@@ -1,18 +1,22 @@
-"""Peak RSS and wall time of `rota doctor --json` and `rota replay verify` on the
-`bench.memory` stores, this tree against a base tree, runs interleaved.
+"""Peak RSS, wall and CPU time of `rota doctor --json`, `rota replay verify` and `rota audit
+verify` on the `bench.memory` stores, this tree against a base tree, runs interleaved.
 
     python -m bench.check_memory --base /work/wt-base               # 10k and 1M quiet Works
     python -m bench.check_memory --base /work/wt-base --quiet 10000 --pairs 3 --cap-gib 4
+    python -m bench.check_memory --base /work/base33 --quiet 200000 --pairs 2   # issue 33
 
 The stores are `bench.memory`'s (`bench.bulk_log`: `--quiet` completed Works and 1,000
 running ones, projections rebuilt once), built or reused under `--cache`. Each command runs
 in a fresh process under `bench.memory`'s LAUNCHER, whose `ru_maxrss` is that of the
-command's process and of the children it waited for (verify's forked fold: the larger of
-the two, not their sum), with each tree's own interpreter (`<tree>/.venv/bin/python`) and
+command's process and of the children it waited for (a forked fold's: the larger of
+the two, not their sum), and its CPU seconds (user + system, those children's included),
+with each tree's own interpreter (`<tree>/.venv/bin/python`) and
 working directory. Pairs alternate which tree goes first. `--cap-gib` runs every command
 under `prlimit --as` (an address-space cap: a command that needs more fails with
 MemoryError, recorded as such), so a base that grows with the store is stopped there.
-Target (issue 18): on the largest store, within 1.5x of the smallest store's RSS.
+Target (issue 18): on the largest store, within 1.5x of the smallest store's RSS. Issue 33
+(one read of the log for every fold): each command's CPU and wall time, new / base, summed
+over the pairs on each store.
 """
 
 from __future__ import annotations
@@ -31,11 +35,18 @@ from .common import command_line, progress
 from .memory import LAUNCHER, TARGET, with_projections
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = {"doctor --json": ("doctor", "--json"), "replay verify": ("replay", "verify")}
+COMMANDS = {
+    "doctor --json": ("doctor", "--json"),
+    "replay verify": ("replay", "verify"),
+    "audit verify": ("audit", "verify"),
+}
 
 
-def run(tree: Path, store: Path, args: Sequence[str], cap_gib: float | None) -> tuple[str, float]:
-    """One command in `tree` on `store`: (its peak RSS in MiB, or why it failed; wall s)."""
+def run(
+    tree: Path, store: Path, args: Sequence[str], cap_gib: float | None
+) -> tuple[str, float, float]:
+    """One command in `tree` on `store`: (its peak RSS in MiB, or why it failed; wall s;
+    CPU s)."""
     python = tree / ".venv" / "bin" / "python"
     command = [str(python), "-P", "-m", "rota", "--store", str(store), *args]
     launcher = [sys.executable, "-S", "-c", LAUNCHER, *command]
@@ -49,10 +60,12 @@ def run(tree: Path, store: Path, args: Sequence[str], cap_gib: float | None) -> 
         lines = err.read().decode(errors="replace").splitlines()
     rss = next((line for line in reversed(lines) if line.startswith("maxrss-kib ")), None)
     mib = int(rss.split()[1]) / 1024 if rss else float("nan")
+    used = next((line for line in reversed(lines) if line.startswith("cpu-seconds ")), None)
+    cpu = float(used.split()[1]) if used else float("nan")
     if code != 0:
         why = next((line for line in reversed(lines) if "Error" in line), f"exit code {code}")
-        return f"failed at {mib:.0f} MiB ({why.strip()[:60]})", wall
-    return f"{mib:.0f} MiB", wall
+        return f"failed at {mib:.0f} MiB ({why.strip()[:60]})", wall, cpu
+    return f"{mib:.0f} MiB", wall, cpu
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -72,9 +85,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"command: {command_line()}")
     print(f"load at start: {os.getloadavg()[0]:.1f}; cap: {args.cap_gib or 'none'} GiB")
     print()
-    print("| quiet Works | pair | tree | `doctor --json` | `replay verify` | load |")
-    print("|---|---|---|---|---|---|")
+    print("peak RSS, wall, CPU (user + system) of each command")
+    print()
+    print("| quiet Works | pair | tree | " + " | ".join(f"`{c}`" for c in COMMANDS) + " | load |")
+    print("|---|---|---|" + "---|" * len(COMMANDS) + "---|")
     figures: dict[tuple[int, str, str], list[float]] = {}
+    times: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
     for quiet in sizes:
         path = Path(args.cache) / f"scale-{quiet}-{args.active}-0.db"
         progress(f"building (or reusing) {path} ...")
@@ -88,16 +104,25 @@ def main(argv: Sequence[str] | None = None) -> None:
                 cells = []
                 for label, command in COMMANDS.items():
                     progress(f"{quiet:,} pair {pair + 1} {name}: {label} ...")
-                    rss, wall = run(trees[name], path, command, args.cap_gib)
-                    cells.append(f"{rss}, {wall:.1f} s")
+                    rss, wall, cpu = run(trees[name], path, command, args.cap_gib)
+                    cells.append(f"{rss}, {wall:.1f} s, {cpu:.1f} s CPU")
+                    times.setdefault((quiet, name, label), []).append((wall, cpu))
                     if rss.endswith(" MiB"):
                         figures.setdefault((quiet, name, label), []).append(float(rss[:-4]))
                 print(
-                    f"| {quiet:,} | {pair + 1} | {name} | {cells[0]} | {cells[1]} "
+                    f"| {quiet:,} | {pair + 1} | {name} | {' | '.join(cells)} "
                     f"| {os.getloadavg()[0]:.1f} |",
                     flush=True,
                 )
     print()
+    for quiet in sizes:
+        for label in COMMANDS:
+            new, base = times.get((quiet, "new", label)), times.get((quiet, "base", label))
+            if not new or not base:
+                continue
+            wall = sum(w for w, _ in new) / sum(w for w, _ in base)
+            cpu = sum(c for _, c in new) / sum(c for _, c in base)
+            print(f"{quiet:,} quiet Works, {label}: new / base wall {wall:.2f}x, CPU {cpu:.2f}x")
     small, large = sizes[0], sizes[-1]
     for label in COMMANDS:
         for name in trees:

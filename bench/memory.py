@@ -60,13 +60,15 @@ def with_projections(path: Path) -> None:
 # mark across exec), so a command started by this process, which built a 1M-Work store,
 # would report this process's peak. Each command is started by this small launcher instead
 # (a bare interpreter, ~10 MiB, far under any rota command): it forwards SIGTERM, waits, and
-# prints its child's ru_maxrss (KiB) as the last line of stderr.
+# prints its child's CPU seconds (user + system, its children's included), then its
+# ru_maxrss (KiB) as the last line of stderr.
 LAUNCHER = """\
 import os, signal, subprocess, sys
 child = subprocess.Popen(sys.argv[1:])
 signal.signal(signal.SIGTERM, lambda number, frame: child.send_signal(number))
 _, status, usage = os.wait4(child.pid, 0)
-sys.stderr.write(f"\\nmaxrss-kib {usage.ru_maxrss}\\n")
+sys.stderr.write(f"\\ncpu-seconds {usage.ru_utime + usage.ru_stime}\\n")
+sys.stderr.write(f"maxrss-kib {usage.ru_maxrss}\\n")
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 

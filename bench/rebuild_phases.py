@@ -3,18 +3,20 @@ a fresh projection file beside it, in this process (wall and CPU seconds each).
 
     python -m bench.rebuild_phases /tmp/rota-bench-logs/scale-1000000-1000-0.db
 
-(the logs `bench.replay --scale` caches). Phases: the fold here (the scheduler projection,
-spilling into its staging table in the projection file; within it, its spills' `put`),
-its `finish` (the Works still held
-written to the spill, the digest read from it), the wait for the forked history fold, and
-the swap (`SQLiteProjectionStore.replace`: the staging table renamed into place, the history
-fold's rows copied from its scratch file, committed), with `_write_rows` within it.
-The fork's CPU is printed beside this process's; the digests end the output so two runs
-(two branches) can be compared.
+(the logs `bench.replay --scale` caches). Phases: the fold here (since issue 33 every
+projection, from one read of the log, each spilling into its staging table in the
+projection file; before, the scheduler projection alone), within it the spills' `put`, its
+`finish` (the Works still held written to the spill, the digest read from it), the wait for
+the forked history fold (before issue 33: run with an older checkout's interpreter, `-P`,
+this script times its fork too), and the swap (`SQLiteProjectionStore.replace`: the
+staging tables renamed into place, a scratch file's rows copied), with `_write_rows`
+within it. The fork's CPU is printed beside this process's; the digests end the output so
+two runs (two branches) can be compared.
 """
 
 from __future__ import annotations
 
+import importlib
 import resource
 import sys
 import time
@@ -26,7 +28,6 @@ import rota.replay.rebuild as rebuild_module
 from rota.infrastructure.spill import Spiller, SpillFile
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore, default_path
 from rota.infrastructure.sqlite.store import SQLiteStore
-from rota.replay import side_by_side
 
 WALL: dict[str, float] = {}
 CPU: dict[str, float] = {}
@@ -50,7 +51,11 @@ def main(path: Path) -> None:
     # How long the fold here spends handing rows to its spill (the staging table's writes
     # are synced: each batch's commit waits for the disk).
     SpillFile.put = timed("  spill puts (here)", SpillFile.put)  # type: ignore[method-assign]
-    side_by_side._receive = timed("wait for the fork", side_by_side._receive)
+    try:  # a checkout from before issue 33 folds the history projection in a fork
+        side_by_side = importlib.import_module("rota.replay.side_by_side")
+        side_by_side._receive = timed("wait for the fork", side_by_side._receive)
+    except ImportError:
+        pass
     replace, write_rows = SQLiteProjectionStore.replace, SQLiteProjectionStore._write_rows
     SQLiteProjectionStore.replace = timed("swap (replace)", replace)  # type: ignore[method-assign]
     SQLiteProjectionStore._write_rows = timed("  rows copied", write_rows)  # type: ignore[method-assign]

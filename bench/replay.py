@@ -6,6 +6,7 @@ current.
     python -m bench.replay --quick            # 20,000 and 100,000 events
     python -m bench.replay --profile          # also cProfile the rebuild of the largest log
     python -m bench.replay --scale            # 1M events over 11k Works vs ~5M over 1M Works
+    python -m bench.replay --scale --same-mix --scale-works 200000 --base /work/base33
 
 `--scale` (issue 18): a rebuild's rate and peak memory must not depend on how many Works
 the log holds. Two logs from the fast generator (`bench.bulk_log`: whole lifecycles
@@ -13,6 +14,11 @@ appended in batches, cached under /tmp between runs): `--works` + `--running` Wo
 renewals up to 1,000,000 events, against `--scale-works` completed Works (five events
 each) plus `--running` running ones. Targets: the large log's rate >= 0.8x the small one's
 in the same run, peak RSS (this process + the fold's fork) <= 250 MiB.
+
+`--same-mix` (issue 33): lifecycles only, `--scale-works` / 10 and `--running` / 10 Works
+against `--scale-works` and `--running` (200,000: 100,406 and 1,004,051 events). `--base
+TREE`: the same `--measure rebuild` with TREE's `.venv` and code too, the trees alternating
+in `--rounds` rounds; CPU an event (this process + forks) new / base, target <= 0.65x.
 
 Each log is written by `SchedulerService` on a `ManualClock`: `--works` Works submitted,
 claimed, invoked and completed (500 per append), `--running` more claimed and invoked and
@@ -25,11 +31,9 @@ Measured, each in a fresh child process (so the builder's memory is not counted)
 - rebuild: `rota.replay.rebuild.rebuild` of every persisted projection from position 0
   into a fresh projection file (what `rota replay rebuild` and `recover-corrupt` run):
   events/s over the whole call, the fold and the swap-in separately, and the peak RSS:
-  the measuring process's plus that of the process the rebuild forks to fold the
-  history projection side by side (`rota.replay.side_by_side`), summed, though the
-  fork's figure also counts the pages it shares with its parent; the interpreter's own
-  after imports in brackets, for reference. CPU: the measuring process's, and with
-  `--scale` the fork's beside it.
+  the measuring process's plus any fork's (before issue 33 a fork folded the history
+  projection, reading the log again; now every fold shares one read here: 0), summed; the
+  interpreter's own after imports in brackets. CPU: this process's, and the fork's.
   Targets: >= 300,000 events/s on the longest log (the issue states it for 1,000,000
   events; a short log's rate is held down by the swap-in, whose cost is per row, not per
   event), peak RSS <= 200 MiB on every log.
@@ -68,6 +72,7 @@ from rota.infrastructure.sqlite.store import SQLiteStore
 from rota.replay.progress import Progress
 from rota.replay.rebuild import rebuild
 
+from .bulk_log import cached
 from .common import command_line, progress, remove_db, workdir
 
 BATCH = 500
@@ -216,11 +221,15 @@ def measure_open(path: Path, repeats: int, profile: bool) -> dict[str, Any]:
     return {"first_ms": times[0], "best_ms": min(times), "all_ms": times}  # first: new process
 
 
-def child(kind: str, path: Path, *extra: str) -> dict[str, Any]:
-    """Run one measurement in a fresh interpreter; its JSON result."""
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def child(kind: str, path: Path, *extra: str, tree: Path = ROOT) -> dict[str, Any]:
+    """Run one measurement in a fresh interpreter (`tree`'s, in `tree`); its JSON result."""
+    python = sys.executable if tree == ROOT else str(tree / ".venv" / "bin" / "python")
     done = subprocess.run(
-        [sys.executable, "-m", "bench.replay", "--measure", kind, str(path), *extra],
-        cwd=Path(__file__).resolve().parent.parent,
+        [python, "-m", "bench.replay", "--measure", kind, str(path), *extra],
+        cwd=tree,
         capture_output=True,
         text=True,
         check=False,
@@ -235,13 +244,16 @@ def child(kind: str, path: Path, *extra: str) -> dict[str, Any]:
 
 def scale(args: argparse.Namespace) -> None:
     """`--scale`: the rebuild of a log of many Works against one of few (module docstring)."""
-    from .bulk_log import cached
-
     cache = Path(args.cache)
     shapes = [
         ("few Works", args.works, args.running, args.scale_events),
         ("many Works", args.scale_works, args.running, 0),
     ]
+    if args.same_mix:
+        shapes[0] = ("few Works", args.scale_works // 10, args.running // 10, 0)
+    if args.base is not None:
+        compare(args, shapes)
+        return
     print(f"command: {command_line()}")
     print("logs from bench.bulk_log, cached in", cache)
     print()
@@ -277,6 +289,71 @@ def scale(args: argparse.Namespace) -> None:
     print(f"peak RSS, largest of both: {worst:.0f} MiB (target <= 250): {verdict(worst <= 250)}")
 
 
+def compare(args: argparse.Namespace, shapes: list[tuple[str, int, int, int]]) -> None:
+    """`--scale --base TREE`: both logs rebuilt by this tree and by TREE, alternating."""
+    trees = {"new": ROOT, "base": Path(args.base).resolve()}
+    cache = Path(args.cache)
+    print(f"command: {command_line()}")
+    print(f"new: {ROOT}, base: {trees['base']}; logs from bench.bulk_log, cached in {cache}")
+    print()
+    print(
+        "| round | tree | log | Works | events | rebuild: events/s (wall) | fold + swap "
+        "| CPU: this + forks | CPU an event | peak RSS: sum = this + forks | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    paths = []
+    for _, quiet, active, events in shapes:
+        path = cache / f"scale-{quiet}-{active}-{events}.db"
+        progress(f"building (or reusing) {path} ...")
+        paths.append((path, cached(path, quiet, active, events)))
+    os.sync()
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for round_ in range(args.rounds):
+        order = ["new", "base"] if round_ % 2 == 0 else ["base", "new"]
+        for name in order:
+            for (label, quiet, active, _), (path, counts) in zip(shapes, paths, strict=True):
+                progress(f"round {round_ + 1}: {name} rebuilds {label} ...")
+                r = child("rebuild", path, tree=trees[name])
+                r["cpu"] = r["cpu_seconds"] + r["child_cpu_seconds"]
+                r["rss"] = r["peak_rss_mib"] + r["child_peak_rss_mib"]
+                found.setdefault((name, label), []).append(r)
+                print(
+                    f"| {round_ + 1} | {name} | {label} | {quiet + active:,} "
+                    f"| {counts['events']:,} | {r['rate']:,.0f} ({r['seconds']:.1f} s) "
+                    f"| {r['fold_seconds']:.1f} + {r['swap_seconds']:.1f} s "
+                    f"| {r['cpu_seconds']:.1f} + {r['child_cpu_seconds']:.1f} s "
+                    f"| {r['cpu'] / r['events'] * 1e6:.2f} us "
+                    f"| {r['rss']:.0f} MiB = {r['peak_rss_mib']:.0f} + "
+                    f"{r['child_peak_rss_mib']:.0f} | {os.getloadavg()[0]:.1f} |",
+                    flush=True,
+                )
+                remove_db(Path(f"{path}.projections"))
+    print()
+    few, many = shapes[0][0], shapes[1][0]
+    for name in trees:
+        runs = list(zip(found[name, few], found[name, many], strict=True))
+        walls = [b["rate"] / a["rate"] for a, b in runs]
+        cpus = [(b["events"] / b["cpu"]) / (a["events"] / a["cpu"]) for a, b in runs]
+        worst = max(r["rss"] for label in (few, many) for r in found[name, label])
+        print(
+            f"{name}: rate many / few Works (wall) "
+            + ", ".join(f"{x:.2f}x" for x in walls)
+            + f" (target >= 0.8x: {verdict(min(walls) >= 0.8)}); by CPU "
+            + ", ".join(f"{x:.2f}x" for x in cpus)
+            + f"; peak RSS {worst:.0f} MiB (target <= 250: {verdict(worst <= 250)})"
+        )
+    for label in (few, many):
+        pairs = list(zip(found["new", label], found["base", label], strict=True))
+        each = [n["cpu"] / b["cpu"] for n, b in pairs]
+        total = sum(n["cpu"] for n, _ in pairs) / sum(b["cpu"] for _, b in pairs)
+        print(
+            f"{label}: CPU an event new / base, each round "
+            + ", ".join(f"{x:.2f}x" for x in each)
+            + f"; all rounds {total:.2f}x"
+            + (f" (target <= 0.65x: {verdict(total <= 0.65)})" if label == many else "")
+        )
+
+
 def verdict(ok: bool) -> str:
     return "MET" if ok else "MISSED"
 
@@ -294,6 +371,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--scale-works", type=int, default=1_000_000, help="with --scale")
     parser.add_argument("--scale-events", type=int, default=1_000_000, help="with --scale")
     parser.add_argument("--cache", default="/tmp/rota-bench-logs", help="with --scale")
+    parser.add_argument("--same-mix", action="store_true", help="with --scale: no renewals")
+    parser.add_argument("--base", help="with --scale: a base checkout to compare (its .venv)")
+    parser.add_argument("--rounds", type=int, default=2, help="with --base")
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:

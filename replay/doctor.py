@@ -62,7 +62,7 @@ from rota.domain.events import RetentionPolicy
 from rota.domain.policy import Binding, Settings
 from rota.infrastructure.backend import Backend
 from rota.infrastructure.projection_stores import open_projection_store
-from rota.infrastructure.spill import Spiller, SpillFile
+from rota.infrastructure.spill import SpillFile
 from rota.infrastructure.sqlite.projection_store import default_path
 from rota.infrastructure.store_url import backend
 from rota.projections import PERSISTED, SchedulerProjection
@@ -76,11 +76,10 @@ from rota.replay.projection_checks import (
     stored_rows,
 )
 from rota.replay.read_only import ReadOnlyLog, ReadOnlyProjections, fingerprint, quiescent
-from rota.replay.rebuild import fold
+from rota.replay.rebuild import fold_spilling
 from rota.replay.retention_checks import check_retention
 from rota.replay.row_streams import SchedulerReading, opened, read_scheduler
 from rota.replay.schedule_checks import SCHEDULE_CHECKS, schedule_checks
-from rota.replay.side_by_side import ChildFoldError, fold_side_by_side
 from rota.replay.state_checks import (
     BUDGET_ADVICE,
     CRASH_LOOP_ADVICE,
@@ -201,41 +200,17 @@ def _fold_spilling(
     progress: ProgressFactory = silent,
 ) -> list[Any]:
     """Fresh projections of `kinds`, each folded to its `upto` and spilled under `scratch`
-    (`SpilledRows`), side by side when the machine allows (`fold_side_by_side`: forked
-    children open the log read-only again). A child's failure says only that it failed:
-    the folds then run here, in turn, so the log's own error is the one raised."""
+    (`SpilledRows`), all from one read of the log (`fold_spilling`)."""
     serial = itertools.count()
 
     def spill_to(name: str) -> SpillFile:
-        # Two folds of one projection (the stored position's and the head's) may run, here
-        # or in children: each spills to a file of its own.
-        return SpillFile(scratch / f"{os.getpid()}-{next(serial)}-{name}.spill")
+        # Two folds of one projection (the stored position's and the head's) may run: each
+        # spills to a file of its own.
+        return SpillFile(scratch / f"{next(serial)}-{name}.spill")
 
-    try:
-        folded, _ = fold_side_by_side(
-            log, kinds, upto, spill=spill_to, progress=progress, label="doctor: replay"
-        )
-    except ChildFoldError:
-        spillers = [Spiller(kind(), spill_to(kind.name)) for kind in kinds]
-
-        def page_done() -> None:
-            for spiller in spillers:
-                spiller.page_done()
-
-        try:
-            fold(
-                log,
-                [s.projection for s in spillers],
-                upto=upto,
-                after_page=page_done,
-                progress=progress,
-                label="doctor: replay",
-            )
-        except BaseException:
-            for spiller in spillers:
-                spiller.spill.close()
-            raise
-        return [s.finish() for s in spillers]
+    folded, _ = fold_spilling(
+        log, kinds, upto, spill=spill_to, progress=progress, label="doctor: replay"
+    )
     return folded
 
 

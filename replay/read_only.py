@@ -62,8 +62,7 @@ class ReadOnlyLog(SQLiteStore):
         raise StoreError(f"{self.path} is open read-only", code=PortCode.READ_ONLY)
 
     def reopened(self) -> ReadOnlyLog:
-        """The same log opened again, read-only as this one (what a forked fold opens:
-        `rota.replay.side_by_side`)."""
+        """The same log opened again, read-only as this one (`EventStore.reopened`)."""
         return ReadOnlyLog(self.path, immutable=self.immutable, clock=self.clock)
 
 

@@ -19,8 +19,7 @@ from rota.infrastructure.spill import SpilledWorks, Spiller, SpillFile
 from rota.infrastructure.sqlite.projection_store import SQLiteProjectionStore
 from rota.projections import PERSISTED, HistoryProjection, SchedulerProjection
 from rota.replay import rebuild as rebuild_module
-from rota.replay.rebuild import fold, rebuild, verify
-from rota.replay.side_by_side import fold_side_by_side
+from rota.replay.rebuild import fold, fold_spilling, rebuild, verify
 
 from .test_projection_property import _service
 
@@ -124,20 +123,17 @@ def test_a_spilled_history_fold_equals_the_one_in_memory(tmp_path: Path, small_p
     rows.spill.close()
 
 
-@pytest.mark.parametrize("side_by_side", [True, False])
 def test_rebuild_spills_and_stores_what_verify_accepts(
-    tmp_path: Path, small_pages: None, side_by_side: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, small_pages: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Its own temporary directory: other processes' rebuilds may be spilling in the shared one.
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     monkeypatch.setattr(rebuild_module.tempfile, "tempdir", str(temporary))
     service = busy_log(tmp_path / "rota.db")
-    if not side_by_side:
-        monkeypatch.setattr("rota.replay.side_by_side.can_split", lambda log, count: False)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    fresh, _ = fold_side_by_side(service.store, PERSISTED, [None, None], spill=scratch)
+    fresh, _ = fold_spilling(service.store, PERSISTED, [None, None], spill=scratch)
     assert [p.peak_held for p in fresh] and all(0 < p.peak_held < 30 for p in fresh)
     assert fresh[0].digest() == service.projection.digest()
     for projection in fresh:

@@ -67,27 +67,23 @@ def spill_files_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return made
 
 
-@pytest.mark.parametrize(("small", "side_by_side"), [(False, True), (True, True), (True, False)])
+@pytest.mark.parametrize("small", [False, True])
 def test_a_rebuild_alone_folds_into_staging_tables_renamed_into_place(
     tmp_path: Path,
     scratch: Path,
     monkeypatch: pytest.MonkeyPatch,
     small: bool,
-    side_by_side: bool,
 ) -> None:
     if small:  # many spills of a few rows each, read-backs included
         monkeypatch.setattr(rebuild_module, "PAGE", 7)
         monkeypatch.setattr(spill_module, "HOLD", 4)
-    if not side_by_side:
-        monkeypatch.setattr("rota.replay.side_by_side.can_split", lambda log, count: False)
     service = busy_log(tmp_path / "rota.db")
-    made = spill_files_made(monkeypatch)  # in this process (a child's are not seen here)
+    made = spill_files_made(monkeypatch)
     path = tmp_path / "rota.db.projections"
     with SQLiteProjectionStore(path) as store:
         report = rebuild(service.store, store)
-        # Here: the scheduler fold's staging table (both folds' on one CPU); the child's
-        # scratch file is opened here after it (to read its rows and count them).
-        assert made == (["staged", "scratch"] if side_by_side else ["staged", "staged"])
+        # Both folds (from one read of the log, in this process) spill to staging tables.
+        assert made == ["staged", "staged"]
         assert report.digests["scheduler"] == service.projection.digest()
         assert verify(service.store, store).ok
         assert journal_mode(store._conn) == "wal"

@@ -31,7 +31,6 @@ OPTIMISATIONS = [
     "infrastructure/stored_works.py",
     "projections/work_tally.py",
     "replay/row_streams.py",
-    "replay/side_by_side.py",
 ]
 
 
