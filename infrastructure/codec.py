@@ -18,7 +18,7 @@ import msgspec
 
 from rota.application.errors import CorruptRecord, PortCode
 from rota.domain.events import ALL_EVENTS, Event
-from rota.domain.upcasting import UPCASTERS, Upcaster, upcast
+from rota.domain.upcasting import ADDITIVE, UPCASTERS, Upcaster, upcast
 from rota.infrastructure.canonical import Check, canonical_check
 
 
@@ -29,6 +29,7 @@ class Codec:
         self,
         events: Iterable[type[Event]] = ALL_EVENTS,
         upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS,
+        additive: frozenset[tuple[str, int]] = ADDITIVE,
     ) -> None:
         types = tuple(events)
         self.current: dict[str, int] = {}
@@ -44,6 +45,14 @@ class Codec:
         self._versions = {t: (t.tag(), t.version) for t in types}
         self._encoder = msgspec.json.Encoder(enc_hook=_plain)
         self._upcasters = upcasters
+        # Older versions every step of whose chain only added fields with defaults
+        # (`rota.domain.upcasting.ADDITIVE`): decoded as the current version is.
+        self._direct = {
+            (tag, old)
+            for tag, version in self.current.items()
+            for old in range(1, version)
+            if all((tag, step) in additive for step in range(old, version))
+        }
         # Each event class's canonical check (see `canonical`), built on its first use.
         self.checks: Mapping[type, Check] = _Checks(self._versions)
 
@@ -76,7 +85,7 @@ class Codec:
     ) -> Event:
         """Decode one stored payload; errors name position, tag and version."""
         current = self.current.get(type_)
-        if current == type_version:
+        if current == type_version or (type_, type_version) in self._direct:
             try:
                 event: Event = self._decoder.decode(data)
             except msgspec.ValidationError as exc:

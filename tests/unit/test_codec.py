@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import ClassVar
 
 import msgspec
@@ -10,16 +11,93 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rota.application.errors import CorruptRecord
-from rota.domain.events import ALL_EVENTS, Event, InputAccepted, WorkSubmitted
+from rota.domain.events import (
+    ALL_EVENTS,
+    AttemptClaimed,
+    CarriedInput,
+    Event,
+    InputAccepted,
+    Invoked,
+    WorkSubmitted,
+)
+from rota.domain.policy import Binding, Pinned, Registration
+from rota.domain.upcasting import ADDITIVE, upcast
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
+
+PINNED = Pinned(
+    generation="g",
+    binding=Binding(name="b", executor="e"),
+    registration=Registration(name="e"),
+    timeout_seconds=60.0,
+    lease_seconds=30.0,
+    max_segments=50,
+)
 
 
 def test_encode_gives_tag_version_and_readable_json() -> None:
     event = WorkSubmitted(work_id="a", scope="root/team", binding="report")
     tag, version, data = DEFAULT_CODEC.encode(event)
-    assert (tag, version) == ("core.work.submitted", 2)
+    assert (tag, version) == ("core.work.submitted", 3)
     assert msgspec.json.decode(data)["type"] == "core.work.submitted"
     assert DEFAULT_CODEC.decode(tag, version, data.decode()) == event
+
+
+def test_a_definition_of_version_2_reads_without_a_carried_input() -> None:
+    """Version 3 may carry the first input; a version 2 row (every row an older rota wrote)
+    reads as `input` null, through the codec's direct path for additive versions."""
+    v2 = {"type": "core.work.submitted", "work_id": "a", "scope": "root", "binding": "report"}
+    v2 |= {"kind": "run-once", "trigger": "all", "safety": "undeclared", "grants": []}
+    decoded = DEFAULT_CODEC.decode(
+        "core.work.submitted", 2, msgspec.json.encode(v2 | {"flow": None})
+    )
+    assert decoded == WorkSubmitted(work_id="a", scope="root", binding="report")
+    assert isinstance(decoded, WorkSubmitted) and decoded.input is None
+    carried = WorkSubmitted(
+        work_id="a", scope="root", binding="report", input=CarriedInput(key="k", payload={"n": 1})
+    )
+    tag, version, data = DEFAULT_CODEC.encode(carried)
+    assert msgspec.json.decode(data)["input"] == {
+        "key": "k",
+        "payload": {"n": 1},
+        "correlation_key": None,
+    }
+    assert DEFAULT_CODEC.decode(tag, version, data) == carried
+
+
+def test_a_claim_of_version_1_reads_without_an_invoke_marker() -> None:
+    claim = AttemptClaimed(
+        work_id="a",
+        attempt=1,
+        epoch=1,
+        owner="h",
+        lease_expires_at=datetime(2026, 1, 1, tzinfo=UTC),
+        deadline=datetime(2026, 1, 1, 1, tzinfo=UTC),
+        consumed=[2],
+        trigger=2,
+        pinned=PINNED,
+    )
+    tag, version, data = DEFAULT_CODEC.encode(claim)
+    assert (tag, version) == ("core.execution.claimed", 2)
+    old = msgspec.json.decode(data)
+    del old["invoked"]  # what version 1 wrote
+    assert DEFAULT_CODEC.decode(tag, 1, msgspec.json.encode(old)) == claim
+    marked = msgspec.structs.replace(claim, invoked=Invoked(isolated=True))
+    assert msgspec.json.decode(DEFAULT_CODEC.encode(marked)[2])["invoked"] == {"isolated": True}
+    assert DEFAULT_CODEC.decode(tag, version, DEFAULT_CODEC.encode(marked)[2]) == marked
+
+
+def test_the_additive_upcasters_leave_the_payload_as_it_is() -> None:
+    """The new versions only add a field with a default: their upcasters are identities
+    (the chain gives what the direct decode gives)."""
+    payload = {"type": "core.work.submitted", "work_id": "a", "scope": "r", "binding": "b"}
+    assert upcast("core.work.submitted", 2, 3, dict(payload)) == payload
+    assert ("core.work.submitted", 2) in ADDITIVE and ("core.execution.claimed", 1) in ADDITIVE
+    # A codec without the direct path (no additive steps) decodes old rows the same way.
+    chained = Codec(additive=frozenset())
+    row = msgspec.json.encode({**payload, "flow": None})
+    assert chained.decode("core.work.submitted", 2, row) == DEFAULT_CODEC.decode(
+        "core.work.submitted", 2, row
+    )
 
 
 def test_a_plain_submit_writes_no_flow_fields_and_version_1_is_upcast() -> None:
