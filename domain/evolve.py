@@ -109,9 +109,7 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
             flow=event.flow,
             pending=()
             if carried is None
-            else (
-                PendingInput(position, carried.key, carried.payload, carried.correlation_key),
-            ),
+            else (PendingInput(position, carried.key, carried.payload, carried.correlation_key),),
         )
     if work is None:
         return None

@@ -134,7 +134,7 @@ class WaitCommands:
         named wait registered here is judged at once, so the answer says if it wakes."""
         # (an input with the key of the Work's first one is that input: its definition)
         accepted, given = next(
-            (r, found) for r in result.recorded if (found := accepted_input(r.event)) is not None
+            (r, i) for r in result.recorded if (i := accepted_input(r.event)) is not None
         )
         key = given.key
         with self.tx.lock:
