@@ -41,6 +41,9 @@ class Event(
     # The first version of the event whose rows hold a pruned field: a row of an older
     # version has none (nothing to prune) rather than one no summary can be written for.
     pruned_since: ClassVar[int] = 1
+    # Nested Struct fields whose own fields at their defaults the stored JSON leaves out, at
+    # every depth (the codec writes them so; decoding fills the defaults back in).
+    lean_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def tag(cls) -> str:

@@ -52,8 +52,9 @@ class AttemptClaimed(
     run-environment hook), and in version 1, which always wrote the marker apart. Version 2
     is a new version, not an added field, so that an older rota refuses the row instead
     of reading the marker as `pending` (and relaunching a launch that was called). Version 2
-    leaves out its own fields at their defaults (`passes` and `grants` [], `invoked` null):
-    an absent field reads as its default.
+    leaves out its fields at their defaults (`passes` and `grants` [], `invoked` null, and
+    in `pinned` at every depth: `config` {}, `retry`'s defaults, `handoff` stop, the pool
+    `agents`, `max_segments` 50 ...): an absent field reads as its default.
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
@@ -76,6 +77,7 @@ class AttemptClaimed(
     invoked: Invoked | None = None
 
     version: ClassVar[int] = 2
+    lean_fields: ClassVar[tuple[str, ...]] = ("pinned",)
 
 
 class AttemptResumed(Event, tag="core.execution.resumed", frozen=True, kw_only=True):

@@ -20,9 +20,9 @@ from rota.domain.events import (
     Invoked,
     WorkSubmitted,
 )
-from rota.domain.policy import Binding, Pinned, Registration
+from rota.domain.policy import Binding, Pinned, Registration, RetryPolicy
 from rota.domain.upcasting import ADDITIVE, upcast
-from rota.infrastructure.codec import DEFAULT_CODEC, Codec
+from rota.infrastructure.codec import DEFAULT_CODEC, Codec, lean_builtins
 
 PINNED = Pinned(
     generation="g",
@@ -250,3 +250,54 @@ def test_a_written_row_of_an_older_version_is_upcast() -> None:
         RenamedV2(name="old", count=0),
         RenamedV2(name="new", count=2),
     ]
+
+
+def test_a_claim_writes_its_pinned_binding_without_defaults_and_reads_it_whole() -> None:
+    """`lean_fields`: the pinned snapshot's fields at their defaults are left out at every
+    depth; decoding fills them back, so the claim reads as it was given."""
+    claim = AttemptClaimed(
+        work_id="a",
+        attempt=1,
+        epoch=1,
+        owner="h",
+        lease_expires_at=datetime(2026, 1, 1, tzinfo=UTC),
+        deadline=datetime(2026, 1, 1, 1, tzinfo=UTC),
+        consumed=[2],
+        trigger=2,
+        pinned=PINNED,
+    )
+    tag, version, data = DEFAULT_CODEC.encode(claim)
+    assert msgspec.json.decode(data)["pinned"] == {
+        "generation": "g",
+        "binding": {"name": "b", "executor": "e"},
+        "registration": {"name": "e"},
+        "timeout_seconds": 60.0,
+        "lease_seconds": 30.0,
+    }
+    assert DEFAULT_CODEC.decode(tag, version, data) == claim
+    assert DEFAULT_CODEC.encode_many([claim]) == [(tag, version, data)]
+    # A value other than the default is written, of whatever type it is.
+    other = msgspec.structs.replace(
+        PINNED,
+        max_segments=7,
+        binding=Binding(name="b", executor="e", retry=RetryPolicy(max_attempts=1)),
+    )
+    pinned = msgspec.json.decode(
+        DEFAULT_CODEC.encode_payload(msgspec.structs.replace(claim, pinned=other))
+    )["pinned"]
+    assert pinned["max_segments"] == 7 and pinned["binding"]["retry"] == {"max_attempts": 1}
+
+
+def test_lean_builtins_leaves_out_only_a_default_of_its_own_type() -> None:
+    retry = RetryPolicy()
+    assert lean_builtins(retry) == {}
+    # 0 is not False, 1 is not 1.0: written, so they read back as they were given.
+    odd = msgspec.structs.replace(PINNED, max_segments=50.0)  # type: ignore[arg-type]
+    assert lean_builtins(odd)["max_segments"] == 50.0
+    tagged = WorkSubmitted(work_id="a", scope="root", binding="b")
+    assert lean_builtins(tagged) == {
+        "type": "core.work.submitted",
+        "work_id": "a",
+        "scope": "root",
+        "binding": "b",
+    }
