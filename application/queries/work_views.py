@@ -353,8 +353,29 @@ def event_view(recorded: RecordedEvent) -> EventView:
         type=recorded.type,
         delivery_id=recorded.delivery_id,
         recorded_at=recorded.recorded_at,
-        data=msgspec.to_builtins(recorded.event),
+        data=event_data(recorded.event),
     )
+
+
+def event_data(value: Any) -> Any:
+    """An event as JSON values with every field, those at their defaults too: the stored
+    form of the newer versions leaves defaults out, a view of the event shows them all
+    (as the event reads), whichever version wrote it."""
+    if isinstance(value, msgspec.Struct):
+        config = value.__struct_config__
+        out: dict[str, Any] = {}
+        if isinstance(config.tag, str):
+            out[config.tag_field or "type"] = config.tag
+        for field in msgspec.structs.fields(value):
+            out[field.encode_name] = event_data(getattr(value, field.name))
+        return out
+    if isinstance(value, list):
+        return [event_data(item) for item in value]
+    if isinstance(value, tuple):  # (as `msgspec.to_builtins` gives it)
+        return tuple(event_data(item) for item in value)
+    if isinstance(value, dict):
+        return {key: event_data(item) for key, item in value.items()}
+    return msgspec.to_builtins(value)
 
 
 __all__ = [
@@ -373,6 +394,7 @@ __all__ = [
     "WorkSummary",
     "WorkView",
     "attempt_view",
+    "event_data",
     "event_view",
     "json_value",
     "work_summary",

@@ -33,8 +33,8 @@ def home(tmp_path: Path) -> Path:
 def submitted_input(home: Path, work: str) -> object:
     """The payload of `work`'s input in the log (its first: carried by its definition)."""
     events = json.loads(rota(home, "events", "--json").stdout)
-    (event,) = [e for e in events if e["stream"] == f"work/{work}" and "input" in e["data"]]
-    return event["data"]["input"].get("payload")
+    (event,) = [e for e in events if e["stream"] == f"work/{work}" and e["data"].get("input")]
+    return event["data"]["input"]["payload"]
 
 
 # -- item 5: one line, its code, its exit code ------------------------------------------

@@ -64,9 +64,9 @@ def test_the_cli_refuses_a_number_json_cannot_hold(tmp_path: Path, given: str, s
     real_null = _rota(tmp_path, "submit", "w", "--binding", "ok", "--input", "null")
     assert real_null.returncode == 0, real_null.stderr
     events = json.loads(_rota(tmp_path, "events", "--json").stdout)
-    # (the Work's first input, carried by its definition: a null payload is left out)
+    # (the Work's first input, carried by its definition)
     accepted = [e["data"]["input"] for e in events if e["type"] == "core.work.submitted"]
-    assert [a.get("payload") for a in accepted] == [None]
+    assert [a["payload"] for a in accepted] == [None]
 
 
 def _returns_a_set(ctx: rota.LaunchContext) -> Any:

@@ -301,3 +301,42 @@ def test_lean_builtins_leaves_out_only_a_default_of_its_own_type() -> None:
         "scope": "root",
         "binding": "b",
     }
+
+
+def test_an_events_view_shows_every_field_whichever_version_wrote_it() -> None:
+    """`rota events`, the HTTP API and `Scheduler.events()` show an event with its fields at
+    their defaults too: the same view of a definition or a claim as before version 3/2."""
+    from rota.application.queries.work_views import event_data
+
+    older = InputAccepted(work_id="w", key="k", payload={"n": [1, 2]})
+    assert event_data(older) == msgspec.to_builtins(older)
+    defined = WorkSubmitted(work_id="a", scope="root", binding="b")
+    shown = event_data(defined)
+    assert shown == {
+        "type": "core.work.submitted",
+        "work_id": "a",
+        "scope": "root",
+        "binding": "b",
+        "kind": "run-once",
+        "trigger": "all",
+        "safety": "undeclared",
+        "grants": [],
+        "flow": None,
+        "input": None,
+    }
+    claim = AttemptClaimed(
+        work_id="a",
+        attempt=1,
+        epoch=1,
+        owner="h",
+        lease_expires_at=datetime(2026, 1, 1, tzinfo=UTC),
+        deadline=datetime(2026, 1, 1, 1, tzinfo=UTC),
+        consumed=[2],
+        trigger=2,
+        pinned=PINNED,
+        invoked=Invoked(isolated=False),
+    )
+    full = event_data(claim)
+    assert full["pinned"] == msgspec.to_builtins(PINNED) and full["passes"] == []
+    assert full["lease_expires_at"] == "2026-01-01T00:00:00Z"
+    assert full["invoked"] == {"isolated": False}
