@@ -22,6 +22,7 @@ from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, Refusal
 from rota.domain.events import AttemptInterrupted, InputAccepted, WorkSubmitted
 from rota.domain.events.schedule import ScheduleDefined, ScheduleQuarantined
+from rota.domain.events.work import input_identity
 from rota.domain.schedule_plans import Busy, Fire, Plan, fired_event, plan, skipped_event
 from rota.domain.schedule_specs import (
     SPEC_FORMAT,
@@ -135,7 +136,8 @@ class Fires:
             )
         ]
         existing = self.tx.projection.works.get(target)
-        if existing is None and target not in created:
+        new = existing is None and target not in created
+        if new:
             kind = "run-once" if d.overlap == "allow_all" else "standing"
             emits.extend(
                 lifecycle.submit(
@@ -165,7 +167,10 @@ class Fires:
             "input": d.input,
         }
         accepted = InputAccepted(work_id=target, key=identity, payload=payload)
-        emits.append(Emit(work_stream(target), accepted, f"input/{target}/{identity}"))
+        queued = Emit(work_stream(target), accepted, input_identity(target, identity))
+        if new:  # the Work's definition carries its first input (`WorkSubmitted.input`)
+            return [emits[0], *lifecycle.carry_first_input([*emits[1:], queued])]
+        emits.append(queued)
         return emits
 
 

@@ -85,7 +85,7 @@ from rota.domain.evolve_work import (
     on_retry_request,
     on_work_held,
 )
-from rota.domain.state import AttemptState, WorkState, with_flow
+from rota.domain.state import AttemptState, PendingInput, WorkState, with_flow
 
 
 def evolve(work: WorkState | None, event: Event, position: int, at: datetime) -> WorkState | None:
@@ -93,6 +93,9 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
     if isinstance(event, WorkSubmitted):
         if work is not None:
             return replace(work, version=work.version + 1)
+        # Its first input, when it carries one, is pending at this position, exactly as a
+        # `core.input.accepted` here would be (`on_input`).
+        carried = event.input
         return WorkState(
             work_id=event.work_id,
             scope=event.scope,
@@ -104,6 +107,9 @@ def evolve(work: WorkState | None, event: Event, position: int, at: datetime) ->
             submitted_at=at,
             grants=tuple(event.grants),
             flow=event.flow,
+            pending=()
+            if carried is None
+            else (PendingInput(position, carried.key, carried.payload, carried.correlation_key),),
         )
     if work is None:
         return None

@@ -108,6 +108,13 @@ def on_claimed(work: WorkState, event: AttemptClaimed, at: datetime, *, bump: in
     work = _spend(work, event.passes)
     consumed, left = take(work.pending, event.consumed)
     trigger = next((p for p in consumed if p.position == event.trigger), None)
+    invoked = event.invoked
+    if invoked is None:
+        segment = Segment("start", event.epoch, at, owner=event.owner)
+    else:  # its invoke marker, as a `core.execution.invoked` right after it gives it
+        segment = Segment(
+            "start", event.epoch, at, invoke="called", isolated=invoked.isolated, owner=event.owner
+        )
     attempt = AttemptState(
         work_id=work.work_id,
         number=event.attempt,
@@ -119,7 +126,8 @@ def on_claimed(work: WorkState, event: AttemptClaimed, at: datetime, *, bump: in
         consumed=consumed,
         trigger=trigger,
         claimed_at=at,
-        segments=(Segment("start", event.epoch, at, owner=event.owner),),
+        status="starting" if invoked is None else "running",
+        segments=(segment,),
         grants=tuple(event.grants),
     )
     return replace(

@@ -16,6 +16,7 @@ from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, LeaseLost, Refusal
 from rota.domain.events import (
     AttemptClaimed,
+    Invoked,
     LaunchInvoked,
     LaunchPhaseBegan,
     LaunchPhaseEnded,
@@ -65,18 +66,13 @@ def invoke(work: WorkState, attempt: int, epoch: int, now: datetime, isolated: b
     )
 
 
-def invoke_with_claim(claim: AttemptClaimed, isolated: bool) -> Emit:
-    """The invoke marker of an attempt whose executor is called as soon as its claim is
-    durable (no launch phase, run-environment hook or anything else runs between them),
-    appended right after the claim, in the claim's append: still the fenced write just
-    before the executor is called, one append sooner. The claim opened the segment with
-    its marker `pending` under a lease it just took, so the fence holds by construction."""
-    return Emit(
-        work_stream(claim.work_id),
-        LaunchInvoked(
-            work_id=claim.work_id, attempt=claim.attempt, epoch=claim.epoch, isolated=isolated
-        ),
-    )
+def invoke_with_claim(claim: AttemptClaimed, isolated: bool) -> AttemptClaimed:
+    """The claim of an attempt whose executor is called as soon as the claim is durable (no
+    launch phase, run-environment hook or anything else runs between them), carrying its
+    invoke marker (`invoked`): still the fenced write before the executor is called, in
+    the claim itself. The claim opens the segment under a lease it takes, so the fence
+    holds by construction, and the marker is never durable as `pending`."""
+    return msgspec.structs.replace(claim, invoked=Invoked(isolated=isolated))
 
 
 def begin_phase(work: WorkState, attempt: int, epoch: int, now: datetime, phase: str) -> Emit:

@@ -7,7 +7,9 @@ at a higher epoch before any executor is called. The evidence is its open segmen
   marker is still `pending` (the executor was never called), or it is `called` with
   `isolated` (a sandbox or container held every process) and nothing was pinned in that
   segment (no recovery metadata at its epoch). Losing the lease was the host's failure:
-  a relaunch fails nothing, spends no retry and waits out no backoff.
+  a relaunch fails nothing, spends no retry and waits out no backoff. (A claim that
+  carries its marker, `core.execution.claimed` `invoked`, opens the segment `called`,
+  exactly as a separate `core.execution.invoked` after it: the same evidence.)
 - **adopt** everything else: an unisolated launch whose executor was called (it may have
   started its process before recording anything), a launch that pinned metadata, and a
   segment with no invoke marker at all (one a recovery began) prove nothing, so recovery

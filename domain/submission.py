@@ -13,7 +13,14 @@ import msgspec
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, InvalidCommand, Refusal
 from rota.domain.events import InputAccepted, WorkSubmitted
-from rota.domain.events.work import Debounce, Throttle, Unique, WorkFlow
+from rota.domain.events.work import (
+    Debounce,
+    Throttle,
+    Unique,
+    WorkFlow,
+    carrying,
+    input_identity,
+)
 from rota.domain.flow import SCOPE, check_cost, check_keys, check_priority
 from rota.domain.results import check_payload
 from rota.domain.state import WorkState
@@ -229,4 +236,25 @@ def accept_input(
     event = InputAccepted(
         work_id=work_id, key=key, payload=payload, correlation_key=correlation_key
     )
-    return Emit(work_stream(work_id), event, f"input/{work_id}/{key}")
+    return Emit(work_stream(work_id), event, input_identity(work_id, key))
+
+
+def carry_first_input(emits: list[Emit]) -> list[Emit]:
+    """A new Work's submit (`emits`: its definition, then its inputs in order) with its
+    first input carried by its definition (`WorkSubmitted.input`), under the input's own
+    delivery identity: one event less, the same input at the same position (what the
+    definition's position is). Anything else is returned as it is."""
+    if len(emits) < 2:
+        return emits
+    first, second = emits[0], emits[1]
+    submitted, accepted = first.event, second.event
+    if (
+        not isinstance(submitted, WorkSubmitted)
+        or submitted.input is not None
+        or not isinstance(accepted, InputAccepted)
+        or second.stream != first.stream
+        or accepted.work_id != submitted.work_id
+    ):
+        return emits
+    merged = Emit(first.stream, carrying(submitted, accepted), second.delivery_id)
+    return [merged, *emits[2:]]

@@ -35,10 +35,33 @@ def _work_submitted_v1(payload: Payload) -> Payload:
     return {**payload, "flow": flow if asked else None}
 
 
+def _work_submitted_v2(payload: Payload) -> Payload:
+    """`core.work.submitted` 2 -> 3: version 3 may carry the Work's first input (`input`);
+    a version 2 row never does (its first input is a `core.input.accepted` of its own), so
+    it reads as `input` null, the field's default: the payload is unchanged."""
+    return payload
+
+
+def _attempt_claimed_v1(payload: Payload) -> Payload:
+    """`core.execution.claimed` 1 -> 2: version 2 may carry the invoke marker (`invoked`);
+    a version 1 claim never does (its marker is a `core.execution.invoked` of its own, or
+    none yet), so it reads as `invoked` null, the field's default: the payload is unchanged."""
+    return payload
+
+
 # (tag, from_version) -> upcaster producing from_version + 1.
 UPCASTERS: Mapping[tuple[str, int], Upcaster] = {
     ("core.work.submitted", 1): _work_submitted_v1,
+    ("core.work.submitted", 2): _work_submitted_v2,
+    ("core.execution.claimed", 1): _attempt_claimed_v1,
 }
+# The steps whose upcaster leaves the payload as it is (the new version only added fields
+# with defaults, and bumped the version so that an older rota refuses its rows): a row
+# whose every step to the current version is here decodes with the current type's decoder
+# directly (what the upcaster chain gives, without building the payload as a dict).
+ADDITIVE: frozenset[tuple[str, int]] = frozenset(
+    {("core.work.submitted", 2), ("core.execution.claimed", 1)}
+)
 
 
 def upcast(

@@ -18,7 +18,7 @@ import msgspec
 
 from rota.application.errors import CorruptRecord, PortCode
 from rota.domain.events import ALL_EVENTS, Event
-from rota.domain.upcasting import UPCASTERS, Upcaster, upcast
+from rota.domain.upcasting import ADDITIVE, UPCASTERS, Upcaster, upcast
 from rota.infrastructure.canonical import Check, canonical_check
 
 
@@ -29,6 +29,7 @@ class Codec:
         self,
         events: Iterable[type[Event]] = ALL_EVENTS,
         upcasters: Mapping[tuple[str, int], Upcaster] = UPCASTERS,
+        additive: frozenset[tuple[str, int]] = ADDITIVE,
     ) -> None:
         types = tuple(events)
         self.current: dict[str, int] = {}
@@ -44,8 +45,21 @@ class Codec:
         self._versions = {t: (t.tag(), t.version) for t in types}
         self._encoder = msgspec.json.Encoder(enc_hook=_plain)
         self._upcasters = upcasters
+        # Older versions every step of whose chain only added fields with defaults
+        # (`rota.domain.upcasting.ADDITIVE`): decoded as the current version is.
+        self._direct = {
+            (tag, old)
+            for tag, version in self.current.items()
+            for old in range(1, version)
+            if all((tag, step) in additive for step in range(old, version))
+        }
         # Each event class's canonical check (see `canonical`), built on its first use.
         self.checks: Mapping[type, Check] = _Checks(self._versions)
+        # The classes with nested values written lean (`Event.lean_fields`), and the lean
+        # JSON of each such value met lately (by identity: a binding's pinned snapshot is
+        # one object for every claim of it, encoded once).
+        self._lean = {t: t.lean_fields for t in types if t.lean_fields}
+        self._lean_json: dict[int, tuple[object, msgspec.Raw]] = {}
 
     def encode(self, event: Event) -> tuple[str, int, bytes]:
         """Return `(type, type_version, payload)` for an event of a known type."""
@@ -53,30 +67,52 @@ class Codec:
         version = self.current.get(tag)
         if version is None:
             raise CorruptRecord(f"cannot encode {tag!r}: not a registered event type")
-        return tag, version, self._encoder.encode(event)
+        return tag, version, self.encode_payload(event)
 
     def encode_many(self, events: Iterable[Event]) -> list[tuple[str, int, bytes]]:
         """`encode` of each event; a class seen before found at once (an append encodes
         hundreds of events of a few classes)."""
-        kinds, payload = self._versions, self._encoder.encode
+        kinds, payload, lean = self._versions, self._encoder.encode, self._lean
         encoded = []
         for event in events:
             kind = kinds.get(type(event))
             if kind is None:
                 encoded.append(self.encode(event))
+            elif type(event) in lean:
+                encoded.append((kind[0], kind[1], self.encode_payload(event)))
             else:
                 encoded.append((kind[0], kind[1], payload(event)))
         return encoded
 
     def encode_payload(self, event: Event) -> bytes:
+        """The stored JSON of `event`: its nested `lean_fields` without their defaults."""
+        fields = self._lean.get(type(event))
+        if fields:
+            wire = {name: self._lean_raw(getattr(event, name)) for name in fields}
+            # (a Raw in a field of the event's copy: written as is, never validated)
+            event = msgspec.structs.replace(event, **wire)
         return self._encoder.encode(event)
+
+    def _lean_raw(self, value: object) -> object:
+        """`value` as lean JSON (every field at its default left out, at every depth),
+        ready to be written as it is (`msgspec.Raw`); None as it is."""
+        if value is None:
+            return None
+        found = self._lean_json.get(id(value))
+        if found is not None and found[0] is value:
+            return found[1]
+        raw = msgspec.Raw(self._encoder.encode(lean_builtins(value)))
+        if len(self._lean_json) >= LEAN_CACHE:
+            self._lean_json.clear()
+        self._lean_json[id(value)] = (value, raw)
+        return raw
 
     def decode(
         self, type_: str, type_version: int, data: bytes | str, position: int | None = None
     ) -> Event:
         """Decode one stored payload; errors name position, tag and version."""
         current = self.current.get(type_)
-        if current == type_version:
+        if current == type_version or (type_, type_version) in self._direct:
             try:
                 event: Event = self._decoder.decode(data)
             except msgspec.ValidationError as exc:
@@ -170,6 +206,43 @@ class _Checks(dict[type, Check]):
 
 def _never(event: object) -> bool:
     return False
+
+
+LEAN_CACHE = 1024  # the lean JSON of this many nested values is kept (then forgotten)
+
+
+def lean_builtins(value: Any) -> Any:
+    """`value` for the encoder with every Struct field at its default left out, at every
+    depth (as `omit_defaults` leaves out an event's own): decoding it fills the defaults
+    back, so it reads as `value`. A field is left out only when its value is of its
+    default's own type and equal to it (never a 0 for False, or 1 for 1.0)."""
+    if isinstance(value, msgspec.Struct):
+        config = value.__struct_config__
+        if config.array_like:
+            return value
+        out: dict[str, Any] = {}
+        if isinstance(config.tag, str):
+            out[config.tag_field or "type"] = config.tag
+        for field in msgspec.structs.fields(value):
+            item = getattr(value, field.name)
+            if field.default is not msgspec.NODEFAULT:
+                default: Any = field.default
+            elif field.default_factory is not msgspec.NODEFAULT:
+                default = field.default_factory()
+            else:
+                default = _REQUIRED
+            if type(item) is type(default) and item == default:
+                continue
+            out[field.encode_name] = lean_builtins(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [lean_builtins(item) for item in value]
+    if isinstance(value, dict):
+        return {key: lean_builtins(item) for key, item in value.items()}
+    return value
+
+
+_REQUIRED = object()  # (a required field is always written)
 
 
 def _plain(obj: Any) -> Any:

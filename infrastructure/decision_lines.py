@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rota.application.ports import RecordedEvent
+from rota.domain.events import AttemptClaimed, InputAccepted, LaunchInvoked, WorkSubmitted
+from rota.domain.events.carried import carried
 
 DECISIONS = "rota.decisions"  # the logger every decision line is written to
 FIELDS_ATTRIBUTE = "rota_fields"  # the LogRecord attribute the formatters read fields from
@@ -186,6 +188,12 @@ LINES: dict[str, Line] = {
     ),
 }
 OTHER = Line("event", "event recorded", DEBUG)
+# Events that may carry another (`rota.domain.events.carried`), logged as both: the type
+# of the event each carries.
+MERGED: dict[type, str] = {
+    AttemptClaimed: LaunchInvoked.tag(),
+    WorkSubmitted: InputAccepted.tag(),
+}
 
 
 def add_line(event_type: str, line: Line) -> None:
@@ -249,6 +257,26 @@ class DecisionLog:
                 kind, message = line.variants.get(chosen, (kind, message))
             fields = {"kind": kind, **decision_fields(r, line)}
             logger.log(line.level, message, extra={FIELDS_ATTRIBUTE: fields})
+            carries = MERGED.get(kind_of_event)
+            if carries is not None and logger.isEnabledFor(LINES.get(carries, OTHER).level):
+                self._carried(r)
+
+    def _carried(self, recorded: RecordedEvent) -> None:
+        """The lines of the events a merged event carries (a definition's first input, a
+        claim's invoke marker), each as its own event logs it, at the same position: a log
+        of either shape gives the same lines."""
+        for event in carried(recorded.event):
+            line = LINES.get(event.tag(), OTHER)
+            as_own = RecordedEvent(
+                recorded.position,
+                recorded.stream,
+                recorded.version,
+                recorded.delivery_id,
+                recorded.recorded_at,
+                event,
+            )
+            fields = {"kind": line.kind, **decision_fields(as_own, line)}
+            self.logger.log(line.level, line.message, extra={FIELDS_ATTRIBUTE: fields})
 
 
 __all__ = ["DECISIONS", "FIELDS_ATTRIBUTE", "LINES", "DecisionLog", "Line", "add_line"]

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from rota.application.errors import DeliveryConflict
+from rota.application.errors import ConcurrencyConflict, DeliveryConflict
 from rota.application.ports import NewEvent, RecordedEvent
+from rota.domain.events.work import WorkSubmitted, same_delivery
 
 T = TypeVar("T")
 
@@ -63,7 +64,8 @@ def match_deliveries(
     """Match an append's delivery identities against the log (`recorded` looks one up).
 
     Raises `DeliveryConflict` when an identity is recorded with another stream or event, or
-    given twice in the append with different events.
+    given twice in the append with different events. An input is the same event as the
+    first input a `core.work.submitted` carries under its identity (`same_delivery`).
     """
     found = Deliveries(len(events))
     first_use: dict[str, int] = {}
@@ -73,14 +75,20 @@ def match_deliveries(
             continue
         earlier = first_use.setdefault(delivery_id, index)
         if earlier != index:
-            if events[earlier] != new:
+            first = events[earlier]
+            if first.stream != new.stream or not same_delivery(first.event, new.event):
                 raise DeliveryConflict(delivery_id, None)
             found.aliases[index] = earlier
             continue
         original = recorded(delivery_id)
         if original is None:
             continue
-        if original.stream != new.stream or original.event != new.event:
+        if original.stream != new.stream or not same_delivery(original.event, new.event):
+            if original.stream == new.stream and isinstance(new.event, WorkSubmitted):
+                # Another writer defined the Work first (with another definition or first
+                # input): a new Work's definition expects its stream new, so the decision
+                # is taken again on the Work now recorded, as without the identity.
+                raise ConcurrencyConflict(new.stream, 0, original.version)
             raise DeliveryConflict(delivery_id, original.position)
         found.originals[index] = original
     return found

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rota.application.ports import RecordedEvent
+from rota.domain.events.carried import invoke_marker
 
 SPAN_NAME = "rota.attempt"
 ENDS = {
@@ -114,6 +115,8 @@ class AttemptTracer:
         if kind == "core.execution.claimed":
             binding = event.pinned.binding.name  # type: ignore[attr-defined]
             self._begin(execution, r, "start", {"rota.binding": binding})
+            if invoke_marker(event) is not None:  # (the marker a claim carries)
+                self._mark(execution, r, "invoked")
         elif kind == "core.execution.resumed":
             self._begin(execution, r, "resume", {})
         elif kind == "core.execution.recovered":

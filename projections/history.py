@@ -155,8 +155,14 @@ class HistoryProjection:
             work = self.work(work_id)
         if isinstance(event, WorkSubmitted):
             if work is None:
+                # Its first input, when it carries one, counts as an input at this position.
+                carried = event.input is not None
                 self.works[work_id] = WorkHistory(
-                    work_id=work_id, submitted=position, submitted_at=at
+                    work_id=work_id,
+                    submitted=position,
+                    submitted_at=at,
+                    inputs=1 if carried else 0,
+                    last_input=position if carried else None,
                 )
                 self.dirty.add(stream)
             return

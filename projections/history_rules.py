@@ -86,6 +86,9 @@ def _claimed(
 ) -> None:
     work.attempts = max(work.attempts, event.attempt)
     key = attempt_row(work.work_id, event.attempt)
+    segment = SegmentRecord(kind="start", epoch=event.epoch, started=position, started_at=at)
+    if event.invoked is not None:  # its invoke marker, at the claim's own position
+        segment.invoked, segment.isolated = position, event.invoked.isolated
     h.attempts[(work.work_id, event.attempt)] = AttemptHistory(
         work_id=work.work_id,
         number=event.attempt,
@@ -97,7 +100,7 @@ def _claimed(
         deadline=event.deadline,
         consumed=list(event.consumed),
         trigger=event.trigger,
-        segments=[SegmentRecord(kind="start", epoch=event.epoch, started=position, started_at=at)],
+        segments=[segment],
     )
     h.dirty.add(key)
 

@@ -19,10 +19,10 @@ from rota.application.ports import EventStore, RawRecord
 from rota.application.ports.timestamps import parse_timestamp
 from rota.domain.events import (
     ALL_EVENTS,
-    InputAccepted,
     PartialPrune,
     RetentionPolicy,
     ScheduleFired,
+    accepted_input,
 )
 from rota.domain.state import WorkState
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
@@ -31,6 +31,9 @@ from rota.replay.audit import iter_raw
 from rota.replay.rebuild import folded
 
 PRUNABLE = frozenset(e.tag() for e in ALL_EVENTS if e.pruned_fields)  # types with payloads
+# Each type's first version with a payload to prune: an older row has none (a Work's
+# definition before it carried its first input), so it neither blocks nor is pruned.
+PRUNED_SINCE = {e.tag(): e.pruned_since for e in ALL_EVENTS if e.pruned_fields}
 
 
 class PolicyPlan(msgspec.Struct):
@@ -116,7 +119,7 @@ def plan(
         last[stream] = row.recorded_at
         if stream in blocked:
             continue
-        if row.type not in PRUNABLE:
+        if row.type not in PRUNABLE or row.type_version < PRUNED_SINCE[row.type]:
             continue
         if codec.current.get(row.type) != row.type_version:
             blocked.add(stream)
@@ -185,7 +188,7 @@ def _old_attempts(work: WorkState, cutoff: datetime) -> tuple[set[int], set[int]
 def _in_part(codec: Codec, row: RawRecord, attempts: set[int], inputs: set[int]) -> bool:
     """Whether a going Work's row belongs to the part of it a prune takes."""
     event = codec.decode(row.type, row.type_version, row.data, row.position)
-    if isinstance(event, InputAccepted):
+    if accepted_input(event) is not None:  # (an input, or one a definition carries)
         return row.position in inputs
     attempt = getattr(event, "attempt", None)
     return isinstance(attempt, int) and attempt in attempts

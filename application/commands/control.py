@@ -15,6 +15,7 @@ from rota.application.transactions import Transactions
 from rota.domain import control
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import Refusal
+from rota.domain.events.work import accepted_input, input_identity
 from rota.domain.state import AttemptState, Control
 
 
@@ -92,16 +93,18 @@ class ControlCommands:
         other_request(self.tx, request_id, asked)
         store = self.tx.store
         requested = store.find_delivery(f"control/{work_id}/inject/{request_id}")
-        accepted = store.find_delivery(f"input/{work_id}/{request_id}")
+        accepted = store.find_delivery(input_identity(work_id, request_id))
         if accepted is None:
             return None
+        input_event = accepted_input(accepted.event)  # (maybe the Work's first input)
         if requested is not None:
             asked.check(request_id, requested)
         # else: an inject into a parked attempt accepts the input alone (no intent: nothing
         # runs to deliver it to), as `accept` with that key would; the same payload again
         # is that input, another one is another request.
         given = msgspec.to_builtins(payload)
-        if msgspec.to_builtins(getattr(accepted.event, "payload", None)) != given:
+        recorded = input_event.payload if input_event is not None else None
+        if msgspec.to_builtins(recorded) != given:
             raise Refusal(
                 f"request id {request_id!r} injected another input into {work_id!r} "
                 f"(position {accepted.position}): a request id names one request; send a "

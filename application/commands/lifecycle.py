@@ -57,9 +57,10 @@ class LifecycleCommands(SubmissionCommands):
         `invoke`: for a new attempt pinned so, whether its executor is called as soon as
         the claim is durable, with nothing in between (a host without a run-environment
         hook, whose executor serves the pinning: see `Launches.invoked_with_claim`), and
-        then whether it isolates; None when it is not. Such an attempt's invoke marker is
-        appended with its claim (`lifecycle.invoke_with_claim`), after every claim of
-        the append: one append less per pass, the same events in the same order."""
+        then whether it isolates; None when it is not. Such an attempt's claim carries its
+        invoke marker (`lifecycle.invoke_with_claim`: `invoked`), so no
+        `core.execution.invoked` follows it: one event less per start, one append less
+        per pass, the same facts at the claim's position."""
         waiting: list[Waiting] = []
         asks: list[str] = []
         judge: list[str] = []
@@ -96,13 +97,14 @@ class LifecycleCommands(SubmissionCommands):
                 expected[fence] = self._fence_version(fence)
             if invoke is None:
                 return plan.emits, expected
-            markers: list[Emit] = []
-            for emit in plan.emits:
+            emits = list(plan.emits)
+            for i, emit in enumerate(emits):
                 if isinstance(emit.event, AttemptClaimed):
                     isolated = invoke(emit.event.pinned)
                     if isolated is not None:
-                        markers.append(lifecycle.invoke_with_claim(emit.event, isolated))
-            return [*plan.emits, *markers], expected
+                        claim = lifecycle.invoke_with_claim(emit.event, isolated)
+                        emits[i] = Emit(emit.stream, claim, emit.delivery_id)
+            return emits, expected
 
         result = self.tx.transact(decide)
         claimed: list[Claimed] = []

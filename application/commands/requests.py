@@ -24,6 +24,7 @@ from rota.application.ports import AppendResult, RecordedEvent
 from rota.application.transactions import Decision, Transactions
 from rota.domain.emit import Emit
 from rota.domain.errors import InvalidCommand, Refusal
+from rota.domain.events import accepted_input
 from rota.domain.submission import INPUT_KEY
 
 REQUEST_ID = INPUT_KEY  # the input-key alphabet: it may become an input's or a fire's key
@@ -108,9 +109,12 @@ def receipt(result: AppendResult, request_id: str | None) -> Receipt:
     if not result.recorded:
         return Receipt(request_id=request_id, type="", position=0, delivery_id=None, repeated=True)
     first = result.recorded[0]
+    # An input answers as `core.input.accepted`, the first one a Work's definition carries
+    # too (its row holds the input's identity): the same receipt for either shape.
+    answer = accepted_input(first.event) if first.delivery_id is not None else None
     return Receipt(
         request_id=request_id,
-        type=first.type,
+        type=first.type if answer is None else answer.tag(),
         position=first.position,
         delivery_id=first.delivery_id,
         repeated=result.written == 0,

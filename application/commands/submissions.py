@@ -23,6 +23,7 @@ from rota.domain import lifecycle
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import DomainCode, Refusal, RotaError
 from rota.domain.events import BindingServed, InputAccepted
+from rota.domain.events.work import accepted_input, input_identity
 from rota.domain.events.work import binding_served_identity as identity
 from rota.domain.submission import SubmitWork
 from rota.projections.held_works import OnDemandWorks
@@ -106,7 +107,8 @@ class SubmissionCommands:
         # at the version read, so a cancel another host recorded meanwhile re-decides it
         # (found by the simulator, issue 29: input was accepted after a cancel).
         if existing is None:
-            return emits, {work_stream(work_id): 0}
+            # A new Work's definition carries its first input (one event less).
+            return lifecycle.carry_first_input(emits), {work_stream(work_id): 0}
         return emits, ({work_stream(work_id): existing.version} if emits else {})
 
     def _accepted(
@@ -115,14 +117,16 @@ class SubmissionCommands:
         """Whether this very input is recorded; the key recorded with another input is a
         `DeliveryConflict`, as the store's rule says (a key names one input)."""
         key = key if key is not None else lifecycle.derived_input_key(payload)
-        identity = f"input/{work_id}/{key}"
+        identity = input_identity(work_id, key)
         recorded = self.tx.store.find_delivery(identity)
         if recorded is None:
             return False
         given = InputAccepted(
             work_id=work_id, key=key, payload=payload, correlation_key=correlation_key
         )
-        if msgspec.to_builtins(recorded.event) != msgspec.to_builtins(given):
+        # (the input a Work's definition carries, as the separate input it stands for)
+        found = accepted_input(recorded.event)
+        if msgspec.to_builtins(found) != msgspec.to_builtins(given):
             raise DeliveryConflict(identity, recorded.position)
         return True
 
@@ -256,7 +260,7 @@ class SubmissionCommands:
                     work_id, payload, key, correlation_key
                 ):
                     given = key if key is not None else lifecycle.derived_input_key(payload)
-                    recorded = self.tx.store.find_delivery(f"input/{work_id}/{given}")
+                    recorded = self.tx.store.find_delivery(input_identity(work_id, given))
                     assert recorded is not None
                     found.append(recorded)
                     return [], {}

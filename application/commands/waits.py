@@ -26,7 +26,7 @@ from rota.application.transactions import Transactions
 from rota.domain import waits
 from rota.domain.emit import Emit, work_stream
 from rota.domain.errors import Refusal
-from rota.domain.events import InputAccepted
+from rota.domain.events import accepted_input
 
 log = logging.getLogger("rota.host")
 
@@ -132,8 +132,11 @@ class WaitCommands:
     def answer(self, work_id: str, result: AppendResult) -> InjectAnswer:
         """The answer to an inject that appended `result`. Input for a parked attempt with a
         named wait registered here is judged at once, so the answer says if it wakes."""
-        accepted = next(r for r in result.recorded if isinstance(r.event, InputAccepted))
-        key = accepted.event.key  # type: ignore[attr-defined]
+        # (an input with the key of the Work's first one is that input: its definition)
+        accepted, given = next(
+            (r, i) for r in result.recorded if (i := accepted_input(r.event)) is not None
+        )
+        key = given.key
         with self.tx.lock:
             work = self.tx.projection.works.get(work_id)
             found = None if work is None else waits.named_wait(work)

@@ -21,6 +21,7 @@ from rota.application.queries.works import waiting_reason
 from rota.application.service import SchedulerService
 from rota.application.timestamps import format_timestamp
 from rota.domain.emit import work_stream
+from rota.domain.events import accepted_input
 from rota.domain.state import WorkState
 from rota.projections.scheduler import OnDemandWorks
 from rota.projections.work_pages import MAX_LIMIT, WorkFilter, page_in_memory
@@ -253,10 +254,10 @@ class ActivityQueries:
             else {p.position: a.number for a in work.attempts for p in a.consumed}
         )
         for recorded in self.stream(work_id):
-            if recorded.type != "core.input.accepted":
+            accepted = accepted_input(recorded.event)  # (its own, or its definition's)
+            if accepted is None:
                 continue
-            payload = getattr(recorded.event, "payload", None)
-            key = str(getattr(recorded.event, "key", ""))
+            payload, key = accepted.payload, accepted.key
             if not isinstance(payload, dict) or not isinstance(payload.get("schedule"), str):
                 continue
             name = payload["schedule"]

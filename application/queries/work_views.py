@@ -355,28 +355,28 @@ def event_view(recorded: RecordedEvent) -> EventView:
         type=recorded.type,
         delivery_id=recorded.delivery_id,
         recorded_at=recorded.recorded_at,
-        data=in_full(recorded.event),
+        data=event_data(recorded.event),
     )
 
 
-def in_full(value: Any) -> Any:
-    """`value` as JSON builtins with every field of every struct, those at their defaults
-    too: what `events()`, `rota log` and the HTTP API show of an event. An event version
-    may leave its defaults out of the stored JSON (`omit_defaults`, to keep the log small);
-    the shape a reader sees does not change with it (a struct's tag first, then its fields
-    in order, as `msgspec.to_builtins` gives a struct that writes every field)."""
+def event_data(value: Any) -> Any:
+    """An event as JSON values with every field, those at their defaults too: the stored
+    form of the newer versions leaves defaults out, a view of the event shows them all
+    (as the event reads), whichever version wrote it."""
     if isinstance(value, msgspec.Struct):
         config = value.__struct_config__
         out: dict[str, Any] = {}
-        if config.tag is not None and isinstance(config.tag_field, str):
-            out[config.tag_field] = config.tag
-        for name in value.__struct_fields__:
-            out[name] = in_full(getattr(value, name))
+        if isinstance(config.tag, str):
+            out[config.tag_field or "type"] = config.tag
+        for field in msgspec.structs.fields(value):
+            out[field.encode_name] = event_data(getattr(value, field.name))
         return out
-    if isinstance(value, list | tuple):
-        return [in_full(item) for item in value]
+    if isinstance(value, list):
+        return [event_data(item) for item in value]
+    if isinstance(value, tuple):  # (as `msgspec.to_builtins` gives it)
+        return tuple(event_data(item) for item in value)
     if isinstance(value, dict):
-        return {key: in_full(item) for key, item in value.items()}
+        return {key: event_data(item) for key, item in value.items()}
     return msgspec.to_builtins(value)
 
 
@@ -396,8 +396,8 @@ __all__ = [
     "WorkSummary",
     "WorkView",
     "attempt_view",
+    "event_data",
     "event_view",
-    "in_full",
     "json_value",
     "work_summary",
     "work_view",

@@ -38,6 +38,7 @@ from rota.domain.events.execution import (
     CapacityClaimed,
     HandoffContinued,
     HandoffRefused,
+    Invoked,
     LaunchInvoked,
     LaunchPhaseBegan,
     LaunchPhaseEnded,
@@ -89,7 +90,14 @@ from rota.domain.events.schedule import (
     ScheduleResumed,
     ScheduleSkipped,
 )
-from rota.domain.events.work import BindingServed, InputAccepted, WorkForgotten, WorkSubmitted
+from rota.domain.events.work import (
+    BindingServed,
+    CarriedInput,
+    InputAccepted,
+    WorkForgotten,
+    WorkSubmitted,
+    accepted_input,
+)
 
 FLOW_EVENTS = (
     FlowConfigured,
@@ -181,6 +189,7 @@ __all__ = [
     "BudgetWarning",
     "BudgetsConfigured",
     "CapacityClaimed",
+    "CarriedInput",
     "CoalesceKeyTaken",
     "ControlAcknowledged",
     "ControlDispatched",
@@ -197,6 +206,7 @@ __all__ = [
     "HandoffRefused",
     "HoldReleased",
     "InputAccepted",
+    "Invoked",
     "KeyCapacityClaimed",
     "LaunchInvoked",
     "LaunchPhaseBegan",
@@ -235,4 +245,5 @@ __all__ = [
     "WorkHeld",
     "WorkReprioritized",
     "WorkSubmitted",
+    "accepted_input",
 ]

@@ -36,7 +36,14 @@ class Event(
     # default) when it replaces a stored payload by the event's summary: inputs, results,
     # opaque metadata. Everything else (ids, states, outcomes) is kept, so the folds give
     # the same Work states from a summary (`rota.infrastructure.retention_summary`).
+    # A dotted name (`input.payload`) blanks that field of a nested Struct, when it is set.
     pruned_fields: ClassVar[tuple[str, ...]] = ()
+    # The first version of the event whose rows hold a pruned field: a row of an older
+    # version has none (nothing to prune) rather than one no summary can be written for.
+    pruned_since: ClassVar[int] = 1
+    # Nested Struct fields whose own fields at their defaults the stored JSON leaves out, at
+    # every depth (the codec writes them so; decoding fills the defaults back in).
+    lean_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def tag(cls) -> str:

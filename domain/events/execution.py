@@ -20,7 +20,17 @@ SegmentKind = Literal["start", "resume", "recovered", "relaunched"]
 PhaseOutcome = Literal["ok", "failed", "cancelled"]
 
 
-class AttemptClaimed(Event, tag="core.execution.claimed", frozen=True, kw_only=True):
+class Invoked(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """The invoke marker a claim carries (`AttemptClaimed.invoked`): its executor is called as
+    soon as the claim is durable, with nothing in between. `isolated`, as `LaunchInvoked`'s
+    (always written)."""
+
+    isolated: bool
+
+
+class AttemptClaimed(
+    Event, tag="core.execution.claimed", frozen=True, kw_only=True, omit_defaults=True
+):
     """Attempt N of a Work began: its lease, pinned snapshot and consumed input.
 
     This is also the durable launch intent: it opens the first segment with its invoke
@@ -32,6 +42,19 @@ class AttemptClaimed(Event, tag="core.execution.claimed", frozen=True, kw_only=T
     took (its Work's, in order): `pinned.binding.config` has their config applied and
     `secrets_digest` covers their `environment` values, which are never written; recovery
     and resume keep them (a pre-grants claim reads as `[]`).
+
+    `invoked` (version 2) is the invoke marker when the executor is called as soon as the
+    claim is durable (no launch phase, run-environment hook or anything else runs between
+    them): `{"isolated": bool}`, exactly a `core.execution.invoked` at the claim's position
+    (the segment opens with its marker `called`; recovery adopts rather than relaunches,
+    unless `isolated` and no recovery metadata was pinned since). Null when the launch is
+    invoked later by its own `core.execution.invoked` (a binding with launch phases or a
+    run-environment hook), and in version 1, which always wrote the marker apart. Version 2
+    is a new version, not an added field, so that an older rota refuses the row instead
+    of reading the marker as `pending` (and relaunching a launch that was called). Version 2
+    leaves out its fields at their defaults (`passes` and `grants` [], `invoked` null, and
+    in `pinned` at every depth: `config` {}, `retry`'s defaults, `handoff` stop, the pool
+    `agents`, `max_segments` 50 ...): an absent field reads as its default.
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
@@ -50,6 +73,11 @@ class AttemptClaimed(Event, tag="core.execution.claimed", frozen=True, kw_only=T
     # has their config applied; their environment values are never written (a grant's
     # `environment`, like a binding's, is resolved at each launch). [] before grants.
     grants: list[str] = msgspec.field(default_factory=list)
+    # The invoke marker, when the executor is called as soon as this claim is durable.
+    invoked: Invoked | None = None
+
+    version: ClassVar[int] = 2
+    lean_fields: ClassVar[tuple[str, ...]] = ("pinned",)
 
 
 class AttemptResumed(Event, tag="core.execution.resumed", frozen=True, kw_only=True):
@@ -90,6 +118,10 @@ class LaunchInvoked(Event, tag="core.execution.invoked", frozen=True, kw_only=Tr
 
     `isolated` records whether a sandbox or container was bound first (which holds every
     process until it is pinned). Recovery reads this marker to choose relaunch or adoption.
+    A launch called as soon as its claim is durable carries the marker in the claim
+    instead (`core.execution.claimed` `invoked`, version 2); this event is written for a
+    launch with launch phases or a run-environment hook between claim and call (and was
+    written for every launch before).
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"

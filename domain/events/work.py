@@ -106,8 +106,21 @@ class FlowFields:
         return None if self.flow is None else self.flow.start_by
 
 
-class WorkSubmitted(Event, FlowFields, tag="core.work.submitted", frozen=True, kw_only=True):
-    """A Work was defined: its id, scope, binding, kind, trigger selector and lost-retry safety.
+class CarriedInput(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """The first input of a Work, carried by its `core.work.submitted` (version 3) instead
+    of a `core.input.accepted` of its own: the same fields, the same meaning (a null
+    `payload` or `correlation_key` is left out of the stored JSON)."""
+
+    key: str
+    payload: Any = None
+    correlation_key: str | None = None
+
+
+class WorkSubmitted(
+    Event, FlowFields, tag="core.work.submitted", frozen=True, kw_only=True, omit_defaults=True
+):
+    """A Work was defined: its id, scope, binding, kind, trigger selector and lost-retry safety,
+    and (version 3) its first input.
 
     Always version 1 of the Work's stream; submitting the same definition again is a no-op
     and a different definition under the same id is refused (`work_conflict`). `trigger`
@@ -122,9 +135,23 @@ class WorkSubmitted(Event, FlowFields, tag="core.work.submitted", frozen=True, k
     `unique` ({key, until} or null), `not_before` and `start_by` (times or null).
     Version 1 wrote those fields flat, beside `grants` (flow control's first release), or
     not at all (before it); it is upcast to `flow` on read.
+
+    `input` is the Work's first input (`{key, payload, correlation_key}`), or null when the
+    submit accepted none: it is exactly a `core.input.accepted` at this event's position
+    (its acceptance sequence, which `consumed` and `trigger` of a claim name), under the
+    input's own delivery identity `input/<work>/<key>` (this row's), so a retried submit
+    never queues it twice and a later input with that key is a duplicate of it (the same
+    payload: a no-op returning this event) or refused (another payload). Its `payload` is
+    what retention prunes and what personal fields are sealed in. Version 2 (no `input`)
+    reads as `input` null; a Work's first input there is a `core.input.accepted` of its own.
+    Version 3 is a new version, not an added field, so that an older rota refuses the row
+    instead of reading the Work without its input. Version 3 leaves out every field at its
+    default (`kind` run-once, `trigger` all, `safety` undeclared, `grants` [], `flow` and
+    `input` null): an absent field reads as its default.
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
+    delivery_pattern: ClassVar[str | None] = "input/<work>/<key>"  # (when it carries `input`)
 
     work_id: str
     scope: str
@@ -136,8 +163,12 @@ class WorkSubmitted(Event, FlowFields, tag="core.work.submitted", frozen=True, k
     # Flow control and coalescing (`WorkFlow`): null on a Work that asks for none of them,
     # so a plain submit writes one short field (version 1 wrote eight, flat: upcast).
     flow: WorkFlow | None = None
+    # The first input, accepted with the definition (null: none, or an older version).
+    input: CarriedInput | None = None
 
-    version: ClassVar[int] = 2
+    version: ClassVar[int] = 3
+    pruned_fields: ClassVar[tuple[str, ...]] = ("input.payload",)
+    pruned_since: ClassVar[int] = 3
 
 
 class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True):
@@ -145,7 +176,9 @@ class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True)
 
     The delivery identity carries the caller's key, or one derived from the payload, so a
     caller that retries after a crash never queues the same input twice. `correlation_key`
-    names the thread a turn published by the attempt it triggers belongs to.
+    names the thread a turn published by the attempt it triggers belongs to. A Work's first
+    input is carried by its `core.work.submitted` (`input`, version 3) instead: the same
+    input at that event's position, under the same identity (`accepted_input` reads both).
     """
 
     stream_pattern: ClassVar[str] = "work/<work>"
@@ -157,6 +190,47 @@ class InputAccepted(Event, tag="core.input.accepted", frozen=True, kw_only=True)
     correlation_key: str | None = None
 
     pruned_fields: ClassVar[tuple[str, ...]] = ("payload",)
+
+
+def input_identity(work_id: str, key: str) -> str:
+    """The delivery identity of an input: `input/<work>/<key>`."""
+    return f"input/{work_id}/{key}"
+
+
+def accepted_input(event: Event) -> InputAccepted | None:
+    """The input `event` accepts, as a `core.input.accepted` at the event's own position:
+    the event itself, or the first input a `core.work.submitted` carries; else None. Every
+    reader of inputs goes through it, so a carried input is read exactly as a separate one."""
+    if isinstance(event, InputAccepted):
+        return event
+    if isinstance(event, WorkSubmitted) and event.input is not None:
+        carried = event.input
+        return InputAccepted(
+            work_id=event.work_id,
+            key=carried.key,
+            payload=carried.payload,
+            correlation_key=carried.correlation_key,
+        )
+    return None
+
+
+def carrying(submitted: WorkSubmitted, accepted: InputAccepted) -> WorkSubmitted:
+    """`submitted` carrying `accepted` as its first input (`input`)."""
+    carried = CarriedInput(
+        key=accepted.key, payload=accepted.payload, correlation_key=accepted.correlation_key
+    )
+    return msgspec.structs.replace(submitted, input=carried)
+
+
+def same_delivery(recorded: Event, given: Event) -> bool:
+    """Whether `given`, appended under a delivery identity `recorded` holds, is that same
+    delivery: an equal event, or an input equal to the one a `core.work.submitted` carries
+    under it (a retried submit, or a later input with the first input's key)."""
+    if recorded == given:
+        return True
+    if type(given) is InputAccepted and type(recorded) is WorkSubmitted:
+        return accepted_input(recorded) == given
+    return False
 
 
 class BindingServed(Event, tag="core.binding.served", frozen=True, kw_only=True):

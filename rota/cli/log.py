@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from rota.application.ports import RecordedEvent
-from rota.application.queries.work_views import event_view, in_full
+from rota.application.queries.work_views import event_data, event_view
 from rota.cli import audit_proofs
 from rota.cli.common import (
     UsageError,
@@ -35,7 +35,7 @@ def cmd_events(args: argparse.Namespace) -> int:
         print_json([event_view(r) for r in rows])
     else:
         for r in rows:
-            data = msgspec.json.encode(in_full(r.event)).decode()
+            data = msgspec.json.encode(event_data(r.event)).decode()
             print(f"{r.position:>8}  {r.recorded_at}  {r.stream}@{r.version}  {data}")
     return 0
 

@@ -13,11 +13,10 @@ import msgspec
 from rota.application.ports import AppendResult, EventStore, RecordedEvent
 from rota.domain.emit import work_stream
 from rota.domain.errors import DomainCode, InvalidCommand
-from rota.domain.events.work import Debounce, Throttle, Unique
+from rota.domain.events.work import Debounce, Throttle, Unique, accepted_input
 from rota.domain.personal import check_paths
 from rota.domain.submission import SubmitWork, WorkInput, derived_input_key
 
-INPUT_ACCEPTED = "core.input.accepted"
 COALESCED = ("core.submit.merged", "core.submit.suppressed")
 
 
@@ -183,8 +182,8 @@ def input_position(
     work_id = command.work_id if work_id is None else work_id
     stream = work_stream(work_id)
     for event in recorded.recorded:
-        if event.stream == stream and event.type == INPUT_ACCEPTED:
-            return event.position
+        if event.stream == stream and accepted_input(event.event) is not None:
+            return event.position  # (a separate input, or the first one a definition carries)
     for given in command.inputs:
         key = given.key if given.key is not None else derived_input_key(given.payload)
         found = store.find_delivery(f"input/{work_id}/{key}")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 
 from rota.application.errors import ConcurrencyConflict, DeliveryConflict
 from rota.application.ports import EventStore, NewEvent
-from rota.domain.events import InputAccepted, WorkSubmitted
+from rota.domain.events import CarriedInput, InputAccepted, WorkSubmitted
 from rota.infrastructure.clock import ManualClock
 from rota.replay.audit import verify_chain
 
@@ -134,6 +135,34 @@ def test_identity_repeated_inside_one_append(store: EventStore) -> None:
     assert result.recorded[0] == result.recorded[1]
     again = store.append([accepted("a", 1, None, "same"), accepted("a", 1, None, "same")])
     assert again.duplicate and again.recorded == result.recorded
+
+
+def test_an_input_under_a_definitions_carried_input_identity_is_that_input(
+    store: EventStore,
+) -> None:
+    """A definition carrying its first input holds the input's identity: the same input
+    appended under it is that delivery (the original returned, in another append or in
+    the same one); another payload under it is refused; another definition under it is a
+    concurrency conflict (the Work exists), decided again as without the identity."""
+    carried = CarriedInput(key="k1", payload={"v": 1})
+    defined = WorkSubmitted(work_id="a", scope="root", binding="b", input=carried)
+    first = store.append([NewEvent("work/a", defined, "input/a/1")], expected={"work/a": 0})
+    head = store.head()
+    again = store.append([accepted("a", 1, {"v": 1}, "input/a/1")])
+    assert again.duplicate and again.recorded == first.recorded
+    with pytest.raises(DeliveryConflict):
+        store.append([accepted("a", 1, {"v": 2}, "input/a/1")])
+    other = NewEvent("work/a", msgspec.structs.replace(defined, binding="c"), "input/a/1")
+    with pytest.raises(ConcurrencyConflict):
+        store.append([other], expected={"work/a": 0})
+    assert store.head() == head
+    both = store.append(
+        [
+            NewEvent("work/b", msgspec.structs.replace(defined, work_id="b"), "input/b/1"),
+            NewEvent("work/b", InputAccepted(work_id="b", key="k1", payload={"v": 1}), "input/b/1"),
+        ]
+    )
+    assert both.written == 1 and both.recorded[0] == both.recorded[1]
 
 
 def test_positions_are_gapless_across_handles(open_store: OpenStore) -> None:

@@ -25,7 +25,8 @@ def test_submit_takes_the_key_as_its_input_key_and_a_repeat_is_a_no_op(idle_api:
     first = post(client, "/v1/works", body, "order-7")
     assert first.status_code == 200, first.text
     assert first.json()["work"]["state"] == "ready"
-    accepted = [e for e in events_of(idle_api, "job") if e.type == "core.input.accepted"]
+    # (the Work's first input, carried by its definition under the input's identity)
+    accepted = [e for e in events_of(idle_api, "job") if e.type == "core.work.submitted"]
     assert [e.delivery_id for e in accepted] == ["input/job/order-7"]
     head = idle_api.head()
     again = post(client, "/v1/works", body, "order-7")

@@ -383,7 +383,7 @@ def test_a_gate_is_shown_the_recorded_input_that_would_be_the_first(clock: Manua
         s.register_gate("look", gate)
         s.submit("w", binding="job", input={"n": 1}, input_key="k1", correlation_key="thread-7")
         s.run_until_idle(timeout=10)
-        accepted = next(e for e in s.events() if e.type == "core.input.accepted")
+        accepted = next(e for e in s.events() if e.type == "core.work.submitted")  # (carried)
         assert shown == [
             ("w", "job", rota.PendingInput(accepted.position, "k1", {"n": 1}, "thread-7"))
         ]

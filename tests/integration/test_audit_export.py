@@ -119,7 +119,7 @@ def test_the_source_log_is_a_real_one(source: Path) -> None:
     with SQLiteStore(source) as store:
         report = verify_chain(store)
         types = {r.type for r in iter_raw(store)}
-    assert report.ok and report.checked > 4 * WORKS
+    assert report.ok and report.checked >= 3 * WORKS  # (three events a job, at the least)
     assert {"core.work.submitted", "core.execution.completed", "core.execution.failed"} <= types
 
 

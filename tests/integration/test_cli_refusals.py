@@ -31,12 +31,10 @@ def home(tmp_path: Path) -> Path:
 
 
 def submitted_input(home: Path, work: str) -> object:
-    """The payload of `work`'s input event in the log."""
+    """The payload of `work`'s input in the log (its first: carried by its definition)."""
     events = json.loads(rota(home, "events", "--json").stdout)
-    (event,) = [
-        e for e in events if e["stream"] == f"work/{work}" and e["type"].endswith("input.accepted")
-    ]
-    return event["data"]["payload"]
+    (event,) = [e for e in events if e["stream"] == f"work/{work}" and e["data"].get("input")]
+    return event["data"]["input"]["payload"]
 
 
 # -- item 5: one line, its code, its exit code ------------------------------------------
@@ -79,6 +77,7 @@ def test_events_after_a_position_no_store_can_hold(home: Path) -> None:
 
 def test_events_limit_0_means_none(home: Path) -> None:
     assert rota(home, "submit", "w", "--binding", "ok").returncode == 0
+    assert rota(home, "submit", "v", "--binding", "ok").returncode == 0
     assert json.loads(rota(home, "events", "--limit", "0", "--json").stdout) == []
     assert len(json.loads(rota(home, "events", "--limit", "1", "--json").stdout)) == 1
     assert len(json.loads(rota(home, "events", "--json").stdout)) > 1

@@ -32,7 +32,9 @@ def test_a_repeated_submit_is_logged_once(caplog: pytest.LogCaptureFixture) -> N
     said = [message for message, _ in _lines(caplog)]
     assert said == ["work submitted", "input accepted"]
     (accepted,) = [f for m, f in _lines(caplog) if m == "input accepted"]
-    assert accepted["delivery_id"] == "input/w/k" and accepted["position"] == 2
+    # (carried by the Work's definition: its position and delivery identity)
+    assert accepted["delivery_id"] == "input/w/k" and accepted["position"] == 1
+    assert accepted["event"] == "core.input.accepted"
 
 
 def test_a_gate_hold_and_its_release_are_lines_with_the_gate_and_reason(

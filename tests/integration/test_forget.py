@@ -22,6 +22,7 @@ import rota
 from rota.application.errors import PortCode
 from rota.application.personal import context
 from rota.domain.errors import DomainCode, RotaError
+from rota.domain.events import accepted_input
 from rota.domain.personal import MARKER
 from rota.infrastructure.personal_cipher import AesGcmCipher
 from rota.infrastructure.personal_keys import SQLiteKeys
@@ -86,14 +87,15 @@ def _recovered(backup: Path) -> str | None:
         return None
     store = SQLiteStore(backup, create=False)
     try:
+        # (its first input: carried by its definition, read as the separate input it is)
         accepted = [
-            r.event
+            found
             for r in store.read(0, 10_000)
-            if r.type == "core.input.accepted" and r.event.work_id == "W"  # type: ignore[attr-defined]
+            if (found := accepted_input(r.event)) is not None and found.work_id == "W"
         ]
     finally:
         store.close()
-    token = accepted[0].payload["to"]["email"][MARKER]  # type: ignore[attr-defined]
+    token = accepted[0].payload["to"]["email"][MARKER]
     plain = AesGcmCipher().open(bytes(rows[0][0]), context("W", "to.email"), token)
     return str(json.loads(plain))
 
@@ -235,7 +237,9 @@ def test_binding_personal_fields_reach_a_shell_job_and_leave_no_run_file(tmp_pat
     events = _rota(tmp_path, "events", "--json")
     assert events.returncode == 0 and '"$personal"' in events.stdout
     assert CANARY not in events.stdout
-    accepted = [e for e in json.loads(events.stdout) if e["type"] == "core.input.accepted"]
+    # (W's input: carried by its definition, the row that holds the input's identity)
+    inputs = json.loads(events.stdout)
+    accepted = [e for e in inputs if (e["delivery_id"] or "").startswith("input/W/")]
     ok = _rota(tmp_path, "audit", "keygen", "--out", "audit.key")
     assert ok.returncode == 0, ok.stderr
     signed = ("--dir", "checkpoints", "--key", "audit.key")

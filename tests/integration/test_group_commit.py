@@ -97,8 +97,8 @@ def test_submits_queued_behind_a_commit_share_the_next_transaction(
     for name, handle in outcomes.items():
         assert isinstance(handle, rota.WorkHandle) and handle.work_id == name
         assert handle.view().state == "ready"
-    # Two events a Work (submitted, input accepted), written in two appends.
-    assert scheduler.store.head().position == head + 16
+    # One event a Work (submitted, carrying its input), written in two appends.
+    assert scheduler.store.head().position == head + 8
     positions = [h.input_position for h in outcomes.values() if isinstance(h, rota.WorkHandle)]
     assert len(set(positions)) == 8
 
@@ -178,7 +178,7 @@ def test_many_threads_submitting_the_same_input_accept_it_once(
         thread.join(timeout=30)
     handles = list(outcomes.values())
     assert all(isinstance(h, rota.WorkHandle) for h in handles), handles
-    assert scheduler.store.head().position == head + 2  # submitted + one input, once
+    assert scheduler.store.head().position == head + 1  # submitted with its input, once
     assert len({h.input_position for h in handles if isinstance(h, rota.WorkHandle)}) == 1
     scheduler.run_until_idle(timeout=30)
     again = scheduler.submit("w", binding="job", input={"order": 7}, input_key="order-7")
@@ -222,7 +222,7 @@ def test_submit_many_is_one_transaction_and_all_or_nothing(scheduler: rota.Sched
     )
     assert [h.work_id for h in handles] == ["a", "b", "s"]
     assert handles[2].input_position is None  # standing, no input
-    assert scheduler.store.head().position == head + 5
+    assert scheduler.store.head().position == head + 3  # each definition carries its input
     scheduler.run_until_idle(timeout=30)
     assert [h.result(timeout=0) for h in handles[:2]] == [{"n": 1}, {"n": 2}]
     before = scheduler.store.head().position

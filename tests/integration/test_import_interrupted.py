@@ -29,7 +29,7 @@ from rota.replay.export import export_to_file
 from .cli_process import cli_env, refused
 from .cli_process import rota as run_rota
 
-WORKS = 1500  # two events each: 3,000 events, three pages and a half
+WORKS = 3000  # one event each (a definition carrying its input): three pages
 FED = 2500  # rows fed before the feeder stops (the import then commits 2 pages and waits)
 DEADLINE = 60.0
 
@@ -134,13 +134,13 @@ def test_a_killed_sqlite_import_leaves_no_store_and_resumes(
     again = run_rota(tmp_path, "import", str(export_file), "--to", f"sqlite:///{target}")
     assert again.returncode == 0, again.stderr
     out = again.stdout.decode()
-    assert f"imported {2 * WORKS} events" in out
+    assert f"imported {WORKS} events" in out
     assert "resumed an interrupted import after position 2000" in out
     assert not partial.exists()
     verify = run_rota(tmp_path, "--store", f"sqlite:///{target}", "audit", "verify")
     assert verify.returncode == 0, verify.stderr
     with rota.open(target) as scheduler:
-        assert scheduler.store.head().position == 2 * WORKS
+        assert scheduler.store.head().position == WORKS
         assert scheduler.store.unfinished_import() is None
 
 

@@ -45,7 +45,7 @@ def test_input_racing_a_cancel_from_another_scheduler_is_refused(path: str) -> N
                 b.submit("w", binding="job", input={"n": 2}, input_key="k2")
         assert refused.value.code == "work_terminal"
         types = [e.type for e in a.events()]
-        assert types == ["core.work.submitted", "core.input.accepted", "core.work.cancelled"]
+        assert types == ["core.work.submitted", "core.work.cancelled"]  # (its input carried)
         assert check_store(a.store, a.settings) == []
 
 
@@ -57,4 +57,5 @@ def test_input_with_no_race_still_appends_once() -> None:
         s.service.lifecycle.accept("w", {"n": 2}, key="k2")
         s.service.lifecycle.accept("w", {"n": 2}, key="k2")  # the same input again: a no-op
         accepted = [e for e in s.events() if e.type == "core.input.accepted"]
-        assert [e.data["key"] for e in accepted] == ["k1", "k2"]
+        assert [e.data["key"] for e in accepted] == ["k2"]  # (k1: carried by the definition)
+        assert [p.key for p in s.work("w").pending] == ["k1", "k2"]

@@ -1,7 +1,8 @@
-"""A host whose executor is called as soon as the claim is durable appends the invoke
-marker with the claim (`LifecycleCommands.start_pass(invoke=...)`): one append, the same
-events in the same order. With a run-environment hook between them (or an attempt this
-host has no executor for) the marker is its own later append, as before."""
+"""A host whose executor is called as soon as the claim is durable writes the invoke marker
+in the claim (`LifecycleCommands.start_pass(invoke=...)`: `core.execution.claimed` with
+`invoked`): one append, no `core.execution.invoked`. With a run-environment hook between
+them (or an attempt this host has no executor for) the marker is its own later append, as
+before."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import rota
+from rota.domain.events import AttemptClaimed, Invoked
 from rota.domain.state import AttemptState, WorkState
 from rota.infrastructure.clock import ManualClock
 
@@ -17,7 +19,7 @@ def clock() -> ManualClock:
     return ManualClock(datetime(2026, 8, 1, 9, tzinfo=UTC))
 
 
-def test_the_invoke_markers_share_the_claims_append() -> None:
+def test_the_claims_carry_the_invoke_markers() -> None:
     config: dict[str, Any] = {"settings": {"concurrency": 2}}
     with rota.open("memory://", clock=clock(), config=config) as scheduler:
         scheduler.register("job", lambda ctx: None, inline=True)
@@ -28,11 +30,10 @@ def test_the_invoke_markers_share_the_claims_append() -> None:
         started = scheduler.tick()  # the first pass: nothing to observe, two to start
         assert started.started == 2
         assert scheduler.service.transactions.appends == appends + 1  # claims and markers
-        types = [r.type for r in scheduler.store.read(head, 100)]
-        claims = [i for i, t in enumerate(types) if t == "core.execution.claimed"]
-        markers = [i for i, t in enumerate(types) if t == "core.execution.invoked"]
-        assert len(claims) == len(markers) == 2
-        assert max(claims) < min(markers)  # every claim first, then the markers
+        recorded = scheduler.store.read(head, 100)
+        claims = [r.event for r in recorded if isinstance(r.event, AttemptClaimed)]
+        assert [c.invoked for c in claims] == [Invoked(isolated=False)] * 2
+        assert "core.execution.invoked" not in {r.type for r in recorded}
         scheduler.run_until_idle()
         assert {w.state for w in scheduler.works()} == {"completed"}
         for k in range(2):
@@ -55,6 +56,10 @@ def test_a_run_environment_hook_keeps_the_marker_after_it() -> None:
         scheduler.run_until_idle()
         assert seen == ["pending"]
         assert scheduler.work("w").state == "completed"
+        recorded = scheduler.store.read(0, 100)
+        claim = next(r.event for r in recorded if isinstance(r.event, AttemptClaimed))
+        assert claim.invoked is None  # the hook ran between: the marker is its own event
+        assert [r.type for r in recorded].count("core.execution.invoked") == 1
 
 
 def test_without_its_executor_the_claim_writes_no_marker() -> None:

@@ -207,7 +207,7 @@ def test_explain_waiting_for_capacity_cites_the_slot_holders_claims(log: EventSt
     statement = next(s for s in found.statements if s.kind == "waiting")
     assert "capacity_concurrency" in statement.text and "a/1" in statement.text
     assert [type_at(log, p) for p in statement.positions] == [
-        "core.input.accepted",
+        "core.work.submitted",  # (the input its definition carries)
         "core.execution.claimed",
     ]
 
@@ -387,6 +387,6 @@ def test_explain_a_ready_work_whose_interrupted_attempt_keeps_its_slot(log: Even
     statement = next(s for s in found.statements if s.kind == "waiting")
     assert "stop is not verified" in statement.text
     assert [type_at(log, p) for p in statement.positions] == [
-        "core.input.accepted",
+        "core.work.submitted",  # (the input its definition carries)
         "core.execution.interrupted",
     ]

@@ -20,6 +20,7 @@ from rota.application.errors import StoreUnavailable
 from rota.application.ports import NewEvent
 from rota.application.schedule_fires import work_fences
 from rota.application.schedule_runner import RETRIES, ScheduleRunnerError, backoff
+from rota.domain.events import WorkSubmitted, accepted_input
 from rota.domain.events.schedule import ScheduleDefined
 from rota.infrastructure.clock import ManualClock
 from rota.projections.schedules_projection import SchedulesProjection
@@ -60,15 +61,14 @@ def test_a_fire_is_one_append_with_its_input(scheduler: rota.Scheduler, clock: M
     assert fired.delivery_id == identity
     assert fired.event.nominal == datetime(2026, 11, 2, 9, 1, tzinfo=UTC)
     assert (fired.event.schedule_version, fired.event.binding) == (1, "job")
-    after = scheduler.store.read(fired.position - 1, 3)
-    # The fire, the standing Work and its input: consecutive, one append (one recorded time).
-    assert [r.type for r in after] == [
-        "core.schedule.fired",
-        "core.work.submitted",
-        "core.input.accepted",
-    ]
+    after = scheduler.store.read(fired.position - 1, 2)
+    # The fire and the standing Work carrying its input: one append (one recorded time).
+    assert [r.type for r in after] == ["core.schedule.fired", "core.work.submitted"]
     assert len({r.recorded_at for r in after}) == 1
-    submitted, accepted = after[1].event, after[2].event
+    submitted = after[1].event
+    accepted = accepted_input(submitted)
+    assert isinstance(submitted, WorkSubmitted) and accepted is not None
+    assert after[1].delivery_id == f"input/schedule.tick@job/{identity}"
     assert (submitted.kind, submitted.trigger) == ("standing", "first")
     assert accepted.key == identity
     assert accepted.payload == {
@@ -92,7 +92,7 @@ def test_the_same_identity_appended_twice_is_one_fire(
     emits, _ = schedules.tick_emits(row, clock.now())
     assert work_fences(emits) == {"work/schedule.tick@job": 0}  # two cannot create the Work
     first = scheduler.store.append([NewEvent(e.stream, e.event, e.delivery_id) for e in emits])
-    assert first.written == 3
+    assert first.written == 2  # the fire, the Work carrying its input
     # A decider that raced it appends the same fire and input: the identities make it a no-op.
     again_emits = [e for e in emits if e.delivery_id is not None]
     again = scheduler.store.append(
@@ -101,7 +101,7 @@ def test_the_same_identity_appended_twice_is_one_fire(
     assert again.duplicate
     assert [r.position for r in again.recorded] == [
         first.recorded[0].position,
-        first.recorded[2].position,
+        first.recorded[1].position,
     ]
     scheduler.tick()
     assert len(events(scheduler, "core.schedule.fired")) == 1

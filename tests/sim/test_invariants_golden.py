@@ -22,6 +22,7 @@ from rota.domain.events import (
     AttemptRecovered,
     BudgetCharged,
     BudgetHeld,
+    CarriedInput,
     GateRefused,
     HoldReleased,
     InputAccepted,
@@ -29,6 +30,7 @@ from rota.domain.events import (
     RetryArmed,
     RetryFired,
     StopConfirmed,
+    WorkCancelled,
     WorkSubmitted,
 )
 from rota.testing.sim.invariants import ALL, INVARIANTS, Checker
@@ -296,3 +298,24 @@ def test_chain_verifies_reports_a_row_that_is_not_the_event() -> None:
     pairs[4] = (pairs[4][0], pairs[5][1])
     found = Checker(settings("recovery")).observe_all(pairs)
     assert reported(found) == {"chain_verifies"} and found[0].positions == (5,)
+
+
+def test_relaunch_only_when_nothing_started_reads_the_marker_a_claim_carries() -> None:
+    """merged_recovery: adopted/1's claim carries its invoke marker (called, unisolated), so
+    relaunching it is reported as relaunching a called launch, as with a separate marker."""
+    log = history("merged_recovery")
+    claim = find(log, AttemptClaimed, work_id="adopted")
+    assert isinstance(claim.event, AttemptClaimed) and claim.event.invoked is not None
+    adopted = find(log, AttemptRecovered, work_id="adopted").position
+    found = check(alter(log, adopted, mode="relaunch"), "merged_recovery")
+    only(found, "relaunch_only_when_nothing_started", (claim.position, adopted))
+    assert "called unisolated" in found[0].message
+
+
+def test_no_input_after_terminal_reports_a_first_input_a_definition_carries() -> None:
+    log = history("control")
+    cancelled = find(log, WorkCancelled, work_id="doomed").position
+    carried = CarriedInput(key="late", payload={"n": 1})
+    again = WorkSubmitted(work_id="doomed", scope="root", binding="hang", input=carried)
+    found = check(forge(log, again), "control")
+    only(found, "no_input_after_terminal", (cancelled, len(log) + 1))

@@ -180,7 +180,7 @@ def test_the_checker_folds_a_long_log_quickly(clock: ManualClock) -> None:
         scheduler.run_until_idle(timeout=30)
         checker = Checker(scheduler.settings)
         assert checker.observe_all(store_records(scheduler.store)) == []
-        assert checker.checked >= 300 * 5
+        assert checker.checked >= 300 * 3  # three events a job: submitted, claimed, completed
 
 
 def duplicate_result(outcome: str) -> list[Violation]:

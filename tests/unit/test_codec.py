@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import ClassVar
 
 import msgspec
@@ -10,21 +11,102 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rota.application.errors import CorruptRecord
-from rota.domain.events import ALL_EVENTS, Event, InputAccepted, WorkSubmitted
-from rota.infrastructure.codec import DEFAULT_CODEC, Codec
+from rota.domain.events import (
+    ALL_EVENTS,
+    AttemptClaimed,
+    CarriedInput,
+    Event,
+    InputAccepted,
+    Invoked,
+    WorkSubmitted,
+)
+from rota.domain.policy import Binding, Pinned, Registration, RetryPolicy
+from rota.domain.upcasting import ADDITIVE, upcast
+from rota.infrastructure.codec import DEFAULT_CODEC, Codec, lean_builtins
+
+PINNED = Pinned(
+    generation="g",
+    binding=Binding(name="b", executor="e"),
+    registration=Registration(name="e"),
+    timeout_seconds=60.0,
+    lease_seconds=30.0,
+    max_segments=50,
+)
 
 
 def test_encode_gives_tag_version_and_readable_json() -> None:
     event = WorkSubmitted(work_id="a", scope="root/team", binding="report")
     tag, version, data = DEFAULT_CODEC.encode(event)
-    assert (tag, version) == ("core.work.submitted", 2)
+    assert (tag, version) == ("core.work.submitted", 3)
     assert msgspec.json.decode(data)["type"] == "core.work.submitted"
     assert DEFAULT_CODEC.decode(tag, version, data.decode()) == event
 
 
+def test_a_definition_of_version_2_reads_without_a_carried_input() -> None:
+    """Version 3 may carry the first input; a version 2 row (every row an older rota wrote)
+    reads as `input` null, through the codec's direct path for additive versions."""
+    v2 = {"type": "core.work.submitted", "work_id": "a", "scope": "root", "binding": "report"}
+    v2 |= {"kind": "run-once", "trigger": "all", "safety": "undeclared", "grants": []}
+    decoded = DEFAULT_CODEC.decode(
+        "core.work.submitted", 2, msgspec.json.encode(v2 | {"flow": None})
+    )
+    assert decoded == WorkSubmitted(work_id="a", scope="root", binding="report")
+    assert isinstance(decoded, WorkSubmitted) and decoded.input is None
+    carried = WorkSubmitted(
+        work_id="a", scope="root", binding="report", input=CarriedInput(key="k", payload={"n": 1})
+    )
+    tag, version, data = DEFAULT_CODEC.encode(carried)
+    # Version 3 leaves out the fields at their defaults (a null correlation key too).
+    assert msgspec.json.decode(data) == {
+        "type": "core.work.submitted",
+        "work_id": "a",
+        "scope": "root",
+        "binding": "report",
+        "input": {"key": "k", "payload": {"n": 1}},
+    }
+    assert DEFAULT_CODEC.decode(tag, version, data) == carried
+
+
+def test_a_claim_of_version_1_reads_without_an_invoke_marker() -> None:
+    claim = AttemptClaimed(
+        work_id="a",
+        attempt=1,
+        epoch=1,
+        owner="h",
+        lease_expires_at=datetime(2026, 1, 1, tzinfo=UTC),
+        deadline=datetime(2026, 1, 1, 1, tzinfo=UTC),
+        consumed=[2],
+        trigger=2,
+        pinned=PINNED,
+    )
+    tag, version, data = DEFAULT_CODEC.encode(claim)
+    assert (tag, version) == ("core.execution.claimed", 2)
+    old = msgspec.json.decode(data)
+    assert "invoked" not in old and "passes" not in old  # (defaults are left out)
+    old |= {"passes": [], "grants": []}  # what version 1 wrote
+    assert DEFAULT_CODEC.decode(tag, 1, msgspec.json.encode(old)) == claim
+    marked = msgspec.structs.replace(claim, invoked=Invoked(isolated=True))
+    assert msgspec.json.decode(DEFAULT_CODEC.encode(marked)[2])["invoked"] == {"isolated": True}
+    assert DEFAULT_CODEC.decode(tag, version, DEFAULT_CODEC.encode(marked)[2]) == marked
+
+
+def test_the_additive_upcasters_leave_the_payload_as_it_is() -> None:
+    """The new versions only add a field with a default: their upcasters are identities
+    (the chain gives what the direct decode gives)."""
+    payload = {"type": "core.work.submitted", "work_id": "a", "scope": "r", "binding": "b"}
+    assert upcast("core.work.submitted", 2, 3, dict(payload)) == payload
+    assert ("core.work.submitted", 2) in ADDITIVE and ("core.execution.claimed", 1) in ADDITIVE
+    # A codec without the direct path (no additive steps) decodes old rows the same way.
+    chained = Codec(additive=frozenset())
+    row = msgspec.json.encode({**payload, "flow": None})
+    assert chained.decode("core.work.submitted", 2, row) == DEFAULT_CODEC.decode(
+        "core.work.submitted", 2, row
+    )
+
+
 def test_a_plain_submit_writes_no_flow_fields_and_version_1_is_upcast() -> None:
     plain = WorkSubmitted(work_id="a", scope="root", binding="report")
-    assert msgspec.json.decode(DEFAULT_CODEC.encode(plain)[2])["flow"] is None
+    assert "flow" not in msgspec.json.decode(DEFAULT_CODEC.encode(plain)[2])  # (null: left out)
     # Version 1 as flow control first wrote it (flat), and as rota wrote it before.
     flat = {"type": "core.work.submitted", "work_id": "a", "scope": "root", "binding": "report"}
     at_defaults = {**flat, "priority": 0, "keys": [], "cost": 1, "throttle": None}
@@ -168,3 +250,93 @@ def test_a_written_row_of_an_older_version_is_upcast() -> None:
         RenamedV2(name="old", count=0),
         RenamedV2(name="new", count=2),
     ]
+
+
+def test_a_claim_writes_its_pinned_binding_without_defaults_and_reads_it_whole() -> None:
+    """`lean_fields`: the pinned snapshot's fields at their defaults are left out at every
+    depth; decoding fills them back, so the claim reads as it was given."""
+    claim = AttemptClaimed(
+        work_id="a",
+        attempt=1,
+        epoch=1,
+        owner="h",
+        lease_expires_at=datetime(2026, 1, 1, tzinfo=UTC),
+        deadline=datetime(2026, 1, 1, 1, tzinfo=UTC),
+        consumed=[2],
+        trigger=2,
+        pinned=PINNED,
+    )
+    tag, version, data = DEFAULT_CODEC.encode(claim)
+    assert msgspec.json.decode(data)["pinned"] == {
+        "generation": "g",
+        "binding": {"name": "b", "executor": "e"},
+        "registration": {"name": "e"},
+        "timeout_seconds": 60.0,
+        "lease_seconds": 30.0,
+    }
+    assert DEFAULT_CODEC.decode(tag, version, data) == claim
+    assert DEFAULT_CODEC.encode_many([claim]) == [(tag, version, data)]
+    # A value other than the default is written, of whatever type it is.
+    other = msgspec.structs.replace(
+        PINNED,
+        max_segments=7,
+        binding=Binding(name="b", executor="e", retry=RetryPolicy(max_attempts=1)),
+    )
+    pinned = msgspec.json.decode(
+        DEFAULT_CODEC.encode_payload(msgspec.structs.replace(claim, pinned=other))
+    )["pinned"]
+    assert pinned["max_segments"] == 7 and pinned["binding"]["retry"] == {"max_attempts": 1}
+
+
+def test_lean_builtins_leaves_out_only_a_default_of_its_own_type() -> None:
+    retry = RetryPolicy()
+    assert lean_builtins(retry) == {}
+    # 0 is not False, 1 is not 1.0: written, so they read back as they were given.
+    odd = msgspec.structs.replace(PINNED, max_segments=50.0)  # type: ignore[arg-type]
+    assert lean_builtins(odd)["max_segments"] == 50.0
+    tagged = WorkSubmitted(work_id="a", scope="root", binding="b")
+    assert lean_builtins(tagged) == {
+        "type": "core.work.submitted",
+        "work_id": "a",
+        "scope": "root",
+        "binding": "b",
+    }
+
+
+def test_an_events_view_shows_every_field_whichever_version_wrote_it() -> None:
+    """`rota events`, the HTTP API and `Scheduler.events()` show an event with its fields at
+    their defaults too: the same view of a definition or a claim as before version 3/2."""
+    from rota.application.queries.work_views import event_data
+
+    older = InputAccepted(work_id="w", key="k", payload={"n": [1, 2]})
+    assert event_data(older) == msgspec.to_builtins(older)
+    defined = WorkSubmitted(work_id="a", scope="root", binding="b")
+    shown = event_data(defined)
+    assert shown == {
+        "type": "core.work.submitted",
+        "work_id": "a",
+        "scope": "root",
+        "binding": "b",
+        "kind": "run-once",
+        "trigger": "all",
+        "safety": "undeclared",
+        "grants": [],
+        "flow": None,
+        "input": None,
+    }
+    claim = AttemptClaimed(
+        work_id="a",
+        attempt=1,
+        epoch=1,
+        owner="h",
+        lease_expires_at=datetime(2026, 1, 1, tzinfo=UTC),
+        deadline=datetime(2026, 1, 1, 1, tzinfo=UTC),
+        consumed=[2],
+        trigger=2,
+        pinned=PINNED,
+        invoked=Invoked(isolated=False),
+    )
+    full = event_data(claim)
+    assert full["pinned"] == msgspec.to_builtins(PINNED) and full["passes"] == []
+    assert full["lease_expires_at"] == "2026-01-01T00:00:00Z"
+    assert full["invoked"] == {"isolated": False}

@@ -3,7 +3,15 @@ fields at neutral values; nothing else can pass for one."""
 
 from __future__ import annotations
 
-from rota.domain.events import AttemptCompleted, InputAccepted, WorkSubmitted
+import msgspec
+
+from rota.domain.events import (
+    AttemptCompleted,
+    CarriedInput,
+    InputAccepted,
+    WorkSubmitted,
+    accepted_input,
+)
 from rota.infrastructure.chain import is_pruned
 from rota.infrastructure.codec import DEFAULT_CODEC as codec
 from rota.infrastructure.retention_summary import MARKER, summary
@@ -35,6 +43,33 @@ def test_outcomes_lose_their_data_and_keep_usage() -> None:
 
 def test_events_with_nothing_to_prune_are_left_alone() -> None:
     assert _summary(WorkSubmitted(work_id="w", scope="root", binding="b")) is None
+
+
+def test_a_definition_loses_its_carried_inputs_payload_and_keeps_its_key() -> None:
+    """`input.payload` (a dotted pruned field): the first input a definition carries is
+    pruned as a separate input is (its key and correlation key stay)."""
+    carried = CarriedInput(key="k", payload={"secret": "x" * 100}, correlation_key="c")
+    event = WorkSubmitted(work_id="w", scope="root", binding="b", kind="standing", input=carried)
+    pruned = _summary(event)
+    assert pruned is not None and is_pruned(pruned) and b"secret" not in pruned
+    back = codec.decode("core.work.submitted", WorkSubmitted.version, pruned, 7)
+    assert back == msgspec.structs.replace(
+        event, input=CarriedInput(key="k", payload=None, correlation_key="c")
+    )
+    assert _summary(back) is None
+    assert accepted_input(back) == _input_summary(carried)
+
+
+def _input_summary(carried: CarriedInput) -> InputAccepted:
+    """The summary a separate input with the same fields gets, decoded."""
+    separate = InputAccepted(
+        work_id="w", key=carried.key, payload=carried.payload, correlation_key="c"
+    )
+    pruned = _summary(separate)
+    assert pruned is not None
+    back = codec.decode("core.input.accepted", 1, pruned, 7)
+    assert isinstance(back, InputAccepted)
+    return back
 
 
 def test_a_marker_inside_a_payload_is_not_a_pruned_row() -> None:

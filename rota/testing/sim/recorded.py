@@ -40,7 +40,7 @@ from rota.domain.events.execution import (
 )
 from rota.domain.events.recovery import AttemptLost, HoldReleased, WorkHeld
 from rota.domain.events.retry import ManualRetry, RetryRequested
-from rota.domain.events.work import InputAccepted, WorkSubmitted
+from rota.domain.events.work import InputAccepted, WorkSubmitted, accepted_input
 from rota.domain.policy import Binding, Registration
 from rota.infrastructure.codec import DEFAULT_CODEC
 from rota.replay.export import open_export, read_header, read_records
@@ -169,10 +169,10 @@ def _apply(rec: Recording, event: Any, t: float) -> None:
                 event.work_id, event.binding, event.scope, event.kind, event.trigger,
                 event.safety, tuple(event.grants), t,
             )  # fmt: skip
+            if event.input is not None:  # its first input, as an input accepted with it
+                _input(rec, accepted_input(event), t)
     elif isinstance(event, InputAccepted):
-        work = rec.works.get(event.work_id)
-        if work is not None:
-            work.inputs.append(Input(t, event.key, event.payload, event.correlation_key))
+        _input(rec, event, t)
     elif isinstance(event, AttemptClaimed):
         _claimed(rec, event, t)
     elif isinstance(event, (*ENDS, AttemptLost)):
@@ -190,6 +190,12 @@ def _apply(rec: Recording, event: Any, t: float) -> None:
         _operation(rec, event, t)
     elif isinstance(event, BudgetsConfigured):
         rec.budgets = tuple(event.budgets)
+
+
+def _input(rec: Recording, event: InputAccepted | None, t: float) -> None:
+    work = rec.works.get(event.work_id) if event is not None else None
+    if event is not None and work is not None:
+        work.inputs.append(Input(t, event.key, event.payload, event.correlation_key))
 
 
 def _operation(rec: Recording, event: Any, t: float) -> None:

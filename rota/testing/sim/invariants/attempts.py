@@ -25,6 +25,8 @@ from rota.domain.events import (
     RecoveryPersisted,
     RetryFired,
     StopConfirmed,
+    WorkSubmitted,
+    accepted_input,
 )
 from rota.testing.sim.invariants.base import Invariant, Violation
 from rota.testing.sim.invariants.model import Model
@@ -337,11 +339,12 @@ class NoInputAfterTerminal(Invariant):
     """
 
     name = "no_input_after_terminal"
-    events = (InputAccepted,)
+    events = (InputAccepted, WorkSubmitted)  # (a definition may carry the first input)
 
     def observe(self, recorded: RecordedEvent, model: Model) -> list[Violation]:
-        event = recorded.event
-        assert isinstance(event, InputAccepted)
+        event = accepted_input(recorded.event)
+        if event is None:
+            return []
         work = model.works.get(event.work_id)
         if work is None or not work.cancelled_at:
             return []

@@ -79,6 +79,8 @@ class NoSubmitLostByDebounce(Invariant):
                 self.works[event.work_id] = _Coalesced(kind, asked.key if asked else None, at)
                 if event.start_by is not None:
                     self.start_by[event.work_id] = event.start_by
+                if event.input is not None:  # its first input, accepted with it
+                    self.works[event.work_id].inputs.add(event.input.key)
             return []
         work = self.works.get(getattr(event, "work_id", ""))
         if isinstance(event, InputAccepted):

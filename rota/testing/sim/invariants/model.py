@@ -175,6 +175,8 @@ class Model:
             lease_at=at,
             status_at=at,
         )
+        if event.invoked is not None:  # the invoke marker it carries (a claim of version 2)
+            attempt.invoke, attempt.isolated = "called", event.invoked.isolated
         work.attempts = max(work.attempts, event.attempt)
         work.current = attempt
         work.budget_pass = work.budget_pass and "budget" not in event.passes
