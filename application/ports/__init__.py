@@ -59,6 +59,7 @@ from rota.application.ports.records import (
     RawRecord,
     RecordedEvent,
     StoreSpace,
+    StoreState,
     TreeHead,
 )
 
@@ -87,6 +88,7 @@ __all__ = [
     "StartHold",
     "StopEvidence",
     "StoreSpace",
+    "StoreState",
     "TraceContext",
     "TreeHead",
     "WaitCheck",
