@@ -42,6 +42,7 @@ from rota.infrastructure.executors import builtin_executor_types, builtin_regist
 from rota.infrastructure.personal_cipher import AesGcmCipher
 from rota.infrastructure.personal_keys import personal_keys_for
 from rota.infrastructure.projection_stores import open_projection_store
+from rota.infrastructure.store_url import POSTGRES_SCHEMES
 from rota.infrastructure.stores import open_store, redact_url
 from rota.infrastructure.tracing import attempt_tracer
 from rota.replay.errors import ReplayCode
@@ -74,7 +75,10 @@ def open_log(
     interrupted import left unfinished is refused (`import_incomplete`) unless `importing`
     (the import that finishes it)."""
     synchronous = config.synchronous if config is not None else None
-    settings = {"synchronous": synchronous} if synchronous is not None else {}
+    settings: dict[str, object] = {"synchronous": synchronous} if synchronous is not None else {}
+    reply = config.reply_timeout if config is not None else None
+    if reply is not None and os.fspath(url).startswith(POSTGRES_SCHEMES):
+        settings["reply_timeout"] = reply  # (a PostgreSQL setting only)
     store = open_store(os.fspath(url), clock=clock, create=create, **settings)
     if not importing:
         try:

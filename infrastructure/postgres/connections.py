@@ -40,6 +40,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from rota.application.errors import (
     ForkedConnection,
+    PortCode,
     StoreClosed,
     StoreError,
     StoreReadOnly,
@@ -59,6 +60,7 @@ SYNCHRONOUS_COMMIT = {"normal": "off", "full": None, "extra": None}  # None: the
 # Worth another attempt: lost connections, lock timeouts, serialization failures, deadlocks.
 TRANSIENT = (psycopg.OperationalError, pg_errors.IdleInTransactionSessionTimeout)
 Check = Callable[[psycopg.Connection[Any]], object]
+REFUSED_LOGIN = ("does not exist", "authentication failed", "no pg_hba.conf entry", "password")
 
 
 def one_line(exc: BaseException) -> str:
@@ -139,8 +141,13 @@ class LogConnections:
             with psycopg.connect(self._conninfo, connect_timeout=self._timeout) as conn:
                 why = session_check(conn)
         except psycopg.Error as error:
-            raise StoreUnavailable(
-                f"cannot connect to PostgreSQL (schema {self.schema!r}): {one_line(error)}"
+            reason = one_line(error)
+            # A role or database that does not exist, or a refused login, will not come
+            # right by waiting (a `rota run` waits for the others: a server down, starting).
+            permanent = any(words in reason for words in REFUSED_LOGIN)
+            raise (StoreError if permanent else StoreUnavailable)(
+                f"cannot connect to PostgreSQL (schema {self.schema!r}): {reason}",
+                code=PortCode.STORE_UNAVAILABLE,
             ) from None
         if why:
             self.note(StoreState(READ_ONLY, why))
