@@ -175,10 +175,20 @@ class DaemonLoop:
                     health.wait_until_writable(stop)
                     continue
                 began = time.monotonic()
+                report: TickReport | None = None
                 try:
                     report = self.host.tick()
+                    failures = 0
+                    self.passes.record(began, report)
+                    if health.observe():
+                        continue  # the pass met a store that takes no writes (said once)
+                    for error in report.errors:
+                        log.warning("scheduler pass: %s", error)
+                    self.checkpoint()
+                    pause = self.host.next_wake(5.0)  # (the store's clock: it may fail too)
                 except Exception:
-                    self.passes.record(began, None)
+                    if report is None:
+                        self.passes.record(began, None)
                     if health.observe():
                         continue  # said once, by the state change: no traceback a pass
                     # One bad pass never kills the daemon: report it, back off, go on.
@@ -187,14 +197,6 @@ class DaemonLoop:
                     self.host.wake.wait(min(5.0, 0.1 * 2**failures))
                     self.host.wake.clear()
                     continue
-                failures = 0
-                self.passes.record(began, report)
-                if health.observe():
-                    continue  # the pass met a store that takes no writes (said once)
-                for error in report.errors:
-                    log.warning("scheduler pass: %s", error)
-                self.checkpoint()
-                pause = self.host.next_wake(5.0)
                 if drain_until is not None:
                     pause = min(pause, 0.5, max(0.0, drain_until - time.monotonic()))
                 self.host.wake.wait(pause)

@@ -26,6 +26,7 @@ connection is dropped, not waited on for ever).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import threading
@@ -61,6 +62,25 @@ SYNCHRONOUS_COMMIT = {"normal": "off", "full": None, "extra": None}  # None: the
 TRANSIENT = (psycopg.OperationalError, pg_errors.IdleInTransactionSessionTimeout)
 Check = Callable[[psycopg.Connection[Any]], object]
 REFUSED_LOGIN = ("does not exist", "authentication failed", "no pg_hba.conf entry", "password")
+
+
+class QuietReconnects(logging.Filter):
+    """psycopg_pool warns once per failed connection attempt of a pool; during a failover
+    that is several lines a second. rota says itself, once per change, that its store is
+    unreachable or read-only (`found`; a daemon's `rota.store` lines), so the pool's own
+    lines about rota's pools are demoted to DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and "'rota-" in record.getMessage():
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+def _quiet_pool_warnings() -> None:
+    """Install `QuietReconnects` once (when the first store opens, not at import)."""
+    pool_log = logging.getLogger("psycopg.pool")
+    if not any(isinstance(f, QuietReconnects) for f in pool_log.filters):
+        pool_log.addFilter(QuietReconnects())
 
 
 def one_line(exc: BaseException) -> str:
@@ -99,6 +119,7 @@ class LogConnections:
         self._timeout = max(2, round(connect_timeout))
         self._sizes = (pool_min, pool_max)
         self.connection_class = with_reply_timeout(reply_timeout)
+        _quiet_pool_warnings()
         self._pool = self._new_pool()
 
     def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
@@ -178,6 +199,20 @@ class LogConnections:
         if self.on_connect is not None:
             self.on_connect(conn)
         self.note(WRITABLE)
+
+    @contextlib.contextmanager
+    def lock_wait(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """The statement run inside may first wait up to `lock_timeout` for the log's
+        lock: its reply timeout is that much longer."""
+        base = getattr(conn, "reply_timeout", None)
+        if base is None:
+            yield
+            return
+        conn.reply_timeout = base + self.lock_timeout  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            conn.reply_timeout = base  # type: ignore[attr-defined]
 
     def note(self, state: StoreState) -> None:
         """What the connections found now (a server read-only, gone, or fine again)."""

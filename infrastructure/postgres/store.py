@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from rota.application.errors import PortCode, StoreError, StoreIntegrityError
+from rota.application.errors import PortCode, StoreError, StoreIntegrityError, StoreUnavailable
 from rota.application.ports import (
     AppendResult,
     Clock,
@@ -116,9 +116,6 @@ class PostgresStore(EventStore):
         self._quiet: tuple[int, int] | None = None
         self._sql = LogStatements(s)
         self.events_table = self._sql.events_table
-        # A statement must be answered within the reply timeout; a writer may first wait
-        # `lock_timeout` for the log's lock, so the timeout is never shorter than that.
-        reply = max(reply_timeout, lock_timeout + 2.0)
         self._db = LogConnections(
             conninfo,
             schema=s,
@@ -128,7 +125,7 @@ class PostgresStore(EventStore):
             max_retries=max_retries,
             connect_timeout=connect_timeout,
             synchronous_commit=SYNCHRONOUS_COMMIT.get(synchronous or ""),
-            reply_timeout=reply,
+            reply_timeout=reply_timeout,
         )
         self.metrics = self._db.metrics
         self._guard = LogGuard(self.events_table, s)  # the log as this process saw it
@@ -198,7 +195,8 @@ class PostgresStore(EventStore):
                     guard.refuse(self._recheck)  # (that connection's check may have found it)
                     tx = Tx(conn.cursor(), retrying, self._sql.lock, self._clock.observe)
                     if lock:
-                        position, hash_hex, _ = tx.head(begin=True, also=with_lock)
+                        with self._db.lock_wait(conn):  # it may wait lock_timeout first
+                            position, hash_hex, _ = tx.head(begin=True, also=with_lock)
                         guard.admit(conn, position, hash_hex)
                     else:
                         conn.execute("BEGIN")
@@ -346,8 +344,13 @@ class PostgresStore(EventStore):
         return self.state()
 
     def _recheck(self) -> None:
-        with self._db.connection() as conn:
-            self._guard.check(conn)
+        try:
+            with self._db.connection() as conn:
+                self._guard.check(conn)
+        except psycopg.Error as exc:
+            raise StoreUnavailable(
+                f"the log of schema {self.schema!r} could not be checked: {exc}"
+            ) from exc
 
     def _tree(self) -> TreeReads:
         return TreeReads(PgNodes(self.schema, self._query), self.head_position)

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from proxy import Proxy
+
+from .proxy import Proxy
 
 PREFIX = "rota-failover-"
 CONF = """
