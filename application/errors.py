@@ -189,6 +189,12 @@ class StoreUnavailable(StoreError):
     code = PortCode.STORE_UNAVAILABLE
 
 
+# The codes of a store that takes no writes now (a failover): nothing was written.
+UNWRITABLE = frozenset(
+    {PortCode.STORE_UNAVAILABLE, PortCode.STORE_READ_ONLY, PortCode.LOG_REGRESSED}
+)
+
+
 class StoreReadOnly(StoreUnavailable):
     """The server answers but is read-only or recovering; safe to retry elsewhere."""
 

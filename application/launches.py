@@ -7,12 +7,11 @@ control delivery outside any store transaction, and the `wake` event that ends t
 daemon's sleep. Which executor serves an attempt, `Launches` asks the host's
 `ExecutorDirectory` (`rota.application.executor_directory`).
 
-The launcher gives every task a thread of its own (`TaskThreads`), so a stuck launch,
-run-environment hook, adoption, stop check or control delivery never waits behind, or
-holds up, another Work's launch or the cadence (seed 001: a host that must not block on
-a launch launches elsewhere). How many run at once is bounded by what the log holds, not
-by a pool size: a launch per claimed attempt (capacity-limited), a stop check per ended
-attempt holding a slot (one at a time each), a delivery per dispatched control intent.
+The launcher gives every task a thread of its own (`TaskThreads`): a stuck launch, hook,
+adoption, stop check or control delivery never holds up another Work's launch or the
+cadence (seed 001). How many run at once is bounded by what the log holds, not by a pool:
+a launch per claimed attempt, a stop check per ended attempt holding a slot, a delivery
+per dispatched control intent.
 """
 
 from __future__ import annotations
@@ -30,13 +29,14 @@ from datetime import datetime, timedelta
 from typing import ParamSpec, TypeVar
 
 from rota.application.commands.lifecycle import Claimed
-from rota.application.errors import ExecutorError, InvalidExecutorConfig
+from rota.application.errors import UNWRITABLE, ExecutorError, InvalidExecutorConfig, StoreError
 from rota.application.executor_directory import ExecutorDirectory
 from rota.application.pass_sync import PassSync
 from rota.application.personal import Unreadable
 from rota.application.ports import Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
+from rota.application.unrecorded_launch import relaunch_when_writable
 from rota.domain.errors import LeaseLost, Refusal
 from rota.domain.failures import FailureCode
 from rota.domain.policy import Pinned
@@ -384,7 +384,11 @@ class Launches:
                 _failure(FailureCode.EXECUTOR_ERROR, f"executor {executor.name!r} could not launch")
             )
             return
-        except Exception:
+        except Exception as exc:
+            unpinned = executor.isolates and not ctx.recovery_persisted  # nothing started
+            if unpinned and isinstance(exc, StoreError) and exc.code in UNWRITABLE:
+                self.submit(relaunch_when_writable, self, held)
+                return
             # Not a definite refusal: something may have started. Keep the slot until a
             # stop is verified (seed 001: missing acknowledgement or an ambiguous operation
             # records a safe failure and retains resource exclusion).
@@ -442,8 +446,5 @@ def _invoked(attempt: AttemptState) -> bool:
 
 def _failure(code: FailureCode, message: str, *, holds_resources: bool = False) -> Result:
     return Result(
-        outcome="failed",
-        error_code=code,
-        error_message=message,
-        holds_resources=holds_resources,
+        outcome="failed", error_code=code, error_message=message, holds_resources=holds_resources
     )

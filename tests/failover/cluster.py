@@ -3,9 +3,10 @@ PostgreSQL clusters (`initdb` into a temporary directory, never the shared serve
 by hand as Patroni would drive them.
 
 - `Cluster.start()`: one `initdb` (a template copied for each node), node `a` started as
-  the primary, node `b` a replica cloned from it (`pg_basebackup -R -X stream`) streaming
-  through `link`, a TCP proxy the drill can cut (`cut_replication`: the replica stops
-  receiving, so a promotion loses what it had not received);
+  the primary, node `b` a replica cloned from it (`pg_basebackup -R -X stream`), streaming
+  from it; `cut_replication()` stops that (the primary's `pg_hba.conf` rejects replication
+  and its WAL senders are ended): the replica receives nothing more, so a promotion loses
+  what it had not received;
 - `synchronous(on)`: `synchronous_standby_names='*'` on the primary (only ever there: a
   replica promoted alone would wait for ever);
 - a node can `stop` (fast: its sessions get 57P01), `kill` (SIGKILL of the postmaster and
@@ -36,9 +37,8 @@ from typing import Any
 
 import psycopg
 
-from .proxy import Proxy
-
 PREFIX = "rota-failover-"
+REJECT = "host replication all 127.0.0.1/32 reject  # cut_replication"
 CONF = """
 listen_addresses = '127.0.0.1'
 port = {port}
@@ -136,6 +136,10 @@ class Node:
         conf = CONF.format(port=self.port, sockets=self.sockets, fsync="on" if fsync else "off")
         with (self.data / "postgresql.conf").open("a") as out:
             out.write(conf)
+        hba = self.data / "pg_hba.conf"  # no replication cut it was copied with
+        hba.write_text(
+            "".join(line for line in hba.read_text().splitlines(True) if line.strip() != REJECT)
+        )
         auto = self.data / "postgresql.auto.conf"
         if auto.exists():
             kept = [
@@ -245,7 +249,7 @@ def _alive(pid: int) -> bool:
 
 
 class Cluster:
-    """Two nodes, the replication link between them, and their directory."""
+    """Two nodes and their directory."""
 
     def __init__(self, *, fsync: bool = False) -> None:
         binaries = pg_bin()
@@ -259,7 +263,6 @@ class Cluster:
         _give_to_server(self.root / "sockets")
         self.a = Node("a", self.root, binaries)
         self.b = Node("b", self.root, binaries)
-        self.link: Proxy | None = None  # the replica's stream from the primary
         self.rewound = ""  # what the last pg_rewind said
         self.primary, self.replica = self.a, self.b
 
@@ -272,17 +275,14 @@ class Cluster:
         _run(["cp", "-a", str(template), str(self.a.data)])
         self.a.configure(self.fsync)
         self.a.start()
-        self.link = Proxy(self.a.port)
         self.clone(self.b)
 
     def clone(self, node: Node) -> None:
-        """Make `node` a fresh replica of the primary (a base backup through the link)."""
-        assert self.link is not None
-        self.link.point(self.primary.port)
+        """Make `node` a fresh replica of the primary (a base backup)."""
         if node.running:
             node.stop("immediate")
         shutil.rmtree(node.data, ignore_errors=True)
-        _run([str(self._bin / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.link.port),
+        _run([str(self._bin / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary.port),
               "-U", "postgres", "-D", str(node.data), "-R", "-X", "stream", "-c", "fast",
               "--no-sync"])  # fmt: skip
         node.configure(self.fsync)
@@ -324,10 +324,17 @@ class Cluster:
                 time.sleep(0.05)
 
     def cut_replication(self) -> None:
-        """The replica receives nothing more (its stream cut, reconnecting in vain)."""
-        assert self.link is not None
-        self.link.point(None)
-        self.link.cut()
+        """The replica receives nothing more (its stream ended, reconnecting in vain): the
+        primary rejects replication connections and ends its WAL senders."""
+        hba = self.primary.data / "pg_hba.conf"
+        hba.write_text(f"{REJECT}\n{hba.read_text()}")
+        self.primary.sql("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + 30
+        while self.primary.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_replication")[
+            0
+        ][0]:
+            assert time.monotonic() < deadline, "the WAL sender never ended"
+            time.sleep(0.05)
 
     def swap(self) -> None:
         """After a promotion of the replica: it is the primary, the old primary has no role."""
@@ -335,14 +342,13 @@ class Cluster:
 
     def rewind(self, node: Node) -> None:
         """Make the stopped old primary `node` a replica of the primary: `pg_rewind` (it
-        discards what the node wrote that the primary lacks), the stream through the link."""
-        assert self.link is not None and not node.running
-        self.link.point(self.primary.port)
+        discards what the node wrote that the primary lacks), streaming from the primary."""
+        assert not node.running
         # (a node that was killed is first recovered by pg_rewind itself, in single-user mode)
         # A newly promoted primary's control file names its new timeline only after a
         # checkpoint: without one pg_rewind sees one timeline and rewinds nothing.
         self.primary.sql("CHECKPOINT")
-        source = f"host=127.0.0.1 port={self.link.port} user=postgres dbname=postgres"
+        source = f"host=127.0.0.1 port={self.primary.port} user=postgres dbname=postgres"
         self.rewound = _run([str(self._bin / "pg_rewind"), "-D", str(node.data),
                              f"--source-server={source}", "-R", "--no-sync"])  # fmt: skip
         node.configure(self.fsync)
@@ -354,8 +360,6 @@ class Cluster:
         for node in (self.a, self.b):
             with contextlib.suppress(Exception):
                 node.kill()
-        if self.link is not None:
-            self.link.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
 

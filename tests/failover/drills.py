@@ -137,15 +137,17 @@ def role_flip(rig: Rig) -> Drill:
     cluster = rig.cluster
     old = cluster.primary
     before = rig.proxy.open_links(old.port)
-    fault = time.time()
+    began = time.time()
     old.read_only(True)  # every open session's next write: 25006
+    fault = time.time()  # (claims until now may still have been the old primary's)
     ready = _promote_and_move(rig)  # the proxy closes nothing: open sockets stay on `old`
     result = _timed(
         rig,
         "role flip without closed sockets",
         fault,
         [
-            f"promoted {ready - fault:.2f} s after the flip",
+            f"read-only {fault - began:.2f} s after the ALTER SYSTEM; the replica promoted "
+            f"and the address moved {ready - fault:.2f} s later",
             f"{before} sockets open to the old primary when it turned read-only, none closed "
             f"by the flip; {rig.proxy.open_links(old.port)} left once Work started again "
             "(rota dropped the rest on 25006)",
@@ -157,9 +159,20 @@ def role_flip(rig: Rig) -> Drill:
 
 
 def half_open(rig: Rig) -> Drill:
-    fault = time.time()
+    fault, began = time.time(), time.monotonic()
     frozen = rig.proxy.freeze()
-    return _timed(rig, "half-open connections", fault, [f"{frozen} connections stopped answering"])
+    result = _timed(rig, "half-open connections", fault, [])
+    until(  # each connection stuck in a wait is dropped after reply_timeout; idle ones later
+        lambda: sum(link.given_up is not None for link in frozen) * 2 >= len(frozen),
+        "rota giving up on the frozen connections",
+    )
+    dropped = sorted(link.given_up - began for link in frozen if link.given_up is not None)
+    result.notes.append(
+        f"{len(frozen)} connections stopped answering; new connections were served, so passes "
+        f"went on; rota dropped {len(dropped)} of the frozen ones, the first "
+        f"{dropped[0]:.2f} s after the freeze (reply_timeout {rig.reply:g} s)"
+    )
+    return result
 
 
 def long_outage(rig: Rig) -> Drill:

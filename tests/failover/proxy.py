@@ -8,7 +8,8 @@ the Patroni/HAProxy endpoint (or a cloud database's writer endpoint) in front of
 - `cut()`: close every open connection (a switchover that drops its clients).
 - `freeze()`: stop forwarding on every open connection while keeping its sockets open: the
   client sees its bytes accepted and never gets an answer (a half-open connection, a frozen
-  server); `cut()` or `stop()` ends them. New connections are served normally.
+  server); the proxy notes when the client closes its end (it gave up), and `cut()` or
+  `stop()` ends the rest. New connections are served normally.
 
 One thread accepts; each connection has a thread of its own pumping both directions.
 """
@@ -20,6 +21,7 @@ import select
 import socket
 import struct
 import threading
+import time
 
 CHUNK = 65536
 
@@ -31,13 +33,19 @@ class Link:
         self.client, self.upstream, self.target = client, upstream, target
         self.frozen = threading.Event()
         self.closed = threading.Event()
+        self.given_up: float | None = None  # when the client closed a frozen link (monotonic)
 
     def pump(self) -> None:
         sockets = [self.client, self.upstream]
         try:
             while not self.closed.is_set():
                 if self.frozen.is_set():
-                    self.closed.wait(0.2)  # keep the sockets, forward nothing
+                    # Forward nothing, keep the sockets; notice only the client giving up.
+                    # (what the client sends is swallowed: it never reaches the server)
+                    ready, _, _ = select.select([self.client], [], [], 0.2)
+                    if ready and not self.client.recv(CHUNK):
+                        self.given_up = time.monotonic()
+                        return
                     continue
                 ready, _, _ = select.select(sockets, [], [], 0.2)
                 for sock in ready:
@@ -46,7 +54,7 @@ class Link:
                         return
                     other = self.upstream if sock is self.client else self.client
                     if self.frozen.is_set():
-                        return  # frozen mid-read: drop it (its reader waits for ever)
+                        break  # frozen mid-read: swallowed (its reader waits for ever)
                     other.sendall(data)
         except OSError:
             return
@@ -110,13 +118,14 @@ class Proxy:
             link.close()
         return len(links)
 
-    def freeze(self) -> int:
-        """Stop forwarding on every open connection, keeping its sockets (half-open)."""
+    def freeze(self) -> list[Link]:
+        """Stop forwarding on every open connection, keeping its sockets (half-open); the
+        links frozen (`Link.given_up`: when the client closed its end)."""
         with self._lock:
             links = [link for link in self.links if not link.closed.is_set()]
         for link in links:
             link.frozen.set()
-        return len(links)
+        return links
 
     def stop(self) -> None:
         self._stopped.set()

@@ -270,7 +270,7 @@ class Rig:
     """The cluster, the proxy in front of it, two daemons and a client (see the module)."""
 
     def __init__(self, cluster: Cluster, home: Path, *, lease: float, reply: float) -> None:
-        self.cluster, self.home, self.lease = cluster, home, lease
+        self.cluster, self.home, self.lease, self.reply = cluster, home, lease, reply
         self.proxy = Proxy(cluster.primary.port)
         self.url = (
             f"postgresql://postgres@127.0.0.1:{self.proxy.port}/postgres?schema={SCHEMA}"
