@@ -76,7 +76,7 @@ class StoreState(msgspec.Struct, frozen=True):
     or a checkpoint recorded: a failover lost acknowledged events), and `reason` says
     what was found, in words (never a credential)."""
 
-    code: str = ""
+    code: str = msgspec.field(default="")  # (an empty code: no error, writable)
     reason: str = ""
 
     @property
