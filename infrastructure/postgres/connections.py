@@ -61,6 +61,14 @@ SYNCHRONOUS_COMMIT = {"normal": "off", "full": None, "extra": None}  # None: the
 # Worth another attempt: lost connections, lock timeouts, serialization failures, deadlocks.
 TRANSIENT = (psycopg.OperationalError, pg_errors.IdleInTransactionSessionTimeout)
 Check = Callable[[psycopg.Connection[Any]], object]
+# TCP keepalives: a connection whose peer vanished without a word (a dead route) ends in
+# about 25 s even while idle (`reply_timeout` bounds the waits for an answer).
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
 REFUSED_LOGIN = ("does not exist", "authentication failed", "no pg_hba.conf entry", "password")
 
 
@@ -129,7 +137,7 @@ class LogConnections:
         pool_min, pool_max = self._sizes
         return ConnectionPool(
             self._conninfo, min_size=pool_min, max_size=pool_max, configure=self._configure,
-            kwargs={"autocommit": True, "connect_timeout": self._timeout},
+            kwargs={"autocommit": True, "connect_timeout": self._timeout, **KEEPALIVES},
             connection_class=self.connection_class, timeout=self.connect_timeout,
             name=f"rota-{self.schema}", open=False, reconnect_timeout=max(8.0, 2 * self._timeout),
         )  # fmt: skip

@@ -64,7 +64,7 @@ from rota.infrastructure.postgres.log_guard import LogGuard
 from rota.infrastructure.postgres.log_setup import open_schema
 from rota.infrastructure.postgres.log_sql import LogStatements, mark_import_in
 from rota.infrastructure.postgres.names import identifier, split_schema
-from rota.infrastructure.postgres.node_health import classify
+from rota.infrastructure.postgres.node_health import READ_ONLY, classify
 from rota.infrastructure.postgres.reads import LogReads
 from rota.infrastructure.postgres.transactions import Tx
 from rota.infrastructure.postgres.tree import PgNodes
@@ -156,7 +156,14 @@ class PostgresStore(EventStore):
         return self._db.query(sql, params)
 
     def _notify(self, payload: str) -> None:
-        self._query("SELECT pg_notify(%s, %s)", (self._channel, payload))
+        """NOTIFY the channel from a pooled session (the listener's probe), and check the
+        server it reached: a pool left on a read-only node (which takes NOTIFY, and whose
+        own listener hears it) is replaced, so an idle process leaves a demoted primary."""
+        role = "pg_is_in_recovery(), current_setting('transaction_read_only')"
+        rows = self._query(f"SELECT pg_notify(%s, %s), {role}", (self._channel, payload))
+        if rows and (rows[0][1] or rows[0][2] == "on"):
+            self._db.note(StoreState(READ_ONLY, "the server turned read-only (a demoted primary?)"))
+            self._db.reset()
 
     def _create_schema(self) -> None:
         open_schema(self, create=self._create)

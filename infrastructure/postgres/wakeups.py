@@ -35,8 +35,8 @@ from rota.application.errors import StoreError
 from rota.infrastructure.postgres.node_health import ReplyTimeoutConnection, session_check
 
 UNPROVEN_POLL = 1.0  # a waiter's poll while LISTEN has not shown it delivers (seconds)
-SILENCE = 15.0  # seconds without a notification before the watchdog probes the channel
-ANSWER = 5.0  # seconds the probe has to arrive before the listener reconnects
+SILENCE = 5.0  # seconds without a notification before the watchdog probes the channel
+ANSWER = 2.0  # seconds the probe has to arrive before the listener reconnects
 WATCHDOG = "watchdog"  # a probe's payload: proves the listener, wakes no waiter
 RETRY = 1.0  # seconds before a listener that failed to start is tried again
 

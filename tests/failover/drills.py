@@ -137,17 +137,19 @@ def role_flip(rig: Rig) -> Drill:
     cluster = rig.cluster
     old = cluster.primary
     before = rig.proxy.open_links(old.port)
-    began = time.time()
-    old.read_only(True)  # every open session's next write: 25006
-    fault = time.time()  # (claims until now may still have been the old primary's)
+    fault = time.time()
+    old.read_only(True)  # every open session's next transaction: read-only (25006)
+    flipped = time.time()
     ready = _promote_and_move(rig)  # the proxy closes nothing: open sockets stay on `old`
+    # Timed from the new primary's readiness: a transaction begun before the flip may
+    # still commit on the old primary just after it.
     result = _timed(
         rig,
         "role flip without closed sockets",
-        fault,
+        ready,
         [
-            f"read-only {fault - began:.2f} s after the ALTER SYSTEM; the replica promoted "
-            f"and the address moved {ready - fault:.2f} s later",
+            f"read-only {flipped - fault:.2f} s after the ALTER SYSTEM; the replica promoted "
+            f"and the address moved {ready - flipped:.2f} s later; time is from then",
             f"{before} sockets open to the old primary when it turned read-only, none closed "
             f"by the flip; {rig.proxy.open_links(old.port)} left once Work started again "
             "(rota dropped the rest on 25006)",
@@ -216,7 +218,6 @@ def lagging_replica(rig: Rig, *, lost: int) -> Drill:
         ),
         "claims of the Works the replica lacks",
     )
-    acknowledged = old.sql("SELECT position FROM rota.head")[0][0]
     fault = time.time()
     old.kill()
     cluster.replica.promote()
@@ -239,13 +240,14 @@ def lagging_replica(rig: Rig, *, lost: int) -> Drill:
     for said in reports:
         found = pattern.search(str(said[0]["message"]))
         assert found, said[0]["message"]
-        first, last = int(found.group(1)), int(found.group(2))
-        assert first == head + 1 and head < last <= acknowledged, (first, last, head)
-        missing.append((first, last))
+        missing.append((int(found.group(1)), int(found.group(2))))
     assert rig.daemons[0].readyz(rig.token) == 503
     assert new.sql("SELECT position FROM rota.head")[0][0] == head, "a write after the loss"
     # Restore: the old primary, on its own (the address never reaches it), gives them back.
     old.start()
+    acknowledged = old.sql("SELECT position FROM rota.head")[0][0]  # all it committed
+    for first, last in missing:  # what each daemon saw of it, from where the new log ends
+        assert first == head + 1 and head < last <= acknowledged, (first, last, head)
     tail = rig.home / "tail.jsonl"
     exported = rota_cli(
         rig.home, "--store", rig.node_url(old.port), "export", "--from", str(head),

@@ -111,3 +111,18 @@ def test_a_pooled_connection_that_turns_read_only_is_dropped_and_the_write_goes_
         assert store.metrics["reconnects"] == 1 and store.metrics["retries"] >= 1
         assert [e.position for e in store.read(0)] == [1, 2]
         assert store.state().writable
+
+
+def test_the_listeners_probe_moves_an_idle_pool_off_a_node_that_turned_read_only(
+    schema: str,
+) -> None:
+    # A read-only primary takes the NOTIFY (and its own listener hears it): the probe's
+    # session reports the server's role, and the pool is replaced without any write.
+    with PostgresStore(schema_url(schema), pool_min=1, pool_max=1) as store:
+        with store._db.connection() as conn:
+            conn.execute("SET default_transaction_read_only = on")
+        store._notify("watchdog")  # what the silence watchdog sends
+        assert store.metrics["reconnects"] == 1
+        assert store.state().code == "store_read_only"
+        store.append([submitted("after")])  # on the new pool's connection
+        assert store.state().writable

@@ -23,9 +23,7 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.mark.parametrize(
-    "command", [("capacity",), ("run", "--store-wait", "0"), ("work", "list")]
-)
+@pytest.mark.parametrize("command", [("capacity",), ("run", "--store-wait", "0"), ("work", "list")])
 def test_an_unreachable_postgresql_is_one_line(tmp_path: Path, command: tuple[str, ...]) -> None:
     url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/test"
     line = refused(rota(tmp_path, "--store", url, *command), "store_unavailable", 1)
