@@ -122,7 +122,6 @@ def test_the_listeners_probe_moves_an_idle_pool_off_a_node_that_turned_read_only
         with store._db.connection() as conn:
             conn.execute("SET default_transaction_read_only = on")
         store._notify("watchdog")  # what the silence watchdog sends
-        assert store.metrics["reconnects"] == 1
-        assert store.state().code == "store_read_only"
+        assert store.metrics["reconnects"] == 1  # (its new connections said writable since)
         store.append([submitted("after")])  # on the new pool's connection
         assert store.state().writable
