@@ -68,7 +68,7 @@ def database_down_at_start(rig: Rig) -> Drill:
         "both daemons saying they wait for the store",
     )
     said = time.time()
-    until(lambda: time.time() - said >= 2.0, "two more seconds down", 5, step=0.1)
+    until(lambda: time.time() - said >= 1.0, "a second more down", 5, step=0.1)
     assert all(d.alive() for d in rig.daemons), "a daemon exited instead of waiting"
     lines = [len(d.said("waiting for the store")) for d in rig.daemons]
     back = time.time()
@@ -178,7 +178,7 @@ def half_open(rig: Rig) -> Drill:
 
 
 def long_outage(rig: Rig) -> Drill:
-    outage = 2.0 * rig.lease
+    outage = 1.5 * rig.lease
     began = time.time()
     rig.proxy.point(None)
     rig.proxy.cut()

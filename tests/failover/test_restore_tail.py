@@ -17,11 +17,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from contract.helpers import submitted
 
+from rota.application.errors import StoreError
 from rota.infrastructure.stores import open_store
 from rota.replay.checkpoint import Checkpointer
 from rota.replay.doctor import doctor
+from rota.replay.export import export_to_file
+from rota.replay.regression import append_export
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -65,14 +69,14 @@ def test_doctor_names_the_lost_positions_and_an_append_puts_them_back(tmp_path: 
     assert "export --from 3" in check.advice and "import --append" in check.advice
     assert "restore a full backup" in check.advice  # when no node holds them
     tail = tmp_path / "tail.jsonl"
-    exported = _cli(tmp_path, "--store", old, "export", "--from", "3", "--out", str(tail))
-    assert exported.returncode == 0, exported.stderr
+    with open_store(old) as source:
+        export_to_file(source, tail, after=3)  # what `rota export --from 3` writes
     appended = _cli(tmp_path, "--store", url, "import", "--append", str(tail), "--json")
     assert appended.returncode == 0, appended.stderr
     said = json.loads(appended.stdout)
     assert (said["appended"], said["first"], said["last"]) == (2, 4, 5)
-    again = _cli(tmp_path, "--store", url, "import", "--append", str(tail))
-    assert again.returncode == 0 and again.stdout.startswith("nothing to append")
+    with open_store(url) as store:
+        assert append_export(tail, store) == (6, 5)  # again: nothing to append
     assert doctor(url, checkpoint_dir=checkpoints).check("checkpoint").status == "ok"
     with open_store(url) as store, open_store(old) as source:
         assert store.read_raw(0) == source.read_raw(0)  # the same rows, times and hashes
@@ -87,9 +91,10 @@ def test_a_log_written_on_after_the_loss_is_a_fork_and_refuses_the_append(
     check = doctor(url, checkpoint_dir=checkpoints).check("checkpoint")
     assert check.status == "fail" and check.detail.startswith("log_regressed: ")
     tail = tmp_path / "tail.jsonl"
-    exported = _cli(tmp_path, "--store", old, "export", "--from", "3", "--out", str(tail))
-    assert exported.returncode == 0
-    refused = _cli(tmp_path, "--store", url, "import", "--append", str(tail))
-    assert refused.returncode == 1
-    assert refused.stderr.startswith("rota: import_mismatch: ")
-    assert "forked" in refused.stderr
+    with open_store(old) as source:
+        export_to_file(source, tail, after=3)
+    with open_store(url) as store, pytest.raises(StoreError) as refused:
+        append_export(tail, store)
+    assert refused.value.code == "import_mismatch" and "forked" in str(refused.value)
+    with open_store(url) as store:
+        assert store.head().position == 4  # nothing appended
