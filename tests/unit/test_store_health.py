@@ -102,3 +102,27 @@ def test_the_loop_starts_nothing_while_the_store_takes_no_writes(
         stop.set()
         loop.join(10)
     assert scheduler.daemon.health.changes == 2
+
+
+def test_outcomes_a_failed_append_could_not_record_are_kept_for_the_next_pass(
+    scheduler: rota.Scheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import queue
+
+    from rota.application.errors import StoreUnavailable
+    from rota.application.host_steps import finish_or_keep
+    from rota.domain.results import Result
+
+    results: queue.SimpleQueue[tuple[str, int, Result]] = queue.SimpleQueue()
+    waiting = ("c/1", 1, Result(data="c"))
+    results.put(waiting)
+    batch = [("a/1", 1, Result(data="a")), ("b/1", 1, Result(data="b"))]
+
+    def down(items: object) -> None:
+        raise StoreUnavailable("the server is gone")
+
+    monkeypatch.setattr(scheduler.service.lifecycle, "finish_many", down)
+    with pytest.raises(StoreUnavailable):
+        finish_or_keep(scheduler.service, results, batch)
+    kept = [results.get_nowait() for _ in range(3)]
+    assert kept == [*batch, waiting] and results.empty()  # the batch first, then the rest
