@@ -48,12 +48,13 @@ pytest: $(BIN)/.installed
 
 # The reliability matrix at full scale (tests/trial_scale.py, docs/testing.md): 200 crash
 # trials, 5-minute PostgreSQL races, 500 clock-jump and projection sequences, 1,000 fuzz
-# examples per parser, 300 simulator seeds, every mutant. Not part of make test.
+# examples per parser, 300 simulator seeds, every mutant, each failover drill on a primary
+# and replica of its own (tests/failover). Not part of make test.
 SOAK_TESTS := tests/integration/test_crash.py tests/integration/test_postgres_scheduler.py \
 	tests/integration/test_recover_corrupt.py tests/integration/test_projection_property.py \
 	tests/integration/test_projection_store.py tests/integration/test_clock_jump.py \
 	tests/integration/test_schedule_clock_jumps.py tests/integration/test_cli_fuzz.py \
-	tests/sim/test_simulator.py tests/sim/test_mutants.py
+	tests/sim/test_simulator.py tests/sim/test_mutants.py tests/failover/test_drills.py
 # ... and the simulator on 500 fresh seeds, each failing seed written as a regression case.
 soak: $(BIN)/.installed
 	ROTA_SOAK=1 $(BIN)/pytest -n $(PYTEST_WORKERS) $(SOAK_TESTS)

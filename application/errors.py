@@ -4,6 +4,9 @@
 - `DeliveryConflict`: a delivery identity is already recorded with another payload.
 - `StoreIntegrityError`: a uniqueness rule of the log refused a raw write.
 - `StoreUnavailable`: the store could not be reached or stayed locked; safe to retry.
+  `StoreReadOnly` (one of them): the server answers but takes no writes (a demoted primary).
+- `LogRegressed`: the log lost events this process saw or a checkpoint recorded (a
+  failover to a replica that lacked them); nothing is written until they are restored.
 - `CorruptRecord`: a stored row cannot be decoded (unknown type or version, bad payload).
 - `StoreClosed`, `ForkedConnection`: programming errors in how the store is used.
 - `ProjectionStoreError`: a projection store could not be opened, read or written.
@@ -40,6 +43,13 @@ class PortCode(ErrorCode):
     """A uniqueness rule of the log refused a raw write (a stream version or identity taken)."""
     STORE_UNAVAILABLE = "store_unavailable"
     """The store could not be reached or stayed locked; nothing was written: safe to retry."""
+    STORE_READ_ONLY = "store_read_only"
+    """The server answers but takes no writes (a demoted primary, a replica, read-only mode):
+    nothing was written; rota drops its connections to it and reconnects with backoff."""
+    LOG_REGRESSED = "log_regressed"
+    """The log no longer holds events this process saw or a checkpoint recorded (a failover
+    to a replica that lacked them): nothing is written until they are restored; the message
+    names the missing positions and how (docs/postgresql.md, "When a failover lost events")."""
     STORE_CLOSED = "store_closed"
     """The store was used after it was closed: a programming error."""
     FORKED_CONNECTION = "forked_connection"
@@ -177,6 +187,41 @@ class StoreIntegrityError(StoreError):
 
 class StoreUnavailable(StoreError):
     code = PortCode.STORE_UNAVAILABLE
+
+
+# The codes of a store that takes no writes now (a failover): nothing was written.
+UNWRITABLE = frozenset(
+    {PortCode.STORE_UNAVAILABLE, PortCode.STORE_READ_ONLY, PortCode.LOG_REGRESSED}
+)
+
+
+class StoreReadOnly(StoreUnavailable):
+    """The server answers but is read-only or recovering; safe to retry elsewhere."""
+
+    code = PortCode.STORE_READ_ONLY
+
+
+class LogRegressed(StoreError):
+    """The log is behind, or forks from, what this process saw or a checkpoint recorded.
+
+    `head` is the log's head now; `missing` the first and last positions it lacks of that
+    history (acknowledged events), `fork_after` the last position known to agree when
+    the log holds other events in their place (None: it only ends early)."""
+
+    code = PortCode.LOG_REGRESSED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        head: int,
+        missing: tuple[int, int],
+        fork_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.head = head
+        self.missing = missing
+        self.fork_after = fork_after
 
 
 class StoreClosed(StoreError):

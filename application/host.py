@@ -52,6 +52,7 @@ from rota.application.host_steps import (
     RuntimeRecovery,
     StartGates,
     StopVerification,
+    finish_or_keep,
     first_of_each,
 )
 from rota.application.launches import Held, Launches
@@ -247,7 +248,7 @@ class Host:
         batch, later = first_of_each(batch)
         for item in later:  # decided next pass, against what the first one recorded
             self.results.put(item)
-        refused = self.service.lifecycle.finish_many(batch)
+        refused = finish_or_keep(self.service, self.results, batch)  # kept if it fails
         held, running = self.held, self.launches.running
         executors: list[Executor | None] = []  # the held attempts' (else looked up later)
         with self.launches.held_lock:  # once for the batch: no longer held, nor run here

@@ -9,13 +9,15 @@ in the cadence's fixed order. Whatever can block (an executor's `recover`, `stop
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from rota.application.commands.lifecycle import Claimed
-from rota.application.errors import ExecutorError
+from rota.application.errors import ExecutorError, StoreError
 from rota.application.executor_directory import ExecutorDirectory
 from rota.application.launches import Launches
 from rota.application.ports import Executor, Gate
@@ -328,3 +330,24 @@ def first_of_each(
         (later if item[0] in seen else first).append(item)
         seen.add(item[0])
     return first, later
+
+
+def finish_or_keep(
+    service: SchedulerService,
+    results: queue.SimpleQueue[tuple[str, int, Result]],
+    batch: list[tuple[str, int, Result]],
+) -> dict[str, Refusal]:
+    """Record the outcomes of `batch` (`finish_many`); when the store fails the append (it
+    takes no writes: a failover), put the batch back at the head of `results` and raise,
+    so the next pass records them: an outcome is never dropped with a failed pass (its
+    attempt would stay held and renewed, its result gone)."""
+    try:
+        return service.lifecycle.finish_many(batch)
+    except StoreError:  # (another error is not the store's: kept, it would fail every pass)
+        rest = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                rest.append(results.get_nowait())
+        for item in (*batch, *rest):
+            results.put(item)
+        raise

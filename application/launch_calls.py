@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rota.application.errors import ExecutorError, InvalidExecutorConfig
+from rota.application.errors import UNWRITABLE, ExecutorError, InvalidExecutorConfig, StoreError
 from rota.application.ports import Done, Executor, Launch, LaunchContext
 from rota.domain.errors import LeaseLost
 from rota.domain.failures import FailureCode
@@ -31,9 +31,14 @@ log = logging.getLogger("rota.host")
 # one task a pass and executor; a launch that may block runs on a thread of its own.
 LAUNCH_POOL_THREADS = 2
 PersistAll = Callable[[Sequence[tuple[LaunchContext, Any]]], list[BaseException | None]]
+# What the host does with a launch whose pin the store did not take while it takes no
+# writes (`rota.application.unrecorded_launch`): nothing started, so nothing is charged.
+Unwritable = Callable[["Held"], None]
 
 
-def call_launch(executor: Executor, held: Held, done: Done) -> None:
+def call_launch(
+    executor: Executor, held: Held, done: Done, unwritable: Unwritable | None = None
+) -> None:
     """Call `executor.launch` for the held attempt and act on how it returned."""
     error: Exception | None = None
     try:
@@ -42,11 +47,14 @@ def call_launch(executor: Executor, held: Held, done: Done) -> None:
         error = exc
     finally:
         held.launching = False
-    launched(executor, held, done, error)
+    launched(executor, held, done, error, unwritable)
 
 
 def call_launch_many(
-    executor: Executor, batch: Sequence[tuple[Held, Done]], persist: PersistAll
+    executor: Executor,
+    batch: Sequence[tuple[Held, Done]],
+    persist: PersistAll,
+    unwritable: Unwritable | None = None,
 ) -> None:
     """Call `executor.launch_many` for a batch of held attempts and act on each launch."""
     items = [Launch(held.ctx, done) for held, done in batch]
@@ -62,10 +70,16 @@ def call_launch_many(
         error = item.error
         if error is not None and not isinstance(error, Exception):
             error = RuntimeError(f"launch interrupted: {type(error).__name__}")
-        launched(executor, held, done, error)
+        launched(executor, held, done, error, unwritable)
 
 
-def launched(executor: Executor, held: Held, done: Done, error: Exception | None) -> None:
+def launched(
+    executor: Executor,
+    held: Held,
+    done: Done,
+    error: Exception | None,
+    unwritable: Unwritable | None = None,
+) -> None:
     """Act on how a launch returned (`error`: what it raised, None if it returned)."""
     ctx = held.ctx
     if isinstance(error, LeaseLost):
@@ -82,6 +96,11 @@ def launched(executor: Executor, held: Held, done: Done, error: Exception | None
         message = f"executor {executor.name!r} could not launch"
         done(_failure(FailureCode.EXECUTOR_ERROR, message))
         return
+    if error is not None and unwritable is not None:
+        unpinned = executor.isolates and not ctx.recovery_persisted  # nothing started
+        if unpinned and isinstance(error, StoreError) and error.code in UNWRITABLE:
+            unwritable(held)
+            return
     if error is not None:
         # Not a definite refusal: something may have started. Keep the slot until a stop is
         # verified (seed 001: missing acknowledgement or an ambiguous operation records a

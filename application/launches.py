@@ -43,6 +43,7 @@ from rota.application.personal import Unreadable
 from rota.application.ports import Done, Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
+from rota.application.unrecorded_launch import relaunch_when_writable
 from rota.domain.errors import LeaseLost, Refusal
 from rota.domain.failures import FailureCode
 from rota.domain.policy import Pinned
@@ -204,7 +205,12 @@ class Launches:
     def _run_batch(self, key: int) -> None:
         with self.held_lock:
             executor, batch = self._waiting.pop(key)
-        call_launch_many(executor, batch, self._persist_all)
+        call_launch_many(executor, batch, self._persist_all, self.unwritable)
+
+    def unwritable(self, held: Held) -> None:
+        """A launch whose pin the store did not take while it takes no writes: relaunched
+        once it does, failing nothing (`rota.application.unrecorded_launch`)."""
+        self.submit(relaunch_when_writable, self, held)
 
     def _persist_all(
         self, pairs: Sequence[tuple[LaunchContext, Any]]
@@ -415,7 +421,7 @@ class Launches:
         elif getattr(executor, "inline", False):
             call_launch(executor, held, self.done(held))
         else:
-            self.submit(call_launch, executor, held, self.done(held))
+            self.submit(call_launch, executor, held, self.done(held), self.unwritable)
 
     # -- stopping -------------------------------------------------------------------------
 

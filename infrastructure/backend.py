@@ -120,6 +120,9 @@ class Backend(abc.ABC):
     url: str
     # A child process that opens `url` sees the same log (and may fold it for replay).
     processes_share: bool = True
+    # The configuration's `[store]` settings this backend's log takes (`open_log`): the
+    # others are not passed to it (`reply_timeout` is PostgreSQL's alone).
+    settings: frozenset[str] = frozenset({"synchronous"})
 
     @abc.abstractmethod
     def open_log(

@@ -5,6 +5,7 @@ rota.infrastructure.config_models) and shown.
 [store]
 url = "sqlite:////var/lib/rota/rota.db"  # or sqlite:///relative, a path, postgresql://...
 synchronous = "full"                      # full (default), normal, extra
+reply_timeout = 30                        # PostgreSQL: drop a connection unanswered this long
 
 [settings]
 concurrency = 4          # agent turns and executors without a pool (0: unbounded)
@@ -192,6 +193,7 @@ class Config:
                 "(dotted Python names and one colon)"
             )
         self.synchronous = model.store.synchronous
+        self.reply_timeout = model.store.reply_timeout
         s = model.settings
         for pool in s.pool_limits:
             if pool in RESERVED_POOLS:

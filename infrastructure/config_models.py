@@ -24,6 +24,9 @@ class StoreModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     url: str = "sqlite:///rota.db"
     synchronous: Literal["full", "normal", "extra"] = "full"
+    # PostgreSQL: seconds a statement may go unanswered before its connection is dropped
+    # (a half-open connection, a frozen server); None: the store's default (30)
+    reply_timeout: float | None = Field(None, gt=0, le=3600)
 
 
 PoolLimit = Annotated[int, Field(ge=0, le=10_000)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+from rota.application.errors import PortCode
 from rota.application.ports import EventStore
 from rota.infrastructure.backend import Backend
 from rota.infrastructure.chain import GENESIS_HEX
@@ -16,7 +17,9 @@ from rota.replay import checkpoint as checkpoints
 from rota.replay.audit import check_extends, verify_chain_with
 from rota.replay.checkpoint import Checkpoint
 from rota.replay.doctor_report import FULL_RESTORE, Check
+from rota.replay.errors import ReplayCode
 from rota.replay.progress import ProgressFactory, silent
+from rota.replay.regression import regressed
 
 
 def check_log_integrity(store: Backend, immutable: bool) -> Check:
@@ -26,6 +29,12 @@ def check_log_integrity(store: Backend, immutable: bool) -> Check:
         return Check("log_integrity", "ok", found.detail)
     return Check("log_integrity", "fail", found.detail, FULL_RESTORE)
 
+
+LOST_OTHERWISE = (
+    "if no node or export holds them (a lost disk or WAL, not a failover): stop every "
+    "scheduler, keep the damaged files, restore a full backup of the store "
+    "(docs/runbook-corruption.md); do not run recover-corrupt"
+)
 
 RESUME_IMPORT = (
     "run the same 'rota import EXPORT --to URL' again to finish it (it resumes), or remove "
@@ -80,7 +89,7 @@ def check_checkpoint(log: EventStore, directory: str | os.PathLike[str] | None) 
     try:
         newest = checkpoints.latest(directory, store_id)
         if newest is not None:
-            return _judge_own(log, newest, _other_stores(directory, store_id))
+            return _judge_own(log, newest, _other_stores(directory, store_id), directory)
         foreign = list(_foreign_newest_first(log, directory, store_id))
     except checkpoints.CheckpointError as exc:
         return Check("checkpoint", "fail", str(exc), f"inspect the files in {directory}")
@@ -114,7 +123,9 @@ def _foreign_newest_first(
             return
 
 
-def _judge_own(log: EventStore, newest: Checkpoint, others: list[str]) -> Check:
+def _judge_own(
+    log: EventStore, newest: Checkpoint, others: list[str], directory: str | os.PathLike[str]
+) -> Check:
     verdict = check_extends(log, newest)
     if verdict is None:
         return Check(
@@ -124,6 +135,14 @@ def _judge_own(log: EventStore, newest: Checkpoint, others: list[str]) -> Check:
             f"(written {newest.written_at}){_left_alone(others)}",
         )
     code, reason = verdict
+    if code in (ReplayCode.LOG_BEHIND_CHECKPOINT, ReplayCode.LOG_REWRITTEN):
+        # Which recorded positions are missing, judged against every checkpoint of this
+        # store: after a failover that lost acknowledged events, what to restore.
+        found = regressed(log, checkpoints.newest_first(directory, log.store_id))
+        if found is not None:
+            source = f"recorded in its checkpoints (the newest written {newest.written_at})"
+            detail = f"{PortCode.LOG_REGRESSED}: {found.describe(source)} ({code}: {reason})"
+            return Check("checkpoint", "fail", detail, f"{found.advice()}; {LOST_OTHERWISE}")
     return Check("checkpoint", "fail", f"{code}: {reason}", FULL_RESTORE)
 
 

@@ -42,7 +42,8 @@ from rota.infrastructure.executors import builtin_executor_types, builtin_regist
 from rota.infrastructure.personal_cipher import AesGcmCipher
 from rota.infrastructure.personal_keys import personal_keys_for
 from rota.infrastructure.projection_stores import open_projection_store
-from rota.infrastructure.stores import open_store, redact_url
+from rota.infrastructure.store_url import backend
+from rota.infrastructure.stores import redact_url
 from rota.infrastructure.tracing import attempt_tracer
 from rota.replay.errors import ReplayCode
 
@@ -73,9 +74,13 @@ def open_log(
     import, and `rota.open`); without it a missing store is `store_not_found`. A store an
     interrupted import left unfinished is refused (`import_incomplete`) unless `importing`
     (the import that finishes it)."""
-    synchronous = config.synchronous if config is not None else None
-    settings = {"synchronous": synchronous} if synchronous is not None else {}
-    store = open_store(os.fspath(url), clock=clock, create=create, **settings)
+    given = {
+        "synchronous": config.synchronous if config is not None else None,
+        "reply_timeout": config.reply_timeout if config is not None else None,
+    }
+    found = backend(os.fspath(url))
+    settings = {k: v for k, v in given.items() if v is not None and k in found.settings}
+    store = found.open_log(clock=clock, create=create, **settings)
     if not importing:
         try:
             refuse_unfinished_import(store)

@@ -1,5 +1,10 @@
 """The daemon loop of an embedded scheduler: tick, then sleep until something can happen
-(another process's commit wakes it), until stopped; and the audit checkpoints it writes."""
+(another process's commit wakes it), until stopped; and the audit checkpoints it writes.
+
+While its store takes no writes (a failover: `rota.store_health`) the loop runs no pass,
+probes the store with backoff instead, and says so once per change of state. The newest
+checkpoint is pinned in the store (`EventStore.known_head`) when the loop starts and each
+time one is written, so a log that later lacks it refuses writes (`log_regressed`)."""
 
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ from rota.application.ports import EventStore
 from rota.domain.errors import RotaError
 from rota.infrastructure.config import EntryCode
 from rota.infrastructure.config_models import AuditModel
-from rota.replay.checkpoint import Checkpointer
+from rota.replay.checkpoint import Checkpoint, Checkpointer, CheckpointError, latest
+from rota.store_health import StoreHealth
 
 if TYPE_CHECKING:
     from rota.scheduler import Scheduler
@@ -58,10 +64,12 @@ WATCH_SECONDS = 30.0  # the longest the log watcher waits in one call (woken ear
 
 
 class AuditCheckpoints:
-    """The audit checkpoints of a scheduler (`[audit]`), written when due."""
+    """The audit checkpoints of a scheduler (`[audit]`), written when due; the newest is
+    pinned in the store (`EventStore.known_head`): at open, and after each one written."""
 
     def __init__(self, store: EventStore, audit: AuditModel) -> None:
         self.checkpointer: Checkpointer | None = None
+        self.store = store
         self._error: str | None = None
         if audit.checkpoint_dir:
             self.checkpointer = Checkpointer(
@@ -71,13 +79,23 @@ class AuditCheckpoints:
                 every_events=audit.every_events,
                 every_seconds=audit.every_seconds,
             )
+            try:
+                newest = latest(audit.checkpoint_dir, store.store_id)
+            except CheckpointError as exc:  # doctor names the bad file; the loop goes on
+                log.error("audit checkpoints not read: %s: %s", exc.code, exc)
+            else:
+                self._pin(newest)
+
+    def _pin(self, checkpoint: Checkpoint | None) -> None:
+        if checkpoint is not None:
+            self.store.known_head(checkpoint.position, checkpoint.head_hash)
 
     def write_due(self) -> None:
         """Write a checkpoint when one is due; a failure is logged once per code, not raised."""
         if self.checkpointer is None:
             return
         try:
-            self.checkpointer.maybe_write()
+            written = self.checkpointer.maybe_write()
         except (RotaError, OSError) as exc:
             code = getattr(exc, "code", "checkpoint_io")
             if code != self._error:
@@ -85,6 +103,7 @@ class AuditCheckpoints:
             self._error = code
         else:
             self._error = None
+            self._pin(written)
 
 
 class DaemonLoop:
@@ -94,6 +113,7 @@ class DaemonLoop:
         self.host, self.store, self.checkpoint = host, store, checkpoint
         self.stopped = threading.Event()
         self.passes = PassRecord()
+        self.health = StoreHealth(store)  # whether the store takes writes (failover)
         self.running = False
         # Wake-up counts (tests and bench.daemon read them): how often the log watcher saw
         # a commit (a nudge or NOTIFY woke it) or timed out (a slow look); the passes are
@@ -136,6 +156,7 @@ class DaemonLoop:
         self.running = True
         failures = 0
         drain_until: float | None = None
+        health = self.health
         try:
             while True:
                 if stop.is_set() or self.stopped.is_set():
@@ -146,23 +167,36 @@ class DaemonLoop:
                             log.info("draining for at most %.0f s: nothing new starts", drain)
                     if not self.host.busy() or time.monotonic() >= drain_until:
                         break
+                    if not health.writable:
+                        break  # nothing to drain into: the leases expire on their own
+                if not health.writable:
+                    # No pass (no claim, no launch) until the store takes writes again; the
+                    # attempts running go on (rota.store_health).
+                    health.wait_until_writable(stop)
+                    continue
                 began = time.monotonic()
+                report: TickReport | None = None
                 try:
                     report = self.host.tick()
+                    failures = 0
+                    self.passes.record(began, report)
+                    if health.observe():
+                        continue  # the pass met a store that takes no writes (said once)
+                    for error in report.errors:
+                        log.warning("scheduler pass: %s", error)
+                    self.checkpoint()
+                    pause = self.host.next_wake(5.0)  # (the store's clock: it may fail too)
                 except Exception:
+                    if report is None:
+                        self.passes.record(began, None)
+                    if health.observe():
+                        continue  # said once, by the state change: no traceback a pass
                     # One bad pass never kills the daemon: report it, back off, go on.
-                    self.passes.record(began, None)
                     failures += 1
                     log.exception("scheduler pass failed (%d in a row)", failures)
                     self.host.wake.wait(min(5.0, 0.1 * 2**failures))
                     self.host.wake.clear()
                     continue
-                failures = 0
-                self.passes.record(began, report)
-                for error in report.errors:
-                    log.warning("scheduler pass: %s", error)
-                self.checkpoint()
-                pause = self.host.next_wake(5.0)
                 if drain_until is not None:
                     pause = min(pause, 0.5, max(0.0, drain_until - time.monotonic()))
                 self.host.wake.wait(pause)
@@ -171,8 +205,11 @@ class DaemonLoop:
             self.running = False
             stop.set()
             self.stopped.set()
-            self.host.release_all()
-            self.checkpoint()
+            try:
+                self.host.release_all()
+                self.checkpoint()
+            except RotaError as exc:  # a store that takes no writes: the leases expire
+                log.warning("leases not released on the way out: %s: %s", exc.code, exc)
             self.store.wake_waiters()
             watcher.join(timeout=5)
 
@@ -185,6 +222,7 @@ class DaemonLoop:
         """Wake the loop on every commit to the log, from any process (the store's wait is
         woken by a nudge or NOTIFY; it only looks at the head itself now and then)."""
         position: int | None = None
+        failing = False
         while not stop.is_set():
             try:
                 if position is None:
@@ -198,10 +236,14 @@ class DaemonLoop:
                         self.host.wake.set()
                 else:
                     self.watch_timeouts += 1
+                failing = False
             except RotaError as exc:
                 if stop.is_set():
                     return
-                log.warning("waiting for commits failed (%s); trying again in 1 s", exc.code)
+                if not failing:  # once a spell: the store's state change is the loop's line
+                    log.info("waiting for commits failed (%s); trying again each second", exc.code)
+                failing, position = True, None
+                self.host.wake.set()  # the loop finds out what the store says
                 stop.wait(1.0)
 
 

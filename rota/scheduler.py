@@ -120,12 +120,13 @@ class Scheduler(SchedulerOperations):
         )
         self.schedules = Schedules(self.service)  # pause, next, history ... (schedule_api)
         self.flow = FlowControl(self.service, self.host)  # pause pools/keys/scopes, priority
+        # Pinned before the first read or write: a log that lost it refuses both (log_regressed)
+        self._audit = AuditCheckpoints(store, config.audit)
+        self.checkpointer = self._audit.checkpointer
         self.service.catch_up()
         if not read_only:  # `rota serve` appends nothing, not even a changed [[budgets]]
             self.service.admission.configure_budgets(config.budgets)
             self.service.admission.configure_flow(config.flow)
-        self._audit = AuditCheckpoints(store, config.audit)
-        self.checkpointer = self._audit.checkpointer
 
     # -- configuration --------------------------------------------------------------
 

@@ -62,6 +62,7 @@ from rota.application.ports.records import (
     RawRecord,
     RecordedEvent,
     StoreSpace,
+    StoreState,
     TreeHead,
 )
 
@@ -92,6 +93,7 @@ __all__ = [
     "StartHold",
     "StopEvidence",
     "StoreSpace",
+    "StoreState",
     "TraceContext",
     "TreeHead",
     "WaitCheck",

@@ -29,6 +29,11 @@ visible (`rota.infrastructure.merkle` has the byte format and what is stored). A
 beyond the head, or a position outside 1..size, is `StoreError` with code `tree_size`; a
 stored node that is missing (a damaged store) is `tree_node_missing`.
 
+Writability: a store whose server can fail over (PostgreSQL) says whether it takes writes
+(`state`, `probe`: `StoreState`) and refuses every write once its log no longer holds what
+this process saw or a checkpoint recorded (`known_head`: `LogRegressed`, `log_regressed`),
+rather than write at positions an acknowledged event held. The others are always writable.
+
 Errors are the store error tree in `rota.application.errors`; driver exceptions never
 escape. Stores are safe to share between threads; a store must not be used in a child
 process after `fork()` (open it again there).
@@ -44,12 +49,14 @@ from pathlib import Path
 
 from rota.application.ports.clock import Clock
 from rota.application.ports.records import (
+    WRITABLE,
     AppendResult,
     LogHead,
     NewEvent,
     RawRecord,
     RecordedEvent,
     StoreSpace,
+    StoreState,
     TreeHead,
 )
 
@@ -238,6 +245,25 @@ class EventStore(abc.ABC):
         `position` (this process wrote it and nobody has committed since); False when
         it does not know. Lets a writer skip the read that would find nothing new."""
         return False
+
+    def state(self) -> StoreState:
+        """Whether the store takes writes, as it last found, without asking the server:
+        what a daemon reads after each pass (`StoreState`). A store that cannot lose its
+        server or its log's tail (SQLite, memory) is always writable."""
+        return WRITABLE
+
+    def probe(self) -> StoreState:
+        """Ask now: reach the server, check that it takes writes and that its log still
+        holds what this process knows (`known_head`); the state found. A daemon whose
+        store is not writable probes, with backoff, instead of running passes."""
+        return self.state()
+
+    def known_head(self, position: int, hash_hex: str) -> StoreState:
+        """The log held `hash_hex` at `position`, as recorded outside the store (a
+        checkpoint): from now on a log that is behind it, or holds another hash there, is
+        `log_regressed` and refuses writes. Returns the state found. A store that keeps
+        no such guard ignores it (the checkpoint checks of doctor and audit still apply)."""
+        return self.state()
 
     @abc.abstractmethod
     def now(self) -> datetime:

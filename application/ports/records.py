@@ -67,6 +67,26 @@ class LogHead(msgspec.Struct, frozen=True):
     hash: str
 
 
+class StoreState(msgspec.Struct, frozen=True):
+    """Whether the store takes writes, as it last found (`EventStore.state`, `probe`).
+
+    `code` is empty while it does; else `store_unavailable` (the server cannot be
+    reached), `store_read_only` (it answers but is read-only or recovering: a demoted
+    primary, a replica) or `log_regressed` (its log no longer holds what this process saw
+    or a checkpoint recorded: a failover lost acknowledged events), and `reason` says
+    what was found, in words (never a credential)."""
+
+    code: str = msgspec.field(default="")  # (an empty code: no error, writable)
+    reason: str = ""
+
+    @property
+    def writable(self) -> bool:
+        return not self.code
+
+
+WRITABLE = StoreState()
+
+
 class TreeHead(msgspec.Struct, frozen=True):
     """The Merkle tree over the first `size` events: its RFC 9162 root (32 raw bytes)."""
 

@@ -24,6 +24,8 @@ POSTGRES_FOLLOW_MODULE = "rota.infrastructure.eventsourcing.postgres"
 class PostgresBackend(Backend):
     """A PostgreSQL store, the schema `url` names (see the module docstring)."""
 
+    settings = frozenset({"synchronous", "reply_timeout"})
+
     def __init__(self, url: str) -> None:
         self.url = url
 

@@ -41,6 +41,7 @@ from rota.application.ports import Clock, Persisted, ProjectionMeta
 from rota.infrastructure.clock import SystemClock
 from rota.infrastructure.config import EntryCode
 from rota.infrastructure.postgres.names import identifier, split_schema
+from rota.infrastructure.postgres.node_health import classify, session_check
 from rota.infrastructure.postgres.projection_tables import (
     META_TABLE,
     PG_ROW_TABLES,
@@ -140,6 +141,10 @@ class PostgresProjectionStore(StoredProjections):
                 "set_config('default_transaction_read_only', %s, false)",
                 (f"{ms}ms", f"{max(1000, 2 * ms)}ms", "on" if self.read_only else "off"),
             )
+            why = "" if self.read_only else session_check(conn)  # a demoted node: not here
+            if why:
+                conn.close()
+                raise ProjectionStoreError(f"the projection store in {self.where}: {why}")
         except psycopg.Error as exc:
             raise ProjectionStoreError(
                 f"cannot connect to the projection store in {self.where}: {exc}"
@@ -220,6 +225,8 @@ class PostgresProjectionStore(StoredProjections):
                 conn.execute("COMMIT")
             except BaseException as exc:
                 self._rollback(conn)
+                if classify(exc) is not None:  # its server is gone or read-only: a new one
+                    conn.close()
                 if isinstance(exc, psycopg.Error):
                     raise ProjectionStoreError(
                         f"a write to the projection store in {self.where} failed: {exc}"

@@ -35,17 +35,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import select
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
 
-from rota.application.errors import PortCode, StoreError, StoreIntegrityError
+from rota.application.errors import PortCode, StoreError, StoreIntegrityError, StoreUnavailable
 from rota.application.ports import (
     AppendResult,
     Clock,
@@ -54,24 +51,29 @@ from rota.application.ports import (
     NewEvent,
     RawRecord,
     RecordedEvent,
+    StoreState,
     TreeHead,
 )
+from rota.application.ports.records import WRITABLE
 from rota.infrastructure.codec import DEFAULT_CODEC, Codec
 from rota.infrastructure.log_rows import IMPORTING, Row
 from rota.infrastructure.postgres.appends import LogAppends
 from rota.infrastructure.postgres.connections import SYNCHRONOUS_COMMIT, TRANSIENT, LogConnections
 from rota.infrastructure.postgres.database_clock import DatabaseClock
+from rota.infrastructure.postgres.log_guard import LogGuard
 from rota.infrastructure.postgres.log_setup import open_schema
 from rota.infrastructure.postgres.log_sql import LogStatements, mark_import_in
 from rota.infrastructure.postgres.names import identifier, split_schema
+from rota.infrastructure.postgres.node_health import READ_ONLY, classify
 from rota.infrastructure.postgres.reads import LogReads
 from rota.infrastructure.postgres.transactions import Tx
 from rota.infrastructure.postgres.tree import PgNodes
+from rota.infrastructure.postgres.wakeups import Wakeups
 from rota.infrastructure.tree_reads import TreeReads
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-UNPROVEN_POLL = 1.0  # a waiter's poll while LISTEN has not shown it delivers (seconds)
+REPLY_TIMEOUT = 30.0  # seconds a statement may go unanswered before its connection is dropped
 
 
 class PostgresStore(EventStore):
@@ -93,6 +95,7 @@ class PostgresStore(EventStore):
         clock_refresh: float = 0.5,
         synchronous: str | None = None,
         create: bool = True,
+        reply_timeout: float = REPLY_TIMEOUT,
     ) -> None:
         conninfo, url_schema = split_schema(url)
         self.schema = s = identifier(url_schema or schema)
@@ -109,15 +112,6 @@ class PostgresStore(EventStore):
         self.clock_refresh = clock_refresh
         self._fault_after_commit: Callable[[psycopg.Connection[Any]], None] | None = None  # tests
         self._conninfo, self._channel = conninfo, f"rota_{s}"[:63]
-        self._listener_lock = threading.Lock()
-        self._commit, self._generation, self._interrupts = threading.Condition(), 0, 0
-        self._closing = os.pipe()  # written on close: ends the listener's sleep
-        self._listener: threading.Thread | None = None
-        self._listening, self._listen_retry_at = threading.Event(), 0.0
-        # The LISTEN connection has received a notification (its own probe at least): it
-        # works, so a waiter may poll slowly and `nothing_after` may trust the generation.
-        # (Behind a transaction-pooling PgBouncer LISTEN succeeds but nothing arrives.)
-        self._proven = threading.Event()
         # (generation, position): a read found nothing after position (`nothing_after`)
         self._quiet: tuple[int, int] | None = None
         self._sql = LogStatements(s)
@@ -131,8 +125,23 @@ class PostgresStore(EventStore):
             max_retries=max_retries,
             connect_timeout=connect_timeout,
             synchronous_commit=SYNCHRONOUS_COMMIT.get(synchronous or ""),
+            reply_timeout=reply_timeout,
         )
         self.metrics = self._db.metrics
+        self._guard = LogGuard(self.events_table, s)  # the log as this process saw it
+        self._db.on_connect = self._guard.check
+        self._wakeups = Wakeups(
+            conninfo=conninfo,
+            channel=self._channel,
+            name=s,
+            connect_timeout=connect_timeout,
+            poll_interval=poll_interval,
+            connection_class=self._db.connection_class,
+            notify=self._notify,
+            head_position=self.head_position,
+            closed=lambda: self._db.closed,
+        )
+        self._db.on_reset = self._wakeups.restart
         self._clock = DatabaseClock(
             lambda: self._query("SELECT clock_timestamp()")[0][0], clock_refresh
         )
@@ -145,6 +154,16 @@ class PostgresStore(EventStore):
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._db.query(sql, params)
+
+    def _notify(self, payload: str) -> None:
+        """NOTIFY the channel from a pooled session (the listener's probe), and check the
+        server it reached: a pool left on a read-only node (which takes NOTIFY, and whose
+        own listener hears it) is replaced, so an idle process leaves a demoted primary."""
+        role = "pg_is_in_recovery(), current_setting('transaction_read_only')"
+        rows = self._query(f"SELECT pg_notify(%s, %s), {role}", (self._channel, payload))
+        if rows and (rows[0][1] or rows[0][2] == "on"):
+            self._db.note(StoreState(READ_ONLY, "the server turned read-only (a demoted primary?)"))
+            self._db.reset()
 
     def _create_schema(self) -> None:
         open_schema(self, create=self._create)
@@ -174,13 +193,18 @@ class PostgresStore(EventStore):
         `with_lock` queries run right after it, in the same round trip (`Tx.prefetched`).
         """
         attempt, retrying = 0, False
+        guard = self._guard
         while True:
             committing = False
             try:
+                guard.refuse(self._recheck)  # a log that lost events takes no write
                 with self._db.connection() as conn:
+                    guard.refuse(self._recheck)  # (that connection's check may have found it)
                     tx = Tx(conn.cursor(), retrying, self._sql.lock, self._clock.observe)
                     if lock:
-                        tx.head(begin=True, also=with_lock)
+                        with self._db.lock_wait(conn):  # it may wait lock_timeout first
+                            position, hash_hex, _ = tx.head(begin=True, also=with_lock)
+                        guard.admit(conn, position, hash_hex)
                     else:
                         conn.execute("BEGIN")
                     result = body(tx)
@@ -196,9 +220,17 @@ class PostgresStore(EventStore):
             except psycopg.IntegrityError as exc:
                 raise StoreIntegrityError(f"the log refused a write: {exc}") from exc
             except psycopg.Error as exc:
+                if classify(exc) is not None:  # a read-only or recovering server: retry
+                    attempt += 1
+                    self._db.backoff(attempt, exc)
+                    continue
                 raise StoreError(f"a write to schema {self.schema!r} failed: {exc}") from exc
+            if self._db.found.code:
+                self._db.note(WRITABLE)
             if tx.wrote:
-                self._wake()
+                position, hash_hex, _ = tx.head()
+                guard.known.saw(position, hash_hex)
+                self._wakeups.wake()
             return result
 
     def append(
@@ -235,17 +267,21 @@ class PostgresStore(EventStore):
     # -- reading ---------------------------------------------------------------------
 
     def read(self, after: int = 0, limit: int = 1000) -> list[RecordedEvent]:
+        self._guard.refuse(self._recheck)
         seen = self._commits_seen()
         events = self._reads.read(after, limit)
         if not events and seen is not None:
             self._quiet = (seen, after)  # nothing after `after` as of `seen`
+        if events:
+            self._guard.known.saw(events[-1].position)
         return events
 
     def _commits_seen(self) -> int | None:
         """The commit generation while a LISTEN connection is live (every commit of the
         schema notifies it, and every local commit bumps it), else None: unknown."""
-        with self._commit:
-            return self._generation if self._proven.is_set() else None
+        wakeups = self._wakeups
+        with wakeups.commit:
+            return wakeups.generation if wakeups.proven.is_set() else None
 
     def nothing_after(self, position: int) -> bool:
         """True when a read found nothing after `position` and, the LISTEN connection live
@@ -257,12 +293,15 @@ class PostgresStore(EventStore):
         return seen is not None and self._quiet == (seen, position)
 
     def read_stream(self, stream: str, after: int = 0) -> list[RecordedEvent]:
+        self._guard.refuse(self._recheck)
         return self._reads.read_stream(stream, after)
 
     def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        self._guard.refuse(self._recheck)
         return self._reads.read_streams(streams)
 
     def find_delivery(self, delivery_id: str) -> RecordedEvent | None:
+        self._guard.refuse(self._recheck)
         return self._reads.find_delivery(delivery_id)
 
     def stream_version(self, stream: str) -> int:
@@ -271,16 +310,54 @@ class PostgresStore(EventStore):
     def read_prefix(
         self, prefix: str, after: int = 0, limit: int = 1000, upto: int | None = None
     ) -> list[RecordedEvent]:
+        self._guard.refuse(self._recheck)
         return self._reads.read_prefix(prefix, after, limit, upto)
 
     def read_raw(self, after: int = 0, limit: int = 1000) -> list[RawRecord]:
-        return self._reads.read_raw(after, limit)
+        rows = self._reads.read_raw(after, limit)
+        if rows:
+            self._guard.known.saw(rows[-1].position, rows[-1].hash)
+        return rows
 
     def head(self) -> LogHead:
-        return self._reads.head()
+        head = self._reads.head()
+        self._guard.known.saw(head.position, head.hash)
+        return head
 
     def head_position(self) -> int:
-        return self._reads.head_position()
+        position = self._reads.head_position()
+        self._guard.known.saw(position)
+        return position
+
+    # -- writability and failover ----------------------------------------------------
+
+    def state(self) -> StoreState:
+        """What the store last found (no I/O): `log_regressed` while its log lacks what it
+        knows, else what its connections found (`LogConnections.found`)."""
+        if self._guard.regression is not None:
+            return StoreState(PortCode.LOG_REGRESSED, self._guard.reason())
+        return self._db.found
+
+    def probe(self) -> StoreState:
+        """Ask the server now, on a connection of its own (see `LogConnections.probe`)."""
+        self._db.probe(self._guard.check)
+        return self.state()
+
+    def known_head(self, position: int, hash_hex: str) -> StoreState:
+        """Pin a head recorded outside the database (a checkpoint) and check it now."""
+        self._guard.known.pin(position, hash_hex)
+        with contextlib.suppress(StoreError):  # unreachable: connections made later check it
+            self._recheck()
+        return self.state()
+
+    def _recheck(self) -> None:
+        try:
+            with self._db.connection() as conn:
+                self._guard.check(conn)
+        except psycopg.Error as exc:
+            raise StoreUnavailable(
+                f"the log of schema {self.schema!r} could not be checked: {exc}"
+            ) from exc
 
     def _tree(self) -> TreeReads:
         return TreeReads(PgNodes(self.schema, self._query), self.head_position)
@@ -301,127 +378,38 @@ class PostgresStore(EventStore):
         """The database's clock (see `database_clock`)."""
         return self._clock.now()
 
-    # -- waiting for commits ---------------------------------------------------------
+    # -- waiting for commits (`wakeups`) ---------------------------------------------
 
     def _wake(self) -> None:
-        with self._commit:
-            self._generation += 1
-            self._commit.notify_all()
+        self._wakeups.wake()
 
-    def _listen(self) -> None:
-        """Start the LISTEN thread unless it runs (or failed less than 5 s ago)."""
-        with self._listener_lock:
-            if self._listening.is_set() or time.monotonic() < self._listen_retry_at:
-                return
-            try:
-                timeout = max(2, round(self.connect_timeout))
-                conn = psycopg.connect(
-                    self._conninfo,
-                    autocommit=True,
-                    connect_timeout=timeout,
-                    # A connection that dies without a sign (a dropped route) ends in
-                    # about 25 s, and the waiters poll fast again (`_listen_loop`).
-                    keepalives=1,
-                    keepalives_idle=10,
-                    keepalives_interval=5,
-                    keepalives_count=3,
-                )
-                conn.execute(f'LISTEN "{self._channel}"')
-            except psycopg.Error:
-                self._listen_retry_at = time.monotonic() + 5.0
-                return
-            self._listening.set()
-            name = f"rota-listen-{self.schema}"
-            self._listener = threading.Thread(target=self._listen_loop, args=(conn,), name=name)
-            self._listener.daemon = True
-            self._listener.start()
-            # A probe from another session proves notifications arrive (`_proven`, set by
-            # the loop); psycopg would consume one sent on the LISTEN connection itself.
-            with contextlib.suppress(psycopg.Error, StoreError):
-                self._query("SELECT pg_notify(%s, 'listening')", (self._channel,))
+    @property
+    def _listening(self) -> threading.Event:
+        listening: threading.Event = self._wakeups.listening
+        return listening
 
-    def _listen_loop(self, conn: psycopg.Connection[Any]) -> None:
-        """Sleep on the LISTEN connection's socket (and the close pipe) until a NOTIFY
-        arrives; wake the waiters once per burst. No timer: an idle store sleeps."""
-        pgconn = conn.pgconn
-        try:
-            while True:
-                ready, _, _ = select.select([pgconn.socket, self._closing[0]], [], [], 60.0)
-                if self._db.closed:
-                    break
-                if not ready:
-                    conn.execute("SELECT 1")  # a quiet minute: check the connection lives
-                    continue
-                pgconn.consume_input()
-                woke = False
-                while pgconn.notifies() is not None:
-                    woke = True
-                if woke:
-                    self._proven.set()
-                    self._wake()
-                elif pgconn.status != psycopg.pq.ConnStatus.OK:
-                    raise psycopg.OperationalError("the LISTEN connection was lost")
-        except (psycopg.Error, OSError):
-            self._listen_retry_at = time.monotonic() + 1.0
-        finally:
-            self._proven.clear()
-            self._listening.clear()
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
-            self._wake()  # waiters fall back to polling until a listener runs again
+    @property
+    def _proven(self) -> threading.Event:
+        proven: threading.Event = self._wakeups.proven
+        return proven
+
+    @property
+    def _generation(self) -> int:
+        return int(self._wakeups.generation)
 
     def wake_waiters(self) -> None:
-        with self._commit:
-            self._interrupts += 1
-            self._commit.notify_all()
+        self._wakeups.wake_waiters()
 
     def wait_for_commit(self, after: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        self._listen()
-        fallback = 0.005
-        with self._commit:
-            interrupts = self._interrupts
-        while True:
-            with self._commit:
-                generation = self._generation
-            if self.head_position() > after:
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            if self._proven.is_set():
-                step = self.poll_interval
-            elif self._listening.is_set():  # no notification seen yet: LISTEN may not work
-                step = min(self.poll_interval, UNPROVEN_POLL)
-            else:
-                step, fallback = fallback, min(fallback * 2, 0.1)
-            with self._commit:
-                if self._interrupts != interrupts:
-                    return False
-                if self._generation == generation:
-                    self._commit.wait(min(step, remaining))
-                if self._interrupts != interrupts:
-                    return False
+        return bool(self._wakeups.wait_for_commit(after, timeout))
 
     def close(self) -> None:
         if self._db.closed:
             return
         self._db.closed = True
-        self.wake_waiters()
-        self._wake()
-        if self._db.forked:
-            self._close_pipe()
+        forked = self._db.forked
+        self._wakeups.close(forked)
+        if forked:
             return  # the parent's sockets: closing them here would break its connections
-        with contextlib.suppress(OSError):
-            os.write(self._closing[1], b"x")
-        listener = self._listener
-        if listener is not None and listener is not threading.current_thread():
-            listener.join(timeout=2.0)
+        self._wakeups.join()
         self._db.close()
-        if listener is None or not listener.is_alive():
-            self._close_pipe()
-
-    def _close_pipe(self) -> None:
-        for fd in self._closing:
-            with contextlib.suppress(OSError):
-                os.close(fd)

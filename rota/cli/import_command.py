@@ -1,4 +1,5 @@
-"""`rota import`: load a whole-log export into a new store, all or nothing.
+"""`rota import`: load a whole-log export into a new store, all or nothing; with `--append`,
+put back the events a failover lost (a partial export onto the log it continues).
 
 An import that is interrupted (Ctrl-C, SIGKILL, a power cut) never leaves a store behind
 that looks whole:
@@ -44,6 +45,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     target = args.to or args.store
     if not target:
         raise UsageError("import needs the target store: rota import EXPORT --to URL")
+    if args.append:
+        return _append(args, target)
     with progress_logging(args) as progress:
         report, resumed = import_into(target, args.export, load_config(args), progress=progress)
     url = redact_url(target)
@@ -55,6 +58,31 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"imported {report.checked} events into {url}, "
             f"head {report.head_position} {report.head_hash} (chain verified){again}"
         )
+    return 0
+
+
+def _append(args: argparse.Namespace, target: str) -> int:
+    """`rota import --append EXPORT`: put back the events a failover lost
+    (`rota.replay.regression.append_export`)."""
+    from rota.cli.run_logs import progress_logging
+    from rota.replay.regression import append_export
+
+    with (
+        progress_logging(args) as progress,
+        bootstrap.open_log(target, load_config(args), create=False) as store,
+    ):
+        first, last = append_export(args.export, store, progress=progress)
+        head = store.head()
+    url = redact_url(target)
+    count = max(0, last - first + 1)
+    if args.json:
+        print_json({"store": url, "appended": count, "first": first, "last": last,
+                    "head_position": head.position, "head_hash": head.hash})  # fmt: skip
+    elif count:
+        print(f"appended positions {first}..{last} ({count} events) to {url}, head "
+              f"{head.position} {head.hash} (every link checked)")  # fmt: skip
+    else:
+        print(f"nothing to append: {url} already holds every event of {args.export}")
     return 0
 
 

@@ -274,6 +274,13 @@ def register(commands: Any) -> None:
     imp.add_argument(
         "--to", "--store", dest="to", metavar="URL", help="the target store (must be empty)"
     )
+    imp.add_argument(
+        "--append",
+        action="store_true",
+        help="append a partial export ('rota export --from N' on a node that still holds "
+        "them) to a store whose log ends at position N: the events a failover lost "
+        "(log_regressed); each link is checked, nothing else is written",
+    )
     imp.add_argument("--json", action="store_true", help="print the verified report as JSON")
     log_options(imp)
     imp.set_defaults(handler=cmd_import)

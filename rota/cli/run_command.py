@@ -1,16 +1,28 @@
 """`rota run`: the daemon loop (or one run until idle) in the foreground, stopped by
-SIGTERM/SIGINT, optionally serving the HTTP API, with a summary of the Works at the end."""
+SIGTERM/SIGINT, optionally serving the HTTP API, with a summary of the Works at the end.
+
+A store that cannot be reached when `rota run` starts (a PostgreSQL server down, starting,
+read-only, or behind a failover that lost events: `store_unavailable`, `store_read_only`,
+`log_regressed`) is waited for, with backoff (0.5 s doubling to 10 s), saying so once and
+again when the reason changes or a minute passed, until it opens, SIGTERM/SIGINT, or
+`--store-wait SECONDS` ran out (then exit 1 with the last reason, as without waiting)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
+import threading
+import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
+from rota.application.errors import LogRegressed, StoreUnavailable
 from rota.cli.app import app_option, load_app
 from rota.cli.common import UsageError, load_config, open_rota, positive_seconds
 from rota.cli.ops import daemon_lock
@@ -20,10 +32,15 @@ from rota.cli.work_reads import state_line, states
 from rota.foreground import run_in_foreground, stop_on_signals
 from rota.scheduler import Scheduler
 
+log = logging.getLogger("rota.store")
+WAIT_FIRST, WAIT_MAX, SAY_AGAIN = 0.5, 10.0, 60.0  # seconds
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.until_idle:
         raise UsageError("--timeout only applies with --until-idle")
+    if args.store_wait is not None and args.store_wait < 0:
+        raise UsageError("--store-wait takes a number of seconds >= 0")
     if args.drain is not None and (args.until_idle or args.drain < 0):
         raise UsageError("--drain takes a number of seconds >= 0, without --until-idle")
     if args.http is not None:
@@ -31,7 +48,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         check_http(args, args.http)  # before the store is opened
     app = load_app(args, load_config(args))  # a bad --app fails before anything is opened
-    with run_logging(args) as status, daemon_lock(args), open_rota(args, runs=True) as scheduler:
+    with run_logging(args) as status, daemon_lock(args), _opened(args) as scheduler:
+        if scheduler is None:
+            status.say("stopped before the store could be opened", "stopped")
+            return 0
         scheduler.schedules.apply(scheduler.config.schedules)  # [[schedules]]: no-op if same
         warn_not_in_config(scheduler)  # those the config defined and no longer has
         server = None
@@ -59,6 +79,37 @@ def cmd_run(args: argparse.Namespace) -> int:
             sys.stderr.flush()
             os._exit(0)
     return 0
+
+
+@contextlib.contextmanager
+def _opened(args: argparse.Namespace) -> Iterator[Scheduler | None]:
+    """The scheduler `rota run` runs, once its store can be opened (see the module
+    docstring); None when a signal stopped the wait."""
+    stop = threading.Event()
+    started, pause, said, last = time.monotonic(), WAIT_FIRST, 0.0, ""
+    with stop_on_signals(stop.set):
+        while True:
+            try:
+                scheduler = open_rota(args, runs=True)
+                break
+            except (StoreUnavailable, LogRegressed) as exc:
+                waited = time.monotonic() - started
+                if args.store_wait is not None and waited + pause > args.store_wait:
+                    raise
+                now = time.monotonic()
+                if str(exc.code) != last or now - said >= SAY_AGAIN:
+                    log.warning(
+                        "waiting for the store (%.0f s so far): %s: %s", waited, exc.code, exc
+                    )
+                    said, last = now, str(exc.code)
+                if stop.wait(pause):
+                    yield None
+                    return
+                pause = min(pause * 2, WAIT_MAX)
+        if last:
+            log.warning("store opened after %.1f s of waiting", time.monotonic() - started)
+    with scheduler:
+        yield scheduler
 
 
 def _run_summary(scheduler: Scheduler, *, as_json: bool) -> None:
@@ -101,6 +152,13 @@ def register(commands: Any) -> None:
         "'rota[http]', docs/http.md)",
     )
     run.add_argument("--tokens", metavar="FILE", help="with --http: the token file")
+    run.add_argument(
+        "--store-wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait at most this long for a store that cannot be opened yet (PostgreSQL down, "
+        "read-only, or missing events after a failover) before exit 1; default: for ever",
+    )
     run.add_argument("--json", action="store_true", help="print the final summary as JSON")
     app_option(run)
     log_options(run)

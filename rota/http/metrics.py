@@ -16,6 +16,7 @@ small drops the per-binding and per-scope detail, never the totals.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import threading
 import time
@@ -26,6 +27,7 @@ from datetime import datetime
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from rota.application.errors import StoreError
 from rota.application.timestamps import parse_timestamp
 from rota.domain.state import WorkStateName
 from rota.http.flow_metrics import LABELS as KEY_LABELS
@@ -97,9 +99,35 @@ class RotaCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._scrape:
             self.budget.begin()
-            families = list(self._families())
+            families = list(self._store_families())  # first: they need no store read
+            # A store that does not answer: its state says so, the rest waits for it.
+            with contextlib.suppress(StoreError):
+                families.extend(self._families())
             yield from families
             yield from self._meta()
+
+    def _store_families(self) -> Iterator[Metric]:
+        """Whether the store takes writes (rota.store_health), without reading it."""
+        admit = self.budget.admit
+        health = self.scheduler.daemon.health
+        state = health.state if not health.writable else self.scheduler.store.state()
+        writable = GaugeMetricFamily(
+            "rota_store_writable",
+            "1 while the store takes writes; 0 while it is unreachable, read-only or "
+            "missing events after a failover (the code is in /readyz and the log)",
+        )
+        admit(writable, [], 1.0 if state.writable else 0.0)
+        yield writable
+        spent = CounterMetricFamily(
+            "rota_store_unwritable_seconds", "Time this daemon's store took no writes"
+        )
+        admit(spent, [], health.unwritable_seconds())
+        yield spent
+        changes = CounterMetricFamily(
+            "rota_store_state_changes", "Times this daemon's store stopped or resumed taking writes"
+        )
+        admit(changes, [], health.changes)
+        yield changes
 
     # -- the families, few series first -------------------------------------------------
 

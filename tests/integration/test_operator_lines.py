@@ -23,7 +23,7 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.mark.parametrize("command", [("capacity",), ("run",), ("work", "list")])
+@pytest.mark.parametrize("command", [("capacity",), ("run", "--store-wait", "0"), ("work", "list")])
 def test_an_unreachable_postgresql_is_one_line(tmp_path: Path, command: tuple[str, ...]) -> None:
     url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/test"
     line = refused(rota(tmp_path, "--store", url, *command), "store_unavailable", 1)
@@ -102,8 +102,46 @@ def test_every_stderr_line_is_json_the_http_servers_too(
 
 def test_a_refusal_is_a_json_record_under_json_logs(tmp_path: Path) -> None:
     url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/test"
-    done = rota(tmp_path, "--store", url, "run", "--log-format", "json")
+    done = rota(tmp_path, "--store", url, "run", "--store-wait", "0", "--log-format", "json")
     assert done.returncode == 1
     (record,) = _json_lines(done.stderr.decode())
     assert record["level"] == "error" and record["code"] == "store_unavailable"
     assert str(record["message"]).startswith("cannot connect to PostgreSQL")
+
+
+def test_rota_run_waits_for_a_store_it_cannot_reach_and_stops_on_sigterm(tmp_path: Path) -> None:
+    # issue 32: the database down when the daemon starts is waited for, not an exit 1
+    url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/test"
+    process = subprocess.Popen(
+        [sys.executable, "-P", "-m", "rota", "--store", url, "run", "--log-format", "json"],
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    try:
+        first = json.loads(process.stderr.readline())
+        assert first["logger"] == "rota.store" and first["level"] == "warning"
+        assert str(first["message"]).startswith("waiting for the store (0 s so far): ")
+        assert "store_unavailable" in first["message"] and "Connection refused" in first["message"]
+        assert process.poll() is None  # still waiting
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(TIMEOUT)
+        process.stderr.close()
+    assert process.returncode == 0
+    assert json.loads(rest.splitlines()[-1])["message"] == "stopped"
+
+
+def test_a_store_wait_that_runs_out_is_the_refusal(tmp_path: Path) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/test"
+    done = rota(tmp_path, "--store", url, "run", "--store-wait", "1")
+    assert done.returncode == 1
+    lines = done.stderr.decode().splitlines()
+    assert "waiting for the store" in lines[0]
+    assert lines[-1].startswith("rota: store_unavailable: cannot connect to PostgreSQL")

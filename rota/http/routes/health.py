@@ -1,4 +1,4 @@
-"""`GET /healthz` (the daemon loop ticks) and `GET /readyz` (the store answers, the
+"""`GET /healthz` (the daemon loop ticks) and `GET /readyz` (the store answers and takes writes, the
 projections are caught up, no fast doctor check fails, no schedule is stuck or quarantined:
 `rota.application.queries.schedule_health`). Both need a read token too."""
 
@@ -46,11 +46,20 @@ def healthz(api: Annotated[ApiContext, Depends(context)]) -> Health:
 
 @router.get("/readyz", responses=documented(*GUARDED, 503), dependencies=[READ])
 def readyz(api: Annotated[ApiContext, Depends(context)]) -> Health:
-    """200 when the store answers, the scheduler projection caught up to the log head,
+    """200 when the store answers and takes writes (not read-only, not missing events
+    after a failover: `log_regressed`), the scheduler projection caught up to the log head,
     none of doctor's fast checks (checkpoint, expired leases, overdue timers) fails, and no
     schedule is stuck or quarantined (doctor's `schedule_health`)."""
     scheduler = api.scheduler
     store, checkpoint_dir = scheduler.store, scheduler.config.audit.checkpoint_dir
+    health = scheduler.daemon.health  # what the loop found (failover: rota.store_health)
+    state = health.state if not health.writable else store.state()
+    if not state.writable:
+        raise ApiError(
+            f"the store takes no writes: {state.code}: {state.reason}",
+            code=HttpCode.NOT_READY,
+            status=503,
+        )
     try:
         found = scheduler.queries.state.at_head(
             lambda projection, now: [
