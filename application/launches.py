@@ -29,14 +29,14 @@ from datetime import datetime, timedelta
 from typing import ParamSpec, TypeVar
 
 from rota.application.commands.lifecycle import Claimed
-from rota.application.errors import UNWRITABLE, ExecutorError, InvalidExecutorConfig, StoreError
+from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.executor_directory import ExecutorDirectory
 from rota.application.pass_sync import PassSync
 from rota.application.personal import Unreadable
 from rota.application.ports import Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
-from rota.application.unrecorded_launch import relaunch_when_writable
+from rota.application.unrecorded_launch import unrecorded
 from rota.domain.errors import LeaseLost, Refusal
 from rota.domain.failures import FailureCode
 from rota.domain.policy import Pinned
@@ -385,9 +385,7 @@ class Launches:
             )
             return
         except Exception as exc:
-            unpinned = executor.isolates and not ctx.recovery_persisted  # nothing started
-            if unpinned and isinstance(exc, StoreError) and exc.code in UNWRITABLE:
-                self.submit(relaunch_when_writable, self, held)
+            if unrecorded(self, held, executor, exc):  # the store took no write: no failure
                 return
             # Not a definite refusal: something may have started. Keep the slot until a
             # stop is verified (seed 001: missing acknowledgement or an ambiguous operation
