@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rota.application.errors import UNWRITABLE, ExecutorError, InvalidExecutorConfig, StoreError
+from rota.application.errors import ExecutorError, InvalidExecutorConfig
 from rota.application.ports import Done, Executor, Launch, LaunchContext
 from rota.domain.errors import LeaseLost
 from rota.domain.failures import FailureCode
@@ -31,9 +31,9 @@ log = logging.getLogger("rota.host")
 # one task a pass and executor; a launch that may block runs on a thread of its own.
 LAUNCH_POOL_THREADS = 2
 PersistAll = Callable[[Sequence[tuple[LaunchContext, Any]]], list[BaseException | None]]
-# What the host does with a launch whose pin the store did not take while it takes no
-# writes (`rota.application.unrecorded_launch`): nothing started, so nothing is charged.
-Unwritable = Callable[["Held"], None]
+# Whether the host handled a launch's error as a write the store did not take (it takes no
+# writes: `rota.application.unrecorded_launch`), so the attempt is charged nothing.
+Unwritable = Callable[["Held", Executor, Exception], bool]
 
 
 def call_launch(
@@ -96,11 +96,8 @@ def launched(
         message = f"executor {executor.name!r} could not launch"
         done(_failure(FailureCode.EXECUTOR_ERROR, message))
         return
-    if error is not None and unwritable is not None:
-        unpinned = executor.isolates and not ctx.recovery_persisted  # nothing started
-        if unpinned and isinstance(error, StoreError) and error.code in UNWRITABLE:
-            unwritable(held)
-            return
+    if error is not None and unwritable is not None and unwritable(held, executor, error):
+        return
     if error is not None:
         # Not a definite refusal: something may have started. Keep the slot until a stop is
         # verified (seed 001: missing acknowledgement or an ambiguous operation records a

@@ -43,7 +43,7 @@ from rota.application.personal import Unreadable
 from rota.application.ports import Done, Environment, Executor, LaunchContext, TraceContext
 from rota.application.service import SchedulerService
 from rota.application.task_threads import TaskThreads
-from rota.application.unrecorded_launch import relaunch_when_writable
+from rota.application.unrecorded_launch import unrecorded
 from rota.domain.errors import LeaseLost, Refusal
 from rota.domain.failures import FailureCode
 from rota.domain.policy import Pinned
@@ -207,10 +207,9 @@ class Launches:
             executor, batch = self._waiting.pop(key)
         call_launch_many(executor, batch, self._persist_all, self.unwritable)
 
-    def unwritable(self, held: Held) -> None:
-        """A launch whose pin the store did not take while it takes no writes: relaunched
-        once it does, failing nothing (`rota.application.unrecorded_launch`)."""
-        self.submit(relaunch_when_writable, self, held)
+    def unwritable(self, held: Held, executor: Executor, error: Exception) -> bool:
+        """Whether the launch's `error` was a write the store did not take (`unrecorded`)."""
+        return unrecorded(self, held, executor, error)
 
     def _persist_all(
         self, pairs: Sequence[tuple[LaunchContext, Any]]

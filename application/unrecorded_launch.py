@@ -1,16 +1,22 @@
-"""A launch whose writes the store did not take (a failover), relaunched once it does.
+"""A launch whose writes the store did not take (a failover): never charged as a failure.
 
-An executor that isolates (`Executor.isolates`: the shell executor holds its command until
-the launch is pinned, and kills the held wrapper when the pin fails) starts nothing before
-its recovery metadata is durable. So when that pin fails because the store takes no writes
-(`store_unavailable`, `store_read_only`, `log_regressed`), nothing of the attempt ran, and
-charging it a launch failure would spend a retry, or fail the Work, for the store's outage
-(the field notes' "never charge it to the Work"). Instead the host keeps holding the attempt
-(its renewals resume with the store) and, on the launcher, waits for the store to take
-writes, then relaunches the attempt under a new epoch, failing nothing (`relaunch_unstarted`,
-reason `not_started`). If the lease lapses first (an outage longer than the lease), the
-relaunch is refused and recovery relaunches it instead, by the same rule
-(`rota.domain.recovery.relaunchable`: called, isolated, nothing pinned at its epoch).
+A launch makes fenced writes (its phases, its recovery metadata). When one fails because
+the store takes no writes (`store_unavailable`, `store_read_only`, `log_regressed`), the
+executor's `launch` raises it; recording a launch failure then would spend a retry, or fail
+the Work, for the store's outage (the field notes' "never charge it to the Work"), and, once
+its process runs, have its stop verified (killed) and run again. Instead (`unrecorded`):
+
+- an executor that isolates (`Executor.isolates`: the shell executor holds its command
+  until the launch is pinned, and kills the held wrapper when the pin fails) whose pin was
+  not taken started nothing: the host keeps holding the attempt (its renewals resume with
+  the store) and, on the launcher, waits for the store to take writes, then relaunches it
+  under a new epoch, failing nothing (`relaunch_unstarted`, reason `not_started`). If the
+  lease lapses first, recovery relaunches it by the same rule
+  (`rota.domain.recovery.relaunchable`: called, isolated, nothing pinned at its epoch);
+- a launch whose recovery metadata was pinned (its process may run, no longer watched
+  here) is let go (no renewal, no cancel): its lease lapses and recovery adopts it from the
+  metadata, once the store takes writes, and reports its outcome once;
+- anything else stays the ambiguous launch it was (`launch_ambiguous`, its slot kept).
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ import time
 from typing import TYPE_CHECKING
 
 from rota.application.commands.lifecycle import Claimed
-from rota.application.errors import StoreError
+from rota.application.errors import UNWRITABLE, StoreError
+from rota.application.ports import Executor
 from rota.domain.errors import Refusal
 
 if TYPE_CHECKING:
@@ -30,6 +37,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rota.host")
 PROBE_EVERY = 2.0  # seconds between the store probes this wait makes itself
+
+
+def unrecorded(launches: Launches, held: Held, executor: Executor, exc: BaseException) -> bool:
+    """Whether a launch that raised `exc` was handled as not recorded (see the module
+    docstring); False: it is the ambiguous failure it was."""
+    if not (isinstance(exc, StoreError) and exc.code in UNWRITABLE):
+        return False
+    if held.ctx.recovery_persisted:
+        launches.drop(held, reason=None, cancel=False)  # recovery adopts it
+        return True
+    if executor.isolates:
+        launches.submit(relaunch_when_writable, launches, held)
+        return True
+    return False
 
 
 def relaunch_when_writable(launches: Launches, held: Held) -> None:
