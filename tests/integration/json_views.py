@@ -26,8 +26,24 @@ def event_json(recorded: RecordedEvent) -> dict[str, Any]:
         "type": recorded.type,
         "delivery_id": recorded.delivery_id,
         "recorded_at": recorded.recorded_at,
-        "data": msgspec.to_builtins(recorded.event),
+        "data": _every_field(recorded.event),
     }
+
+
+def _every_field(value: Any) -> Any:
+    """An event's data with every field, those its stored JSON leaves out at their defaults
+    too (the newer event versions omit them; a view shows them all)."""
+    if isinstance(value, msgspec.Struct):
+        tag = value.__struct_config__.tag
+        out: dict[str, Any] = {} if tag is None else {"type": tag}
+        for field in msgspec.structs.fields(value):
+            out[field.encode_name] = _every_field(getattr(value, field.name))
+        return out
+    if isinstance(value, list):
+        return [_every_field(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _every_field(item) for key, item in value.items()}
+    return msgspec.to_builtins(value)
 
 
 def _time(when: datetime | None) -> str | None:
