@@ -58,6 +58,16 @@ class KnownHeads:
         with self._lock:
             return sorted({**self._recent, **self._pinned}.items())
 
+    def copy(self) -> KnownHeads:
+        """What is known now, apart from what is learnt later: a check takes it BEFORE it
+        reads the log (what a later commit teaches would otherwise look missing from a
+        snapshot taken before that commit)."""
+        with self._lock:
+            copied = KnownHeads(self._keep)
+            copied.position = self.position
+            copied._recent, copied._pinned = dict(self._recent), dict(self._pinned)
+            return copied
+
     def hash_at(self, position: int) -> str | None:
         with self._lock:
             return self._pinned.get(position) or self._recent.get(position)

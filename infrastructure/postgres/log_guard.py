@@ -39,9 +39,10 @@ class LogGuard:
 
     def check(self, conn: psycopg.Connection[Any]) -> Regression | None:
         """Compare the log on `conn`'s server with what is known; remember the verdict."""
-        if self.known.empty:
+        known = self.known.copy()  # before the read: see `KnownHeads.copy`
+        if known.empty:
             return None
-        points = self.known.points()
+        points = known.points()
         newest = points[-1][0] if points else 0
         row = conn.execute(self._head_sql, (newest,)).fetchone()
         head, head_hash, at_newest = (0, GENESIS_HEX, None) if row is None else row
@@ -53,7 +54,7 @@ class LogGuard:
             found = conn.execute(sql, (position,)).fetchone()
             return None if found is None else str(found[0])
 
-        self.regression = judge(int(head), str(head_hash), hash_at, self.known)
+        self.regression = judge(int(head), str(head_hash), hash_at, known)
         return self.regression
 
     def admit(self, conn: psycopg.Connection[Any], position: int, hash_hex: str) -> None:
