@@ -12,10 +12,9 @@ pass starts nothing new; a step that found more than a page wakes the loop again
 Pages are 16 by default, at most 64 (`rota.domain.pages`). A tick that finds another tick
 running returns at once (re-entrant ticks coalesce).
 
-Launches run off the loop, each on a thread of its own, outside any store transaction,
-under the lease the claim took; the loop keeps renewing every held lease every third of the lease
-duration, so a launch slower than the lease keeps it. When a renewal is refused the
-launch's `ctx.cancel` is set with `ctx.cancel_reason` a `LeaseLost`.
+Launches run off the loop (a thread each, or a batch on the launch pool: `launches`), outside
+any store transaction, under the claim's lease, which the loop renews every third of its
+duration, so a slow launch keeps it; a refused renewal sets `ctx.cancel` (a `LeaseLost`).
 
 Elapsed time is the clock's monotonic reading: a renewal is due a third of the lease after
 the last by that reading or by wall time, whichever comes first, and an attempt this
