@@ -151,8 +151,8 @@ def role_flip(rig: Rig) -> Drill:
             f"read-only {flipped - fault:.2f} s after the ALTER SYSTEM; the replica promoted "
             f"and the address moved {ready - flipped:.2f} s later; time is from then",
             f"{before} sockets open to the old primary when it turned read-only, none closed "
-            f"by the flip; {rig.proxy.open_links(old.port)} left once Work started again "
-            "(rota dropped the rest on 25006)",
+            f"by the flip (the proxy closes nothing); {rig.proxy.open_links(old.port)} still "
+            "open to it once both daemons had started Work on the new primary",
         ],
     )
     old.read_only(False)
