@@ -110,18 +110,20 @@ def _back_as_replica(rig: Rig) -> None:
 def planned_switchover(rig: Rig) -> Drill:
     cluster = rig.cluster
     cluster.caught_up()
-    fault = time.time()
     cluster.primary.stop("fast")
+    fault = time.time()  # the old primary is down (a claim before could still be its)
     ready = _promote_and_move(rig)
-    result = _timed(rig, "planned switchover", fault, [f"promoted {ready - fault:.2f} s after"])
+    result = _timed(
+        rig, "planned switchover", fault, [f"promoted {ready - fault:.2f} s after the stop"]
+    )
     _back_as_replica(rig)
     return result
 
 
 def unplanned_failover(rig: Rig) -> Drill:
     cluster = rig.cluster
-    fault = time.time()
     cluster.primary.kill()
+    fault = time.time()  # every process of the old primary is dead
     ready = _promote_and_move(rig)
     result = _timed(
         rig,
