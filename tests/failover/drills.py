@@ -110,18 +110,20 @@ def _back_as_replica(rig: Rig) -> None:
 def planned_switchover(rig: Rig) -> Drill:
     cluster = rig.cluster
     cluster.caught_up()
-    fault = time.time()
     cluster.primary.stop("fast")
+    fault = time.time()  # the old primary is down (a claim before could still be its)
     ready = _promote_and_move(rig)
-    result = _timed(rig, "planned switchover", fault, [f"promoted {ready - fault:.2f} s after"])
+    result = _timed(
+        rig, "planned switchover", fault, [f"promoted {ready - fault:.2f} s after the stop"]
+    )
     _back_as_replica(rig)
     return result
 
 
 def unplanned_failover(rig: Rig) -> Drill:
     cluster = rig.cluster
-    fault = time.time()
     cluster.primary.kill()
+    fault = time.time()  # every process of the old primary is dead
     ready = _promote_and_move(rig)
     result = _timed(
         rig,
@@ -151,8 +153,8 @@ def role_flip(rig: Rig) -> Drill:
             f"read-only {flipped - fault:.2f} s after the ALTER SYSTEM; the replica promoted "
             f"and the address moved {ready - flipped:.2f} s later; time is from then",
             f"{before} sockets open to the old primary when it turned read-only, none closed "
-            f"by the flip; {rig.proxy.open_links(old.port)} left once Work started again "
-            "(rota dropped the rest on 25006)",
+            f"by the flip (the proxy closes nothing); {rig.proxy.open_links(old.port)} still "
+            "open to it once both daemons had started Work on the new primary",
         ],
     )
     old.read_only(False)
