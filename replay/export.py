@@ -308,6 +308,18 @@ def verify_export(
     return report
 
 
+def verified(path: str | os.PathLike[str], verb: str, progress: ProgressFactory) -> None:
+    """Refuse (`ExportError`) to `verb` an export that fails verification."""
+    report = verify_export(path, progress=progress)
+    if not report.ok:
+        where = f"position {report.first_bad_position}: " if report.first_bad_position else ""
+        raise ExportError(
+            f"refusing to {verb} {path}: {where}{report.reason}",
+            line=0,
+            position=report.first_bad_position,
+        )
+
+
 def _prunes(path: str | os.PathLike[str]) -> list[Prune]:
     """The prunes an export records (a first pass over the file; none if it is unreadable:
     the verifying pass then names the bad line). Only a regular file is read twice: a pipe
@@ -347,14 +359,7 @@ def import_export(
             "import only into an empty store",
             code=ReplayCode.STORE_NOT_EMPTY,
         )
-    report = verify_export(path, progress=progress)
-    if not report.ok:
-        where = f"position {report.first_bad_position}: " if report.first_bad_position else ""
-        raise ExportError(
-            f"refusing to import {path}: {where}{report.reason}",
-            line=0,
-            position=report.first_bad_position,
-        )
+    verified(path, "import", progress)
     with open_export(path) as src:
         header = read_header(src)
         if header.from_:

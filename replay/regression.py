@@ -26,7 +26,7 @@ from rota.infrastructure.chain import GENESIS_HEX
 from rota.infrastructure.log_regression import KnownHeads, Regression, judge
 from rota.infrastructure.stores import redact_url
 from rota.replay.checkpoint import Checkpoint
-from rota.replay.export import ExportError, open_export, read_header, read_records, verify_export
+from rota.replay.export import open_export, read_header, read_records, verified
 from rota.replay.progress import ProgressFactory, silent
 
 PAGE = 1000
@@ -56,14 +56,7 @@ def append_export(
     interrupted append left it); returns (first, last) positions appended (nothing
     appended: last < first). Refuses, before writing: another store's export, an export
     that fails verification, one that does not continue this log."""
-    report = verify_export(path, progress=progress)
-    if not report.ok:
-        where = f"position {report.first_bad_position}: " if report.first_bad_position else ""
-        raise ExportError(
-            f"refusing to append {path}: {where}{report.reason}",
-            line=0,
-            position=report.first_bad_position,
-        )
+    verified(path, "append", progress)
     where = redact_url(store.url)
     with open_export(path) as src:
         header = read_header(src)
