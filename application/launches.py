@@ -418,7 +418,7 @@ class Launches:
         if batches is not None and getattr(executor, "batch_launch", False):
             batches.setdefault(id(executor), (executor, []))[1].append((held, self.done(held)))
         elif getattr(executor, "inline", False):
-            call_launch(executor, held, self.done(held))
+            call_launch(executor, held, self.done(held), self.unwritable)
         else:
             self.submit(call_launch, executor, held, self.done(held), self.unwritable)
 
